@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# README command 2: the whole test suite.
+#   1. install dependencies; 2. build (CUDA when nvcc is found) and run every ctest test
+#      (GPU tests report "Skipped" without a GPU);
+#   3. build runtime/ with ThreadSanitizer and with AddressSanitizer+UBSan and run its tests.
+# Set TANDEM_TEST_SANITIZERS=0 to skip step 3 locally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${TANDEM_JOBS:-$(nproc)}
+bash scripts/install-deps.sh
+bash scripts/build.sh
+(cd build && ctest --output-on-failure -j "$jobs")
+
+if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
+  for san in thread address; do
+    dir=build-$san
+    echo "== runtime tests under ${san} sanitizer =="
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_CUDA=OFF \
+      -DTANDEM_RUNTIME_ONLY=ON -DTANDEM_SANITIZE=$san >/dev/null
+    cmake --build "$dir" -j "$jobs"
+    # halt_on_error: any race or memory error fails the run.
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+      bash -c "cd $dir && ctest --output-on-failure -j $jobs -L cpu"
+  done
+fi
+echo "test.sh: all suites passed"
