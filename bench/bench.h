@@ -1,5 +1,6 @@
 // tandem-bench: one binary, one subcommand per benchmark family (`tandem-bench store`).
-// Each family registers itself with TANDEM_BENCH; main() dispatches by name.
+// A family may have several sections (e.g. `kernels` has elementwise, gemm, ...), each
+// registered with TANDEM_BENCH; `tandem-bench FAMILY` runs all its sections in name order.
 // Benchmarks print a table to stdout; a PyTorch peer (bench/*.py) is run by the same
 // command where one exists, and the ratio is printed next to tandem's number.
 #pragma once
@@ -9,12 +10,14 @@
 
 namespace tandem::bench {
 
+// Returns 0 on success; args are the command line after the family name.
 using BenchFn = int (*)(const std::vector<std::string>& args);
 
-// Registers `fn` under `name`; returns true (for static initialisers).
-bool Register(const char* name, const char* help, BenchFn fn);
+// Registers section `section` of family `family`; returns true (for static initialisers).
+bool Register(const char* family, const char* section, const char* help, BenchFn fn);
 
 }  // namespace tandem::bench
 
-#define TANDEM_BENCH(name, help, fn) \
-  static const bool tandem_bench_registered_##fn = ::tandem::bench::Register(name, help, fn)
+#define TANDEM_BENCH(family, section, help, fn) \
+  static const bool tandem_bench_registered_##fn = \
+      ::tandem::bench::Register(family, section, help, fn)
