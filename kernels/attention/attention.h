@@ -1,0 +1,135 @@
+// Attention for tandem: the target's causal attention over packed variable-length documents
+// (forward only), and the DFlash drafter's block attention (forward and backward).
+//
+// Layouts are packed by token, heads interleaved: Q [T, hq, d], K/V [T, hk, d], O [T, hq, d],
+// LSE [T, hq] fp32 (natural-log log-sum-exp of the scaled scores). GQA: hq is a multiple of
+// hk and query head h reads KV head h / (hq / hk). Every op has a CPU reference
+// (`...Cpu`, host tensors, fp32 math on bf16 inputs) with the same arguments as its CUDA
+// version (device tensors, runs on `stream`).
+//
+// Thread-safety: the free functions are reentrant. A CausalVarlenAttention object is
+// thread-compatible (one caller at a time; it caches plans and owns a workspace).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/dtype.h"
+#include "kernels/tensor.h"
+#include "runtime/core/status.h"
+
+namespace tandem::kernels {
+
+// ---------------------------------------------------------------------------------------
+// Target: causal attention inside each document of a packed batch.
+//
+// cu_seqlens: i32 [docs+1], cu_seqlens[0] = 0, cu_seqlens[docs] = T, non-decreasing;
+// document i is tokens [cu_seqlens[i], cu_seqlens[i+1]). Token t of document i attends to
+// tokens [cu_seqlens[i], t]. max_seqlen >= the longest document (host value; it keys the
+// plan cache). scale 0 means 1/sqrt(d). lse may be empty (not written).
+// ---------------------------------------------------------------------------------------
+
+// CPU reference: all tensors on the host.
+Status CausalVarlenAttentionForwardCpu(const TensorView& q,           // bf16 [T, hq, d]
+                                       const TensorView& k,           // bf16 [T, hk, d]
+                                       const TensorView& v,           // bf16 [T, hk, d]
+                                       const TensorView& cu_seqlens,  // i32 [docs+1]
+                                       int max_seqlen, float scale,
+                                       TensorView out,  // bf16 [T, hq, d]
+                                       TensorView lse,  // f32 [T, hq] or empty
+                                       Stream stream = nullptr);
+
+enum class AttentionBackend : uint8_t {
+  kAuto,      // cuDNN fused SDPA; the own fallback kernel where cuDNN has no engine
+  kCudnn,     // cuDNN only; an error where it has no engine
+  kFallback,  // the own (simple, slower) CUDA kernel
+};
+
+// CUDA version. Owns a cuDNN handle, a plan cache keyed by (docs, max_seqlen rounded up to
+// a power of two >= 64, hq, hk, d, lse wanted) and a device workspace that grows on demand
+// (the only allocations; steady-state calls allocate nothing and never sync the host).
+class CausalVarlenAttention {
+ public:
+  // REQUIRES: a CUDA build; `device` is the ordinal all tensors live on.
+  static Result<std::unique_ptr<CausalVarlenAttention>> Create(
+      int device, AttentionBackend backend = AttentionBackend::kAuto);
+  virtual ~CausalVarlenAttention() = default;
+
+  // Same contract as CausalVarlenAttentionForwardCpu; tensors (cu_seqlens too) on the device.
+  virtual Status Forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& cu_seqlens, int max_seqlen, float scale,
+                         TensorView out, TensorView lse, Stream stream) = 0;
+
+  // Which backend the last Forward used ("cudnn" or "fallback").
+  virtual const char* last_backend() const = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// DFlash block attention (drafter).
+//
+// NB blocks of kBlockSize queries; block b has anchor a_b (a token index of the packed
+// batch) inside the document starting at doc_start[b]. Query slot i of block b attends to
+//   * context keys Kctx[j] for j in [lo_b, a_b), lo_b = max(doc_start[b], a_b - window)
+//     (window == 0: lo_b = doc_start[b]);
+//   * block keys Kblk[b*16 + j] for all j (causal_in_block: j <= i).
+// No other block is visible. Requires doc_start[b] <= a_b <= T.
+// ---------------------------------------------------------------------------------------
+inline constexpr int kDFlashBlockSize = 16;
+
+struct DFlashAttentionConfig {
+  int window = 0;                // 0: the whole document prefix (full-attention layer)
+  bool causal_in_block = false;  // true for sliding-window layers
+  float scale = 0.0f;            // 0: 1/sqrt(d)
+};
+
+struct DFlashAttentionInputs {
+  TensorView q_blk;      // bf16 [NB*16, hq, d]
+  TensorView k_blk;      // bf16 [NB*16, hk, d]
+  TensorView v_blk;      // bf16 [NB*16, hk, d]
+  TensorView k_ctx;      // bf16 [T, hk, d]
+  TensorView v_ctx;      // bf16 [T, hk, d]
+  TensorView anchors;    // i32 [NB]
+  TensorView doc_start;  // i32 [NB]
+};
+
+struct DFlashAttentionGrads {
+  TensorView dq_blk;  // bf16 [NB*16, hq, d]
+  TensorView dk_blk;  // bf16 [NB*16, hk, d]
+  TensorView dv_blk;  // bf16 [NB*16, hk, d]
+  // fp32 because several blocks read the same context key: the CUDA kernel zero-fills them,
+  // then accumulates with fp32 atomics (summation order, hence the last bits, may vary
+  // between runs).
+  TensorView dk_ctx;  // f32 [T, hk, d], overwritten
+  TensorView dv_ctx;  // f32 [T, hk, d], overwritten
+};
+
+// Forward: out bf16 [NB*16, hq, d], lse f32 [NB*16, hq] (needed by the backward).
+Status DFlashAttentionForward(const DFlashAttentionInputs& in, const DFlashAttentionConfig& cfg,
+                              TensorView out, TensorView lse, Stream stream);
+Status DFlashAttentionForwardCpu(const DFlashAttentionInputs& in,
+                                 const DFlashAttentionConfig& cfg, TensorView out,
+                                 TensorView lse, Stream stream = nullptr);
+
+// Backward from d_out bf16 [NB*16, hq, d], given the forward's out and lse.
+Status DFlashAttentionBackward(const DFlashAttentionInputs& in, const DFlashAttentionConfig& cfg,
+                               const TensorView& out, const TensorView& lse,
+                               const TensorView& d_out, const DFlashAttentionGrads& grads,
+                               Stream stream);
+Status DFlashAttentionBackwardCpu(const DFlashAttentionInputs& in,
+                                  const DFlashAttentionConfig& cfg, const TensorView& out,
+                                  const TensorView& lse, const TensorView& d_out,
+                                  const DFlashAttentionGrads& grads, Stream stream = nullptr);
+
+// Shared argument checks (shapes, dtypes, contiguity); used by the CPU and CUDA versions.
+struct DFlashDims {
+  int64_t nb = 0, t = 0, hq = 0, hk = 0, d = 0;
+};
+Result<DFlashDims> CheckDFlashInputs(const char* op, const DFlashAttentionInputs& in);
+struct VarlenDims {
+  int64_t t = 0, docs = 0, hq = 0, hk = 0, d = 0;
+};
+Result<VarlenDims> CheckVarlenInputs(const char* op, const TensorView& q, const TensorView& k,
+                                     const TensorView& v, const TensorView& cu_seqlens,
+                                     const TensorView& out, const TensorView& lse);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,37 @@
+// Internal to kernels/attention: the DFlash kernels' parameter block and launcher
+// (dflash_attention.cu), called by the checked entry points in dflash_attention_cuda.cc.
+// Thread-safety: the launcher only enqueues work on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::kernels::attention_internal {
+
+inline constexpr int kBlock = 16;                  // == kDFlashBlockSize
+inline constexpr int kTileKeys = 32;                // keys per shared-memory tile
+inline constexpr int kTileStride = kTileKeys + 1;  // padded row of the backward's p / ds tiles
+
+struct DFlashKernelParams {
+  const void *q, *kb, *vb, *kc, *vc;  // bf16
+  const int32_t *anchors, *doc_start;
+  int nb, t, hq, hk, d, window;
+  bool causal;
+  float scale;
+  // forward
+  void* out;  // bf16
+  float* lse;
+  // backward
+  const void *o_in, *dout;  // bf16
+  const float* lse_in;
+  void *dq, *dkb, *dvb;  // bf16
+  float *dkc, *dvc;
+};
+// Launches the forward (backward = false) or backward kernel: grid (nb, hk), `threads`
+// threads, `ds` dims per lane (4, 8, 16 or 32), `smem` bytes of dynamic shared memory.
+cudaError_t LaunchDFlashKernel(const DFlashKernelParams& p, bool backward, int ds, int threads,
+                               size_t smem, cudaStream_t stream);
+
+}  // namespace tandem::kernels::attention_internal
