@@ -266,6 +266,7 @@ TEST_F(StoreTest, TimeoutErrorNamesTheHolders) {
             std::string::npos)
       << m;
   EXPECT_EQ(store_->Stats().create_timeouts, 1u);
+  engine_.CompleteAll();  // before dst goes out of scope
 }
 
 TEST_F(StoreTest, CustomAlignment) {

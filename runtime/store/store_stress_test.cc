@@ -161,12 +161,13 @@ TEST_F(StoreTest, EightThreadsMillionOps) {
   EXPECT_GT(copies_checked.load(), ops_per_thread / 10);
   StoreStats s = store_->Stats();
   std::printf("%d threads x %llu ops: %llu creates, %llu reads, %llu copies checked, "
-              "high-water %llu bytes\n",
+              "high-water %llu bytes, %llu creates waited\n",
               kThreads, static_cast<unsigned long long>(ops_per_thread),
               static_cast<unsigned long long>(s.creates),
               static_cast<unsigned long long>(reads_checked.load()),
               static_cast<unsigned long long>(copies_checked.load()),
-              static_cast<unsigned long long>(s.high_water));
+              static_cast<unsigned long long>(s.high_water),
+              static_cast<unsigned long long>(s.create_waits));
   EXPECT_GT(s.creates, ops_per_thread);
   EXPECT_LE(s.high_water, s.capacity);
   // Zero live objects and zero leaked bytes are checked by the fixture's tear-down.

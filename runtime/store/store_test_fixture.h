@@ -36,6 +36,8 @@ class StoreTest : public ::testing::Test {
     store_ = std::move(store).value();
   }
 
+  // Completes copies still pending on engine_; a test whose copy destinations die with its
+  // body must complete those copies itself.
   void TearDown() override {
     if (store_ == nullptr) return;
     engine_.CompleteAll();
