@@ -361,7 +361,7 @@ class CausalVarlenAttentionImpl final : public CausalVarlenAttention {
       if (dims.d != 64 && dims.d != 128 && dims.d != 256)
         return InvalidArgumentError("{}: head_dim {} not supported by the fallback kernel", kOp,
                                     dims.d);
-      CUDA_RETURN_IF_ERROR(LaunchVarlenFallback(dims, q.data(), k.data(), v.data(),
+      CUDA_RETURN_IF_ERROR(LaunchVarlenFallback(dims.t, dims.docs, dims.hq, dims.hk, dims.d, q.data(), k.data(), v.data(),
                                                 cu_seqlens.data_as<int32_t>(), sc, out.data(),
                                                 lse_ptr, stream));
       return Status::Ok();
@@ -377,7 +377,7 @@ class CausalVarlenAttentionImpl final : public CausalVarlenAttention {
     auto* rkv = reinterpret_cast<int64_t*>(base + ws + seq_bytes + rag_bytes);
     auto* rs = reinterpret_cast<int64_t*>(base + ws + seq_bytes + 2 * rag_bytes);
     CUDA_RETURN_IF_ERROR(
-        LaunchCudnnAux(dims, cu_seqlens.data_as<int32_t>(), seq_len, rq, rkv, rs, stream));
+        LaunchCudnnAux(dims.docs, dims.hq, dims.hk, dims.d, cu_seqlens.data_as<int32_t>(), seq_len, rq, rkv, rs, stream));
 
     const float neg = -FLT_MAX;
     std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale, kNegInfPad, kNegInfCausal, kSeqQ,

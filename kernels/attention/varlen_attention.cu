@@ -77,20 +77,20 @@ __global__ void cudnn_aux_kernel(const int32_t* cu, int docs, int64_t qd, int64_
 
 }  // namespace
 
-cudaError_t LaunchVarlenFallback(const VarlenDims& dims, const void* q, const void* k, const void* v,
+cudaError_t LaunchVarlenFallback(int64_t t, int64_t docs, int64_t hq, int64_t hk, int64_t d, const void* q, const void* k, const void* v,
                             const int32_t* cu_seqlens, float scale, void* out, float* lse,
                             Stream stream) {
-  const int64_t warps = dims.t * dims.hq;
+  const int64_t warps = t * hq;
   if (warps == 0) return cudaSuccess;
   const int blocks = static_cast<int>((warps + kWarpsPerCta - 1) / kWarpsPerCta);
   auto launch = [&](auto kernel) {
     kernel<<<blocks, kWarpsPerCta * 32, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-        static_cast<const __nv_bfloat16*>(v), cu_seqlens, static_cast<int>(dims.docs),
-        static_cast<int>(dims.t), static_cast<int>(dims.hq), static_cast<int>(dims.hk), scale,
+        static_cast<const __nv_bfloat16*>(v), cu_seqlens, static_cast<int>(docs),
+        static_cast<int>(t), static_cast<int>(hq), static_cast<int>(hk), scale,
         static_cast<__nv_bfloat16*>(out), lse);
   };
-  switch (dims.d) {
+  switch (d) {
     case 64: launch(varlen_fallback_kernel<2>); break;
     case 128: launch(varlen_fallback_kernel<4>); break;
     case 256: launch(varlen_fallback_kernel<8>); break;
@@ -99,13 +99,13 @@ cudaError_t LaunchVarlenFallback(const VarlenDims& dims, const void* q, const vo
   return cudaGetLastError();
 }
 
-cudaError_t LaunchCudnnAux(const VarlenDims& dims, const int32_t* cu_seqlens, int32_t* seq_len,
+cudaError_t LaunchCudnnAux(int64_t docs, int64_t hq, int64_t hk, int64_t d, const int32_t* cu_seqlens, int32_t* seq_len,
                       int64_t* ragged_q, int64_t* ragged_kv, int64_t* ragged_stats,
                       Stream stream) {
   const int threads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((dims.docs + threads) / threads, 1024));
-  cudnn_aux_kernel<<<blocks, threads, 0, stream>>>(cu_seqlens, static_cast<int>(dims.docs),
-                                                   dims.hq * dims.d, dims.hk * dims.d, dims.hq,
+  const int blocks = static_cast<int>(std::min<int64_t>((docs + threads) / threads, 1024));
+  cudnn_aux_kernel<<<blocks, threads, 0, stream>>>(cu_seqlens, static_cast<int>(docs),
+                                                   hq * d, hk * d, hq,
                                                    seq_len, ragged_q, ragged_kv, ragged_stats);
   return cudaGetLastError();
 }

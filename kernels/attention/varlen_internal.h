@@ -7,20 +7,21 @@
 
 #include <cstdint>
 
-#include "kernels/attention/attention.h"
+#include "kernels/dtype.h"
 
 namespace tandem::kernels::attention_internal {
 
 // The simple fallback: one warp per (token, query head), online softmax over the token's
 // causal document prefix. Any T, docs, GQA; head_dim 64, 128 or 256 (else
 // cudaErrorInvalidValue). lse may be null.
-cudaError_t LaunchVarlenFallback(const VarlenDims& dims, const void* q, const void* k, const void* v,
+// (Plain arguments: .cu files stay free of fmt, which nvcc 13 cannot compile.)
+cudaError_t LaunchVarlenFallback(int64_t t, int64_t docs, int64_t hq, int64_t hk, int64_t d, const void* q, const void* k, const void* v,
                             const int32_t* cu_seqlens, float scale, void* out, float* lse,
                                       Stream stream);
 
 // cuDNN's per-document tensors from cu_seqlens [docs+1]: seq_len [docs] (i32) and ragged
 // offsets [docs+1] (i64, in elements) of Q/O (x hq*d), K/V (x hk*d) and Stats (x hq).
-cudaError_t LaunchCudnnAux(const VarlenDims& dims, const int32_t* cu_seqlens, int32_t* seq_len,
+cudaError_t LaunchCudnnAux(int64_t docs, int64_t hq, int64_t hk, int64_t d, const int32_t* cu_seqlens, int32_t* seq_len,
                       int64_t* ragged_q, int64_t* ragged_kv, int64_t* ragged_stats,
                            Stream stream);
 
