@@ -111,4 +111,23 @@ Status ExpectSameDevice(const char* op, const TensorView& a, const TensorView& b
                               b.ToString());
 }
 
+Result<Device> DispatchDevice(const char* op, std::initializer_list<TensorView> views) {
+  const TensorView* first = nullptr;
+  for (const TensorView& v : views) {
+    if (v.empty()) continue;
+    if (first == nullptr) {
+      first = &v;
+    } else {
+      RETURN_IF_ERROR(ExpectSameDevice(op, *first, v));
+    }
+  }
+  if (first == nullptr) return InvalidArgumentError("{}: all tensors are empty", op);
+#ifndef TANDEM_HAVE_CUDA
+  if (first->device().is_cuda())
+    return InvalidArgumentError("{}: {} is on a CUDA device but tandem was built without CUDA "
+                                "(reconfigure with -DTANDEM_CUDA=ON)", op, first->ToString());
+#endif
+  return first->device();
+}
+
 }  // namespace tandem::kernels

@@ -78,4 +78,9 @@ Status ExpectShape(const char* op, const char* what, const TensorView& t, const 
 Status ExpectContiguous(const char* op, const char* what, const TensorView& t);
 Status ExpectSameDevice(const char* op, const TensorView& a, const TensorView& b);
 
+// For op dispatchers: the device the op runs on, i.e. that of the non-empty views, after
+// checking they all share it. InvalidArgument when they differ, when all are empty, or when
+// a CUDA view reaches a build without CUDA.
+Result<Device> DispatchDevice(const char* op, std::initializer_list<TensorView> views);
+
 }  // namespace tandem::kernels

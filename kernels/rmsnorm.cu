@@ -1,0 +1,212 @@
+// CUDA RMSNorm. Algorithm: a row is owned by a group of `group` threads; thread `lane` of the
+// group owns vectors lane, lane + group, ... (at most kPer of them, kVec elements each) of
+// every row it visits, so it loads the weight once and keeps its slice of x in registers
+// between the sum of squares and the output. Groups of <= 32 threads (small H, e.g. per-head
+// norms) reduce with warp shuffles and share a block; larger groups are a whole block.
+// Backward accumulates dw for its columns in registers over all rows a block visits, writes
+// one partial row per block (groups of a block combined in fixed order through shared
+// memory), and a second kernel sums the partials in fixed order: deterministic, no atomics.
+#include "kernels/elementwise_vec.cuh"
+#include "kernels/rmsnorm_kernels.h"
+
+namespace tandem::kernels {
+namespace {
+
+using cuda_detail::BlockSum;
+using cuda_detail::GroupSum;
+using cuda_detail::LoadVec;
+using cuda_detail::StoreVec;
+using bf16_t = __nv_bfloat16;
+
+// y: [rows, h], rstd: [rows] (nullable), x: [rows, h], w: [h]
+template <int kVec, int kPer>
+__global__ void rmsnorm_fwd_kernel(bf16_t* y, float* rstd, const bf16_t* x, const bf16_t* w,
+                                   int64_t rows, int h, int group, float eps) {
+  __shared__ float scratch[32];
+  const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
+  const int rpb = blockDim.x / group;
+  float wv[kPer][kVec];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (lane + k * group < nvec) LoadVec<kVec>(w + (lane + k * group) * kVec, wv[k]);
+  for (int64_t base = int64_t{blockIdx.x} * rpb; base < rows; base += int64_t{gridDim.x} * rpb) {
+    const int64_t row = base + sub;
+    const bool valid = row < rows;
+    float xv[kPer][kVec];
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        LoadVec<kVec>(x + row * h + j * kVec, xv[k]);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) ss += xv[k][i] * xv[k][i];
+      }
+    }
+    ss = group <= 32 ? GroupSum(ss, group) : BlockSum(ss, scratch);
+    const float r = rsqrtf(ss / h + eps);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        float o[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) o[i] = xv[k][i] * r * wv[k][i];
+        StoreVec<kVec>(y + row * h + j * kVec, o);
+      }
+    }
+    if (valid && lane == 0 && rstd != nullptr) rstd[row] = r;
+  }
+}
+
+// dx: [rows, h], partial: [gridDim.x, h], dy, x: [rows, h], w: [h], rstd: [rows]
+template <int kVec, int kPer>
+__global__ void rmsnorm_bwd_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
+                                   const bf16_t* w, const float* rstd, int64_t rows, int h,
+                                   int group) {
+  extern __shared__ float combine[];  // [rpb, h] when rpb > 1
+  __shared__ float scratch[32];
+  const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
+  const int rpb = blockDim.x / group;
+  float wv[kPer][kVec], acc[kPer][kVec];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[k][i] = 0.f;
+    if (lane + k * group < nvec) LoadVec<kVec>(w + (lane + k * group) * kVec, wv[k]);
+  }
+  for (int64_t base = int64_t{blockIdx.x} * rpb; base < rows; base += int64_t{gridDim.x} * rpb) {
+    const int64_t row = base + sub;
+    const bool valid = row < rows;
+    float xv[kPer][kVec], gv[kPer][kVec];
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        LoadVec<kVec>(x + row * h + j * kVec, xv[k]);
+        LoadVec<kVec>(dy + row * h + j * kVec, gv[k]);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) dot += gv[k][i] * wv[k][i] * xv[k][i];
+      }
+    }
+    dot = group <= 32 ? GroupSum(dot, group) : BlockSum(dot, scratch);
+    const float r = valid ? rstd[row] : 0.f;
+    const float c = r * r * dot / h;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        float o[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          o[i] = r * (gv[k][i] * wv[k][i] - xv[k][i] * c);
+          acc[k][i] += gv[k][i] * xv[k][i] * r;
+        }
+        StoreVec<kVec>(dx + row * h + j * kVec, o);
+      }
+    }
+  }
+  float* out = partial + int64_t{blockIdx.x} * h;
+  if (rpb == 1) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (lane + k * group < nvec)
+        for (int i = 0; i < kVec; ++i) out[(lane + k * group) * kVec + i] = acc[k][i];
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (lane + k * group < nvec)
+      for (int i = 0; i < kVec; ++i) combine[sub * h + (lane + k * group) * kVec + i] = acc[k][i];
+  __syncthreads();
+  for (int c = threadIdx.x; c < h; c += blockDim.x) {
+    float s = 0.f;
+    for (int g = 0; g < rpb; ++g) s += combine[g * h + c];
+    out[c] = s;
+  }
+}
+
+// dw: [h] += sum over p of partial: [p, h]. Block: 32 columns x 8 slices of p.
+__global__ void rmsnorm_dw_reduce_kernel(float* dw, const float* partial, int p, int h) {
+  __shared__ float sums[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.f;
+  if (c < h)
+    for (int i = threadIdx.y; i < p; i += 8) s += partial[int64_t{i} * h + c];
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < h) {
+    float t = 0.f;
+    for (int k = 0; k < 8; ++k) t += sums[k][threadIdx.x];
+    dw[c] += t;
+  }
+}
+
+// How a row is split over threads: `group` threads per row, each owning <= per vectors.
+struct RowLayout {
+  int group;    // threads per row
+  int threads;  // per block
+  int rpb;      // rows per block
+};
+
+RowLayout LayoutFor(int64_t h, int vec, int per) {
+  const int64_t need = (h / vec + per - 1) / per;
+  if (need <= 32) {
+    int g = 1;
+    while (g < need) g *= 2;
+    return RowLayout{g, 256, 256 / g};
+  }
+  const int g = static_cast<int>((need + 31) / 32 * 32);  // <= 1024 for h <= kRmsNormMaxH
+  return RowLayout{g, g, 1};
+}
+
+template <int kVec, int kPer>
+cudaError_t Forward(void* y, float* rstd, const void* x, const void* w, int64_t rows, int64_t h,
+                    float eps, Stream s) {
+  const RowLayout l = LayoutFor(h, kVec, kPer);
+  if (l.group > 1024) return cudaErrorInvalidValue;
+  const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, 132 * 16);
+  rmsnorm_fwd_kernel<kVec, kPer><<<blocks, l.threads, 0, s>>>(
+      static_cast<bf16_t*>(y), rstd, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w),
+      rows, static_cast<int>(h), l.group, eps);
+  return cudaGetLastError();
+}
+
+template <int kVec, int kPer>
+cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
+                     const float* rstd, float* workspace, int64_t workspace_rows, int64_t rows,
+                     int64_t h, Stream s) {
+  const RowLayout l = LayoutFor(h, kVec, kPer);
+  if (l.group > 1024 || workspace_rows < 1) return cudaErrorInvalidValue;
+  const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, workspace_rows);
+  const size_t smem = l.rpb > 1 ? sizeof(float) * l.rpb * h : 0;
+  rmsnorm_bwd_kernel<kVec, kPer><<<blocks, l.threads, smem, s>>>(
+      static_cast<bf16_t*>(dx), workspace, static_cast<const bf16_t*>(dy),
+      static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w), rstd, rows,
+      static_cast<int>(h), l.group);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 8), 0, s>>>(
+      dw, workspace, static_cast<int>(blocks), static_cast<int>(h));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNormForward(void* y, float* rstd, const void* x, const void* w,
+                                 int64_t rows, int64_t h, float eps, Stream s) {
+  if (h % 8 == 0 && cuda_detail::Aligned16({y, x, w}))
+    return Forward<8, 4>(y, rstd, x, w, rows, h, eps, s);
+  return Forward<1, 32>(y, rstd, x, w, rows, h, eps, s);
+}
+
+cudaError_t LaunchRmsNormBackward(void* dx, float* dw, const void* dy, const void* x,
+                                  const void* w, const float* rstd, float* workspace,
+                                  int64_t workspace_rows, int64_t rows, int64_t h, Stream s) {
+  if (h % 8 == 0 && cuda_detail::Aligned16({dx, dy, x, w, workspace}))
+    return Backward<8, 4>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
+  return Backward<1, 32>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
+}
+
+}  // namespace tandem::kernels
