@@ -59,6 +59,19 @@ void ChannelRegistry::CloseAll() {
   for (auto& ch : open) ch->Close();
 }
 
+Status ChannelRegistry::Close(std::string_view name) {
+  std::shared_ptr<ChannelBase> channel;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return NotFoundLocked(name);
+    it->second.closed = true;
+    channel = it->second.channel;
+  }
+  if (channel) channel->Close();
+  return Status::Ok();
+}
+
 Status ChannelRegistry::NotFoundLocked(std::string_view name) const {
   std::vector<std::string_view> names;
   for (const auto& [n, e] : entries_) names.push_back(n);

@@ -62,6 +62,8 @@ class ChannelRegistry {
   std::vector<ChannelStats> Snapshot() const EXCLUDES(mu_);
   // Declared names, in order.
   std::vector<std::string> Names() const EXCLUDES(mu_);
+  // Closes channel `name` (also if it is opened later): its writers are done.
+  Status Close(std::string_view name) EXCLUDES(mu_);
   // Closes every channel, including ones opened later (job shutdown).
   void CloseAll() EXCLUDES(mu_);
 
