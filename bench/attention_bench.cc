@@ -1,0 +1,181 @@
+// `tandem-bench attention`: the target's packed causal attention forward (16384 tokens as
+// 4 x 4096, 32/8 heads of 128; causal FLOPs counted once) and the DFlash block attention
+// forward + backward (512 anchors x 16 over 8192 context tokens in 2 documents, window 2048,
+// causal in block), next to PyTorch (bench/attention_peer.py) when python3 imports torch.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench.h"
+
+#ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_testing.h"
+#endif
+
+namespace tandem::bench {
+namespace {
+
+#ifdef TANDEM_HAVE_CUDA
+using kernels::bf16;
+using kernels::DType;
+using kernels::Shape;
+using kernels::TensorView;
+
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) { cudaMalloc(&p, bytes); }
+  template <typename T>
+  explicit Dev(const std::vector<T>& h) : Dev(h.size() * sizeof(T)) {
+    cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~Dev() { cudaFree(p); }
+  TensorView View(DType t, Shape s) const { return TensorView(p, t, s, kernels::Device::Cuda(0)); }
+};
+
+// Mean milliseconds of fn over iters after warm-up; fn returns false on error.
+template <typename Fn>
+double TimeMs(Fn&& fn, int iters) {
+  for (int i = 0; i < 3; ++i)
+    if (!fn()) return -1.0;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a);
+  for (int i = 0; i < iters; ++i) fn();
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / iters;
+}
+
+nlohmann::json RunPeer() {
+  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    std::printf("peer: python3 cannot import torch; PyTorch columns skipped\n");
+    return {};
+  }
+  const std::string cmd = std::string("python3 ") + TANDEM_ATTENTION_PEER;
+  std::printf("peer: %s\n", cmd.c_str());
+  std::fflush(stdout);
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
+  if (pclose(f) != 0) {
+    std::printf("peer failed:\n%s\n", out.c_str());
+    return {};
+  }
+  const size_t brace = out.rfind('{');
+  return brace == std::string::npos ? nlohmann::json{} : nlohmann::json::parse(out.substr(brace), nullptr, false);
+}
+
+int RunAttention(const std::vector<std::string>& args) {
+  using kernels::attention_testing::RandomBf16;
+  const int iters = 20;
+  // --- target ---
+  const int64_t docs = 4, len = 4096, t = docs * len, hq = 32, hk = 8, d = 128;
+  Dev q(RandomBf16(t * hq * d, 1)), k(RandomBf16(t * hk * d, 2)), v(RandomBf16(t * hk * d, 3));
+  Dev out(t * hq * d * 2), lse(t * hq * 4);
+  std::vector<int32_t> cu_h;
+  for (int64_t i = 0; i <= docs; ++i) cu_h.push_back(static_cast<int32_t>(i * len));
+  Dev cu(cu_h);
+  auto op = kernels::CausalVarlenAttention::Create(0);
+  if (!op.ok()) {
+    std::printf("error: %s\n", op.status().ToString().c_str());
+    return 1;
+  }
+  const Shape qs{t, hq, d}, ks{t, hk, d};
+  const double target_ms = TimeMs([&] {
+    Status s = op.value()->Forward(q.View(DType::kBF16, qs), k.View(DType::kBF16, ks),
+                                   v.View(DType::kBF16, ks), cu.View(DType::kI32, {docs + 1}),
+                                   static_cast<int>(len), 0.0f, out.View(DType::kBF16, qs),
+                                   TensorView(), nullptr);
+    if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
+    return s.ok();
+  }, iters);
+  const double target_flops = 4.0 * d * hq * docs * len * (len + 1) / 2;
+  const double target_tflops = target_flops / target_ms / 1e9;
+
+  // --- DFlash ---
+  const int64_t nb = 512, rows = nb * kernels::kDFlashBlockSize, ctx = 8192, clen = 4096;
+  const int window = 2048;
+  std::mt19937 rng(0);
+  std::vector<int32_t> anchors(nb), starts(nb);
+  double keys = 0;  // visible (query, key) pairs per head, for the FLOP count
+  for (int64_t b = 0; b < nb; ++b) {
+    anchors[b] = static_cast<int32_t>(rng() % ctx);
+    starts[b] = static_cast<int32_t>(anchors[b] / clen * clen);
+    keys += 16.0 * std::min<int64_t>(anchors[b] - starts[b], window) + 16 * 17 / 2;
+  }
+  Dev qb(RandomBf16(rows * hq * d, 4)), kb(RandomBf16(rows * hk * d, 5)),
+      vb(RandomBf16(rows * hk * d, 6)), kc(RandomBf16(ctx * hk * d, 7)),
+      vc(RandomBf16(ctx * hk * d, 8)), dout(RandomBf16(rows * hq * d, 9)), anc(anchors),
+      st(starts);
+  Dev ob(rows * hq * d * 2), lb(rows * hq * 4), dq(rows * hq * d * 2), dkb(rows * hk * d * 2),
+      dvb(rows * hk * d * 2), dkc(ctx * hk * d * 4), dvc(ctx * hk * d * 4);
+  const Shape bq{rows, hq, d}, bk{rows, hk, d}, ck{ctx, hk, d}, ls{rows, hq};
+  const auto bf = DType::kBF16, f32 = DType::kF32;
+  kernels::DFlashAttentionInputs in{qb.View(bf, bq), kb.View(bf, bk), vb.View(bf, bk),
+                                    kc.View(bf, ck), vc.View(bf, ck), anc.View(DType::kI32, {nb}),
+                                    st.View(DType::kI32, {nb})};
+  const kernels::DFlashAttentionConfig cfg{window, true, 0.0f};
+  auto fwd = [&] {
+    Status s = kernels::DFlashAttentionForward(in, cfg, ob.View(bf, bq), lb.View(f32, ls), nullptr);
+    if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
+    return s.ok();
+  };
+  auto bwd = [&] {
+    Status s = kernels::DFlashAttentionBackward(
+        in, cfg, ob.View(bf, bq), lb.View(f32, ls), dout.View(bf, bq),
+        {dq.View(bf, bq), dkb.View(bf, bk), dvb.View(bf, bk), dkc.View(f32, ck), dvc.View(f32, ck)},
+        nullptr);
+    if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
+    return s.ok();
+  };
+  const double fwd_ms = TimeMs(fwd, iters);
+  const double fwd_bwd_ms = TimeMs([&] { return fwd() && bwd(); }, iters);
+  const double fwd_flops = 4.0 * d * hq * keys;  // QK^T and PV
+  const double fwd_bwd_flops = fwd_flops * 3.5;  // + dV, dP, dQ, dK (and S recompute)
+
+  const nlohmann::json peer = RunPeer();
+  auto peer_ms = [&](const char* key) { return peer.contains(key) ? peer[key].get<double>() : 0.0; };
+  std::printf("%-34s %10s %10s %12s %10s\n", "case", "ms", "TFLOP/s", "torch ms", "speedup");
+  auto row = [&](const char* name, double ms, double flops, double torch_ms) {
+    std::printf("%-34s %10.3f %10.1f %12.3f %10s\n", name, ms, flops / ms / 1e9, torch_ms,
+                torch_ms > 0 ? fmt::format("{:.2f}x", torch_ms / ms).c_str() : "-");
+  };
+  row(fmt::format("target fwd ({})", op.value()->last_backend()).c_str(), target_ms,
+      target_flops, peer_ms("sdpa_target_ms"));
+  row("dflash fwd", fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
+  row("dflash fwd+bwd", fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
+  std::printf("bars: target >= 500 TFLOP/s: %s (%.1f); dflash fwd+bwd >= 1.5x flex: %s\n",
+              target_tflops >= 500 ? "met" : "MISSED", target_tflops,
+              peer_ms("flex_dflash_fwd_bwd_ms") <= 0 ? "no peer"
+              : peer_ms("flex_dflash_fwd_bwd_ms") / fwd_bwd_ms >= 1.5 ? "met" : "MISSED");
+  if (!peer.empty()) std::printf("peer json: %s\n", peer.dump().c_str());
+  return 0;
+}
+#else
+int RunAttention(const std::vector<std::string>&) {
+  std::printf("attention: built without CUDA; nothing to measure\n");
+  return 0;
+}
+#endif
+
+TANDEM_BENCH("attention", "attention", "packed causal + DFlash block attention vs PyTorch",
+             RunAttention);
+
+}  // namespace
+}  // namespace tandem::bench
