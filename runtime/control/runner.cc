@@ -223,6 +223,13 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
                                   report.store.live_objects,
                                   FormatBytes(report.store.bytes_used));
   }
+  // The whole run, not the last window: cumulative stats over the job's wall time.
+  const double wall_ns = SecondsSince(start) * 1e9;
+  for (StageReport& r : snap.stages) {
+    r.window = r.cumulative;
+    r.percent_of_wall = wall_ns > 0 ? 100.0 * static_cast<double>(r.cumulative.total_ns) / wall_ns : 0;
+  }
+  snap.window_start_ns = snap.window_end_ns - static_cast<int64_t>(wall_ns);
   report.profile_table = FormatProfileTable(snap);
   report.seconds = SecondsSince(start);
   return report;
