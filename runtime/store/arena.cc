@@ -25,8 +25,8 @@ Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(uint64_t bytes, ArenaBa
   const uint64_t size = (bytes + page - 1) / page * page;
 #ifdef TANDEM_HAVE_CUDA
   int devices = 0;
-  if (backing == ArenaBacking::kAuto && cudaGetDeviceCount(&devices) == cudaSuccess &&
-      devices > 0) {
+  const bool probed = backing == ArenaBacking::kAuto;
+  if (probed && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
     void* p = nullptr;
     cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
     if (e != cudaSuccess) {
@@ -37,7 +37,7 @@ Result<std::unique_ptr<PinnedArena>> PinnedArena::Create(uint64_t bytes, ArenaBa
     return std::unique_ptr<PinnedArena>(
         new PinnedArena(static_cast<uint8_t*>(p), size, ArenaKind::kCudaPinned));
   }
-  cudaGetLastError();  // a failed device probe must not linger as the thread's last error
+  if (probed) cudaGetLastError();  // a failed probe must not linger as the last error
 #endif
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);

@@ -37,10 +37,6 @@ class PinnedArena {
   uint8_t* base() const { return base_; }
   uint64_t size() const { return size_; }
   ArenaKind kind() const { return kind_; }
-  bool Contains(const void* p, uint64_t n) const {
-    auto* b = static_cast<const uint8_t*>(p);
-    return b >= base_ && n <= size_ && b - base_ <= static_cast<int64_t>(size_ - n);
-  }
 
  private:
   PinnedArena(uint8_t* base, uint64_t size, ArenaKind kind)

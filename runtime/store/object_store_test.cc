@@ -100,9 +100,9 @@ TEST_F(StoreTest, InflightCopyKeepsObjectUntilFenceCompletes) {
   OpenStore(o);  // the reaper runs every 1 ms and must not free the object either
   ObjectRef a = Put(*store_, kObj, "target", 11);
   const uint8_t* a_range = a.data();
-  std::vector<uint8_t> dst(kObj, 0);
+  uint8_t* dst = Scratch(kObj);
   Result<std::shared_ptr<const CopyFence>> fence =
-      store_->CopyOut(a, 0, dst.data(), kObj, engine_);
+      store_->CopyOut(a, 0, dst, kObj, engine_);
   ASSERT_TRUE(fence.ok()) << fence.status().ToString();
   a.Reset();  // the last user reference
 
@@ -167,14 +167,14 @@ TEST_F(StoreTest, CopyIntoKeepsDiscardedObjectUntilFenceCompletes) {
 TEST_F(StoreTest, CopyRejectsBadRanges) {
   OpenStore(SmallStore());
   ObjectRef a = Put(*store_, 100, "t", 0);
-  uint8_t dst[128];
+  uint8_t* dst = Scratch(128);
   EXPECT_EQ(store_->CopyOut(a, 50, dst, 51, engine_).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->CopyOut(ObjectRef(), 0, dst, 1, engine_).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(store_->CopyOut(a, 50, dst, 50, engine_).ok());
   EXPECT_EQ(engine_.pending(), 1u);
-  engine_.CompleteAll();  // before dst goes out of scope
+  engine_.CompleteAll();
   EXPECT_EQ(dst[0], a.data()[50]);
 }
 
@@ -219,10 +219,10 @@ TEST_F(StoreTest, BlockedCreateWakesWhenAFenceCompletes) {
   StoreOptions o;
   o.capacity_bytes = kObj;
   OpenStore(o);  // the reaper notices the fence
-  std::vector<uint8_t> dst(kObj);
+  uint8_t* dst = Scratch(kObj);
   {
     ObjectRef a = Put(*store_, kObj, "target", 1);
-    ASSERT_TRUE(store_->CopyOut(a, 0, dst.data(), kObj, engine_).ok());
+    ASSERT_TRUE(store_->CopyOut(a, 0, dst, kObj, engine_).ok());
   }
   std::atomic<bool> done{false};
   std::thread waiter([&] {
@@ -244,10 +244,10 @@ TEST_F(StoreTest, TimeoutErrorNamesTheHolders) {
   ObjectRef in_channel = Put(*store_, kObj, "target", 1);
   in_channel.SetHolder(HolderKind::kChannel);
   ObjectRef local = Put(*store_, kObj, "target", 2);
-  std::vector<uint8_t> dst(kObj);
+  uint8_t* dst = Scratch(kObj);
   {
     ObjectRef copied = Put(*store_, kObj, "packer", 3);
-    ASSERT_TRUE(store_->CopyOut(copied, 0, dst.data(), kObj, engine_).ok());
+    ASSERT_TRUE(store_->CopyOut(copied, 0, dst, kObj, engine_).ok());
   }
   TimePoint start = SteadyClock::now();
   Result<MutableObject> obj = store_->Create(kObj, "drafter", milliseconds(50));
@@ -266,7 +266,6 @@ TEST_F(StoreTest, TimeoutErrorNamesTheHolders) {
             std::string::npos)
       << m;
   EXPECT_EQ(store_->Stats().create_timeouts, 1u);
-  engine_.CompleteAll();  // before dst goes out of scope
 }
 
 TEST_F(StoreTest, CustomAlignment) {

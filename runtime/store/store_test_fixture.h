@@ -3,7 +3,9 @@
 // free space has coalesced back into one block). Test-only; never include from library code.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -36,8 +38,7 @@ class StoreTest : public ::testing::Test {
     store_ = std::move(store).value();
   }
 
-  // Completes copies still pending on engine_; a test whose copy destinations die with its
-  // body must complete those copies itself.
+  // Completes copies still pending on engine_ (into Scratch() buffers, still alive here).
   void TearDown() override {
     if (store_ == nullptr) return;
     engine_.CompleteAll();
@@ -50,6 +51,14 @@ class StoreTest : public ::testing::Test {
     }
   }
 
+  // A zeroed buffer that lives until after TearDown, so copies into it that a failing test
+  // left pending complete into valid memory.
+  uint8_t* Scratch(size_t bytes) {
+    scratch_.push_back(std::make_unique<uint8_t[]>(bytes));
+    return scratch_.back().get();
+  }
+
+  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
   FakeCopyEngine engine_;
   std::unique_ptr<ObjectStore> store_;
 };

@@ -3,7 +3,7 @@
 // The arena has room for exactly two objects, so while the copy is pending the only free
 // range is the other one; the in-flight object's range must not be handed out until the
 // copy's event completes, and the bytes that reach the device must be the original ones.
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <thread>
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/store/cuda_copy_engine.h"
+#include "runtime/store/gpu_spin_kernel.h"
 #include "runtime/store/store_test_fixture.h"
 
 namespace tandem {
@@ -20,24 +21,15 @@ namespace {
 constexpr uint64_t kObj = 1 << 20;
 constexpr uint64_t kSpinNs = 200'000'000;
 
-__device__ uint64_t GlobalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// One thread busy-waits `ns` of GPU wall time, so work queued behind it on the stream waits.
-__global__ void spin_kernel(uint64_t ns) {
-  const uint64_t start = GlobalTimerNs();
-  while (GlobalTimerNs() - start < ns) {
-  }
-}
-
 uint8_t PatternByte(uint64_t i) { return static_cast<uint8_t>(17 + i * 31); }
 
 bool Overlaps(const uint8_t* a, const uint8_t* b, uint64_t n) { return a < b + n && b < a + n; }
 
-#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(expr)
+#define ASSERT_CUDA(expr)                                                  \
+  do {                                                                     \
+    cudaError_t _e = (expr);                                               \
+    ASSERT_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e); \
+  } while (0)
 
 TEST_F(StoreTest, GpuInflightCopyBlocksReuseUntilEventCompletes) {
   cudaStream_t stream;
@@ -61,8 +53,7 @@ TEST_F(StoreTest, GpuInflightCopyBlocksReuseUntilEventCompletes) {
     for (uint64_t i = 0; i < kObj; ++i) a->data()[i] = PatternByte(i);
     ObjectRef ref = a->Seal();
     a_range = ref.data();
-    spin_kernel<<<1, 1, 0, stream>>>(kSpinNs);
-    ASSERT_CUDA(cudaGetLastError());
+    ASSERT_CUDA(LaunchSpin(kSpinNs, stream));
     Result<std::shared_ptr<const CopyFence>> f = store_->CopyOut(ref, 0, device, kObj, engine);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     fence = *f;
