@@ -18,8 +18,13 @@ endif()
 if(TANDEM_HAVE_CUDA)
   set(CMAKE_CUDA_ARCHITECTURES 90a CACHE STRING "CUDA architectures")
   enable_language(CUDA)
-  # CMake 3.25 does not know nvcc 13's C++20 flag; pass it directly.
+  # CMake 3.25 does not know nvcc 13's C++20 flag and refuses CUDA20 targets (which targets
+  # get from CMAKE_CXX_STANDARD 20): pass the flag directly and tell CMake none is needed.
   set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -std=c++20")
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "")
+  # .cu files hold kernels and cudaError_t launchers only: nvcc 13 cannot compile fmt 9, which
+  # runtime/core/status.h includes, so Status-returning wrappers live in *_cuda.cc files.
   find_package(CUDAToolkit REQUIRED)
   find_library(TANDEM_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   find_library(TANDEM_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)

@@ -1,10 +1,6 @@
 # Attention (issue 4): packed causal attention for the target (cuDNN fused SDPA through the
 # backend API, own fallback kernel) and DFlash block attention (own kernels, fwd + bwd).
 # Included from kernels/CMakeLists.txt; paths are relative to kernels/.
-# CMake 3.25 lacks nvcc 13's C++20 dialect flag (see cmake/TandemCuda.cmake); name it for this
-# directory so targets with .cu sources configure. Belongs in TandemCuda.cmake.
-set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "")
-set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "")
 list(APPEND TANDEM_KERNEL_SOURCES attention/attention_cpu.cc)
 list(APPEND TANDEM_KERNEL_CUDA_SOURCES attention/dflash_attention.cu attention/dflash_attention_cuda.cc
      attention/varlen_attention.cu attention/cudnn_sdpa.cc)
