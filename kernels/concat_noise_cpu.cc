@@ -56,7 +56,7 @@ Status ConcatNoiseForward(TensorView out, std::span<const TensorView> inputs, fl
 
 Status ConcatNoiseForward(TensorView out, std::span<const TensorView> inputs, float noise_std,
                           uint64_t seed, uint64_t offset, Stream s) {
-  ASSIGN_OR_RETURN(Device d, DispatchDevice("ConcatNoiseForward", {out}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("ConcatNoiseForward", {out}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::ConcatNoiseForward(out, inputs, noise_std, seed, offset, s);
 #endif

@@ -67,7 +67,7 @@ Status RopeBackward(TensorView dx, TensorView dout, TensorView pos, RopeConfig c
 }  // namespace cpu
 
 Status RopeForward(TensorView out, TensorView x, TensorView pos, RopeConfig cfg, Stream s) {
-  ASSIGN_OR_RETURN(Device d, DispatchDevice("RopeForward", {out, x, pos}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("RopeForward", {out, x, pos}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::RopeForward(out, x, pos, cfg, s);
 #endif
@@ -75,7 +75,7 @@ Status RopeForward(TensorView out, TensorView x, TensorView pos, RopeConfig cfg,
 }
 
 Status RopeBackward(TensorView dx, TensorView dout, TensorView pos, RopeConfig cfg, Stream s) {
-  ASSIGN_OR_RETURN(Device d, DispatchDevice("RopeBackward", {dx, dout, pos}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("RopeBackward", {dx, dout, pos}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::RopeBackward(dx, dout, pos, cfg, s);
 #endif

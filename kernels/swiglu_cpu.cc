@@ -74,7 +74,7 @@ Status SwiGluBackward(TensorView dgate, TensorView dup, TensorView dout, TensorV
 }  // namespace cpu
 
 Status SwiGluForward(TensorView out, TensorView gate, TensorView up, Stream s) {
-  ASSIGN_OR_RETURN(Device d, DispatchDevice("SwiGluForward", {out, gate, up}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("SwiGluForward", {out, gate, up}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::SwiGluForward(out, gate, up, s);
 #endif
@@ -83,7 +83,7 @@ Status SwiGluForward(TensorView out, TensorView gate, TensorView up, Stream s) {
 
 Status SwiGluBackward(TensorView dgate, TensorView dup, TensorView dout, TensorView gate,
                       TensorView up, Stream s) {
-  ASSIGN_OR_RETURN(Device d, DispatchDevice("SwiGluBackward", {dgate, dup, dout, gate, up}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("SwiGluBackward", {dgate, dup, dout, gate, up}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::SwiGluBackward(dgate, dup, dout, gate, up, s);
 #endif
