@@ -98,6 +98,7 @@ class Actor {
   // for an instance that failed. An error is recorded and logged; the actor still stops.
   virtual Status OnStop() { return Status::Ok(); }
 
+  // Set before OnStart; factories get the same context as an argument.
   const ActorContext& context() const { return ctx_; }
   const std::string& name() const { return ctx_.name; }
 

@@ -15,7 +15,8 @@
 // called for now; a handle without a local actor resolves calls to Unavailable.
 //
 // Thread-safety: handles are cheap to copy and safe to use from any thread, including from
-// inside other actors.
+// inside other actors. Inside an actor, prefer Then() to a blocking Get(): a CPU actor that
+// blocks holds one thread of the shared pool.
 #pragma once
 
 #include <memory>
