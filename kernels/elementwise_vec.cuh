@@ -72,6 +72,19 @@ __device__ __forceinline__ void StoreVec(T* p, const float (&in)[kVec]) {
   }
 }
 
+// kVec bf16 kept packed in registers (half the registers of fp32 copies), read as fp32.
+template <int kVec>
+struct alignas(kVec * 2 >= 16 ? 16 : kVec * 2) Bf16Pack {
+  __nv_bfloat16 v[kVec];
+  __device__ __forceinline__ float operator[](int i) const { return __bfloat162float(v[i]); }
+};
+
+// One load of kVec bf16 (16 bytes when kVec = 8; p aligned to the pack).
+template <int kVec>
+__device__ __forceinline__ Bf16Pack<kVec> LoadPack(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const Bf16Pack<kVec>*>(p);
+}
+
 // Sum over aligned groups of `width` lanes (width a power of two <= 32).
 __device__ __forceinline__ float GroupSum(float v, int width) {
   for (int o = width / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o, width);

@@ -14,31 +14,36 @@ namespace {
 
 using cuda_detail::BlockSum;
 using cuda_detail::GroupSum;
-using cuda_detail::LoadVec;
+using cuda_detail::Bf16Pack;
+using cuda_detail::LoadPack;
 using cuda_detail::StoreVec;
 using bf16_t = __nv_bfloat16;
 
 // y: [rows, h], rstd: [rows] (nullable), x: [rows, h], w: [h]
+// A row is at most one block of this many threads (kRmsNormMaxH = kMaxThreads * kPer * kVec
+// for both variants); the bound lets the compiler budget registers for it.
+constexpr int kMaxThreads = 512;
+
 template <int kVec, int kPer>
-__global__ void rmsnorm_fwd_kernel(bf16_t* y, float* rstd, const bf16_t* x, const bf16_t* w,
+__global__ void __launch_bounds__(kMaxThreads) rmsnorm_fwd_kernel(bf16_t* y, float* rstd, const bf16_t* x, const bf16_t* w,
                                    int64_t rows, int h, int group, float eps) {
   __shared__ float scratch[32];
   const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
   const int rpb = blockDim.x / group;
-  float wv[kPer][kVec];
+  Bf16Pack<kVec> wv[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k)
-    if (lane + k * group < nvec) LoadVec<kVec>(w + (lane + k * group) * kVec, wv[k]);
+    if (lane + k * group < nvec) wv[k] = LoadPack<kVec>(w + (lane + k * group) * kVec);
   for (int64_t base = int64_t{blockIdx.x} * rpb; base < rows; base += int64_t{gridDim.x} * rpb) {
     const int64_t row = base + sub;
     const bool valid = row < rows;
-    float xv[kPer][kVec];
+    Bf16Pack<kVec> xv[kPer];
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int j = lane + k * group;
       if (valid && j < nvec) {
-        LoadVec<kVec>(x + row * h + j * kVec, xv[k]);
+        xv[k] = LoadPack<kVec>(x + row * h + j * kVec);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) ss += xv[k][i] * xv[k][i];
       }
@@ -61,31 +66,32 @@ __global__ void rmsnorm_fwd_kernel(bf16_t* y, float* rstd, const bf16_t* x, cons
 
 // dx: [rows, h], partial: [gridDim.x, h], dy, x: [rows, h], w: [h], rstd: [rows]
 template <int kVec, int kPer>
-__global__ void rmsnorm_bwd_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
+__global__ void __launch_bounds__(kMaxThreads) rmsnorm_bwd_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
                                    const bf16_t* w, const float* rstd, int64_t rows, int h,
                                    int group) {
   extern __shared__ float combine[];  // [rpb, h] when rpb > 1
   __shared__ float scratch[32];
   const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
   const int rpb = blockDim.x / group;
-  float wv[kPer][kVec], acc[kPer][kVec];
+  Bf16Pack<kVec> wv[kPer];
+  float acc[kPer][kVec];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[k][i] = 0.f;
-    if (lane + k * group < nvec) LoadVec<kVec>(w + (lane + k * group) * kVec, wv[k]);
+    if (lane + k * group < nvec) wv[k] = LoadPack<kVec>(w + (lane + k * group) * kVec);
   }
   for (int64_t base = int64_t{blockIdx.x} * rpb; base < rows; base += int64_t{gridDim.x} * rpb) {
     const int64_t row = base + sub;
     const bool valid = row < rows;
-    float xv[kPer][kVec], gv[kPer][kVec];
+    Bf16Pack<kVec> xv[kPer], gv[kPer];
     float dot = 0.f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int j = lane + k * group;
       if (valid && j < nvec) {
-        LoadVec<kVec>(x + row * h + j * kVec, xv[k]);
-        LoadVec<kVec>(dy + row * h + j * kVec, gv[k]);
+        xv[k] = LoadPack<kVec>(x + row * h + j * kVec);
+        gv[k] = LoadPack<kVec>(dy + row * h + j * kVec);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) dot += gv[k][i] * wv[k][i] * xv[k][i];
       }
@@ -112,12 +118,14 @@ __global__ void rmsnorm_bwd_kernel(bf16_t* dx, float* partial, const bf16_t* dy,
 #pragma unroll
     for (int k = 0; k < kPer; ++k)
       if (lane + k * group < nvec)
+#pragma unroll
         for (int i = 0; i < kVec; ++i) out[(lane + k * group) * kVec + i] = acc[k][i];
     return;
   }
 #pragma unroll
   for (int k = 0; k < kPer; ++k)
     if (lane + k * group < nvec)
+#pragma unroll
       for (int i = 0; i < kVec; ++i) combine[sub * h + (lane + k * group) * kVec + i] = acc[k][i];
   __syncthreads();
   for (int c = threadIdx.x; c < h; c += blockDim.x) {
@@ -157,7 +165,7 @@ RowLayout LayoutFor(int64_t h, int vec, int per) {
     while (g < need) g *= 2;
     return RowLayout{g, 256, 256 / g};
   }
-  const int g = static_cast<int>((need + 31) / 32 * 32);  // <= 1024 for h <= kRmsNormMaxH
+  const int g = static_cast<int>((need + 31) / 32 * 32);  // <= kMaxThreads for h <= kRmsNormMaxH
   return RowLayout{g, g, 1};
 }
 
@@ -165,7 +173,7 @@ template <int kVec, int kPer>
 cudaError_t Forward(void* y, float* rstd, const void* x, const void* w, int64_t rows, int64_t h,
                     float eps, Stream s) {
   const RowLayout l = LayoutFor(h, kVec, kPer);
-  if (l.group > 1024) return cudaErrorInvalidValue;
+  if (l.threads > kMaxThreads) return cudaErrorInvalidValue;
   const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, 132 * 16);
   rmsnorm_fwd_kernel<kVec, kPer><<<blocks, l.threads, 0, s>>>(
       static_cast<bf16_t*>(y), rstd, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w),
@@ -178,7 +186,7 @@ cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const v
                      const float* rstd, float* workspace, int64_t workspace_rows, int64_t rows,
                      int64_t h, Stream s) {
   const RowLayout l = LayoutFor(h, kVec, kPer);
-  if (l.group > 1024 || workspace_rows < 1) return cudaErrorInvalidValue;
+  if (l.threads > kMaxThreads || workspace_rows < 1) return cudaErrorInvalidValue;
   const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, workspace_rows);
   const size_t smem = l.rpb > 1 ? sizeof(float) * l.rpb * h : 0;
   rmsnorm_bwd_kernel<kVec, kPer><<<blocks, l.threads, smem, s>>>(

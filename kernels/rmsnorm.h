@@ -13,7 +13,8 @@
 // Math in fp32 with one rounding to bf16 at the output (HF rounds x*rstd to bf16 before the
 // weight multiply; the difference is at most one bf16 ulp). The CUDA backward reduces dw
 // deterministically through `workspace`: f32 [RmsNormBackwardWorkspaceRows(), H] (unused on
-// the CPU, may be empty there). All tensors contiguous and on one device.
+// the CPU, may be empty there). All tensors contiguous and on one device; y may alias x and
+// dx may alias dy (each row is read in full before it is written).
 // Thread-safety: stateless; ordered on `s`.
 #pragma once
 
@@ -21,8 +22,9 @@
 
 namespace tandem::kernels {
 
-// Largest H supported by the CUDA kernels (a row is at most one block of 1024 threads).
-constexpr int64_t kRmsNormMaxH = 32768;
+// Largest H supported by the CUDA kernels (a row is at most one block of 512 threads, each
+// holding up to 32 elements).
+constexpr int64_t kRmsNormMaxH = 16384;
 
 // Rows of the f32 [rows, H] workspace the CUDA backward needs (partial dw per block).
 constexpr int64_t RmsNormBackwardWorkspaceRows() { return 528; }

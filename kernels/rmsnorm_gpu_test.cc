@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/rmsnorm.h"
+#include "kernels/rmsnorm_ref.h"
 #include "kernels/testing/gpu.h"
 
 namespace tandem::kernels {
@@ -61,6 +62,17 @@ TEST_P(RmsNormGpuTest, CudaMatchesCpu) {
   // dw: sums of `rows` terms of size <= ~1, each scaled by that row's rstd (which differs by
   // up to 1e-5 relative between the two): at most 1e-5 absolute per row.
   EXPECT_TRUE(AllClose(ToHost<float>(gdw), dw, 1e-5 * rows, 1e-5, "dw"));
+
+  // And directly against the float64 naive backward (same bounds as the CPU op's test:
+  // one bf16 rounding on dx, 1e-5 per row on dw).
+  std::vector<double> xd = testing::ToDouble(x), wd = testing::ToDouble(w),
+                      dyd = testing::ToDouble(dy), rd(rows), yd(rows * h), dxd(rows * h),
+                      dwd(h, 0.5);
+  ref::RmsNormForward<double>(yd.data(), rd.data(), xd.data(), wd.data(), rows, h, 1e-6);
+  ref::RmsNormBackward<double>(dxd.data(), dwd.data(), dyd.data(), xd.data(), wd.data(),
+                               rd.data(), rows, h);
+  EXPECT_TRUE(AllClose(testing::ToDouble(ToHost<bf16>(gdx)), dxd, 1e-5, 1.0 / 256, "dx vs f64"));
+  EXPECT_TRUE(AllClose(testing::ToDouble(ToHost<float>(gdw)), dwd, 1e-5 * rows, 1e-5, "dw vs f64"));
 
   // Deterministic: a second backward adds exactly the same bits again.
   std::vector<float> once = ToHost<float>(gdw);
