@@ -1,0 +1,65 @@
+// Which blocks a DFlash training step predicts: anchor sampling over a packed batch and the
+// per-block tables (token ids, positions, targets, loss weights) the drafter consumes.
+// Host-side and cheap (O(T + anchors*16)); a trainer builds the next plan while the device
+// runs the current step.
+//
+// Anchor a is eligible when loss_mask[a] and loss_mask[a+1] hold and a+1 is in a's document.
+// Block b (anchor a, document [s, e)) has block_size slots j = 0..bs-1:
+//   block_ids[b*bs + j] = j == 0 ? input_ids[a] : mask_token_id
+//   block_pos[b*bs + j] = position_ids[a] + j
+//   targets  [b*bs + j] = input_ids[a+j] if j >= 1, a+j < e and loss_mask[a+j], else -1
+//   weights  [b*bs + j] = exp(-(j-1)/7) for those slots, else 0
+// Missing blocks (fewer eligible anchors than asked) are padding: anchor 0, empty context,
+// weight 0, so the step's shapes never change.
+//
+// Thread-safety: pure functions over caller-owned spans.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+// Host view of a packed batch's metadata.
+struct PackedBatchMeta {
+  std::span<const int32_t> input_ids;     // [T]
+  std::span<const int32_t> position_ids;  // [T], restart at 0 in every document
+  std::span<const int32_t> cu_seqlens;    // [D+1], 0 .. T
+  std::span<const uint8_t> loss_mask;     // [T]; empty means every token counts
+};
+
+// Loss weight of block slot j >= 1 (DFlash: exp(-(j-1)/7)).
+float DFlashSlotWeight(int64_t j);
+
+// All eligible anchors in increasing order. InvalidArgument on inconsistent metadata.
+Result<std::vector<int32_t>> EligibleAnchors(const PackedBatchMeta& meta);
+
+// Up to `count` distinct eligible anchors, sorted, a pure function of (meta, seed, step)
+// (Philox4x32-10 keyed by seed, counter by step). Per-document fairness: every document
+// with an eligible anchor gets one before any document gets a second (while count allows),
+// the rest are uniform without replacement.
+Result<std::vector<int32_t>> SampleAnchors(const PackedBatchMeta& meta, int64_t count,
+                                           uint64_t seed, uint64_t step);
+
+struct DFlashBlockPlan {
+  int64_t num_blocks = 0;  // NB (including padding blocks)
+  int64_t block_size = 0;
+  int64_t tokens = 0;      // T
+  std::vector<int32_t> anchors;    // [NB]
+  std::vector<int32_t> doc_start;  // [NB]
+  std::vector<int32_t> block_ids;  // [NB*bs]
+  std::vector<int32_t> block_pos;  // [NB*bs]
+  std::vector<int32_t> targets;    // [NB*bs], -1 = no target
+  std::vector<float> weights;      // [NB*bs]
+  std::vector<int32_t> ctx_pos;    // [T] = position_ids
+};
+
+// REQUIRES: anchors sorted, eligible, at most num_blocks of them (InvalidArgument otherwise).
+Result<DFlashBlockPlan> BuildBlockPlan(const PackedBatchMeta& meta,
+                                       std::span<const int32_t> anchors, int64_t num_blocks,
+                                       int64_t block_size, int32_t mask_token_id);
+
+}  // namespace tandem::models

@@ -1,0 +1,383 @@
+// DFlash drafter: creation, workspace layout, plan upload, forward + loss and the AdamW
+// step. The backward is in dflash_drafter_backward.cc.
+#include "models/dflash_drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <tuple>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/concat_noise.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/lm_head_ce.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/stream.h"
+#include "kernels/swiglu.h"
+#include "models/dflash_drafter_internal.h"
+
+namespace tandem::models {
+
+using kernels::DType;
+using kernels::Shape;
+using kernels::TensorView;
+
+namespace {
+
+Status CheckSupported(const DFlashConfig& c) {
+  const TransformerConfig& t = c.layers;
+  if (c.block_size != kernels::kDFlashBlockSize)
+    return InvalidArgumentError("DFlash drafter: block_size {} is not supported (the block "
+                                "attention kernel takes {})", c.block_size,
+                                kernels::kDFlashBlockSize);
+  if (t.family != ModelFamily::kQwen3 || !t.qk_norm)
+    return InvalidArgumentError("DFlash drafter: layers must be qwen3 with q/k norms");
+  if (t.rotary_dim != 0 && t.rotary_dim != t.head_dim)
+    return InvalidArgumentError("DFlash drafter: partial rotary_dim {} (head_dim {}) is not "
+                                "supported", t.rotary_dim, t.head_dim);
+  if (static_cast<int64_t>(t.layer_types.size()) != t.num_hidden_layers)
+    return InvalidArgumentError("DFlash drafter: {} layer_types for {} layers",
+                                t.layer_types.size(), t.num_hidden_layers);
+  for (LayerType lt : t.layer_types)
+    if (lt == LayerType::kSlidingAttention && !t.sliding_window)
+      return InvalidArgumentError("DFlash drafter: sliding layers need sliding_window");
+  const size_t k = c.target_layer_ids.size();
+  if (k < 1 || k > static_cast<size_t>(kernels::kMaxConcatInputs))
+    return InvalidArgumentError("DFlash drafter: {} target layers (1..{} supported)", k,
+                                kernels::kMaxConcatInputs);
+  if (t.num_attention_heads % t.num_key_value_heads != 0 || t.vocab_size <= 0)
+    return InvalidArgumentError("DFlash drafter: bad heads ({} / {}) or vocab ({})",
+                                t.num_attention_heads, t.num_key_value_heads, t.vocab_size);
+  return Status::Ok();
+}
+
+}  // namespace
+
+TensorView As2d(const TensorView& t, int64_t cols) { return t.Reshape(Shape{t.numel() / cols, cols}); }
+
+Status DFlashAttentionFwd(const kernels::DFlashAttentionInputs& in,
+                          const kernels::DFlashAttentionConfig& cfg, TensorView out,
+                          TensorView lse, kernels::Stream s) {
+  if (in.q_blk.device().is_cpu()) return kernels::DFlashAttentionForwardCpu(in, cfg, out, lse, s);
+#ifdef TANDEM_HAVE_CUDA
+  return kernels::DFlashAttentionForward(in, cfg, out, lse, s);
+#else
+  return InvalidArgumentError("DFlash attention: CUDA tensors in a build without CUDA");
+#endif
+}
+
+Status DFlashAttentionBwd(const kernels::DFlashAttentionInputs& in,
+                          const kernels::DFlashAttentionConfig& cfg, const TensorView& out,
+                          const TensorView& lse, const TensorView& d_out,
+                          const kernels::DFlashAttentionGrads& grads, kernels::Stream s) {
+  if (in.q_blk.device().is_cpu())
+    return kernels::DFlashAttentionBackwardCpu(in, cfg, out, lse, d_out, grads, s);
+#ifdef TANDEM_HAVE_CUDA
+  return kernels::DFlashAttentionBackward(in, cfg, out, lse, d_out, grads, s);
+#else
+  return InvalidArgumentError("DFlash attention: CUDA tensors in a build without CUDA");
+#endif
+}
+
+Status LinearForward(kernels::GemmContext* ctx, const TensorView& x, const TensorView& w,
+                     const TensorView& y, kernels::Stream s) {
+  kernels::GemmOptions o;
+  o.trans_b = true;
+  return kernels::Gemm(ctx, As2d(x, w.dim(1)), w, As2d(y, w.dim(0)), o, s);
+}
+
+Status LinearWeightGrad(kernels::GemmContext* ctx, const TensorView& dy, const TensorView& x,
+                        const TensorView& dw, kernels::Stream s) {
+  kernels::GemmOptions o;
+  o.trans_a = true;
+  o.beta = 1.f;
+  return kernels::Gemm(ctx, As2d(dy, dw.dim(0)), As2d(x, dw.dim(1)), dw, o, s);
+}
+
+Status LinearInputGrad(kernels::GemmContext* ctx, const TensorView& dy, const TensorView& w,
+                       const TensorView& dx, bool accumulate, kernels::Stream s) {
+  kernels::GemmOptions o;
+  o.beta = accumulate ? 1.f : 0.f;
+  return kernels::Gemm(ctx, As2d(dy, w.dim(0)), w, As2d(dx, w.dim(1)), o, s);
+}
+
+DFlashDrafter::~DFlashDrafter() = default;
+
+Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig& config,
+                                                             const DFlashDrafterOptions& options,
+                                                             kernels::Device device,
+                                                             kernels::Stream stream) {
+  RETURN_IF_ERROR(CheckSupported(config));
+  if (options.max_tokens < 1 || options.num_blocks < 1 || options.ce_chunk_rows < 1)
+    return InvalidArgumentError("DFlash drafter: max_tokens ({}), num_blocks ({}) and "
+                                "ce_chunk_rows ({}) must be positive", options.max_tokens,
+                                options.num_blocks, options.ce_chunk_rows);
+  std::unique_ptr<DFlashDrafter> d(new DFlashDrafter());
+  d->config_ = config;
+  d->options_ = options;
+  d->device_ = device;
+  d->stream_ = stream;
+  if (device.is_cpu()) {
+    d->alloc_ = &kernels::HostAllocator();
+  } else {
+    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
+    d->alloc_ = pool;
+    ASSIGN_OR_RETURN(d->gemm_, kernels::GemmContext::Create(device.index));
+  }
+  ASSIGN_OR_RETURN(d->params_, DFlashParams::Create(config, *d->alloc_, stream));
+  d->acts_.resize(config.layers.num_hidden_layers);
+  RETURN_IF_ERROR(d->Carve(nullptr));  // measures
+  ASSIGN_OR_RETURN(d->workspace_, kernels::Tensor::Empty(*d->alloc_, DType::kU8,
+                                                         Shape{d->measured_bytes_}, stream));
+  RETURN_IF_ERROR(d->Carve(static_cast<char*>(d->workspace_.data())));
+  return d;
+}
+
+Status DFlashDrafter::Carve(char* base) {
+  const TransformerConfig& t = config_.layers;
+  const int64_t h = t.hidden_size, d = t.head_dim, hq = t.num_attention_heads,
+                hk = t.num_key_value_heads, inter = t.intermediate_size;
+  const int64_t nb = options_.num_blocks, r = rows(), tmax = options_.max_tokens;
+  const int64_t k = static_cast<int64_t>(config_.target_layer_ids.size());
+  WorkspaceCarver c(base, device_);
+  plan_i32_ = c.Take(DType::kI32, Shape{2 * nb + 4 * r + tmax});
+  {
+    int32_t* p = plan_i32_.data_as<int32_t>();
+    auto slice = [&](DType dt, int64_t n) {
+      TensorView v(p, dt, Shape{n}, device_);
+      if (p) p += n;
+      return v;
+    };
+    anchors_ = slice(DType::kI32, nb);
+    doc_start_ = slice(DType::kI32, nb);
+    block_ids_ = slice(DType::kI32, r);
+    block_pos_ = slice(DType::kI32, r);
+    targets_ = slice(DType::kI32, r);
+    weights_ = slice(DType::kF32, r);
+    ctx_pos_ = slice(DType::kI32, tmax);
+  }
+  concat_ = c.Take(DType::kBF16, Shape{tmax, k * h});
+  ctx_pre_ = c.Take(DType::kBF16, Shape{tmax, h});
+  ctx_ = c.Take(DType::kBF16, Shape{tmax, h});
+  ctx_rstd_ = c.Take(DType::kF32, Shape{tmax});
+  x_.clear();
+  for (int64_t l = 0; l <= t.num_hidden_layers; ++l) x_.push_back(c.Take(DType::kBF16, Shape{r, h}));
+  final_hidden_ = c.Take(DType::kBF16, Shape{r, h});
+  final_rstd_ = c.Take(DType::kF32, Shape{r});
+  loss_ = c.Take(DType::kF32, Shape{1});
+  correct_ = c.Take(DType::kU8, Shape{r});
+  grad_stats_ = c.Take(DType::kF32, Shape{kernels::kGradStatsSize});
+  norm_workspace_ = c.Take(DType::kF32, Shape{kernels::kGradNormWorkspaceSize});
+  rms_workspace_ = c.Take(DType::kF32, Shape{kernels::RmsNormBackwardWorkspaceRows() * std::max(h, d)});
+  const int64_t ce_bytes =
+      device_.is_cpu() ? 0
+                       : kernels::LmHeadCeWorkspaceBytes(r, t.vocab_size, options_.ce_chunk_rows);
+  ce_workspace_ = device_.is_cpu() ? TensorView() : c.Take(DType::kU8, Shape{ce_bytes});
+  for (DFlashLayerActs& a : acts_) {
+    a.xn = c.Take(DType::kBF16, Shape{r, h});
+    a.rstd1 = c.Take(DType::kF32, Shape{r});
+    a.q_pre = c.Take(DType::kBF16, Shape{r, hq, d});
+    a.q_rstd = c.Take(DType::kF32, Shape{r * hq});
+    a.q = c.Take(DType::kBF16, Shape{r, hq, d});
+    a.k_pre = c.Take(DType::kBF16, Shape{r, hk, d});
+    a.k_rstd = c.Take(DType::kF32, Shape{r * hk});
+    a.k = c.Take(DType::kBF16, Shape{r, hk, d});
+    a.v = c.Take(DType::kBF16, Shape{r, hk, d});
+    a.kc_pre = c.Take(DType::kBF16, Shape{tmax, hk, d});
+    a.kc_rstd = c.Take(DType::kF32, Shape{tmax * hk});
+    a.kc = c.Take(DType::kBF16, Shape{tmax, hk, d});
+    a.vc = c.Take(DType::kBF16, Shape{tmax, hk, d});
+    a.attn = c.Take(DType::kBF16, Shape{r, hq, d});
+    a.lse = c.Take(DType::kF32, Shape{r, hq});
+    a.h1 = c.Take(DType::kBF16, Shape{r, h});
+    a.h1n = c.Take(DType::kBF16, Shape{r, h});
+    a.rstd2 = c.Take(DType::kF32, Shape{r});
+    a.gu = c.Take(DType::kBF16, Shape{r, 2 * inter});
+    a.act = c.Take(DType::kBF16, Shape{r, inter});
+  }
+  d_res_ = c.Take(DType::kBF16, Shape{r, h});
+  d_tmp_ = c.Take(DType::kBF16, Shape{r, h});
+  d_tmp2_ = c.Take(DType::kBF16, Shape{r, h});
+  d_act_ = c.Take(DType::kBF16, Shape{r, inter});
+  d_gu_ = c.Take(DType::kBF16, Shape{r, 2 * inter});
+  d_attn_ = c.Take(DType::kBF16, Shape{r, hq, d});
+  d_q_ = c.Take(DType::kBF16, Shape{r, hq, d});
+  d_q2_ = c.Take(DType::kBF16, Shape{r, hq, d});
+  d_k_ = c.Take(DType::kBF16, Shape{r, hk, d});
+  d_k2_ = c.Take(DType::kBF16, Shape{r, hk, d});
+  d_v_ = c.Take(DType::kBF16, Shape{r, hk, d});
+  d_kc_f32_ = c.Take(DType::kF32, Shape{tmax, hk, d});
+  d_vc_f32_ = c.Take(DType::kF32, Shape{tmax, hk, d});
+  d_kc_ = c.Take(DType::kBF16, Shape{tmax, hk, d});
+  d_kc2_ = c.Take(DType::kBF16, Shape{tmax, hk, d});
+  d_vc_ = c.Take(DType::kBF16, Shape{tmax, hk, d});
+  d_xn_f32_ = c.Take(DType::kF32, Shape{r, h});
+  d_ctx_f32_ = c.Take(DType::kF32, Shape{tmax, h});
+  d_ctx_ = c.Take(DType::kBF16, Shape{tmax, h});
+  d_ctx_pre_ = c.Take(DType::kBF16, Shape{tmax, h});
+  measured_bytes_ = c.used();
+  return Status::Ok();
+}
+
+Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
+  const int64_t nb = options_.num_blocks, r = rows();
+  if (plan.num_blocks != nb || plan.block_size != config_.block_size || plan.tokens < 1 ||
+      plan.tokens > options_.max_tokens)
+    return InvalidArgumentError("DFlash drafter: plan of {} blocks of {} over {} tokens does "
+                                "not fit a drafter of {} blocks of {} and at most {} tokens",
+                                plan.num_blocks, plan.block_size, plan.tokens, nb,
+                                config_.block_size, options_.max_tokens);
+  if (static_cast<int64_t>(plan.anchors.size()) != nb || static_cast<int64_t>(plan.block_ids.size()) != r ||
+      static_cast<int64_t>(plan.ctx_pos.size()) != plan.tokens)
+    return InvalidArgumentError("DFlash drafter: plan tables have inconsistent sizes");
+  // Host image of plan_i32_ (T-sized tail written only up to plan.tokens).
+  std::vector<int32_t> words(2 * nb + 4 * r + plan.tokens);
+  int32_t* p = words.data();
+  auto put = [&](const void* src, int64_t n) {
+    std::memcpy(p, src, n * 4);
+    p += n;
+  };
+  put(plan.anchors.data(), nb);
+  put(plan.doc_start.data(), nb);
+  put(plan.block_ids.data(), r);
+  put(plan.block_pos.data(), r);
+  put(plan.targets.data(), r);
+  put(plan.weights.data(), r);
+  put(plan.ctx_pos.data(), plan.tokens);
+  tokens_ = plan.tokens;
+  return kernels::CopyFromHost(plan_i32_.Narrow(0, 0, static_cast<int64_t>(words.size())),
+                               words.data(), stream_);
+}
+
+Status DFlashDrafter::ForwardBackward(const DFlashTargetHead& head,
+                                      std::span<const TensorView> context_layers,
+                                      float noise_std, uint64_t noise_seed,
+                                      uint64_t noise_offset, bool backward) {
+  if (tokens_ == 0) return InvalidArgumentError("DFlash drafter: ForwardBackward before SetPlan");
+  const TransformerConfig& t = config_.layers;
+  if (context_layers.size() != config_.target_layer_ids.size())
+    return InvalidArgumentError("DFlash drafter: {} context layers, config has {}",
+                                context_layers.size(), config_.target_layer_ids.size());
+  for (const TensorView& v : context_layers)
+    if (v.dtype() != DType::kBF16 || v.ndim() != 2 || v.dim(0) != tokens_ ||
+        v.dim(1) != t.hidden_size || !(v.device() == device_))
+      return InvalidArgumentError("DFlash drafter: context layer {} must be bf16 [{}, {}] on "
+                                  "the drafter's device", v.ToString(), tokens_, t.hidden_size);
+  for (const TensorView* v : {&head.embedding, &head.lm_head})
+    if (v->dtype() != DType::kBF16 || v->ndim() != 2 || v->dim(0) != t.vocab_size ||
+        v->dim(1) != t.hidden_size || !(v->device() == device_))
+      return InvalidArgumentError("DFlash drafter: target embedding/LM head {} must be bf16 "
+                                  "[{}, {}] on the drafter's device", v->ToString(),
+                                  t.vocab_size, t.hidden_size);
+  kernels::NvtxRange range(backward ? "dflash.fwd_bwd" : "dflash.fwd");
+  RETURN_IF_ERROR(Forward(head, context_layers, noise_std, noise_seed, noise_offset, backward));
+  if (!backward) return Status::Ok();
+  return Backward();
+}
+
+Status DFlashDrafter::Forward(const DFlashTargetHead& head,
+                              std::span<const TensorView> ctx_layers, float noise_std,
+                              uint64_t seed, uint64_t offset, bool want_grad) {
+  const TransformerConfig& t = config_.layers;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const int64_t tt = tokens_;
+  const DFlashParamViews& w = params_.w;
+  head_lm_ = head.lm_head;
+  RETURN_IF_ERROR(kernels::ConcatNoiseForward(concat_.Narrow(0, 0, tt), ctx_layers, noise_std,
+                                              seed, offset, stream_));
+  RETURN_IF_ERROR(LinearForward(gemm_.get(), concat_.Narrow(0, 0, tt), w.fc,
+                                ctx_pre_.Narrow(0, 0, tt), stream_));
+  RETURN_IF_ERROR(kernels::RmsNormForward(ctx_.Narrow(0, 0, tt), ctx_rstd_.Narrow(0, 0, tt),
+                                          ctx_pre_.Narrow(0, 0, tt), w.hidden_norm, eps,
+                                          stream_));
+  RETURN_IF_ERROR(kernels::EmbeddingForward(x_[0], block_ids_, head.embedding, stream_));
+  for (int l = 0; l < t.num_hidden_layers; ++l) RETURN_IF_ERROR(LayerForward(l));
+  RETURN_IF_ERROR(kernels::RmsNormForward(final_hidden_, final_rstd_, x_.back(), w.norm, eps,
+                                          stream_));
+  kernels::LmHeadCeOutputs out;
+  out.loss = loss_;
+  out.correct = correct_;
+  if (want_grad) out.dhidden = d_tmp_;
+  return kernels::LmHeadCrossEntropy(gemm_.get(), final_hidden_, head.lm_head, targets_,
+                                     weights_, out, ce_workspace_, options_.ce_chunk_rows,
+                                     stream_);
+}
+
+kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l) {
+  kernels::DFlashAttentionConfig cfg;
+  if (c.layers.layer_types[l] == LayerType::kSlidingAttention) {
+    cfg.window = static_cast<int>(*c.layers.sliding_window);
+    cfg.causal_in_block = true;
+  }
+  return cfg;
+}
+
+Status DFlashDrafter::LayerForward(int l) {
+  const TransformerConfig& t = config_.layers;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
+  const DFlashLayerParams& w = params_.w.layers[l];
+  DFlashLayerActs& a = acts_[l];
+  const int64_t tt = tokens_;
+  kernels::GemmContext* g = gemm_.get();
+  kernels::Stream s = stream_;
+  // Block queries, keys and values.
+  RETURN_IF_ERROR(kernels::RmsNormForward(a.xn, a.rstd1, x_[l], w.input_norm, eps, s));
+  RETURN_IF_ERROR(LinearForward(g, a.xn, w.q_proj, a.q_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, a.xn, w.k_proj, a.k_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, a.xn, w.v_proj, a.v, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(a.q, a.q_rstd, a.q_pre, w.q_norm, eps, s));
+  RETURN_IF_ERROR(kernels::RopeForward(a.q, a.q, block_pos_, rope, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(a.k, a.k_rstd, a.k_pre, w.k_norm, eps, s));
+  RETURN_IF_ERROR(kernels::RopeForward(a.k, a.k, block_pos_, rope, s));
+  // Context keys and values through this layer's k/v projections (no input_layernorm).
+  const TensorView ctx = ctx_.Narrow(0, 0, tt), kc_pre = a.kc_pre.Narrow(0, 0, tt),
+                   kc = a.kc.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(LinearForward(g, ctx, w.k_proj, kc_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, ctx, w.v_proj, vc, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(kc, a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
+                                          kc_pre, w.k_norm, eps, s));
+  RETURN_IF_ERROR(kernels::RopeForward(kc, kc, ctx_pos_.Narrow(0, 0, tt), rope, s));
+  const kernels::DFlashAttentionInputs in{a.q, a.k, a.v, kc, vc, anchors_, doc_start_};
+  RETURN_IF_ERROR(DFlashAttentionFwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse, s));
+  // Residual, MLP.
+  RETURN_IF_ERROR(LinearForward(g, a.attn, w.o_proj, a.h1, s));
+  RETURN_IF_ERROR(kernels::ResidualAdd(a.h1, a.h1, x_[l], s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(a.h1n, a.rstd2, a.h1, w.post_norm, eps, s));
+  RETURN_IF_ERROR(LinearForward(g, a.h1n, w.gate_up, a.gu, s));
+  const auto [gate, up] = kernels::SplitGateUp(a.gu);
+  RETURN_IF_ERROR(kernels::SwiGluForward(a.act, gate, up, s));
+  RETURN_IF_ERROR(LinearForward(g, a.act, w.down_proj, x_[l + 1], s));
+  return kernels::ResidualAdd(x_[l + 1], x_[l + 1], a.h1, s);
+}
+
+Status DFlashDrafter::OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip) {
+  kernels::NvtxRange range("dflash.adamw");
+  const int64_t mc = params_.layout.matrix_count, n = params_.layout.total;
+  RETURN_IF_ERROR(kernels::GradNorm(params_.grads, grad_clip, grad_stats_, norm_workspace_,
+                                    stream_));
+  auto part = [](const TensorView& v, int64_t lo, int64_t hi) { return v.Narrow(0, lo, hi - lo); };
+  kernels::AdamWConfig no_decay = cfg;
+  no_decay.weight_decay = 0.f;
+  for (const auto& [c, lo, hi] : {std::tuple{cfg, int64_t{0}, mc}, std::tuple{no_decay, mc, n}}) {
+    RETURN_IF_ERROR(kernels::AdamWUpdate(
+        c, part(params_.master, lo, hi), part(params_.grads, lo, hi),
+        part(params_.adam_m, lo, hi), part(params_.adam_v, lo, hi),
+        part(params_.compute, lo, hi), grad_stats_, params_.step, stream_));
+  }
+  return kernels::AdamWFinishStep(grad_stats_, params_.step, stream_);
+}
+
+float DFlashCosineLr(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,
+                     float min_lr) {
+  if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
+  const int64_t decay = std::max<int64_t>(1, total_steps - warmup_steps);
+  const double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / decay);
+  return static_cast<float>(min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+}
+
+}  // namespace tandem::models

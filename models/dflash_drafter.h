@@ -1,0 +1,138 @@
+// The DFlash drafter (DESIGN.md, "DFlash drafter"): forward, weighted block loss, backward
+// and the AdamW step, on the CPU (reference kernels) or one CUDA device.
+//
+// Forward of one step, T context tokens, NB blocks of bs = 16 slots, R = NB*bs rows:
+//   ctx  = hidden_norm(fc(concat_noise(target layers)))              [T, H]
+//   x0   = target_embedding[block_ids]                               [R, H]
+//   per layer l (Qwen3 decoder layer; the context skips input_layernorm):
+//     xn = input_layernorm(x);  q = rope(q_norm(xn Wq^T));  k = rope(k_norm(xn Wk^T));
+//     v = xn Wv^T;  kc = rope(k_norm(ctx Wk^T), ctx_pos);  vc = ctx Wv^T
+//     a  = DFlashAttention(q, [kc | k], [vc | v])  (full layers: block bidirectional, whole
+//          document prefix; sliding layers: block causal, prefix within the window)
+//     h  = x + a Wo^T;  x' = h + down(silu(gate(post_norm(h))) * up(post_norm(h)))
+//   loss = sum_r w_r CE(target_lm_head(norm(x_L))_r, target_r) / sum_r w_r
+// Backward writes d loss / d every parameter into params().grads (fp32, zeroed first),
+// including the context path (every layer's k_proj/v_proj/k_norm, hidden_norm and fc).
+//
+// All activations live in one workspace allocated at Create (sized by max_tokens and
+// num_blocks); a step allocates nothing and never synchronises the host. Results (loss,
+// per-row correctness, grad stats) stay on the device until the caller reads them.
+//
+// Thread-safety: thread-compatible; one thread drives a drafter, all work on its stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/adamw_types.h"
+#include "kernels/gemm.h"
+#include "kernels/memory.h"
+#include "kernels/tensor.h"
+#include "models/dflash_anchors.h"
+#include "models/dflash_config.h"
+#include "models/dflash_params.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+// The frozen target's token embedding and LM head, shared read-only (bf16 [V, H] each, on
+// the drafter's device; they may be the same tensor for a tied target).
+struct DFlashTargetHead {
+  kernels::TensorView embedding;
+  kernels::TensorView lm_head;
+};
+
+struct DFlashDrafterOptions {
+  int64_t max_tokens = 0;  // most context tokens T of a batch
+  int64_t num_blocks = 0;  // NB blocks per step (anchors per batch, padded)
+  int64_t ce_chunk_rows = 2048;
+};
+
+struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter.cc)
+
+class DFlashDrafter {
+ public:
+  // Allocates parameters (uninitialised: call params().InitFromScratch or load a checkpoint)
+  // and the workspace on `device`; `stream` orders all its work. InvalidArgument for a
+  // config the kernels do not support (block_size != 16, rotary_dim != head_dim, ...).
+  static Result<std::unique_ptr<DFlashDrafter>> Create(const DFlashConfig& config,
+                                                       const DFlashDrafterOptions& options,
+                                                       kernels::Device device,
+                                                       kernels::Stream stream);
+  ~DFlashDrafter();
+
+  const DFlashConfig& config() const { return config_; }
+  const DFlashDrafterOptions& options() const { return options_; }
+  kernels::Device device() const { return device_; }
+  kernels::Stream stream() const { return stream_; }
+  DFlashParams& params() { return params_; }
+  int64_t workspace_bytes() const { return workspace_.nbytes(); }
+  int64_t rows() const { return options_.num_blocks * config_.block_size; }
+
+  // Copies `plan` to the device. REQUIRES plan.num_blocks == num_blocks, plan.tokens in
+  // [1, max_tokens], bs == block_size. The host copy is staged before this returns.
+  Status SetPlan(const DFlashBlockPlan& plan);
+
+  // Runs the forward and the loss for the current plan; with `backward`, also the backward
+  // into params().grads. context_layers: k views bf16 [T, H] (T = plan.tokens, on the
+  // device). Noise U(-noise_std, noise_std) from Philox (noise_seed, noise_offset).
+  Status ForwardBackward(const DFlashTargetHead& head,
+                         std::span<const kernels::TensorView> context_layers, float noise_std,
+                         uint64_t noise_seed, uint64_t noise_offset, bool backward);
+
+  // Global grad norm, clip to `grad_clip` (<= 0: none), AdamW with `cfg` (weight decay on
+  // matrices only), step += 1; a step with a non-finite grad is skipped on the device.
+  Status OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip);
+
+  kernels::TensorView loss() const { return loss_; }              // f32 [1]
+  kernels::TensorView correct() const { return correct_; }        // u8 [R]: argmax == target
+  kernels::TensorView grad_stats() const { return grad_stats_; }  // f32 [4] (adamw_types.h)
+  // Final hidden state norm(x_L) of the last forward, bf16 [R, H] (tests, speculation).
+  kernels::TensorView final_hidden() const { return final_hidden_; }
+
+ private:
+  DFlashDrafter() = default;
+  Status Carve(char* base);
+  Status Forward(const DFlashTargetHead& head, std::span<const kernels::TensorView> ctx_layers,
+                 float noise_std, uint64_t seed, uint64_t offset, bool want_grad);
+  Status LayerForward(int l);
+  Status Backward();
+  Status LayerBackward(int l);
+
+  DFlashConfig config_;
+  DFlashDrafterOptions options_;
+  kernels::Device device_;
+  kernels::Stream stream_ = nullptr;
+  kernels::Allocator* alloc_ = nullptr;
+  std::unique_ptr<kernels::GemmContext> gemm_;
+  DFlashParams params_;
+  kernels::Tensor workspace_;
+  int64_t measured_bytes_ = 0;
+  int64_t tokens_ = 0;  // T of the current plan
+
+  // Views into workspace_ (full capacity; narrowed to tokens_ where T-sized).
+  kernels::TensorView plan_i32_;  // i32 [2 NB + 4 R + Tmax]
+  kernels::TensorView anchors_, doc_start_, block_ids_, block_pos_, targets_, weights_,
+      ctx_pos_;
+  kernels::TensorView concat_, ctx_pre_, ctx_, ctx_rstd_;
+  std::vector<kernels::TensorView> x_;  // L+1 residual streams, bf16 [R, H]
+  kernels::TensorView final_hidden_, final_rstd_;
+  kernels::TensorView loss_, correct_, grad_stats_;
+  kernels::TensorView ce_workspace_, rms_workspace_, norm_workspace_;
+  std::vector<DFlashLayerActs> acts_;
+  // Backward scratch, shared by all layers.
+  kernels::TensorView d_res_, d_tmp_, d_tmp2_, d_act_, d_gu_, d_attn_, d_q_, d_q2_, d_k_, d_k2_,
+      d_v_, d_kc_f32_, d_vc_f32_, d_kc_, d_kc2_, d_vc_, d_xn_f32_, d_ctx_f32_, d_ctx_,
+      d_ctx_pre_;
+  kernels::TensorView head_lm_;  // the LM head of the current step
+  kernels::TensorView concat_in_;
+};
+
+// Cosine learning rate with linear warmup: lr * (s+1)/warmup for s < warmup, then
+// min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2 over the remaining steps.
+float DFlashCosineLr(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,
+                     float min_lr);
+
+}  // namespace tandem::models

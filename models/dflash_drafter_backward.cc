@@ -1,0 +1,121 @@
+// DFlash drafter backward: from the fused LM head + CE's d(final hidden) back through every
+// layer to the parameters, including the context path (each layer's k_proj/v_proj/k_norm
+// see the context; their gradients flow into hidden_norm and fc). Weight gradients are
+// accumulated in fp32 straight into the flat grads buffer by GEMMs with beta = 1; the
+// context gradient is summed over layers in fp32. Activation gradients are bf16, as in a
+// bf16 PyTorch run.
+#include "kernels/elementwise.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "models/dflash_drafter.h"
+#include "models/dflash_drafter_internal.h"
+
+namespace tandem::models {
+
+using kernels::Shape;
+using kernels::TensorView;
+
+namespace {
+
+// The RMSNorm backward workspace for rows of width h.
+TensorView RmsWorkspace(const TensorView& flat, int64_t h) {
+  const int64_t rows = kernels::RmsNormBackwardWorkspaceRows();
+  return flat.Narrow(0, 0, rows * h).Reshape(Shape{rows, h});
+}
+
+}  // namespace
+
+Status DFlashDrafter::Backward() {
+  const DFlashParamViews& w = params_.w;
+  const DFlashParamViews& g = params_.g;
+  const int64_t tt = tokens_, h = config_.layers.hidden_size;
+  kernels::Stream s = stream_;
+  RETURN_IF_ERROR(kernels::FillZero(params_.grads, s));
+  RETURN_IF_ERROR(kernels::FillZero(d_ctx_f32_.Narrow(0, 0, tt), s));
+  // d_tmp_ holds d loss / d final_hidden from the fused CE.
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_res_, g.norm, d_tmp_, x_.back(), w.norm,
+                                           final_rstd_, RmsWorkspace(rms_workspace_, h), s));
+  for (int l = config_.layers.num_hidden_layers - 1; l >= 0; --l)
+    RETURN_IF_ERROR(LayerBackward(l));
+  const TensorView d_ctx = d_ctx_.Narrow(0, 0, tt), d_ctx_pre = d_ctx_pre_.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(kernels::Cast(d_ctx, d_ctx_f32_.Narrow(0, 0, tt), s));
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_ctx_pre, g.hidden_norm, d_ctx,
+                                           ctx_pre_.Narrow(0, 0, tt), w.hidden_norm,
+                                           ctx_rstd_.Narrow(0, 0, tt),
+                                           RmsWorkspace(rms_workspace_, h), s));
+  return LinearWeightGrad(gemm_.get(), d_ctx_pre, concat_.Narrow(0, 0, tt), g.fc, s);
+}
+
+// On entry d_res_ = d loss / d x_[l+1]; on exit d loss / d x_[l].
+Status DFlashDrafter::LayerBackward(int l) {
+  const TransformerConfig& t = config_.layers;
+  const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
+  const DFlashLayerParams& w = params_.w.layers[l];
+  const DFlashLayerParams& gw = params_.g.layers[l];
+  const DFlashLayerActs& a = acts_[l];
+  const int64_t tt = tokens_, h = t.hidden_size, d = t.head_dim;
+  const TensorView ws_h = RmsWorkspace(rms_workspace_, h), ws_d = RmsWorkspace(rms_workspace_, d);
+  kernels::GemmContext* g = gemm_.get();
+  kernels::Stream s = stream_;
+
+  // MLP: x' = h1 + down(swiglu(gate_up(post_norm(h1)))).
+  RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.down_proj, d_act_, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.act, gw.down_proj, s));
+  {
+    const auto [gate, up] = kernels::SplitGateUp(a.gu);
+    const auto [d_gate, d_up] = kernels::SplitGateUp(d_gu_);
+    RETURN_IF_ERROR(kernels::SwiGluBackward(d_gate, d_up, d_act_, gate, up, s));
+  }
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_gu_, a.h1n, gw.gate_up, s));
+  RETURN_IF_ERROR(LinearInputGrad(g, d_gu_, w.gate_up, d_tmp_, false, s));
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.post_norm, d_tmp_, a.h1, w.post_norm,
+                                           a.rstd2, ws_h, s));
+  RETURN_IF_ERROR(kernels::ResidualAdd(d_res_, d_res_, d_tmp2_, s));  // d h1
+
+  // Attention output projection and the block attention.
+  RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.o_proj, d_attn_, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.attn, gw.o_proj, s));
+  const TensorView kc = a.kc.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
+  const TensorView d_kc_f32 = d_kc_f32_.Narrow(0, 0, tt), d_vc_f32 = d_vc_f32_.Narrow(0, 0, tt);
+  const kernels::DFlashAttentionInputs in{a.q, a.k, a.v, kc, vc, anchors_, doc_start_};
+  const kernels::DFlashAttentionGrads grads{d_q_, d_k_, d_v_, d_kc_f32, d_vc_f32};
+  RETURN_IF_ERROR(DFlashAttentionBwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse,
+                                     d_attn_, grads, s));
+
+  // Block q/k: RoPE, then the per-head norm; then the projections from xn.
+  RETURN_IF_ERROR(kernels::RopeBackward(d_q2_, d_q_, block_pos_, rope, s));
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_q_, gw.q_norm, d_q2_, a.q_pre, w.q_norm, a.q_rstd,
+                                           ws_d, s));
+  RETURN_IF_ERROR(kernels::RopeBackward(d_k2_, d_k_, block_pos_, rope, s));
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_k_, gw.k_norm, d_k2_, a.k_pre, w.k_norm, a.k_rstd,
+                                           ws_d, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, a.xn, gw.q_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, a.xn, gw.k_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, a.xn, gw.v_proj, s));
+  RETURN_IF_ERROR(LinearInputGrad(g, d_q_, w.q_proj, d_xn_f32_, false, s));
+  RETURN_IF_ERROR(LinearInputGrad(g, d_k_, w.k_proj, d_xn_f32_, true, s));
+  RETURN_IF_ERROR(LinearInputGrad(g, d_v_, w.v_proj, d_xn_f32_, true, s));
+  RETURN_IF_ERROR(kernels::Cast(d_tmp_, d_xn_f32_, s));
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.input_norm, d_tmp_, x_[l], w.input_norm,
+                                           a.rstd1, ws_h, s));
+  RETURN_IF_ERROR(kernels::ResidualAdd(d_res_, d_res_, d_tmp2_, s));  // d x_[l]
+
+  // Context keys/values: the same k_proj/k_norm/v_proj, fed by ctx (no input_layernorm).
+  const TensorView d_kc = d_kc_.Narrow(0, 0, tt), d_kc2 = d_kc2_.Narrow(0, 0, tt),
+                   d_vc = d_vc_.Narrow(0, 0, tt), ctx = ctx_.Narrow(0, 0, tt),
+                   d_ctx_f32 = d_ctx_f32_.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(kernels::Cast(d_kc, d_kc_f32, s));
+  RETURN_IF_ERROR(kernels::Cast(d_vc, d_vc_f32, s));
+  RETURN_IF_ERROR(kernels::RopeBackward(d_kc2, d_kc, ctx_pos_.Narrow(0, 0, tt), rope, s));
+  RETURN_IF_ERROR(kernels::RmsNormBackward(d_kc, gw.k_norm, d_kc2, a.kc_pre.Narrow(0, 0, tt),
+                                           w.k_norm,
+                                           a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
+                                           ws_d, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_kc, ctx, gw.k_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_vc, ctx, gw.v_proj, s));
+  RETURN_IF_ERROR(LinearInputGrad(g, d_kc, w.k_proj, d_ctx_f32, true, s));
+  return LinearInputGrad(g, d_vc, w.v_proj, d_ctx_f32, true, s);
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,10 @@
+# The DFlash drafter (issue 5): parameters, anchors, forward/backward/AdamW, checkpoints.
+# Included from models/CMakeLists.txt; paths are relative to models/.
+target_sources(tandem_models PRIVATE
+  dflash_params.cc
+  dflash_anchors.cc
+  dflash_drafter.cc
+  dflash_drafter_backward.cc)
+target_link_libraries(tandem_models PUBLIC tandem::kernels)
+
+tandem_add_test(dflash_drafter_test SOURCES dflash_drafter_test.cc LIBS tandem::models)
