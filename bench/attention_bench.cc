@@ -19,6 +19,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_testing.h"
+#include "kernels/attention/dflash_path.h"
 #endif
 
 namespace tandem::bench {
@@ -131,21 +132,29 @@ int RunAttention(const std::vector<std::string>& args) {
                                     kc.View(bf, ck), vc.View(bf, ck), anc.View(DType::kI32, {nb}),
                                     st.View(DType::kI32, {nb})};
   const kernels::DFlashAttentionConfig cfg{window, true, 0.0f};
-  auto fwd = [&] {
-    Status s = kernels::DFlashAttentionForward(in, cfg, ob.View(bf, bq), lb.View(f32, ls), nullptr);
+  using kernels::attention_internal::DFlashPath;
+  auto fwd = [&](DFlashPath path) {
+    Status s = kernels::attention_internal::DFlashAttentionForwardPath(
+        path, in, cfg, ob.View(bf, bq), lb.View(f32, ls), nullptr);
     if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
     return s.ok();
   };
-  auto bwd = [&] {
-    Status s = kernels::DFlashAttentionBackward(
-        in, cfg, ob.View(bf, bq), lb.View(f32, ls), dout.View(bf, bq),
+  auto bwd = [&](DFlashPath path) {
+    Status s = kernels::attention_internal::DFlashAttentionBackwardPath(
+        path, in, cfg, ob.View(bf, bq), lb.View(f32, ls), dout.View(bf, bq),
         {dq.View(bf, bq), dkb.View(bf, bk), dvb.View(bf, bk), dkc.View(f32, ck), dvc.View(f32, ck)},
         nullptr);
     if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
     return s.ok();
   };
-  const double fwd_ms = TimeMs(fwd, iters);
-  const double fwd_bwd_ms = TimeMs([&] { return fwd() && bwd(); }, iters);
+  // SIMT kernels: the correct-first reference path; MMA: the tensor-core path kAuto picks.
+  const double simt_fwd_ms = TimeMs([&] { return fwd(DFlashPath::kSimt); }, 3);
+  const double simt_fwd_bwd_ms =
+      TimeMs([&] { return fwd(DFlashPath::kSimt) && bwd(DFlashPath::kSimt); }, 3);
+  const double fwd_ms = TimeMs([&] { return fwd(DFlashPath::kMma); }, iters);
+  const double bwd_ms = TimeMs([&] { return bwd(DFlashPath::kMma); }, iters);
+  const double fwd_bwd_ms =
+      TimeMs([&] { return fwd(DFlashPath::kMma) && bwd(DFlashPath::kMma); }, iters);
   const double fwd_flops = 4.0 * d * hq * keys;  // QK^T and PV
   const double fwd_bwd_flops = fwd_flops * 3.5;  // + dV, dP, dQ, dK (and S recompute)
 
@@ -158,8 +167,11 @@ int RunAttention(const std::vector<std::string>& args) {
   };
   row(fmt::format("target fwd ({})", op.value()->last_backend()).c_str(), target_ms,
       target_flops, peer_ms("sdpa_target_ms"));
-  row("dflash fwd", fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
-  row("dflash fwd+bwd", fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
+  row("dflash fwd (simt)", simt_fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
+  row("dflash fwd+bwd (simt)", simt_fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
+  row("dflash fwd (mma)", fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
+  row("dflash bwd (mma)", bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
+  row("dflash fwd+bwd (mma)", fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
   std::printf("bars: target >= 500 TFLOP/s: %s (%.1f); dflash fwd+bwd >= 1.5x flex: %s\n",
               target_tflops >= 500 ? "met" : "MISSED", target_tflops,
               peer_ms("flex_dflash_fwd_bwd_ms") <= 0 ? "no peer"

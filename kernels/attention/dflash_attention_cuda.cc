@@ -1,5 +1,6 @@
 // Checked entry points of the DFlash block attention on CUDA: argument checks, the launch
-// shape and shared-memory budget, then the kernels in dflash_attention.cu.
+// shape and shared-memory budget, then the tensor-core kernels in dflash_mma.cu where they
+// support the shape, else the SIMT kernels in dflash_attention.cu.
 #include "kernels/attention/attention.h"
 
 #include <cuda_runtime_api.h>
@@ -8,6 +9,8 @@
 #include <cmath>
 
 #include "kernels/attention/dflash_internal.h"
+#include "kernels/attention/dflash_mma_internal.h"
+#include "kernels/attention/dflash_path.h"
 #include "kernels/cuda_check.h"
 
 namespace tandem::kernels {
@@ -15,7 +18,11 @@ namespace {
 
 using attention_internal::kTileKeys;
 using attention_internal::kTileStride;
+using attention_internal::DFlashMmaSmemBytes;
+using attention_internal::DFlashMmaSupported;
+using attention_internal::DFlashPath;
 using attention_internal::LaunchDFlashKernel;
+using attention_internal::LaunchDFlashMma;
 using Params = attention_internal::DFlashKernelParams;
 static_assert(attention_internal::kBlock == kDFlashBlockSize);
 
@@ -83,10 +90,22 @@ Status CheckSmem(const char* op, size_t smem) {
   return Status::Ok();
 }
 
+// Whether to run the MMA kernels; an error when `path` demands them for an unsupported shape.
+Result<bool> UseMma(const char* op, DFlashPath path, const DFlashDims& dims) {
+  const bool ok = DFlashMmaSupported(dims.hq / dims.hk, dims.d);
+  if (path == DFlashPath::kMma && !ok)
+    return InvalidArgumentError("{}: no MMA kernel for GQA group {} with head_dim {}", op,
+                                dims.hq / dims.hk, dims.d);
+  return path != DFlashPath::kSimt && ok;
+}
+
 }  // namespace
 
-Status DFlashAttentionForward(const DFlashAttentionInputs& in, const DFlashAttentionConfig& cfg,
-                              TensorView out, TensorView lse, Stream stream) {
+namespace attention_internal {
+
+Status DFlashAttentionForwardPath(DFlashPath path, const DFlashAttentionInputs& in,
+                                  const DFlashAttentionConfig& cfg, TensorView out,
+                                  TensorView lse, Stream stream) {
   constexpr const char* kOp = "DFlashAttentionForward";
   ASSIGN_OR_RETURN(DFlashDims dims, CheckDFlashInputs(kOp, in));
   RETURN_IF_ERROR(CheckDevice(kOp, in));
@@ -98,20 +117,26 @@ Status DFlashAttentionForward(const DFlashAttentionInputs& in, const DFlashAtten
   RETURN_IF_ERROR(ExpectShape(kOp, "lse", lse, Shape{rows, dims.hq}));
   RETURN_IF_ERROR(ExpectContiguous(kOp, "lse", lse));
   if (dims.nb == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));
+  ASSIGN_OR_RETURN(const bool mma, UseMma(kOp, path, dims));
   Params p = MakeParams(in, cfg, dims);
   p.out = out.data();
   p.lse = lse.data_as<float>();
+  if (mma) {
+    RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(false, dims.hq / dims.hk, dims.d)));
+    CUDA_RETURN_IF_ERROR(LaunchDFlashMma(p, /*backward=*/false, stream));
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));
   const size_t smem = 2 * kTileKeys * dims.d * sizeof(float);
   RETURN_IF_ERROR(CheckSmem(kOp, smem));
   CUDA_RETURN_IF_ERROR(LaunchDFlashKernel(p, /*backward=*/false, l.ds, l.threads, smem, stream));
   return Status::Ok();
 }
 
-Status DFlashAttentionBackward(const DFlashAttentionInputs& in, const DFlashAttentionConfig& cfg,
-                               const TensorView& out, const TensorView& lse,
-                               const TensorView& d_out, const DFlashAttentionGrads& grads,
-                               Stream stream) {
+Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs& in,
+                                   const DFlashAttentionConfig& cfg, const TensorView& out,
+                                   const TensorView& lse, const TensorView& d_out,
+                                   const DFlashAttentionGrads& grads, Stream stream) {
   constexpr const char* kOp = "DFlashAttentionBackward";
   ASSIGN_OR_RETURN(DFlashDims dims, CheckDFlashInputs(kOp, in));
   RETURN_IF_ERROR(CheckDevice(kOp, in));
@@ -138,7 +163,11 @@ Status DFlashAttentionBackward(const DFlashAttentionInputs& in, const DFlashAtte
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dk_ctx.data(), 0, grads.dk_ctx.nbytes(), stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dv_ctx.data(), 0, grads.dv_ctx.nbytes(), stream));
   if (dims.nb == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));
+  ASSIGN_OR_RETURN(bool mma, UseMma(kOp, path, dims));
+  for (const TensorView* t : {&grads.dk_ctx, &grads.dv_ctx})  // float4 atomics
+    mma = mma && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
+  if (path == DFlashPath::kMma && !mma)
+    return InvalidArgumentError("{}: the MMA kernel needs 16-byte aligned dk_ctx / dv_ctx", kOp);
   Params p = MakeParams(in, cfg, dims);
   p.o_in = out.data();
   p.dout = d_out.data();
@@ -148,12 +177,34 @@ Status DFlashAttentionBackward(const DFlashAttentionInputs& in, const DFlashAtte
   p.dvb = grads.dv_blk.data();
   p.dkc = grads.dk_ctx.data_as<float>();
   p.dvc = grads.dv_ctx.data_as<float>();
+  if (mma) {
+    RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(true, dims.hq / dims.hk, dims.d)));
+    CUDA_RETURN_IF_ERROR(LaunchDFlashMma(p, /*backward=*/true, stream));
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));
   const int qrows = kDFlashBlockSize * static_cast<int>(dims.hq / dims.hk);
   const size_t smem =
       (2 * kTileKeys * d + 2 * qrows * d + 2 * qrows * kTileStride) * sizeof(float);
   RETURN_IF_ERROR(CheckSmem(kOp, smem));
   CUDA_RETURN_IF_ERROR(LaunchDFlashKernel(p, /*backward=*/true, l.ds, l.threads, smem, stream));
   return Status::Ok();
+}
+
+}  // namespace attention_internal
+
+Status DFlashAttentionForward(const DFlashAttentionInputs& in, const DFlashAttentionConfig& cfg,
+                              TensorView out, TensorView lse, Stream stream) {
+  return attention_internal::DFlashAttentionForwardPath(DFlashPath::kAuto, in, cfg, out, lse,
+                                                        stream);
+}
+
+Status DFlashAttentionBackward(const DFlashAttentionInputs& in, const DFlashAttentionConfig& cfg,
+                               const TensorView& out, const TensorView& lse,
+                               const TensorView& d_out, const DFlashAttentionGrads& grads,
+                               Stream stream) {
+  return attention_internal::DFlashAttentionBackwardPath(DFlashPath::kAuto, in, cfg, out, lse,
+                                                         d_out, grads, stream);
 }
 
 }  // namespace tandem::kernels

@@ -1,0 +1,202 @@
+// The tensor-core DFlash block attention (DFlashPath::kMma) against the CPU reference
+// (label gpu; run on the H200), plus the path selection: kAuto falls back to the SIMT kernels
+// for shapes the MMA kernels lack, and kMma refuses them. Outputs are pre-filled with NaN so
+// an unwritten element fails; failures name the worst element as (row, head, dim) with both
+// values and the max error. Without CUDA this file is empty and the GPU main reports SKIPPED.
+#ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_testing.h"
+#include "kernels/attention/dflash_path.h"
+
+namespace tandem::kernels {
+namespace {
+
+using namespace attention_testing;
+using attention_internal::DFlashAttentionBackwardPath;
+using attention_internal::DFlashAttentionForwardPath;
+using attention_internal::DFlashPath;
+
+template <typename T>
+class DevBuf {
+ public:
+  explicit DevBuf(const std::vector<T>& host) : n_(host.size()) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n_, 1) * sizeof(T)),
+              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  explicit DevBuf(size_t n) : DevBuf(NanFilled(n)) {}
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() { cudaFree(p_); }
+  std::vector<T> ToHost() const {
+    std::vector<T> h(n_);
+    EXPECT_EQ(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  TensorView View(DType t, Shape s) const { return TensorView(p_, t, s, Device::Cuda(0)); }
+
+ private:
+  static std::vector<T> NanFilled(size_t n) {
+    std::vector<T> h(n);
+    std::memset(static_cast<void*>(h.data()), 0xff, n * sizeof(T));  // NaN (bf16, f32)
+    return h;
+  }
+  T* p_ = nullptr;
+  size_t n_;
+};
+
+TensorView Host(std::vector<bf16>& v, Shape s) { return TensorView(v.data(), DType::kBF16, s); }
+TensorView Host(std::vector<float>& v, Shape s) { return TensorView(v.data(), DType::kF32, s); }
+TensorView Host(std::vector<int32_t>& v, Shape s) { return TensorView(v.data(), DType::kI32, s); }
+
+// "what: max |err| ... at (row r, head h, dim c)" for a [rows, heads, inner] tensor.
+template <typename A, typename B>
+void ExpectClose(const char* what, const std::vector<A>& got, const std::vector<B>& want,
+                 int64_t heads, int64_t inner, double atol, double rtol) {
+  const CloseReport r = Compare(got, want, atol, rtol);
+  const int64_t i = std::max<int64_t>(r.worst, 0);
+  EXPECT_TRUE(r.ok) << r.ToString(what)
+                    << fmt::format(" = (row {}, head {}, dim {})", i / (heads * inner),
+                                   (i / inner) % heads, i % inner);
+}
+
+// Tolerances. The CPU reference keeps P and dS in fp32; the MMA kernels round them to bf16
+// (relative 2^-9) before the P V, dS K, P^T dO and dS^T Q products. Each output is a sum of
+// terms with weights summing to <= 1 (forward) or a few (gradients) whose rounding errors
+// have random signs, so the extra error stays far below one bf16 ulp of O(1) values. The
+// forward bound: 8e-3 + 1e-2 relative (one bf16 ulp of the rounded output plus margin); LSE
+// is fp32 end to end: 1e-3. Gradients: 2e-2 + 2e-2 relative, a few bf16 ulps, while a masking
+// or fragment-layout error changes them at O(0.1) or more.
+constexpr double kOutTol = 8e-3, kOutRtol = 1e-2, kLseTol = 1e-3, kGradTol = 2e-2;
+
+struct MmaCase {
+  std::vector<int> lens;
+  int nb, hq, hk, d, window;
+  bool causal;
+};
+
+std::string Name(const MmaCase& c) {
+  return fmt::format("docs{} nb{} h{}/{} d{} w{} causal{}", c.lens.size(), c.nb, c.hq, c.hk,
+                     c.d, c.window, c.causal);
+}
+
+class DFlashMmaCudaTest : public ::testing::TestWithParam<MmaCase> {};
+
+TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
+  const MmaCase& c = GetParam();
+  SCOPED_TRACE(Name(c));
+  DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, 17);
+  const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
+  auto q = RandomBf16(rows * c.hq * c.d, 21), kb = RandomBf16(rows * c.hk * c.d, 22),
+       vb = RandomBf16(rows * c.hk * c.d, 23), kc = RandomBf16(t * c.hk * c.d, 24),
+       vc = RandomBf16(t * c.hk * c.d, 25), dout = RandomBf16(rows * c.hq * c.d, 26);
+  const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
+  const Shape qs{rows, c.hq, c.d}, bs{rows, c.hk, c.d}, cs{t, c.hk, c.d}, ls{rows, c.hq};
+
+  DFlashAttentionInputs hin{Host(q, qs), Host(kb, bs), Host(vb, bs), Host(kc, cs), Host(vc, cs),
+                            Host(lay.anchors, {c.nb}), Host(lay.doc_start, {c.nb})};
+  std::vector<bf16> out(q.size()), dq(q.size()), dkb(kb.size()), dvb(vb.size());
+  std::vector<float> lse(rows * c.hq), dkc(kc.size()), dvc(vc.size());
+  ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
+  ASSERT_TRUE(DFlashAttentionBackwardCpu(hin, cfg, Host(out, qs), Host(lse, ls), Host(dout, qs),
+                                         {Host(dq, qs), Host(dkb, bs), Host(dvb, bs),
+                                          Host(dkc, cs), Host(dvc, cs)})
+                  .ok());
+
+  DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc), gdout(dout);
+  DevBuf<int32_t> ganc(lay.anchors), gds(lay.doc_start);
+  DevBuf<bf16> gout(q.size()), gdq(q.size()), gdkb(kb.size()), gdvb(vb.size());
+  DevBuf<float> glse(lse.size()), gdkc(kc.size()), gdvc(vc.size());
+  const auto bf = DType::kBF16, f32 = DType::kF32;
+  DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, bs), gvb.View(bf, bs),
+                            gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {c.nb}),
+                            gds.View(DType::kI32, {c.nb})};
+  Status s = DFlashAttentionForwardPath(DFlashPath::kMma, din, cfg, gout.View(bf, qs),
+                                        glse.View(f32, ls), nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  s = DFlashAttentionBackwardPath(DFlashPath::kMma, din, cfg, gout.View(bf, qs),
+                                  glse.View(f32, ls), gdout.View(bf, qs),
+                                  {gdq.View(bf, qs), gdkb.View(bf, bs), gdvb.View(bf, bs),
+                                   gdkc.View(f32, cs), gdvc.View(f32, cs)},
+                                  nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), c.hq, c.d, kOutTol, kOutRtol);
+  ExpectClose("lse", glse.ToHost(), lse, c.hq, 1, kLseTol, kLseTol);
+  ExpectClose("dq_blk", ToFloat(gdq.ToHost()), ToFloat(dq), c.hq, c.d, kGradTol, kGradTol);
+  ExpectClose("dk_blk", ToFloat(gdkb.ToHost()), ToFloat(dkb), c.hk, c.d, kGradTol, kGradTol);
+  ExpectClose("dv_blk", ToFloat(gdvb.ToHost()), ToFloat(dvb), c.hk, c.d, kGradTol, kGradTol);
+  ExpectClose("dk_ctx", gdkc.ToHost(), dkc, c.hk, c.d, kGradTol, kGradTol);
+  ExpectClose("dv_ctx", gdvc.ToHost(), dvc, c.hk, c.d, kGradTol, kGradTol);
+}
+
+// Context lengths cover empty ranges, partial 64-key tiles (odd lengths), several full
+// tiles and window cuts; group sizes 1, 2, 3, 4 and 8 (one warp per query head).
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, DFlashMmaCudaTest,
+    ::testing::Values(MmaCase{{300}, 12, 4, 4, 128, 0, false},                // one long doc
+                      MmaCase{{300}, 12, 4, 4, 128, 64, true},                // window = tile
+                      MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},  // many short
+                      MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
+                      MmaCase{{130, 70}, 9, 16, 4, 128, 1000, true},          // window > doc
+                      MmaCase{{33, 200}, 64, 8, 8, 128, 40, false},           // dense anchors
+                      MmaCase{{97}, 5, 6, 3, 64, 31, true},                   // G 2, odd sizes
+                      MmaCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},             // G 3, no context
+                      MmaCase{{700, 333}, 24, 32, 8, 128, 200, true},         // bench, scaled
+                      MmaCase{{700, 333}, 24, 32, 8, 128, 0, false},          // full layer
+                      MmaCase{{257, 129}, 16, 8, 1, 128, 65, true},           // G 8
+                      MmaCase{{513}, 10, 8, 1, 64, 0, true}));                // G 8, d 64
+
+// kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on
+// the SIMT kernels and matches the CPU forward.
+TEST(DFlashMmaPathTest, UnsupportedShapesFallBack) {
+  struct Shape2 {
+    int hq, hk, d;
+  };
+  for (const Shape2 sh : {Shape2{2, 1, 256}, Shape2{12, 1, 64}}) {
+    SCOPED_TRACE(fmt::format("h{}/{} d{}", sh.hq, sh.hk, sh.d));
+    DFlashLayout lay = MakeDFlashLayout({50, 30}, 4, 3);
+    const int64_t t = lay.t, rows = 4 * kDFlashBlockSize;
+    auto q = RandomBf16(rows * sh.hq * sh.d, 31), kb = RandomBf16(rows * sh.hk * sh.d, 32),
+         vb = RandomBf16(rows * sh.hk * sh.d, 33), kc = RandomBf16(t * sh.hk * sh.d, 34),
+         vc = RandomBf16(t * sh.hk * sh.d, 35);
+    const Shape qs{rows, sh.hq, sh.d}, bs{rows, sh.hk, sh.d}, cs{t, sh.hk, sh.d},
+        ls{rows, sh.hq};
+    const DFlashAttentionConfig cfg{20, true, 0.0f};
+    DFlashAttentionInputs hin{Host(q, qs), Host(kb, bs), Host(vb, bs), Host(kc, cs),
+                              Host(vc, cs), Host(lay.anchors, {4}), Host(lay.doc_start, {4})};
+    std::vector<bf16> out(q.size());
+    std::vector<float> lse(rows * sh.hq);
+    ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
+    DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc), gout(q.size());
+    DevBuf<int32_t> ganc(lay.anchors), gds(lay.doc_start);
+    DevBuf<float> glse(lse.size());
+    const auto bf = DType::kBF16;
+    DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, bs), gvb.View(bf, bs),
+                              gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {4}),
+                              gds.View(DType::kI32, {4})};
+    const TensorView o = gout.View(bf, qs), l = glse.View(DType::kF32, ls);
+    EXPECT_EQ(DFlashAttentionForwardPath(DFlashPath::kMma, din, cfg, o, l, nullptr).code(),
+              StatusCode::kInvalidArgument);
+    Status s = DFlashAttentionForwardPath(DFlashPath::kAuto, din, cfg, o, l, nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), sh.hq, sh.d, kOutTol, kOutRtol);
+    ExpectClose("lse", glse.ToHost(), lse, sh.hq, 1, kLseTol, kLseTol);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
+#endif  // TANDEM_HAVE_CUDA

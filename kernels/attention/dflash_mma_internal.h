@@ -1,0 +1,40 @@
+// Internal to kernels/attention: launcher and shared-memory budget of the tensor-core
+// (mma.sync m16n8k16 bf16, fp32 accumulate) DFlash block attention kernels in dflash_mma.cu.
+// Kept free of runtime/ headers so nvcc compiles it. Thread-safety: the launcher only
+// enqueues work on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention/dflash_internal.h"
+
+namespace tandem::kernels::attention_internal {
+
+inline constexpr int kMmaTileKeys = 64;  // context keys per shared-memory tile
+inline constexpr int kMmaMaxGroup = 8;   // query heads per KV head (one warp each)
+
+// Whether the MMA kernels handle a (GQA group, head_dim) pair.
+inline constexpr bool DFlashMmaSupported(int64_t group, int64_t d) {
+  return group >= 1 && group <= kMmaMaxGroup && (d == 64 || d == 128);
+}
+
+// Dynamic shared memory of the MMA kernels. Rows are padded by 8 bf16 (16 bytes) so the 8
+// rows of an ldmatrix 8x8 matrix fall on distinct bank groups.
+//   forward:  2 stages x (K, V) tiles of kMmaTileKeys rows (the Q staging area aliases
+//             stage 1, which needs 16 * group <= 2 * kMmaTileKeys);
+//   backward: Q and dO [16 * group rows], one (K, V) stage, P and dS [16 * group][64 + 8].
+inline constexpr size_t DFlashMmaSmemBytes(bool backward, int64_t group, int64_t d) {
+  const size_t row = static_cast<size_t>(d + 8) * 2, rows = 16 * static_cast<size_t>(group);
+  if (!backward) return 4 * kMmaTileKeys * row;
+  return (2 * rows + 2 * kMmaTileKeys) * row + 2 * rows * (kMmaTileKeys + 8) * 2;
+}
+
+// Launches the forward (backward = false) or backward MMA kernel: grid (nb, hk), 32 * group
+// threads. REQUIRES: DFlashMmaSupported(hq / hk, d); bf16 tensors and the fp32 context
+// gradients 16-byte aligned; for the backward, dkc/dvc zero-filled.
+cudaError_t LaunchDFlashMma(const DFlashKernelParams& p, bool backward, cudaStream_t stream);
+
+}  // namespace tandem::kernels::attention_internal
