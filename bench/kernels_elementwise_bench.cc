@@ -131,10 +131,10 @@ Status Run(const std::vector<std::string>& args) {
     RETURN_IF_ERROR(bench("residual_add", "[16384, 4096]", 3 * b2 * kT * kH,
                           [&] { return ResidualAdd(y, x, other, s); }));
     ASSIGN_OR_RETURN(Tensor xf, empty(DType::kF32, {kT, kH}));
-    RETURN_IF_ERROR(bench("cast_bf16_f32", "[16384, 4096]", 6.0 * kT * kH,
-                          [&] { return Cast(xf, x, s); }));
-    RETURN_IF_ERROR(bench("cast_f32_bf16", "[16384, 4096]", 6.0 * kT * kH,
-                          [&] { return Cast(y, xf, s); }));
+    RETURN_IF_ERROR(
+        bench("cast_bf16_f32", "[16384, 4096]", 6.0 * kT * kH, [&] { return Cast(xf, x, s); }));
+    RETURN_IF_ERROR(
+        bench("cast_f32_bf16", "[16384, 4096]", 6.0 * kT * kH, [&] { return Cast(y, xf, s); }));
   }
   {
     ASSIGN_OR_RETURN(Tensor x, random({kR, kH}, 4));
@@ -227,9 +227,10 @@ Status Run(const std::vector<std::string>& args) {
                 r.ms, gbs, pct, torch_ms.c_str(), ratio.c_str(),
                 is_copy ? "(ceiling)" : (pct >= 75.0 ? "ok" : "BELOW"));
   }
-  std::printf("GB/s counts the bytes each op must read and write once; copy moves 2 x 1 GiB.\n"
-              "vs torch = torch ms / tandem ms (> 1: tandem faster). pool: %s\n",
-              pool->stats().ToString().c_str());
+  std::printf(
+      "GB/s counts the bytes each op must read and write once; copy moves 2 x 1 GiB.\n"
+      "vs torch = torch ms / tandem ms (> 1: tandem faster). pool: %s\n",
+      pool->stats().ToString().c_str());
   return Status::Ok();
 }
 #endif

@@ -35,7 +35,8 @@ __global__ void concat_noise_kernel(bf16_t* out, Inputs in, int k, int64_t token
           const Philox4 r = PhiloxBlock(seed, offset, static_cast<uint64_t>(e0 / 4 + b));
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            v[4 * b + j] = __fadd_rn(v[4 * b + j], __fmul_rn(noise_std, PhiloxToUniformSym(r.v[j])));
+            v[4 * b + j] =
+                __fadd_rn(v[4 * b + j], __fmul_rn(noise_std, PhiloxToUniformSym(r.v[j])));
         }
       } else {
 #pragma unroll

@@ -31,8 +31,7 @@ Status ConcatNoiseForward(TensorView out, std::span<const TensorView> inputs, fl
                           uint64_t seed, uint64_t offset, Stream s);
 
 namespace internal {
-Status CheckConcatNoise(const TensorView& out, std::span<const TensorView> inputs,
-                        float noise_std);
+Status CheckConcatNoise(const TensorView& out, std::span<const TensorView> inputs, float noise_std);
 }
 
 }  // namespace tandem::kernels

@@ -16,7 +16,8 @@ Status CheckConcatNoise(const TensorView& out, std::span<const TensorView> input
   if (!(noise_std >= 0) || std::isinf(noise_std))
     return InvalidArgumentError("{}: noise_std {} must be finite and >= 0", kOp, noise_std);
   const TensorView& x0 = inputs[0];
-  if (x0.ndim() != 2) return InvalidArgumentError("{}: inputs must be [T, H], got {}", kOp, x0.ToString());
+  if (x0.ndim() != 2)
+    return InvalidArgumentError("{}: inputs must be [T, H], got {}", kOp, x0.ToString());
   for (const TensorView& x : inputs) {
     RETURN_IF_ERROR(ExpectDType(kOp, "input", x, DType::kBF16));
     RETURN_IF_ERROR(ExpectShape(kOp, "input", x, x0.shape()));

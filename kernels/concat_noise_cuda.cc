@@ -14,8 +14,7 @@ Status ConcatNoiseForward(TensorView out, std::span<const TensorView> inputs, fl
   const void* ptrs[kMaxConcatInputs];
   for (size_t i = 0; i < inputs.size(); ++i) ptrs[i] = inputs[i].data();
   CUDA_RETURN_IF_ERROR(LaunchConcatNoise(out.data(), ptrs, static_cast<int>(inputs.size()),
-                                         out.dim(0), inputs[0].dim(1), noise_std, seed, offset,
-                                         s));
+                                         out.dim(0), inputs[0].dim(1), noise_std, seed, offset, s));
   return Status::Ok();
 }
 

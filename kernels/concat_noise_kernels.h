@@ -14,7 +14,6 @@ namespace tandem::kernels {
 // out: bf16 [tokens, k * h] <- inputs[i]: bf16 [tokens, h] plus Philox noise (concat_noise.h).
 // REQUIRES: 1 <= k <= 16.
 cudaError_t LaunchConcatNoise(void* out, const void* const* inputs, int k, int64_t tokens,
-                              int64_t h, float noise_std, uint64_t seed, uint64_t offset,
-                              Stream s);
+                              int64_t h, float noise_std, uint64_t seed, uint64_t offset, Stream s);
 
 }  // namespace tandem::kernels

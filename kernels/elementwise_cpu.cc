@@ -1,7 +1,7 @@
 // CPU references for kernels/elementwise.h, the argument checks, and the dispatchers.
-#include "kernels/elementwise.h"
-
 #include <cstring>
+
+#include "kernels/elementwise.h"
 
 namespace tandem::kernels {
 namespace internal {

@@ -51,7 +51,8 @@ TEST(EmbeddingGpuTest, GatherMatchesCpu) {
     const int64_t v = 1000, t = 1003;
     std::vector<bf16> w = testing::RandomBf16(v * h, 4), want(t * h);
     std::vector<int32_t> ids(t);
-    for (int64_t i = 0; i < t; ++i) ids[i] = static_cast<int32_t>((i * 37) % (v + 3)) - 1;  // some invalid
+    for (int64_t i = 0; i < t; ++i)
+      ids[i] = static_cast<int32_t>((i * 37) % (v + 3)) - 1;  // some invalid
     ASSERT_TRUE(cpu::EmbeddingForward(TensorView(want.data(), DType::kBF16, {t, h}),
                                       TensorView(ids.data(), DType::kI32, {t}),
                                       TensorView(w.data(), DType::kBF16, {v, h}), nullptr)

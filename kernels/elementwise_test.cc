@@ -1,11 +1,12 @@
 // CPU tests of residual add, casts, embedding gather and concat+noise.
+#include "kernels/elementwise.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "kernels/concat_noise.h"
-#include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/philox.h"
 #include "kernels/testing/testing.h"
@@ -35,14 +36,15 @@ TEST(ElementwiseCpuTest, ResidualAddRoundsTheFp32SumOnce) {
 }
 
 TEST(ElementwiseCpuTest, CastsRoundToNearestEvenAndRoundTrip) {
-  std::vector<float> f = {1.f, 1.00390625f /* tie: 1 + 2^-8 -> 1 */, 1.01171875f /* -> up */,
-                          -0.f, std::numeric_limits<float>::infinity(), 3.4e38f, 1e-40f};
+  std::vector<float> f = {1.f,   1.00390625f /* tie: 1 + 2^-8 -> 1 */,   1.01171875f /* -> up */,
+                          -0.f,  std::numeric_limits<float>::infinity(), 3.4e38f,
+                          1e-40f};
   std::vector<bf16> b(f.size());
   std::vector<float> back(f.size());
   const int64_t n = static_cast<int64_t>(f.size());
-  ASSERT_TRUE(Cast(TensorView(b.data(), DType::kBF16, {n}), TensorView(f.data(), DType::kF32, {n}),
-                   nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      Cast(TensorView(b.data(), DType::kBF16, {n}), TensorView(f.data(), DType::kF32, {n}), nullptr)
+          .ok());
   ASSERT_TRUE(Cast(TensorView(back.data(), DType::kF32, {n}),
                    TensorView(b.data(), DType::kBF16, {n}), nullptr)
                   .ok());
@@ -54,8 +56,8 @@ TEST(ElementwiseCpuTest, CastsRoundToNearestEvenAndRoundTrip) {
   EXPECT_TRUE(std::isinf(back[5]));  // past the midpoint above bf16 max 3.3895e38
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(b[i].bits, bf16(f[i]).bits) << i;
   std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN()};
-  ASSERT_TRUE(Cast(TensorView(b.data(), DType::kBF16, {1}), TensorView(nan.data(), DType::kF32, {1}),
-                   nullptr)
+  ASSERT_TRUE(Cast(TensorView(b.data(), DType::kBF16, {1}),
+                   TensorView(nan.data(), DType::kF32, {1}), nullptr)
                   .ok());
   EXPECT_TRUE(std::isnan(b[0].f()));
 }
@@ -81,9 +83,9 @@ TEST(ConcatNoiseCpuTest, ZeroNoiseIsAPlainConcat) {
   std::vector<bf16> a = RandomBf16(t * h, 4), b = RandomBf16(t * h, 5), out(t * 2 * h);
   TensorView ins[] = {TensorView(a.data(), DType::kBF16, {t, h}),
                       TensorView(b.data(), DType::kBF16, {t, h})};
-  ASSERT_TRUE(ConcatNoiseForward(TensorView(out.data(), DType::kBF16, {t, 2 * h}), ins, 0.f, 1, 0,
-                                 nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      ConcatNoiseForward(TensorView(out.data(), DType::kBF16, {t, 2 * h}), ins, 0.f, 1, 0, nullptr)
+          .ok());
   for (int64_t r = 0; r < t; ++r)
     for (int64_t c = 0; c < h; ++c) {
       EXPECT_EQ(out[r * 2 * h + c].bits, a[r * h + c].bits);
@@ -126,9 +128,10 @@ TEST(ConcatNoiseCpuTest, RejectsBadArguments) {
   EXPECT_EQ(ConcatNoiseForward(TensorView(out.data(), DType::kBF16, {2, 6}), in, 0.f, 0, 0, nullptr)
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(ConcatNoiseForward(TensorView(out.data(), DType::kBF16, {2, 3}), in, -1.f, 0, 0, nullptr)
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ConcatNoiseForward(TensorView(out.data(), DType::kBF16, {2, 3}), in, -1.f, 0, 0, nullptr)
+          .code(),
+      StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -21,16 +21,24 @@ struct alignas(16) Bf16x8 {
 template <typename T>
 __device__ __forceinline__ float ToF32(T v);
 template <>
-__device__ __forceinline__ float ToF32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ToF32<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 template <>
-__device__ __forceinline__ float ToF32<float>(float v) { return v; }
+__device__ __forceinline__ float ToF32<float>(float v) {
+  return v;
+}
 
 template <typename T>
 __device__ __forceinline__ T FromF32(float v);
 template <>
-__device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 template <>
-__device__ __forceinline__ float FromF32<float>(float v) { return v; }
+__device__ __forceinline__ float FromF32<float>(float v) {
+  return v;
+}
 
 // Loads kVec elements starting at p (16-byte aligned when kVec * sizeof(T) == 16) as fp32.
 // When kVec * sizeof(T) is a multiple of 16 the access is done in 16-byte pieces and p must

@@ -44,7 +44,8 @@ Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Strea
 }  // namespace cpu
 
 Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Stream s) {
-  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("EmbeddingForward", {out, ids, weight}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d,
+                   DispatchDevice("EmbeddingForward", {out, ids, weight}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::EmbeddingForward(out, ids, weight, s);
 #endif

@@ -14,10 +14,11 @@ int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 }  // namespace
 
 std::string AllocatorStats::ToString() const {
-  return fmt::format("in_use={} cached={} reserved={} high_water_in_use={} high_water_reserved={} "
-                     "allocs={} backend_allocs={} backend_frees={}",
-                     in_use_bytes, cached_bytes, reserved_bytes, high_water_in_use,
-                     high_water_reserved, num_allocs, num_backend_allocs, num_backend_frees);
+  return fmt::format(
+      "in_use={} cached={} reserved={} high_water_in_use={} high_water_reserved={} "
+      "allocs={} backend_allocs={} backend_frees={}",
+      in_use_bytes, cached_bytes, reserved_bytes, high_water_in_use, high_water_reserved,
+      num_allocs, num_backend_allocs, num_backend_frees);
 }
 
 // ---- CpuAllocator ----------------------------------------------------------------------
@@ -190,7 +191,8 @@ void CachingPool::Free(void* ptr, Stream stream, const std::vector<Stream>& extr
   for (Stream s : extra_streams)
     if (s != b->segment->stream && std::find(others.begin(), others.end(), s) == others.end())
       others.push_back(s);
-  if (stream != b->segment->stream && std::find(others.begin(), others.end(), stream) == others.end())
+  if (stream != b->segment->stream &&
+      std::find(others.begin(), others.end(), stream) == others.end())
     others.push_back(stream);
   for (Stream s : others) {
     Result<void*> m = backend_->RecordMarker(s);
@@ -239,7 +241,8 @@ void CachingPool::ReleaseCachedLocked() {
     }
     // A segment with nothing in use and nothing pending is one coalesced free block.
     auto& set = free_[seg->stream];
-    auto bit = std::find_if(set.begin(), set.end(), [&](Block* b) { return b->segment == seg.get(); });
+    auto bit =
+        std::find_if(set.begin(), set.end(), [&](Block* b) { return b->segment == seg.get(); });
     TANDEM_CHECK_MSG(bit != set.end() && (*bit)->size == seg->size,
                      "CachingPool: free segment is not one block");
     delete *bit;

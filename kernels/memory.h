@@ -30,10 +30,10 @@
 namespace tandem::kernels {
 
 struct AllocatorStats {
-  int64_t in_use_bytes = 0;        // handed out, not yet freed (block sizes, rounded)
-  int64_t cached_bytes = 0;        // reserved from the backend but not in use
-  int64_t reserved_bytes = 0;      // in_use + cached: all memory held from the backend
-  int64_t high_water_in_use = 0;   // max in_use_bytes since creation or ResetHighWater()
+  int64_t in_use_bytes = 0;       // handed out, not yet freed (block sizes, rounded)
+  int64_t cached_bytes = 0;       // reserved from the backend but not in use
+  int64_t reserved_bytes = 0;     // in_use + cached: all memory held from the backend
+  int64_t high_water_in_use = 0;  // max in_use_bytes since creation or ResetHighWater()
   int64_t high_water_reserved = 0;
   int64_t num_allocs = 0;          // Allocate() calls that succeeded
   int64_t num_backend_allocs = 0;  // segments obtained from the backend (cudaMalloc calls)

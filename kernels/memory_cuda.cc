@@ -18,8 +18,10 @@ namespace tandem::kernels {
 namespace {
 
 [[maybe_unused]] Status NoCuda(const char* what) {
-  return UnavailableError("{}: device memory needs CUDA, and tandem was built without it "
-                          "(reconfigure with -DTANDEM_CUDA=ON)", what);
+  return UnavailableError(
+      "{}: device memory needs CUDA, and tandem was built without it "
+      "(reconfigure with -DTANDEM_CUDA=ON)",
+      what);
 }
 
 #ifdef TANDEM_HAVE_CUDA
@@ -121,8 +123,8 @@ Status Copy(TensorView dst, TensorView src, Stream stream) {
     return Status::Ok();
   }
 #ifdef TANDEM_HAVE_CUDA
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault,
-                                       stream));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault, stream));
   return Status::Ok();
 #else
   return NoCuda("Copy");

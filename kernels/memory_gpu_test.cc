@@ -69,14 +69,15 @@ TEST(StreamGpuTest, EventsTimeAndComplete) {
 TEST(PhiloxGpuTest, GpuMatchesCpuBitForBit) {
   for (int64_t n : {1, 7, 1000003}) {
     std::vector<float> cpu(n);
-    ASSERT_TRUE(PhiloxUniformFill(TensorView(cpu.data(), DType::kF32, {n}), -0.5f, 2.f, 1234,
-                                  99, nullptr)
-                    .ok());
+    ASSERT_TRUE(
+        PhiloxUniformFill(TensorView(cpu.data(), DType::kF32, {n}), -0.5f, 2.f, 1234, 99, nullptr)
+            .ok());
     Tensor d = Tensor::Empty(Pool(), DType::kF32, {n}).value();
     ASSERT_TRUE(PhiloxUniformFill(d, -0.5f, 2.f, 1234, 99, nullptr).ok());
     std::vector<float> gpu = ToHost<float>(d);
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(gpu[i]), std::bit_cast<uint32_t>(cpu[i])) << "n=" << n << " i=" << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(gpu[i]), std::bit_cast<uint32_t>(cpu[i]))
+          << "n=" << n << " i=" << i;
   }
 }
 

@@ -9,8 +9,8 @@ namespace tandem::kernels {
 namespace {
 
 // out: f32 [n]
-__global__ void philox_uniform_kernel(float* out, int64_t n, float lo, float scale,
-                                      uint64_t seed, uint64_t offset) {
+__global__ void philox_uniform_kernel(float* out, int64_t n, float lo, float scale, uint64_t seed,
+                                      uint64_t offset) {
   const int64_t blocks = (n + 3) / 4;
   for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < blocks;
        q += int64_t{gridDim.x} * blockDim.x) {

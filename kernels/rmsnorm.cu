@@ -12,21 +12,22 @@
 namespace tandem::kernels {
 namespace {
 
+using cuda_detail::Bf16Pack;
 using cuda_detail::BlockSum;
 using cuda_detail::GroupSum;
-using cuda_detail::Bf16Pack;
 using cuda_detail::LoadPack;
 using cuda_detail::StoreVec;
 using bf16_t = __nv_bfloat16;
 
-// y: [rows, h], rstd: [rows] (nullable), x: [rows, h], w: [h]
 // A row is at most one block of this many threads (kRmsNormMaxH = kMaxThreads * kPer * kVec
 // for both variants); the bound lets the compiler budget registers for it.
 constexpr int kMaxThreads = 512;
 
+// y: [rows, h], rstd: [rows] (nullable), x: [rows, h], w: [h]
 template <int kVec, int kPer>
-__global__ void __launch_bounds__(kMaxThreads) rmsnorm_fwd_kernel(bf16_t* y, float* rstd, const bf16_t* x, const bf16_t* w,
-                                   int64_t rows, int h, int group, float eps) {
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsnorm_fwd_kernel(bf16_t* y, float* rstd, const bf16_t* x, const bf16_t* w, int64_t rows,
+                       int h, int group, float eps) {
   __shared__ float scratch[32];
   const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
   const int rpb = blockDim.x / group;
@@ -66,9 +67,9 @@ __global__ void __launch_bounds__(kMaxThreads) rmsnorm_fwd_kernel(bf16_t* y, flo
 
 // dx: [rows, h], partial: [gridDim.x, h], dy, x: [rows, h], w: [h], rstd: [rows]
 template <int kVec, int kPer>
-__global__ void __launch_bounds__(kMaxThreads) rmsnorm_bwd_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
-                                   const bf16_t* w, const float* rstd, int64_t rows, int h,
-                                   int group) {
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsnorm_bwd_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
+                       const bf16_t* w, const float* rstd, int64_t rows, int h, int group) {
   extern __shared__ float combine[];  // [rpb, h] when rpb > 1
   __shared__ float scratch[32];
   const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
@@ -191,8 +192,8 @@ cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const v
   const size_t smem = l.rpb > 1 ? sizeof(float) * l.rpb * h : 0;
   rmsnorm_bwd_kernel<kVec, kPer><<<blocks, l.threads, smem, s>>>(
       static_cast<bf16_t*>(dx), workspace, static_cast<const bf16_t*>(dy),
-      static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w), rstd, rows,
-      static_cast<int>(h), l.group);
+      static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w), rstd, rows, static_cast<int>(h),
+      l.group);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 8), 0, s>>>(
@@ -202,16 +203,16 @@ cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const v
 
 }  // namespace
 
-cudaError_t LaunchRmsNormForward(void* y, float* rstd, const void* x, const void* w,
-                                 int64_t rows, int64_t h, float eps, Stream s) {
+cudaError_t LaunchRmsNormForward(void* y, float* rstd, const void* x, const void* w, int64_t rows,
+                                 int64_t h, float eps, Stream s) {
   if (h % 8 == 0 && cuda_detail::Aligned16({y, x, w}))
     return Forward<8, 4>(y, rstd, x, w, rows, h, eps, s);
   return Forward<1, 32>(y, rstd, x, w, rows, h, eps, s);
 }
 
-cudaError_t LaunchRmsNormBackward(void* dx, float* dw, const void* dy, const void* x,
-                                  const void* w, const float* rstd, float* workspace,
-                                  int64_t workspace_rows, int64_t rows, int64_t h, Stream s) {
+cudaError_t LaunchRmsNormBackward(void* dx, float* dw, const void* dy, const void* x, const void* w,
+                                  const float* rstd, float* workspace, int64_t workspace_rows,
+                                  int64_t rows, int64_t h, Stream s) {
   if (h % 8 == 0 && cuda_detail::Aligned16({dx, dy, x, w, workspace}))
     return Backward<8, 4>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
   return Backward<1, 32>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);

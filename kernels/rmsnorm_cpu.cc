@@ -116,7 +116,8 @@ Status RmsNormForward(TensorView y, TensorView rstd, TensorView x, TensorView w,
 
 Status RmsNormBackward(TensorView dx, TensorView dw, TensorView dy, TensorView x, TensorView w,
                        TensorView rstd, TensorView workspace, Stream s) {
-  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("RmsNormBackward", {dx, dw, dy, x, w, rstd}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d,
+                   DispatchDevice("RmsNormBackward", {dx, dw, dy, x, w, rstd}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::RmsNormBackward(dx, dw, dy, x, w, rstd, workspace, s);
 #endif

@@ -23,7 +23,8 @@ Status RmsNormForward(TensorView y, TensorView rstd, TensorView x, TensorView w,
   RETURN_IF_ERROR(CheckH("RmsNormForward", h));
   if (rows == 0) return Status::Ok();
   NvtxRange range("RmsNormForward");
-  CUDA_RETURN_IF_ERROR(LaunchRmsNormForward(y.data(), rstd.empty() ? nullptr : rstd.data_as<float>(),
+  CUDA_RETURN_IF_ERROR(LaunchRmsNormForward(y.data(),
+                                            rstd.empty() ? nullptr : rstd.data_as<float>(),
                                             x.data(), w.data(), rows, h, eps, s));
   return Status::Ok();
 }
@@ -42,10 +43,9 @@ Status RmsNormBackward(TensorView dx, TensorView dw, TensorView dy, TensorView x
                                 RmsNormBackwardWorkspaceRows(), h, workspace.ToString());
   if (rows == 0) return Status::Ok();
   NvtxRange range(kOp);
-  CUDA_RETURN_IF_ERROR(LaunchRmsNormBackward(dx.data(), dw.data_as<float>(), dy.data(), x.data(),
-                                             w.data(), rstd.data_as<const float>(),
-                                             workspace.data_as<float>(),
-                                             RmsNormBackwardWorkspaceRows(), rows, h, s));
+  CUDA_RETURN_IF_ERROR(LaunchRmsNormBackward(
+      dx.data(), dw.data_as<float>(), dy.data(), x.data(), w.data(), rstd.data_as<const float>(),
+      workspace.data_as<float>(), RmsNormBackwardWorkspaceRows(), rows, h, s));
   return Status::Ok();
 }
 

@@ -69,8 +69,8 @@ TEST_P(RmsNormGpuTest, CudaMatchesCpu) {
                       dyd = testing::ToDouble(dy), rd(rows), yd(rows * h), dxd(rows * h),
                       dwd(h, 0.5);
   ref::RmsNormForward<double>(yd.data(), rd.data(), xd.data(), wd.data(), rows, h, 1e-6);
-  ref::RmsNormBackward<double>(dxd.data(), dwd.data(), dyd.data(), xd.data(), wd.data(),
-                               rd.data(), rows, h);
+  ref::RmsNormBackward<double>(dxd.data(), dwd.data(), dyd.data(), xd.data(), wd.data(), rd.data(),
+                               rows, h);
   EXPECT_TRUE(AllClose(testing::ToDouble(ToHost<bf16>(gdx)), dxd, 1e-5, 1.0 / 256, "dx vs f64"));
   EXPECT_TRUE(AllClose(testing::ToDouble(ToHost<float>(gdw)), dwd, 1e-5 * rows, 1e-5, "dw vs f64"));
 

@@ -22,8 +22,8 @@ void RmsNormForward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t
 
 // dy, x: [rows, h], w: [h], rstd: [rows] -> dx: [rows, h]; dw: [h] accumulated.
 template <typename T>
-void RmsNormBackward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd,
-                     int64_t rows, int64_t h) {
+void RmsNormBackward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
+                     int64_t h) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * h;
     const T* dyr = dy + r * h;

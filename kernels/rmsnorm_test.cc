@@ -39,8 +39,8 @@ TEST_P(RmsNormCpuTest, ForwardAndBackwardMatchFloat64) {
   std::vector<double> xd = ToDouble(x), wd = ToDouble(w), dyd = ToDouble(dy);
   std::vector<double> yd(rows * h), rd(rows), dxd(rows * h), dwd(h, 0.25);
   ref::RmsNormForward<double>(yd.data(), rd.data(), xd.data(), wd.data(), rows, h, eps);
-  ref::RmsNormBackward<double>(dxd.data(), dwd.data(), dyd.data(), xd.data(), wd.data(),
-                               rd.data(), rows, h);
+  ref::RmsNormBackward<double>(dxd.data(), dwd.data(), dyd.data(), xd.data(), wd.data(), rd.data(),
+                               rows, h);
   EXPECT_TRUE(AllClose(ToDouble(y), yd, 1e-6, kBf16Rtol, "y"));
   EXPECT_TRUE(AllClose(ToDouble(rstd), rd, 0, 1e-5, "rstd"));  // fp32 sum of <= 5120 squares
   // dx = rstd * (g - x*c) cancels terms of size ~1; fp32 leaves ~1e-6 absolute before rounding.
@@ -67,8 +67,8 @@ TEST(RmsNormRefTest, BackwardMatchesFiniteDifferencesInFloat64) {
   };
   std::vector<double> y(rows * h), rstd(rows), dx(rows * h), dw(h, 0.0);
   ref::RmsNormForward<double>(y.data(), rstd.data(), x.data(), w.data(), rows, h, eps);
-  ref::RmsNormBackward<double>(dx.data(), dw.data(), probe.data(), x.data(), w.data(),
-                               rstd.data(), rows, h);
+  ref::RmsNormBackward<double>(dx.data(), dw.data(), probe.data(), x.data(), w.data(), rstd.data(),
+                               rows, h);
   auto num_dx = testing::NumericalGradient([&](const auto& v) { return loss(v, w); }, x);
   auto num_dw = testing::NumericalGradient([&](const auto& v) { return loss(x, v); }, w);
   // Central differences with h = 1e-6 in float64: truncation ~1e-12, round-off ~1e-10.
@@ -106,8 +106,8 @@ TEST(RmsNormCpuTest, RejectsBadArguments) {
   std::vector<bf16> x(12), y(12), w(4);
   std::vector<float> xf(12);
   TensorView vx(x.data(), DType::kBF16, {3, 4}), vy(y.data(), DType::kBF16, {3, 4});
-  Status s = RmsNormForward(vy, TensorView(), vx, TensorView(w.data(), DType::kBF16, {3}), 1e-6f,
-                            nullptr);
+  Status s =
+      RmsNormForward(vy, TensorView(), vx, TensorView(w.data(), DType::kBF16, {3}), 1e-6f, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("RmsNormForward: w"), std::string::npos) << s.message();
   s = RmsNormForward(vy, TensorView(), TensorView(xf.data(), DType::kF32, {3, 4}),

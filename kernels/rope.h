@@ -48,8 +48,8 @@ namespace internal {
 struct RopeDims {
   int64_t tokens, heads, head_dim, rotary_dim;
 };
-Status CheckRope(const char* op, const TensorView& out, const TensorView& x,
-                 const TensorView& pos, const RopeConfig& cfg, RopeDims* dims);
+Status CheckRope(const char* op, const TensorView& out, const TensorView& x, const TensorView& pos,
+                 const RopeConfig& cfg, RopeDims* dims);
 }  // namespace internal
 
 }  // namespace tandem::kernels

@@ -15,8 +15,8 @@ void RopeInvFreq(int64_t rotary_dim, double theta, float* inv_freq) {
 
 namespace internal {
 
-Status CheckRope(const char* op, const TensorView& out, const TensorView& x,
-                 const TensorView& pos, const RopeConfig& cfg, RopeDims* d) {
+Status CheckRope(const char* op, const TensorView& out, const TensorView& x, const TensorView& pos,
+                 const RopeConfig& cfg, RopeDims* d) {
   RETURN_IF_ERROR(ExpectDType(op, "x", x, DType::kBF16));
   RETURN_IF_ERROR(ExpectDType(op, "out", out, DType::kBF16));
   RETURN_IF_ERROR(ExpectDType(op, "pos", pos, DType::kI32));

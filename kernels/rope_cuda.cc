@@ -18,8 +18,8 @@ Status Apply(const char* op, TensorView out, TensorView x, TensorView pos, RopeC
   NvtxRange range(op);
   float inv[kRopeMaxRotaryDim / 2];
   RopeInvFreq(d.rotary_dim, cfg.theta, inv);
-  CUDA_RETURN_IF_ERROR(LaunchRope(out.data(), x.data(), pos.data_as<const int32_t>(), inv,
-                                  d.tokens, d.heads, d.head_dim, d.rotary_dim, sign, s));
+  CUDA_RETURN_IF_ERROR(LaunchRope(out.data(), x.data(), pos.data_as<const int32_t>(), inv, d.tokens,
+                                  d.heads, d.head_dim, d.rotary_dim, sign, s));
   return Status::Ok();
 }
 

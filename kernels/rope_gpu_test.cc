@@ -22,7 +22,8 @@ constexpr double kUlpRtol = 1.0 / 128 + 1e-4;
 constexpr double kAtol = 1e-5;
 
 // (tokens, heads, head_dim, rotary_dim)
-class RopeGpuTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+class RopeGpuTest
+    : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
 
 TEST_P(RopeGpuTest, CudaMatchesCpuForwardBackwardAndInPlace) {
   const auto [t, heads, hd, rd] = GetParam();

@@ -65,8 +65,7 @@ TEST(RopeCpuTest, BackwardUndoesForwardAndRejectsOddRotaryDim) {
   // A rotation's transpose is its inverse; two bf16 roundings separate x and back.
   EXPECT_TRUE(AllClose(ToDouble(back), ToDouble(x), 1e-2, 2 * kBf16Rtol));
   Status s = RopeForward(TensorView(y.data(), DType::kBF16, {t, heads, hd}),
-                         TensorView(x.data(), DType::kBF16, {t, heads, hd}), vp, {5, 1e6},
-                         nullptr);
+                         TensorView(x.data(), DType::kBF16, {t, heads, hd}), vp, {5, 1e6}, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 

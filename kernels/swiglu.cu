@@ -38,8 +38,8 @@ __global__ void swiglu_fwd_kernel(Rows out, Rows gate, Rows up, int64_t rows, in
 
 // dgate, dup, dout, gate, up: [rows, cols]
 template <int kVec>
-__global__ void swiglu_bwd_kernel(Rows dgate, Rows dup, Rows dout, Rows gate, Rows up,
-                                  int64_t rows, int64_t cols) {
+__global__ void swiglu_bwd_kernel(Rows dgate, Rows dup, Rows dout, Rows gate, Rows up, int64_t rows,
+                                  int64_t cols) {
   const int64_t nv = cols / kVec, items = rows * nv;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < items;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -76,11 +76,11 @@ constexpr int kThreads = 256;
 cudaError_t LaunchSwiGluForward(Bf16Rows out, Bf16Rows gate, Bf16Rows up, int64_t rows,
                                 int64_t cols, Stream s) {
   if (Vectorisable({out, gate, up}, cols)) {
-    swiglu_fwd_kernel<8><<<GridFor(rows * cols / 8, kThreads), kThreads, 0, s>>>(
-        R(out), R(gate), R(up), rows, cols);
+    swiglu_fwd_kernel<8><<<GridFor(rows * cols / 8, kThreads), kThreads, 0, s>>>(R(out), R(gate),
+                                                                                 R(up), rows, cols);
   } else {
-    swiglu_fwd_kernel<1><<<GridFor(rows * cols, kThreads), kThreads, 0, s>>>(
-        R(out), R(gate), R(up), rows, cols);
+    swiglu_fwd_kernel<1>
+        <<<GridFor(rows * cols, kThreads), kThreads, 0, s>>>(R(out), R(gate), R(up), rows, cols);
   }
   return cudaGetLastError();
 }

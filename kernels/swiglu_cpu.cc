@@ -62,8 +62,7 @@ Status SwiGluForward(TensorView out, TensorView gate, TensorView up, Stream) {
 Status SwiGluBackward(TensorView dgate, TensorView dup, TensorView dout, TensorView gate,
                       TensorView up, Stream) {
   RETURN_IF_ERROR(internal::CheckSwiGlu("SwiGluBackward", {&dgate, &dup, &dout, &gate, &up}));
-  std::vector<float> d = Gather(dout), g = Gather(gate), u = Gather(up), dg(g.size()),
-                     du(g.size());
+  std::vector<float> d = Gather(dout), g = Gather(gate), u = Gather(up), dg(g.size()), du(g.size());
   ref::SwiGluBackward<float>(dg.data(), du.data(), d.data(), g.data(), u.data(),
                              static_cast<int64_t>(g.size()));
   Scatter(dg, dgate);
@@ -83,7 +82,8 @@ Status SwiGluForward(TensorView out, TensorView gate, TensorView up, Stream s) {
 
 Status SwiGluBackward(TensorView dgate, TensorView dup, TensorView dout, TensorView gate,
                       TensorView up, Stream s) {
-  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("SwiGluBackward", {dgate, dup, dout, gate, up}));
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d,
+                   DispatchDevice("SwiGluBackward", {dgate, dup, dout, gate, up}));
 #ifdef TANDEM_HAVE_CUDA
   if (d.is_cuda()) return cuda::SwiGluBackward(dgate, dup, dout, gate, up, s);
 #endif

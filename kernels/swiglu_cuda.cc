@@ -15,8 +15,7 @@ Status SwiGluForward(TensorView out, TensorView gate, TensorView up, Stream s) {
   RETURN_IF_ERROR(internal::CheckSwiGlu("SwiGluForward", {&out, &gate, &up}));
   if (out.numel() == 0) return Status::Ok();
   NvtxRange range("SwiGluForward");
-  CUDA_RETURN_IF_ERROR(
-      LaunchSwiGluForward(M(out), M(gate), M(up), out.dim(0), out.dim(1), s));
+  CUDA_RETURN_IF_ERROR(LaunchSwiGluForward(M(out), M(gate), M(up), out.dim(0), out.dim(1), s));
   return Status::Ok();
 }
 
@@ -25,8 +24,8 @@ Status SwiGluBackward(TensorView dgate, TensorView dup, TensorView dout, TensorV
   RETURN_IF_ERROR(internal::CheckSwiGlu("SwiGluBackward", {&dgate, &dup, &dout, &gate, &up}));
   if (dout.numel() == 0) return Status::Ok();
   NvtxRange range("SwiGluBackward");
-  CUDA_RETURN_IF_ERROR(LaunchSwiGluBackward(M(dgate), M(dup), M(dout), M(gate), M(up),
-                                            dout.dim(0), dout.dim(1), s));
+  CUDA_RETURN_IF_ERROR(
+      LaunchSwiGluBackward(M(dgate), M(dup), M(dout), M(gate), M(up), dout.dim(0), dout.dim(1), s));
   return Status::Ok();
 }
 

@@ -32,11 +32,14 @@ TEST_P(SwiGluGpuTest, CudaMatchesCpuSeparateAndFused) {
   auto [cg, cu] = SplitGateUp(cgu);
   auto [cdg, cdu] = SplitGateUp(cdgu);
   const TensorView cd(dout.data(), DType::kBF16, {rows, inter});
-  ASSERT_TRUE(cpu::SwiGluForward(TensorView(out.data(), DType::kBF16, {rows, inter}), cg, cu, nullptr).ok());
+  ASSERT_TRUE(
+      cpu::SwiGluForward(TensorView(out.data(), DType::kBF16, {rows, inter}), cg, cu, nullptr)
+          .ok());
   ASSERT_TRUE(cpu::SwiGluBackward(cdg, cdu, cd, cg, cu, nullptr).ok());
 
   // Fused: views into one [rows, 2I] device tensor.
-  Tensor ggu = ToDevice(gu, DType::kBF16, {rows, 2 * inter}), gd = ToDevice(dout, DType::kBF16, {rows, inter});
+  Tensor ggu = ToDevice(gu, DType::kBF16, {rows, 2 * inter}),
+         gd = ToDevice(dout, DType::kBF16, {rows, inter});
   Tensor gout = Tensor::Empty(Pool(), DType::kBF16, {rows, inter}).value();
   Tensor gdgu = Tensor::Empty(Pool(), DType::kBF16, {rows, 2 * inter}).value();
   auto [gg, gup] = SplitGateUp(ggu);
@@ -63,7 +66,8 @@ TEST_P(SwiGluGpuTest, CudaMatchesCpuSeparateAndFused) {
 INSTANTIATE_TEST_SUITE_P(Shapes, SwiGluGpuTest,
                          ::testing::Values(std::make_tuple(1, 1), std::make_tuple(3, 7),
                                            std::make_tuple(1000, 127), std::make_tuple(3, 4104),
-                                           std::make_tuple(1000, 5120), std::make_tuple(64, 12288)));
+                                           std::make_tuple(1000, 5120),
+                                           std::make_tuple(64, 12288)));
 
 }  // namespace
 }  // namespace tandem::kernels

@@ -23,7 +23,8 @@ TEST(SwiGluCpuTest, FusedAndSeparateMatchFloat64) {
   TensorView vdgu(dgu.data(), DType::kBF16, {rows, 2 * inter});
   auto [g, u] = SplitGateUp(vgu);
   auto [dg, du] = SplitGateUp(vdgu);
-  TensorView vo(out.data(), DType::kBF16, {rows, inter}), vd(dout.data(), DType::kBF16, {rows, inter});
+  TensorView vo(out.data(), DType::kBF16, {rows, inter}),
+      vd(dout.data(), DType::kBF16, {rows, inter});
   ASSERT_TRUE(SwiGluForward(vo, g, u, nullptr).ok());
   ASSERT_TRUE(SwiGluBackward(dg, du, vd, g, u, nullptr).ok());
 
@@ -38,7 +39,8 @@ TEST(SwiGluCpuTest, FusedAndSeparateMatchFloat64) {
     }
   std::vector<double> dd = ToDouble(dout);
   ref::SwiGluForward<double>(want.data(), gd.data(), ud.data(), rows * inter);
-  ref::SwiGluBackward<double>(wdg.data(), wdu.data(), dd.data(), gd.data(), ud.data(), rows * inter);
+  ref::SwiGluBackward<double>(wdg.data(), wdu.data(), dd.data(), gd.data(), ud.data(),
+                              rows * inter);
   EXPECT_TRUE(AllClose(ToDouble(out), want, 1e-6, kBf16Rtol, "out"));
   EXPECT_TRUE(AllClose(got_dg, wdg, 1e-6, kBf16Rtol, "dgate"));
   EXPECT_TRUE(AllClose(got_du, wdu, 1e-6, kBf16Rtol, "dup"));

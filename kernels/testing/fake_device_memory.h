@@ -34,7 +34,8 @@ class FakeDeviceMemory : public DeviceMemory {
   explicit FakeDeviceMemory(State* state) : s_(state) {}
   Device device() const override { return Device::Cuda(0); }
   Result<void*> Malloc(int64_t n) override {
-    if (s_->used + n > s_->capacity) return OutOfMemoryError("fake device full ({} + {})", s_->used, n);
+    if (s_->used + n > s_->capacity)
+      return OutOfMemoryError("fake device full ({} + {})", s_->used, n);
     void* p = std::aligned_alloc(4096, static_cast<size_t>((n + 4095) / 4096 * 4096));
     s_->used += n;
     s_->live[p] = n;

@@ -79,10 +79,9 @@ std::vector<bf16> ToBf16(std::span<const float> v) {
     return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
   for (size_t i = 0; i < got.size(); ++i)
     if (got[i].bits != want[i].bits)
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: got 0x"
-                                           << std::hex << got[i].bits << " (" << got[i].f()
-                                           << "), want 0x" << want[i].bits << " (" << want[i].f()
-                                           << ")";
+      return ::testing::AssertionFailure()
+             << "first difference at [" << i << "]: got 0x" << std::hex << got[i].bits << " ("
+             << got[i].f() << "), want 0x" << want[i].bits << " (" << want[i].f() << ")";
   return ::testing::AssertionSuccess();
 }
 

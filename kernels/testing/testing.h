@@ -4,13 +4,13 @@
 // Test-only (links GoogleTest). Thread-safety: free functions on caller-owned data.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/dtype.h"
 #include "kernels/memory.h"
