@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "kernels/attention/dflash_internal.h"
 #include "kernels/attention/dflash_mma_internal.h"
@@ -90,12 +91,17 @@ Status CheckSmem(const char* op, size_t smem) {
   return Status::Ok();
 }
 
-// Whether to run the MMA kernels; an error when `path` demands them for an unsupported shape.
-Result<bool> UseMma(const char* op, DFlashPath path, const DFlashDims& dims) {
-  const bool ok = DFlashMmaSupported(dims.hq / dims.hk, dims.d);
+// Whether to run the MMA kernels: a supported (group, head_dim) and 16-byte aligned outputs
+// (cp.async of dO, float4 atomics); an error when `path` demands them and they do not apply.
+Result<bool> UseMma(const char* op, DFlashPath path, const DFlashDims& dims,
+                    std::initializer_list<const TensorView*> outputs) {
+  bool aligned = true;
+  for (const TensorView* t : outputs)
+    aligned = aligned && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
+  const bool ok = DFlashMmaSupported(dims.hq / dims.hk, dims.d) && aligned;
   if (path == DFlashPath::kMma && !ok)
-    return InvalidArgumentError("{}: no MMA kernel for GQA group {} with head_dim {}", op,
-                                dims.hq / dims.hk, dims.d);
+    return InvalidArgumentError("{}: no MMA kernel for GQA group {}, head_dim {}{}", op,
+                                dims.hq / dims.hk, dims.d, aligned ? "" : ", unaligned outputs");
   return path != DFlashPath::kSimt && ok;
 }
 
@@ -117,7 +123,7 @@ Status DFlashAttentionForwardPath(DFlashPath path, const DFlashAttentionInputs& 
   RETURN_IF_ERROR(ExpectShape(kOp, "lse", lse, Shape{rows, dims.hq}));
   RETURN_IF_ERROR(ExpectContiguous(kOp, "lse", lse));
   if (dims.nb == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(const bool mma, UseMma(kOp, path, dims));
+  ASSIGN_OR_RETURN(const bool mma, UseMma(kOp, path, dims, {&out}));
   Params p = MakeParams(in, cfg, dims);
   p.out = out.data();
   p.lse = lse.data_as<float>();
@@ -163,11 +169,10 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dk_ctx.data(), 0, grads.dk_ctx.nbytes(), stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dv_ctx.data(), 0, grads.dv_ctx.nbytes(), stream));
   if (dims.nb == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(bool mma, UseMma(kOp, path, dims));
-  for (const TensorView* t : {&grads.dk_ctx, &grads.dv_ctx})  // float4 atomics
-    mma = mma && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
-  if (path == DFlashPath::kMma && !mma)
-    return InvalidArgumentError("{}: the MMA kernel needs 16-byte aligned dk_ctx / dv_ctx", kOp);
+  ASSIGN_OR_RETURN(const bool mma,
+                   UseMma(kOp, path, dims,
+                          {&out, &d_out, &grads.dq_blk, &grads.dk_blk, &grads.dv_blk,
+                           &grads.dk_ctx, &grads.dv_ctx}));
   Params p = MakeParams(in, cfg, dims);
   p.o_in = out.data();
   p.dout = d_out.data();
