@@ -1,6 +1,7 @@
 // Parameter layout and flat buffers of the DFlash drafter (see dflash_params.h).
 #include "models/dflash_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -109,8 +110,8 @@ Result<DFlashParams> DFlashParams::Create(const DFlashConfig& c, kernels::Alloca
   DFlashParams p;
   p.layout = MakeDFlashParamLayout(c);
   const Shape flat{p.layout.total};
-  ASSIGN_OR_RETURN(p.master, Tensor::Empty(alloc, DType::kF32, flat, s));
-  ASSIGN_OR_RETURN(p.compute, Tensor::Empty(alloc, DType::kBF16, flat, s));
+  ASSIGN_OR_RETURN(p.master, Tensor::Zeros(alloc, DType::kF32, flat, s));
+  ASSIGN_OR_RETURN(p.compute, Tensor::Zeros(alloc, DType::kBF16, flat, s));
   ASSIGN_OR_RETURN(p.grads, Tensor::Zeros(alloc, DType::kF32, flat, s));
   ASSIGN_OR_RETURN(p.adam_m, Tensor::Zeros(alloc, DType::kF32, flat, s));
   ASSIGN_OR_RETURN(p.adam_v, Tensor::Zeros(alloc, DType::kF32, flat, s));
@@ -122,11 +123,19 @@ Result<DFlashParams> DFlashParams::Create(const DFlashConfig& c, kernels::Alloca
 
 Status DFlashParams::InitFromScratch(uint64_t seed, kernels::Stream s) {
   const float a = 0.02f * std::sqrt(3.0f);
-  // Padding between tensors is filled too; it is never read as a weight.
-  TensorView matrices = master.view().Narrow(0, 0, layout.matrix_count);
-  RETURN_IF_ERROR(kernels::PhiloxUniformFill(matrices, -a, a, seed, /*offset=*/0, s));
+  // Padding between tensors stays zero (as Create made it), so checkpoints, which hold only
+  // the tensors, restore the flat buffers bit for bit.
+  for (size_t i = 0; i < layout.specs.size(); ++i) {
+    const DFlashParamSpec& spec = layout.specs[i];
+    if (spec.is_norm) continue;
+    RETURN_IF_ERROR(kernels::PhiloxUniformFill(master.view().Narrow(0, spec.offset, spec.numel()),
+                                               -a, a, seed, /*offset=*/i, s));
+  }
   const int64_t n_norm = layout.total - layout.matrix_count;
-  std::vector<float> ones(n_norm, 1.0f);
+  std::vector<float> ones(n_norm, 0.0f);
+  for (const DFlashParamSpec& spec : layout.specs)
+    if (spec.is_norm)
+      std::fill_n(ones.begin() + (spec.offset - layout.matrix_count), spec.numel(), 1.0f);
   RETURN_IF_ERROR(kernels::CopyFromHost(master.view().Narrow(0, layout.matrix_count, n_norm),
                                         ones.data(), s));
   RETURN_IF_ERROR(kernels::FillZero(adam_m, s));

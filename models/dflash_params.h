@@ -77,7 +77,7 @@ struct DFlashParams {
   DFlashParamViews w;       // views of `compute`
   DFlashParamViews g;       // views of `grads`
 
-  // Allocates everything (m, v, grads and step zeroed; master and compute uninitialised).
+  // Allocates everything, zero-filled (padding between tensors stays zero for good).
   static Result<DFlashParams> Create(const DFlashConfig& c, kernels::Allocator& alloc,
                                      kernels::Stream s);
   // From-scratch init as the public trainers do (HF Qwen3 `_init_weights`): matrices with

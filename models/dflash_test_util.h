@@ -76,10 +76,11 @@ inline std::vector<kernels::bf16> RandomBf16(int64_t n, float a, uint64_t seed) 
 // norms uniform(0.8, 1.2); compute copy synced.
 inline void RandomizeParams(DFlashParams& p, uint64_t seed) {
   std::vector<float> host(p.layout.total);
-  for (int64_t i = 0; i < p.layout.total; ++i) {
-    const float u = 2 * kernels::PhiloxUniform(seed, 9, i) - 1;
-    host[i] = i < p.layout.matrix_count ? 0.3f * u : 1.0f + 0.2f * u;
-  }
+  for (const DFlashParamSpec& s : p.layout.specs)
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i) {
+      const float u = 2 * kernels::PhiloxUniform(seed, 9, i) - 1;
+      host[i] = s.is_norm ? 1.0f + 0.2f * u : 0.3f * u;
+    }
   ASSERT_TRUE(kernels::CopyFromHost(p.master, host.data(), nullptr).ok());
   ASSERT_TRUE(p.SyncCompute(nullptr).ok());
 }

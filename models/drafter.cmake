@@ -4,7 +4,9 @@ target_sources(tandem_models PRIVATE
   dflash_params.cc
   dflash_anchors.cc
   dflash_drafter.cc
-  dflash_drafter_backward.cc)
+  dflash_drafter_backward.cc
+  dflash_checkpoint.cc
+  dflash_trainer.cc)
 target_link_libraries(tandem_models PUBLIC tandem::kernels)
 
-tandem_add_test(dflash_drafter_test SOURCES dflash_drafter_test.cc LIBS tandem::models)
+tandem_add_test(dflash_drafter_test SOURCES dflash_drafter_test.cc dflash_checkpoint_test.cc LIBS tandem::models)
