@@ -1,79 +1,65 @@
-// tandem: the command-line front end. Thin: parses flags and calls the libraries.
-//   tandem run [JOB.toml]       run a job on the embedded runtime (default: the built-in job)
-//   tandem validate JOB.toml    check a job file without running it
-// Exit codes: 0 success, 1 the job failed, 2 bad usage or a bad job file.
-#include <csignal>
-#include <cstdio>
+// tandem: the command-line front end. Thin: parses flags and calls tools/commands.h.
+// `tandem --help` and `tandem COMMAND --help` describe every command; exit codes are listed
+// in commands.h and docs/cli.md.
 #include <string>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/control/job_spec.h"
-#include "runtime/control/runner.h"
-#include "runtime/core/logging.h"
-#include "tools/default_job.h"
-
-namespace {
-
-tandem::JobRunner* g_runner = nullptr;
-
-void OnSignal(int) {
-  if (g_runner != nullptr) g_runner->RequestStop();
-}
-
-tandem::Result<tandem::JobSpec> LoadJob(const std::string& path) {
-  if (path.empty()) return tandem::ParseJobText(tandem::kDefaultJobText, tandem::kDefaultJobName);
-  return tandem::LoadJobFile(path);
-}
-
-int Run(const std::string& path) {
-  auto job = LoadJob(path);
-  if (!job.ok()) {
-    std::fprintf(stderr, "tandem run: %s\n", job.status().ToString().c_str());
-    return 2;
-  }
-  tandem::JobRunner runner;
-  g_runner = &runner;
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  auto report = runner.Run(*job);
-  g_runner = nullptr;
-  if (!report.ok()) {
-    std::fprintf(stderr, "tandem run: %s\n", report.status().ToString().c_str());
-    return 2;
-  }
-  std::printf("%s", report->ToString().c_str());
-  return report->status.ok() ? 0 : 1;
-}
-
-int Validate(const std::string& path) {
-  auto job = tandem::LoadJobFile(path);
-  if (!job.ok()) {
-    std::fprintf(stderr, "tandem validate: %s\n", job.status().ToString().c_str());
-    return 2;
-  }
-  std::printf("%s: ok (%zu channels, %zu actor groups)\n", path.c_str(), job->channels.size(),
-              job->actors.size());
-  return 0;
-}
-
-}  // namespace
+#include "tools/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem: an actor runtime for training DFlash drafters"};
   app.require_subcommand(1);
-  std::string run_path, validate_path;
-  auto* run = app.add_subcommand("run", "run a job on the embedded runtime");
-  run->add_option("job", run_path, "job file (TOML); default: the built-in job");
+  tandem::cli::Common c;
+  app.add_option("--home", c.home, "state directory (default $TANDEM_HOME or ~/.tandem)");
+  app.add_option("--socket", c.socket, "talk to this Unix socket instead of the default");
+  app.add_option("--host", c.host, "host for --tcp-port (default 127.0.0.1)");
+  app.add_option("--tcp-port", c.tcp_port, "talk to a daemon over TCP (needs the token)");
+  app.add_option("--token-file", c.token_file, "token file (default $TANDEM_HOME/token)");
+  app.add_option("--timeout", c.timeout_s, "seconds to wait for a reply (default 30)");
+  app.add_flag("--json", c.json, "machine-readable output");
+
+  std::string job, actor, what;
+  bool foreground = false, wait = false, watch = false, follow = false;
+  int metrics_port = -1, listen_port = -1;
+  auto* run = app.add_subcommand("run", "run a job on the embedded runtime (no daemon)");
+  run->add_option("job", job, "job file (TOML); default: the built-in pingpong job");
+  run->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
   auto* validate = app.add_subcommand("validate", "check a job file without running it");
-  validate->add_option("job", validate_path, "job file (TOML)")->required();
+  validate->add_option("job", job, "job file (TOML)")->required();
+  auto* start = app.add_subcommand("start", "start the daemon");
+  start->add_flag("--foreground", foreground, "stay in the foreground, logging to stderr");
+  start->add_option("--listen-tcp", listen_port, "also accept TCP on this port (token required)");
+  start->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
+  auto* submit = app.add_subcommand("submit", "submit a job to the daemon; prints its id");
+  submit->add_option("job", job, "job file (TOML)")->required();
+  submit->add_flag("--wait", wait, "follow its progress until it ends");
+  auto* stop = app.add_subcommand("stop", "stop a job gracefully");
+  stop->add_option("job", job, "job id or name")->required();
+  auto* shutdown = app.add_subcommand("shutdown", "stop every job and the daemon");
+  auto* status = app.add_subcommand("status", "actors, channels, store, profile of jobs");
+  status->add_option("job", job, "job id or name (default: every job)");
+  status->add_flag("--watch", watch, "refresh every second until the job ends");
+  auto* list = app.add_subcommand("list", "list actors or jobs");
+  list->add_option("what", what, "actors or jobs")->required()->check(CLI::IsMember({"actors", "jobs"}));
+  auto* logs = app.add_subcommand("logs", "a job's log lines");
+  logs->add_option("job", job, "job id or name")->required();
+  logs->add_option("--actor", actor, "only this actor (or group)");
+  logs->add_flag("--follow", follow, "keep printing new lines until the job ends");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (*run) return Run(run_path);
-  if (*validate) return Validate(validate_path);
+  namespace cli = tandem::cli;
+  if (*run) return cli::Run(c, job, metrics_port);
+  if (*validate) return cli::Validate(c, job);
+  if (*start) return cli::Start(c, foreground, listen_port, metrics_port);
+  if (*submit) return cli::Submit(c, job, wait);
+  if (*stop) return cli::Stop(c, job);
+  if (*shutdown) return cli::Shutdown(c);
+  if (*status) return cli::ShowStatus(c, job, watch);
+  if (*list) return cli::List(c, what);
+  if (*logs) return cli::Logs(c, job, actor, follow);
   return 2;
 }

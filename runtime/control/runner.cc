@@ -13,8 +13,19 @@
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
 #include "runtime/profile/profile_reporter.h"
+#include "runtime/sched/placement.h"
 
 namespace tandem {
+
+struct JobRunner::Live {
+  const JobSpec* job = nullptr;
+  const ActorSystem* system = nullptr;
+  const ChannelRegistry* channels = nullptr;
+  const ObjectStore* store = nullptr;
+  ProfileStats* profile = nullptr;
+  TimePoint start;
+};
+
 namespace {
 
 // One actor replica being driven by the runner.
@@ -56,6 +67,83 @@ std::string ProgressLine(const JobEnv& env, const std::vector<Driven>& actors, d
                      actors.size(), FormatBytes(s.bytes_used), s.live_objects, chans);
 }
 
+
+// Replicas of `job` that write (`out`) or read (`in`) channel `name`.
+int Ports(const JobSpec& job, const std::string& port, const std::string& name) {
+  int n = 0;
+  for (const auto& g : job.actors)
+    if (auto v = g.settings.GetString(port, ""); v.ok() && *v == name) n += static_cast<int>(g.replicas);
+  return n;
+}
+
+JobStatus BuildStatus(const JobRunner::Live& live, const ProfileSnapshot& snap) {
+  JobStatus st;
+  st.name = live.job->name;
+  st.state = "running";
+  st.seconds = SecondsSince(live.start);
+  for (const ActorInfo& info : live.system->Snapshot()) {
+    ActorStatus a;
+    a.name = info.name;
+    a.class_name = info.class_name;
+    size_t slash = info.name.rfind('/');
+    a.group = info.name.substr(0, slash);
+    if (slash != std::string::npos) a.replica = std::atoi(info.name.c_str() + slash + 1);
+    a.gpu = info.gpu;
+    a.state = std::string(ActorStateName(info.state));
+    a.restarts = info.restarts;
+    a.max_restarts = info.max_restarts;
+    a.mailbox_depth = info.mailbox_depth;
+    a.messages_done = info.messages_done;
+    a.stage = info.stage;
+    a.last_error = info.last_error.ok() ? "" : info.last_error.ToString();
+    st.actors.push_back(std::move(a));
+  }
+  for (const ChannelStats& c : live.channels->Snapshot()) {
+    st.channels.push_back({c.name, c.depth, c.capacity, c.min_ready, c.max_depth, c.total_pushed,
+                           c.total_popped, c.closed, c.push_wait_total_ns * 1e-9,
+                           c.pop_wait_total_ns * 1e-9, Ports(*live.job, "out", c.name),
+                           Ports(*live.job, "in", c.name)});
+    st.items_done += c.total_popped;
+  }
+  for (const auto& g : live.job->actors) {
+    auto out = g.settings.GetString("out", "");
+    auto objects = g.settings.GetInt("objects", 0);
+    if (out.ok() && !out->empty() && objects.ok()) st.items_total += *objects * g.replicas;
+  }
+  st.items_per_s = st.seconds > 0 ? static_cast<double>(st.items_done) / st.seconds : 0;
+  StoreStats s = live.store->Stats();
+  st.store = {s.capacity, s.bytes_used, s.high_water, s.live_objects, s.inflight_copies,
+              s.local.refs, s.channel.refs, s.HoldersSummary()};
+  // Cumulative timings over the job's wall time, as in the final report.
+  ProfileSnapshot table = snap;
+  const double wall_ns = st.seconds * 1e9;
+  for (StageReport& r : table.stages) {
+    r.window = r.cumulative;
+    r.percent_of_wall = wall_ns > 0 ? 100.0 * static_cast<double>(r.cumulative.total_ns) / wall_ns : 0;
+    const StageStats& c = r.cumulative;
+    st.stages.push_back({r.name, c.count, c.total_ns * 1e-9, c.mean_ns * 1e-6, c.p50_ns * 1e-6,
+                         c.p99_ns * 1e-6, r.percent_of_wall});
+  }
+  table.window_start_ns = table.window_end_ns - static_cast<int64_t>(wall_ns);
+  st.profile_table = FormatProfileTable(table);
+  st.verdict = BottleneckVerdict(st);
+  return st;
+}
+
+// Places the job's groups on this node (all or nothing): the GPU of each replica by group.
+Result<sched::Placement> PlaceJob(const JobSpec& job, bool* fake_gpus) {
+  ASSIGN_OR_RETURN(sched::NodeResources node, sched::DiscoverResources());
+  std::vector<sched::GroupRequest> requests;
+  for (const auto& g : job.actors) {
+    ASSIGN_OR_RETURN(sched::GroupRequest r, sched::GroupRequestFromConfig(g.name, g.settings));
+    requests.push_back(std::move(r));
+  }
+  *fake_gpus = node.fake_gpus();
+  auto placed = sched::Place(node, requests);
+  if (!placed.ok()) return placed.status().WithContext(job.path);
+  return placed;
+}
+
 }  // namespace
 
 std::string JobReport::ToString() const {
@@ -79,6 +167,19 @@ std::string JobReport::ToString() const {
 
 void JobRunner::RequestStop() { stop_requested_.store(true); }
 
+JobStatus JobRunner::Snapshot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (final_) return *final_;
+  if (live_ == nullptr) {
+    JobStatus st;
+    st.state = "pending";
+    return st;
+  }
+  JobStatus st = BuildStatus(*live_, live_->profile->RollWindow());
+  if (stop_requested_.load()) st.state = "stopping";
+  return st;
+}
+
 Result<JobReport> JobRunner::Run(const JobSpec& job) {
   const TimePoint start = SteadyClock::now();
   for (const auto& plugin : job.plugins) {
@@ -87,6 +188,8 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
     TLOG_INFO("plugin {}: {}", plugin, fmt::join(*loaded, ", "));
   }
   RETURN_IF_ERROR(CheckClasses(job));
+  bool fake_gpus = false;
+  ASSIGN_OR_RETURN(sched::Placement placement, PlaceJob(job, &fake_gpus));
 
   StoreOptions so;
   so.name = job.name;
@@ -123,7 +226,7 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
 
   std::vector<Driven> actors;
   for (const auto& g : job.actors) {
-    ASSIGN_OR_RETURN(std::vector<ActorRef> refs, system.SpawnGroup(g.name, g.settings));
+    ASSIGN_OR_RETURN(std::vector<ActorRef> refs, system.SpawnGroup(g.name, g.settings, placement.GpusOf(g.name), !fake_gpus));
     for (auto& r : refs) {
       Driven d;
       d.ref = r;
@@ -131,6 +234,11 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       d.result.name = r.name();
       actors.push_back(std::move(d));
     }
+  }
+  Live live{&job, &system, &channels, store.get(), &profile, start};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_ = &live;
   }
   TLOG_INFO("job '{}': {} actors in {} groups, {} channels, store {}", job.name, actors.size(),
             job.actors.size(), job.channels.size(), FormatBytes(so.capacity_bytes));
@@ -208,6 +316,11 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
   if (!stop_st.ok()) fail_job(stop_st);
   reporter->Stop();
   ProfileSnapshot snap = profile.RollWindow();
+  JobStatus final_status = BuildStatus(live, snap);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_ = nullptr;
+  }
   for (auto& d : actors) {
     if (std::optional<ActorInfo> info = InfoOf(system, d.result.name)) {
       d.result.restarts = info->restarts;
@@ -232,6 +345,16 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
   snap.window_start_ns = snap.window_end_ns - static_cast<int64_t>(wall_ns);
   report.profile_table = FormatProfileTable(snap);
   report.seconds = SecondsSince(start);
+  final_status.store = {report.store.capacity,     report.store.bytes_used,
+                        report.store.high_water,   report.store.live_objects,
+                        report.store.inflight_copies, report.store.local.refs,
+                        report.store.channel.refs, report.store.HoldersSummary()};
+  final_status.state = !report.status.ok() ? "failed" : stop_requested_.load() ? "stopped" : "succeeded";
+  final_status.error = report.status.ok() ? "" : report.status.ToString();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    final_ = std::move(final_status);
+  }
   return report;
 }
 

@@ -6,17 +6,21 @@
 // their policy allows, and returns a report. On return every actor is stopped and the store
 // holds no objects (or the report says what leaked).
 //
-// Thread-safety: RunJob blocks the calling thread; RequestStop may be called from any thread
-// (e.g. a signal-handling thread).
+// Thread-safety: RunJob blocks the calling thread; RequestStop and Snapshot may be called
+// from any thread (a signal-handling thread, the control server's thread).
 #pragma once
 
 #include <atomic>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/actor/actor.h"
 #include "runtime/channel/channel_base.h"
 #include "runtime/control/job_spec.h"
+#include "runtime/control/job_status.h"
+#include "runtime/core/thread_annotations.h"
 #include "runtime/store/store_stats.h"
 
 namespace tandem {
@@ -52,10 +56,21 @@ class JobRunner {
   // the Result itself is an error only when the job could not start (placement, plugins).
   Result<JobReport> Run(const JobSpec& job);
   void RequestStop();
+  bool stop_requested() const { return stop_requested_.load(); }
+
+  // The job as it is now: while Run() works, live numbers (this closes the current profile
+  // window so the stage timings are fresh); after it returns, the final picture; before, a
+  // "pending" status. The id field is left empty for the caller to fill.
+  JobStatus Snapshot() EXCLUDES(mu_);
+
+  struct Live;  // what Run() exposes to Snapshot(); defined in runner.cc
 
  private:
   RunOptions options_;
   std::atomic<bool> stop_requested_{false};
+  std::mutex mu_;
+  Live* live_ GUARDED_BY(mu_) = nullptr;
+  std::optional<JobStatus> final_ GUARDED_BY(mu_);
 };
 
 }  // namespace tandem

@@ -1,0 +1,98 @@
+#include "runtime/control/client.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "runtime/control/asio.h"
+
+namespace tandem {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The whole exchange as a chain of async operations on a private io_context, so one
+// run_for() bounds it with a deadline.
+template <typename Socket>
+class Exchange {
+ public:
+  Exchange(asio::io_context& io, std::string frame) : socket_(io), frame_(std::move(frame)) {}
+
+  template <typename EndpointT>
+  void Begin(const EndpointT& ep) {
+    socket_.async_connect(ep, [this](const boost::system::error_code& ec) {
+      if (ec) return Fail(ec, "cannot connect");
+      asio::async_write(socket_, asio::buffer(frame_),
+                        [this](const boost::system::error_code& ec, size_t) {
+                          if (ec) return Fail(ec, "cannot send the request");
+                          ReadHeader();
+                        });
+    });
+  }
+
+  std::optional<Result<ControlResponse>> result;
+
+ private:
+  void ReadHeader() {
+    asio::async_read(socket_, asio::buffer(header_), [this](const boost::system::error_code& ec, size_t) {
+      if (ec) return Fail(ec, "no reply");
+      Result<uint32_t> size = ParseFrameHeader(header_);
+      if (!size.ok()) {
+        result = size.status().WithContext("bad reply");
+        return;
+      }
+      payload_.assign(*size, '\0');
+      asio::async_read(socket_, asio::buffer(payload_), [this](const boost::system::error_code& ec, size_t) {
+        if (ec) return Fail(ec, "truncated reply");
+        result = DecodeResponse(payload_);
+      });
+    });
+  }
+
+  void Fail(const boost::system::error_code& ec, const char* what) {
+    result = UnavailableError("{}: {}", what, ec.message());
+  }
+
+  Socket socket_;
+  std::string frame_;
+  std::array<uint8_t, kFrameHeaderBytes> header_{};
+  std::string payload_;
+};
+
+template <typename Socket, typename EndpointT>
+Result<ControlResponse> Run(const EndpointT& ep, std::string frame, Duration timeout,
+                            const std::string& where) {
+  asio::io_context io;
+  Exchange<Socket> ex(io, std::move(frame));
+  ex.Begin(ep);
+  io.run_for(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+  if (!ex.result)
+    return DeadlineExceededError("{}: no reply within {:.1f}s", where,
+                                 std::chrono::duration<double>(timeout).count());
+  if (!ex.result->ok()) return ex.result->status().WithContext(where);
+  return std::move(*ex.result);
+}
+
+}  // namespace
+
+std::string Endpoint::ToString() const {
+  return tcp_port >= 0 ? fmt::format("{}:{}", host, tcp_port) : unix_path;
+}
+
+Result<ControlResponse> Call(const Endpoint& endpoint, ControlRequest req, Duration timeout) {
+  req.token = endpoint.token;
+  std::string frame = EncodeRequest(req);
+  if (endpoint.tcp_port >= 0) {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(endpoint.host, ec);
+    if (ec) return InvalidArgumentError("bad address '{}': {}", endpoint.host, ec.message());
+    asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(endpoint.tcp_port));
+    return Run<asio::ip::tcp::socket>(ep, std::move(frame), timeout, endpoint.ToString());
+  }
+  asio::local::stream_protocol::endpoint ep(endpoint.unix_path);
+  return Run<asio::local::stream_protocol::socket>(ep, std::move(frame), timeout,
+                                                  endpoint.ToString());
+}
+
+}  // namespace tandem

@@ -1,0 +1,132 @@
+# The control plane's wire format: every message between the tandem CLI and a daemon (or a
+# running `tandem run`). Each frame carries one Request or one Response (see framing.h).
+@0x84fb450c77b80d07;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tandem::wire");
+
+struct Request {
+  token @0 :Text;               # required on TCP connections; ignored on the Unix socket
+  union {
+    ping @1 :Void;
+    status @2 :Text;            # job id or name; "" for every job
+    submit @3 :Submit;
+    stop @4 :Text;              # job id or name
+    shutdown @5 :Void;
+    logs @6 :LogsQuery;
+  }
+}
+
+struct Submit {
+  path @0 :Text;                # absolute path of the job file (names it in errors, resolves plugins)
+  text @1 :Text;                # the job file's contents
+}
+
+struct LogsQuery {
+  job @0 :Text;
+  actor @1 :Text;               # "" for every line of the job
+  after @2 :UInt64;             # return lines with sequence > after
+  maxLines @3 :UInt32;
+}
+
+struct Response {
+  union {
+    error @0 :Error;
+    ok @1 :Void;
+    pong @2 :Pong;
+    jobs @3 :List(JobStatus);
+    submitted @4 :Text;         # the new job's id
+    logs @5 :LogsReply;
+  }
+}
+
+struct Error {
+  code @0 :UInt16;              # tandem::StatusCode
+  message @1 :Text;
+}
+
+struct Pong {
+  server @0 :Text;              # "daemon" or "run"
+  pid @1 :Int64;
+  version @2 :Text;
+}
+
+struct LogsReply {
+  lines @0 :List(LogLine);
+  last @1 :UInt64;              # sequence of the last line returned (or `after` if none)
+  finished @2 :Bool;            # the job has ended: no more lines will come
+}
+
+struct LogLine {
+  seq @0 :UInt64;
+  actor @1 :Text;
+  text @2 :Text;
+}
+
+struct JobStatus {
+  id @0 :Text;
+  name @1 :Text;
+  state @2 :Text;               # pending, running, succeeded, failed, stopped
+  error @3 :Text;
+  seconds @4 :Float64;
+  itemsDone @5 :UInt64;
+  itemsTotal @6 :UInt64;        # 0 when unknown
+  itemsPerSecond @7 :Float64;
+  verdict @8 :Text;
+  profileTable @9 :Text;
+  actors @10 :List(ActorStatus);
+  channels @11 :List(ChannelStatus);
+  store @12 :StoreStatus;
+  stages @13 :List(StageStatus);
+}
+
+struct ActorStatus {
+  name @0 :Text;
+  className @1 :Text;
+  group @2 :Text;
+  replica @3 :Int32;
+  gpu @4 :Int32;
+  state @5 :Text;
+  restarts @6 :Int32;
+  maxRestarts @7 :Int32;
+  mailboxDepth @8 :UInt64;
+  messagesDone @9 :UInt64;
+  stage @10 :Text;
+  lastError @11 :Text;
+}
+
+struct ChannelStatus {
+  name @0 :Text;
+  depth @1 :UInt64;
+  capacity @2 :UInt64;
+  minReady @3 :UInt64;
+  maxDepth @4 :UInt64;
+  pushed @5 :UInt64;
+  popped @6 :UInt64;
+  closed @7 :Bool;
+  pushWaitSeconds @8 :Float64;
+  popWaitSeconds @9 :Float64;
+  writers @10 :Int32;
+  readers @11 :Int32;
+}
+
+struct StoreStatus {
+  capacity @0 :UInt64;
+  used @1 :UInt64;
+  highWater @2 :UInt64;
+  objects @3 :UInt64;
+  inflightCopies @4 :UInt64;
+  localRefs @5 :UInt64;
+  channelRefs @6 :UInt64;
+  holders @7 :Text;
+}
+
+struct StageStatus {
+  name @0 :Text;
+  count @1 :UInt64;
+  totalSeconds @2 :Float64;
+  meanMs @3 :Float64;
+  p50Ms @4 :Float64;
+  p99Ms @5 :Float64;
+  percentOfWall @6 :Float64;
+}

@@ -1,0 +1,239 @@
+#include "runtime/control/job_manager.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runtime/control/log_ring.h"
+#include "runtime/control/metrics.h"
+#include "runtime/core/logging.h"
+
+namespace tandem {
+
+struct JobManager::Job {
+  std::string id;
+  JobSpec spec;
+  JobRunner runner;
+  LogRing logs;
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Result<JobReport>> report GUARDED_BY(mu);
+
+  bool HasActor(const std::string& actor) const {
+    std::string group = actor.substr(0, actor.rfind('/'));
+    for (const auto& g : spec.actors)
+      if (g.name == group) return true;
+    return false;
+  }
+
+  JobStatus Status() {
+    JobStatus st = runner.Snapshot();
+    st.id = id;
+    st.name = spec.name;
+    std::lock_guard<std::mutex> lock(mu);
+    if (report && !report->ok()) {
+      st.state = "failed";
+      st.error = report->status().ToString();
+    }
+    return st;
+  }
+};
+
+namespace {
+
+thread_local JobManager::Job* tls_job = nullptr;
+
+ControlResponse Jobs(std::vector<JobStatus> jobs) {
+  ControlResponse r;
+  r.kind = ControlResponse::Kind::kJobs;
+  r.jobs = std::move(jobs);
+  return r;
+}
+
+}  // namespace
+
+JobManager::JobManager(std::string server, bool echo_logs) : server_(std::move(server)) {
+  log::SetSink([this, echo_logs](log::Level, std::string_view line) {
+    if (echo_logs) std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    Route(std::string(line));
+  });
+}
+
+JobManager::~JobManager() {
+  StopAll();
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs = jobs_;
+  }
+  for (auto& j : jobs)
+    if (j->thread.joinable()) j->thread.join();
+  log::SetSink(nullptr);
+}
+
+void JobManager::Route(const std::string& line) {
+  if (tls_job != nullptr) {
+    tls_job->logs.Append("", line);
+    return;
+  }
+  const std::string& actor = log::ThreadPrefix();
+  if (actor.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& j : jobs_)
+    if (!j->done.load() && j->HasActor(actor)) j->logs.Append(actor, line);
+}
+
+std::string JobManager::Submit(JobSpec spec) {
+  auto job = std::make_shared<Job>();
+  job->spec = std::move(spec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job->id = fmt::format("j{}", next_id_++);
+    jobs_.push_back(job);
+  }
+  job->thread = std::thread([job] {
+    tls_job = job.get();
+    log::SetThreadPrefix("job " + job->id);
+    TLOG_INFO("job '{}' ({}) starting", job->spec.name, job->spec.path);
+    Result<JobReport> report = job->runner.Run(job->spec);
+    if (report.ok()) {
+      TLOG_INFO("{}", report->ToString());
+    } else {
+      TLOG_ERROR("job '{}' could not start: {}", job->spec.name, report.status().ToString());
+    }
+    {
+      std::lock_guard<std::mutex> lock(job->mu);
+      job->report = std::move(report);
+    }
+    job->done.store(true);
+    job->cv.notify_all();
+    tls_job = nullptr;
+  });
+  return job->id;
+}
+
+Result<std::shared_ptr<JobManager::Job>> JobManager::Find(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> known;
+  // Newest first, so a name reused by several jobs finds the latest.
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    if ((*it)->id == name || (*it)->spec.name == name) return *it;
+    known.push_back((*it)->id + " (" + (*it)->spec.name + ")");
+  }
+  return NotFoundError("no job '{}'; jobs: {}", name,
+                       known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")));
+}
+
+Status JobManager::Stop(const std::string& name) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, Find(name));
+  job->runner.RequestStop();
+  return Status::Ok();
+}
+
+void JobManager::StopAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& j : jobs_) j->runner.RequestStop();
+}
+
+Result<JobReport> JobManager::Wait(const std::string& name) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, Find(name));
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->cv.wait(lock, [&] { return job->report.has_value(); });
+  return *job->report;
+}
+
+Result<std::vector<JobStatus>> JobManager::Statuses(const std::string& name) {
+  if (!name.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Job> job, Find(name));
+    return std::vector<JobStatus>{job->Status()};
+  }
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs = jobs_;
+  }
+  std::vector<JobStatus> out;
+  for (auto& j : jobs) out.push_back(j->Status());
+  return out;
+}
+
+std::string JobManager::Metrics() {
+  auto all = Statuses("");
+  return FormatPrometheus(all.ok() ? *all : std::vector<JobStatus>{});
+}
+
+ControlResponse JobManager::Handle(const ControlRequest& req) {
+  using Kind = ControlRequest::Kind;
+  switch (req.kind) {
+    case Kind::kPing: {
+      ControlResponse r;
+      r.kind = ControlResponse::Kind::kPong;
+      r.server = server_;
+      r.pid = ::getpid();
+      return r;
+    }
+    case Kind::kStatus: {
+      auto st = Statuses(req.job);
+      return st.ok() ? Jobs(std::move(*st)) : ControlResponse::Error(st.status());
+    }
+    case Kind::kSubmit: {
+      if (server_ != "daemon")
+        return ControlResponse::Error(InvalidArgumentError(
+            "this is a `tandem run` process; submit jobs to a daemon (`tandem start`)"));
+      if (shutdown_requested())
+        return ControlResponse::Error(UnavailableError("the daemon is shutting down"));
+      auto spec = ParseJobText(req.text, req.path);
+      if (!spec.ok()) return ControlResponse::Error(spec.status());
+      ControlResponse r;
+      r.kind = ControlResponse::Kind::kSubmitted;
+      r.job_id = Submit(std::move(*spec));
+      return r;
+    }
+    case Kind::kStop: {
+      Status st = Stop(req.job);
+      if (!st.ok()) return ControlResponse::Error(st);
+      return ControlResponse{};
+    }
+    case Kind::kShutdown:
+      RequestShutdown();
+      return ControlResponse{};
+    case Kind::kLogs: {
+      auto job = Find(req.job);
+      if (!job.ok()) return ControlResponse::Error(job.status());
+      ControlResponse r;
+      r.kind = ControlResponse::Kind::kLogs;
+      r.finished = (*job)->done.load();  // read first: lines logged before the end are included
+      r.lines = (*job)->logs.Query(req.actor, req.after, req.max_lines, &r.last);
+      r.finished = r.finished && r.lines.size() < req.max_lines;  // nothing left unread
+      return r;
+    }
+  }
+  return ControlResponse::Error(InternalError("unhandled request"));
+}
+
+void JobManager::RequestShutdown() {
+  StopAll();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+}
+
+void JobManager::WaitForShutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return shutdown_; });
+}
+
+bool JobManager::shutdown_requested() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shutdown_;
+}
+
+}  // namespace tandem

@@ -1,0 +1,101 @@
+// JobStatus: a point-in-time picture of one job for `tandem status`, `tandem list`, the
+// metrics endpoint and the progress line: its actors, channels, object store, per-stage
+// timings, throughput and a one-line verdict on the bottleneck. Plain values (no Cap'n Proto
+// here; messages.h converts them), rendered as text or JSON.
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct ActorStatus {
+  std::string name;        // "consumer/1"
+  std::string class_name;  // "demo.consumer"
+  std::string group;       // "consumer"
+  int replica = 0;
+  int gpu = -1;            // -1: a CPU actor
+  std::string state;       // created, running, restarting, failed, stopped, ...
+  int restarts = 0;
+  int max_restarts = 0;
+  uint64_t mailbox_depth = 0;
+  uint64_t messages_done = 0;
+  std::string stage;       // what the actor is doing now (Actor::SetStage)
+  std::string last_error;  // "" when none
+};
+
+struct ChannelStatus {
+  std::string name;
+  uint64_t depth = 0;
+  uint64_t capacity = 0;
+  uint64_t min_ready = 0;
+  uint64_t max_depth = 0;
+  uint64_t pushed = 0;
+  uint64_t popped = 0;
+  bool closed = false;
+  double push_wait_s = 0;  // cumulative time producers spent blocked
+  double pop_wait_s = 0;   // cumulative time consumers spent blocked
+  int writers = 0;         // replicas with out = this channel
+  int readers = 0;         // replicas with in = this channel
+};
+
+struct StoreStatus {
+  uint64_t capacity = 0;
+  uint64_t used = 0;
+  uint64_t high_water = 0;
+  uint64_t objects = 0;
+  uint64_t inflight_copies = 0;
+  uint64_t local_refs = 0;
+  uint64_t channel_refs = 0;
+  std::string holders;     // StoreStats::HoldersSummary()
+};
+
+struct StageStatus {
+  std::string name;
+  uint64_t count = 0;
+  double total_s = 0;
+  double mean_ms = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double percent_of_wall = 0;
+};
+
+struct JobStatus {
+  std::string id;     // "j1"
+  std::string name;   // [job] name
+  std::string state;  // pending, running, succeeded, failed, stopped
+  std::string error;  // why it failed; "" otherwise
+  double seconds = 0;
+  uint64_t items_done = 0;   // items popped from the job's channels
+  uint64_t items_total = 0;  // expected items when the job file says (0: unknown)
+  double items_per_s = 0;
+  std::string verdict;       // the bottleneck, in one line
+  std::string profile_table;
+  std::vector<ActorStatus> actors;
+  std::vector<ChannelStatus> channels;
+  StoreStatus store;
+  std::vector<StageStatus> stages;
+
+  bool finished() const { return state != "pending" && state != "running"; }
+};
+
+// Which side of the job waits on which, from the channels' blocked time and the stage
+// timings, e.g. "consumers wait on producers: 81% of consumer time blocked popping 'objects';
+// largest stage demo.queue_get (62% of wall)".
+std::string BottleneckVerdict(const JobStatus& job);
+
+// The full report `tandem status JOB` prints.
+std::string FormatJobStatus(const JobStatus& job);
+// One line per job, for `tandem list jobs` / `tandem status` with several jobs.
+std::string FormatJobList(const std::vector<JobStatus>& jobs);
+// One line per actor of every job, for `tandem list actors`.
+std::string FormatActorList(const std::vector<JobStatus>& jobs);
+// The live progress line of `tandem run` and `tandem submit --wait`.
+std::string FormatProgressLine(const JobStatus& job);
+// JSON (an object for one job, an array for a list). Keys are the struct fields' names.
+std::string JobStatusToJson(const JobStatus& job, int indent = 2);
+std::string JobListToJson(const std::vector<JobStatus>& jobs, int indent = 2);
+
+}  // namespace tandem

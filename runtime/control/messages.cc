@@ -1,0 +1,299 @@
+#include "runtime/control/messages.h"
+
+#include <cstring>
+#include <exception>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include "runtime/control/control.capnp.h"
+
+namespace tandem {
+namespace {
+
+constexpr char kMagic[4] = {'T', 'N', 'D', 'M'};
+
+std::string Frame(capnp::MessageBuilder& msg) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(msg);
+  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  std::string out(kFrameHeaderBytes + bytes.size(), '\0');
+  std::memcpy(out.data(), kMagic, 4);
+  const uint32_t n = static_cast<uint32_t>(bytes.size());
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  std::memcpy(out.data() + kFrameHeaderBytes, bytes.begin(), bytes.size());
+  return out;
+}
+
+// Runs `fn` over the message in `payload`, turning KJ exceptions into DataLoss.
+template <typename Root, typename Fn>
+auto WithReader(const std::string& payload, Fn fn) -> decltype(fn(std::declval<typename Root::Reader>())) {
+  if (payload.size() % sizeof(capnp::word) != 0 || payload.empty())
+    return DataLossError("malformed message: {} bytes is not a whole number of 8-byte words",
+                         payload.size());
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(payload.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), payload.data(), payload.size());
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = kMaxFrameBytes / sizeof(capnp::word);
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    return fn(reader.getRoot<Root>());
+  } catch (const kj::Exception& e) {
+    return DataLossError("malformed message: {}", e.getDescription().cStr());
+  } catch (const std::exception& e) {
+    return DataLossError("malformed message: {}", e.what());
+  }
+}
+
+void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
+  b.setId(j.id);
+  b.setName(j.name);
+  b.setState(j.state);
+  b.setError(j.error);
+  b.setSeconds(j.seconds);
+  b.setItemsDone(j.items_done);
+  b.setItemsTotal(j.items_total);
+  b.setItemsPerSecond(j.items_per_s);
+  b.setVerdict(j.verdict);
+  b.setProfileTable(j.profile_table);
+  auto actors = b.initActors(static_cast<unsigned>(j.actors.size()));
+  for (size_t i = 0; i < j.actors.size(); ++i) {
+    const ActorStatus& a = j.actors[i];
+    auto o = actors[i];
+    o.setName(a.name);
+    o.setClassName(a.class_name);
+    o.setGroup(a.group);
+    o.setReplica(a.replica);
+    o.setGpu(a.gpu);
+    o.setState(a.state);
+    o.setRestarts(a.restarts);
+    o.setMaxRestarts(a.max_restarts);
+    o.setMailboxDepth(a.mailbox_depth);
+    o.setMessagesDone(a.messages_done);
+    o.setStage(a.stage);
+    o.setLastError(a.last_error);
+  }
+  auto chans = b.initChannels(static_cast<unsigned>(j.channels.size()));
+  for (size_t i = 0; i < j.channels.size(); ++i) {
+    const ChannelStatus& c = j.channels[i];
+    auto o = chans[i];
+    o.setName(c.name);
+    o.setDepth(c.depth);
+    o.setCapacity(c.capacity);
+    o.setMinReady(c.min_ready);
+    o.setMaxDepth(c.max_depth);
+    o.setPushed(c.pushed);
+    o.setPopped(c.popped);
+    o.setClosed(c.closed);
+    o.setPushWaitSeconds(c.push_wait_s);
+    o.setPopWaitSeconds(c.pop_wait_s);
+    o.setWriters(c.writers);
+    o.setReaders(c.readers);
+  }
+  auto s = b.initStore();
+  s.setCapacity(j.store.capacity);
+  s.setUsed(j.store.used);
+  s.setHighWater(j.store.high_water);
+  s.setObjects(j.store.objects);
+  s.setInflightCopies(j.store.inflight_copies);
+  s.setLocalRefs(j.store.local_refs);
+  s.setChannelRefs(j.store.channel_refs);
+  s.setHolders(j.store.holders);
+  auto stages = b.initStages(static_cast<unsigned>(j.stages.size()));
+  for (size_t i = 0; i < j.stages.size(); ++i) {
+    const StageStatus& st = j.stages[i];
+    auto o = stages[i];
+    o.setName(st.name);
+    o.setCount(st.count);
+    o.setTotalSeconds(st.total_s);
+    o.setMeanMs(st.mean_ms);
+    o.setP50Ms(st.p50_ms);
+    o.setP99Ms(st.p99_ms);
+    o.setPercentOfWall(st.percent_of_wall);
+  }
+}
+
+JobStatus GetJob(wire::JobStatus::Reader r) {
+  JobStatus j;
+  j.id = r.getId();
+  j.name = r.getName();
+  j.state = r.getState();
+  j.error = r.getError();
+  j.seconds = r.getSeconds();
+  j.items_done = r.getItemsDone();
+  j.items_total = r.getItemsTotal();
+  j.items_per_s = r.getItemsPerSecond();
+  j.verdict = r.getVerdict();
+  j.profile_table = r.getProfileTable();
+  for (auto a : r.getActors()) {
+    j.actors.push_back({a.getName(), a.getClassName(), a.getGroup(), a.getReplica(), a.getGpu(),
+                        a.getState(), a.getRestarts(), a.getMaxRestarts(), a.getMailboxDepth(),
+                        a.getMessagesDone(), a.getStage(), a.getLastError()});
+  }
+  for (auto c : r.getChannels()) {
+    j.channels.push_back({c.getName(), c.getDepth(), c.getCapacity(), c.getMinReady(),
+                          c.getMaxDepth(), c.getPushed(), c.getPopped(), c.getClosed(),
+                          c.getPushWaitSeconds(), c.getPopWaitSeconds(), c.getWriters(),
+                          c.getReaders()});
+  }
+  auto s = r.getStore();
+  j.store = {s.getCapacity(),       s.getUsed(),      s.getHighWater(),   s.getObjects(),
+             s.getInflightCopies(), s.getLocalRefs(), s.getChannelRefs(), s.getHolders()};
+  for (auto st : r.getStages()) {
+    j.stages.push_back({st.getName(), st.getCount(), st.getTotalSeconds(), st.getMeanMs(),
+                        st.getP50Ms(), st.getP99Ms(), st.getPercentOfWall()});
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string EncodeRequest(const ControlRequest& req) {
+  capnp::MallocMessageBuilder msg;
+  auto b = msg.initRoot<wire::Request>();
+  b.setToken(req.token);
+  switch (req.kind) {
+    case ControlRequest::Kind::kPing: b.setPing(); break;
+    case ControlRequest::Kind::kStatus: b.setStatus(req.job); break;
+    case ControlRequest::Kind::kSubmit: {
+      auto s = b.initSubmit();
+      s.setPath(req.path);
+      s.setText(req.text);
+      break;
+    }
+    case ControlRequest::Kind::kStop: b.setStop(req.job); break;
+    case ControlRequest::Kind::kShutdown: b.setShutdown(); break;
+    case ControlRequest::Kind::kLogs: {
+      auto l = b.initLogs();
+      l.setJob(req.job);
+      l.setActor(req.actor);
+      l.setAfter(req.after);
+      l.setMaxLines(req.max_lines);
+      break;
+    }
+  }
+  return Frame(msg);
+}
+
+std::string EncodeResponse(const ControlResponse& resp) {
+  capnp::MallocMessageBuilder msg;
+  auto b = msg.initRoot<wire::Response>();
+  switch (resp.kind) {
+    case ControlResponse::Kind::kError: {
+      auto e = b.initError();
+      e.setCode(static_cast<uint16_t>(resp.error.code()));
+      e.setMessage(resp.error.message());
+      break;
+    }
+    case ControlResponse::Kind::kOk: b.setOk(); break;
+    case ControlResponse::Kind::kPong: {
+      auto p = b.initPong();
+      p.setServer(resp.server);
+      p.setPid(resp.pid);
+      p.setVersion("0.1.0");
+      break;
+    }
+    case ControlResponse::Kind::kJobs: {
+      auto jobs = b.initJobs(static_cast<unsigned>(resp.jobs.size()));
+      for (size_t i = 0; i < resp.jobs.size(); ++i) PutJob(resp.jobs[i], jobs[i]);
+      break;
+    }
+    case ControlResponse::Kind::kSubmitted: b.setSubmitted(resp.job_id); break;
+    case ControlResponse::Kind::kLogs: {
+      auto l = b.initLogs();
+      auto lines = l.initLines(static_cast<unsigned>(resp.lines.size()));
+      for (size_t i = 0; i < resp.lines.size(); ++i) {
+        lines[i].setSeq(resp.lines[i].seq);
+        lines[i].setActor(resp.lines[i].actor);
+        lines[i].setText(resp.lines[i].text);
+      }
+      l.setLast(resp.last);
+      l.setFinished(resp.finished);
+      break;
+    }
+  }
+  return Frame(msg);
+}
+
+Result<uint32_t> ParseFrameHeader(const std::array<uint8_t, kFrameHeaderBytes>& header) {
+  if (std::memcmp(header.data(), kMagic, 4) != 0)
+    return InvalidArgumentError("bad frame: expected the magic 'TNDM' (is this a tandem client?)");
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(header[4 + i]) << (8 * i);
+  if (n > kMaxFrameBytes)
+    return InvalidArgumentError("frame of {} bytes exceeds the limit of {} bytes", n,
+                                kMaxFrameBytes);
+  return n;
+}
+
+Result<ControlRequest> DecodeRequest(const std::string& payload) {
+  return WithReader<wire::Request>(payload, [](wire::Request::Reader r) -> Result<ControlRequest> {
+    ControlRequest req;
+    req.token = r.getToken();
+    switch (r.which()) {
+      case wire::Request::PING: req.kind = ControlRequest::Kind::kPing; break;
+      case wire::Request::STATUS:
+        req.kind = ControlRequest::Kind::kStatus;
+        req.job = r.getStatus();
+        break;
+      case wire::Request::SUBMIT:
+        req.kind = ControlRequest::Kind::kSubmit;
+        req.path = r.getSubmit().getPath();
+        req.text = r.getSubmit().getText();
+        break;
+      case wire::Request::STOP:
+        req.kind = ControlRequest::Kind::kStop;
+        req.job = r.getStop();
+        break;
+      case wire::Request::SHUTDOWN: req.kind = ControlRequest::Kind::kShutdown; break;
+      case wire::Request::LOGS:
+        req.kind = ControlRequest::Kind::kLogs;
+        req.job = r.getLogs().getJob();
+        req.actor = r.getLogs().getActor();
+        req.after = r.getLogs().getAfter();
+        req.max_lines = r.getLogs().getMaxLines();
+        break;
+      default: return DataLossError("unknown request kind {}", static_cast<int>(r.which()));
+    }
+    return req;
+  });
+}
+
+Result<ControlResponse> DecodeResponse(const std::string& payload) {
+  return WithReader<wire::Response>(payload, [](wire::Response::Reader r) -> Result<ControlResponse> {
+    ControlResponse resp;
+    switch (r.which()) {
+      case wire::Response::ERROR: {
+        uint16_t code = r.getError().getCode();
+        if (code == 0 || code > static_cast<uint16_t>(StatusCode::kCudaError))
+          code = static_cast<uint16_t>(StatusCode::kInternal);
+        return ControlResponse::Error(
+            Status(static_cast<StatusCode>(code), r.getError().getMessage()));
+      }
+      case wire::Response::OK: resp.kind = ControlResponse::Kind::kOk; break;
+      case wire::Response::PONG:
+        resp.kind = ControlResponse::Kind::kPong;
+        resp.server = r.getPong().getServer();
+        resp.pid = r.getPong().getPid();
+        break;
+      case wire::Response::JOBS:
+        resp.kind = ControlResponse::Kind::kJobs;
+        for (auto j : r.getJobs()) resp.jobs.push_back(GetJob(j));
+        break;
+      case wire::Response::SUBMITTED:
+        resp.kind = ControlResponse::Kind::kSubmitted;
+        resp.job_id = r.getSubmitted();
+        break;
+      case wire::Response::LOGS:
+        resp.kind = ControlResponse::Kind::kLogs;
+        for (auto l : r.getLogs().getLines()) resp.lines.push_back({l.getSeq(), l.getActor(), l.getText()});
+        resp.last = r.getLogs().getLast();
+        resp.finished = r.getLogs().getFinished();
+        break;
+      default: return DataLossError("unknown response kind {}", static_cast<int>(r.which()));
+    }
+    return resp;
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,74 @@
+// The control plane's requests and replies as plain C++ values, and their encoding as
+// Cap'n Proto messages (control.capnp) inside length-prefixed frames.
+//
+// A frame is an 8-byte header, the magic "TNDM" and the payload's size as a little-endian
+// uint32, followed by the payload: one Cap'n Proto message in flat-array form. Frames over
+// kMaxFrameBytes are refused before any of their payload is read. Decoding never throws: a
+// malformed payload (a KJ exception inside Cap'n Proto) becomes a DataLoss Status.
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/control/job_status.h"
+#include "runtime/core/status.h"
+
+namespace tandem {
+
+inline constexpr uint32_t kMaxFrameBytes = 16u << 20;
+inline constexpr size_t kFrameHeaderBytes = 8;
+
+struct ControlRequest {
+  enum class Kind { kPing, kStatus, kSubmit, kStop, kShutdown, kLogs };
+  Kind kind = Kind::kPing;
+  std::string token;
+  std::string job;        // status / stop / logs: job id or name ("" = all for status)
+  std::string path;       // submit: the job file's absolute path
+  std::string text;       // submit: its contents
+  std::string actor;      // logs: only this actor's lines ("" = all)
+  uint64_t after = 0;     // logs: lines with sequence > after
+  uint32_t max_lines = 1000;
+};
+
+struct LogLine {
+  uint64_t seq = 0;
+  std::string actor;  // "" for the job's own lines
+  std::string text;
+};
+
+struct ControlResponse {
+  enum class Kind { kError, kOk, kPong, kJobs, kSubmitted, kLogs };
+  Kind kind = Kind::kOk;
+  Status error;                  // kError
+  std::string server;            // kPong: "daemon" or "run"
+  int64_t pid = 0;               // kPong
+  std::vector<JobStatus> jobs;   // kJobs
+  std::string job_id;            // kSubmitted
+  std::vector<LogLine> lines;    // kLogs
+  uint64_t last = 0;             // kLogs
+  bool finished = false;         // kLogs
+
+  static ControlResponse Error(Status st) {
+    ControlResponse r;
+    r.kind = Kind::kError;
+    r.error = std::move(st);
+    return r;
+  }
+};
+
+// Whole frames (header + payload), ready to write.
+std::string EncodeRequest(const ControlRequest& req);
+std::string EncodeResponse(const ControlResponse& resp);
+
+// Checks a frame header; returns the payload size. InvalidArgument for a wrong magic or a
+// payload over kMaxFrameBytes (the caller should reply with the error and close).
+Result<uint32_t> ParseFrameHeader(const std::array<uint8_t, kFrameHeaderBytes>& header);
+
+// Decode a payload (the bytes after the header). DataLoss for anything malformed.
+Result<ControlRequest> DecodeRequest(const std::string& payload);
+Result<ControlResponse> DecodeResponse(const std::string& payload);
+
+}  // namespace tandem

@@ -1,0 +1,104 @@
+#include "runtime/control/metrics.h"
+
+#include <fmt/format.h>
+
+namespace tandem {
+namespace {
+
+// Label values escape backslash, quote and newline, as the exposition format requires.
+std::string Esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(const char* name, const char* type, const char* help) {
+    current_ = name;
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  void Sample(const std::string& labels, double value) {
+    out_ += fmt::format("{}{{{}}} {}\n", current_, labels, value);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string current_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string FormatPrometheus(const std::vector<JobStatus>& jobs) {
+  Writer w;
+  auto job_label = [](const JobStatus& j) {
+    return fmt::format("job=\"{}\",job_name=\"{}\"", Esc(j.id), Esc(j.name));
+  };
+  w.Family("tandem_job_running", "gauge", "1 while the job runs");
+  for (const auto& j : jobs) w.Sample(job_label(j), j.state == "running" ? 1 : 0);
+  w.Family("tandem_items_total", "counter", "items consumed from the job's channels");
+  for (const auto& j : jobs) w.Sample(job_label(j), static_cast<double>(j.items_done));
+  w.Family("tandem_items_per_second", "gauge", "items consumed per second over the job");
+  for (const auto& j : jobs) w.Sample(job_label(j), j.items_per_s);
+  w.Family("tandem_actor_state", "gauge", "1 for the actor's current state");
+  for (const auto& j : jobs)
+    for (const auto& a : j.actors)
+      w.Sample(fmt::format("{},actor=\"{}\",class=\"{}\",state=\"{}\"", job_label(j), Esc(a.name),
+                           Esc(a.class_name), Esc(a.state)), 1);
+  w.Family("tandem_actor_restarts", "counter", "restarts of the actor");
+  for (const auto& j : jobs)
+    for (const auto& a : j.actors)
+      w.Sample(fmt::format("{},actor=\"{}\"", job_label(j), Esc(a.name)), a.restarts);
+  w.Family("tandem_actor_mailbox_depth", "gauge", "messages queued for the actor");
+  for (const auto& j : jobs)
+    for (const auto& a : j.actors)
+      w.Sample(fmt::format("{},actor=\"{}\"", job_label(j), Esc(a.name)),
+               static_cast<double>(a.mailbox_depth));
+  w.Family("tandem_channel_depth", "gauge", "items queued in the channel");
+  for (const auto& j : jobs)
+    for (const auto& c : j.channels)
+      w.Sample(fmt::format("{},channel=\"{}\"", job_label(j), Esc(c.name)),
+               static_cast<double>(c.depth));
+  w.Family("tandem_channel_capacity", "gauge", "the channel's capacity");
+  for (const auto& j : jobs)
+    for (const auto& c : j.channels)
+      w.Sample(fmt::format("{},channel=\"{}\"", job_label(j), Esc(c.name)),
+               static_cast<double>(c.capacity));
+  w.Family("tandem_channel_wait_seconds_total", "counter", "time blocked on the channel");
+  for (const auto& j : jobs)
+    for (const auto& c : j.channels) {
+      w.Sample(fmt::format("{},channel=\"{}\",side=\"push\"", job_label(j), Esc(c.name)), c.push_wait_s);
+      w.Sample(fmt::format("{},channel=\"{}\",side=\"pop\"", job_label(j), Esc(c.name)), c.pop_wait_s);
+    }
+  w.Family("tandem_store_used_bytes", "gauge", "object store bytes in use");
+  for (const auto& j : jobs) w.Sample(job_label(j), static_cast<double>(j.store.used));
+  w.Family("tandem_store_capacity_bytes", "gauge", "object store capacity");
+  for (const auto& j : jobs) w.Sample(job_label(j), static_cast<double>(j.store.capacity));
+  w.Family("tandem_store_high_water_bytes", "gauge", "most object store bytes ever in use");
+  for (const auto& j : jobs) w.Sample(job_label(j), static_cast<double>(j.store.high_water));
+  w.Family("tandem_store_objects", "gauge", "live objects in the store");
+  for (const auto& j : jobs) w.Sample(job_label(j), static_cast<double>(j.store.objects));
+  w.Family("tandem_stage_seconds_total", "counter", "time spent in the profile stage");
+  for (const auto& j : jobs)
+    for (const auto& s : j.stages)
+      w.Sample(fmt::format("{},stage=\"{}\"", job_label(j), Esc(s.name)), s.total_s);
+  w.Family("tandem_stage_count_total", "counter", "timed executions of the profile stage");
+  for (const auto& j : jobs)
+    for (const auto& s : j.stages)
+      w.Sample(fmt::format("{},stage=\"{}\"", job_label(j), Esc(s.name)), static_cast<double>(s.count));
+  w.Family("tandem_stage_p99_seconds", "gauge", "99th percentile of the stage's duration");
+  for (const auto& j : jobs)
+    for (const auto& s : j.stages)
+      w.Sample(fmt::format("{},stage=\"{}\"", job_label(j), Esc(s.name)), s.p99_ms * 1e-3);
+  return w.Take();
+}
+
+}  // namespace tandem

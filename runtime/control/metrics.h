@@ -1,0 +1,16 @@
+// Prometheus text exposition (format 0.0.4) of job statuses, served at GET /metrics when the
+// daemon or `tandem run` is given a metrics port: actor states and restarts, channel depths
+// and waits, store bytes and objects, per-stage timings, throughput.
+// Thread-safety: a pure function.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/control/job_status.h"
+
+namespace tandem {
+
+std::string FormatPrometheus(const std::vector<JobStatus>& jobs);
+
+}  // namespace tandem

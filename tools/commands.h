@@ -1,0 +1,34 @@
+// The tandem CLI's commands, one function each, called by tandem_main.cc after flag parsing.
+// Each returns the process exit code:
+//   0  success
+//   1  the job failed, or the server refused the request (unknown job, bad token, ...)
+//   2  bad usage or a bad job file
+//   3  no server answers (no daemon, no `tandem run`), or it did not answer in time
+// Thread-safety: called from main() only.
+#pragma once
+
+#include <string>
+
+namespace tandem::cli {
+
+struct Common {
+  std::string home;        // --home, overrides TANDEM_HOME
+  std::string socket;      // --socket: talk to this Unix socket
+  std::string host = "127.0.0.1";
+  int tcp_port = -1;       // --tcp-port: talk over TCP (needs the token)
+  std::string token_file;  // --token-file
+  bool json = false;
+  double timeout_s = 30;
+};
+
+int Run(const Common& c, const std::string& job_path, int metrics_port);
+int Validate(const Common& c, const std::string& job_path);
+int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port);
+int Submit(const Common& c, const std::string& job_path, bool wait);
+int Stop(const Common& c, const std::string& job);
+int Shutdown(const Common& c);
+int ShowStatus(const Common& c, const std::string& job, bool watch);
+int List(const Common& c, const std::string& what);
+int Logs(const Common& c, const std::string& job, const std::string& actor, bool follow);
+
+}  // namespace tandem::cli

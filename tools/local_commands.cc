@@ -1,0 +1,163 @@
+// The commands that run a runtime in this process: run, validate, start.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runtime/control/daemon.h"
+#include "runtime/control/home.h"
+#include "runtime/control/job_manager.h"
+#include "runtime/control/job_spec.h"
+#include "runtime/control/server.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+#include "tools/default_job.h"
+
+namespace tandem::cli {
+namespace {
+
+volatile std::sig_atomic_t g_signalled = 0;
+
+void OnSignal(int) { g_signalled = 1; }
+
+Result<JobSpec> LoadJob(const std::string& path) {
+  if (path.empty()) return ParseJobText(kDefaultJobText, kDefaultJobName);
+  return LoadJobFile(std::filesystem::absolute(path).string());
+}
+
+}  // namespace
+
+int Validate(const Common& c, const std::string& path) {
+  auto job = LoadJobFile(path);
+  if (!job.ok()) return Fail(c, "validate", job.status(), kExitUsage);
+  if (c.json) {
+    std::printf("{\"ok\": true, \"channels\": %zu, \"actor_groups\": %zu}\n", job->channels.size(),
+                job->actors.size());
+  } else {
+    std::printf("%s: ok (%zu channels, %zu actor groups)\n", path.c_str(), job->channels.size(),
+                job->actors.size());
+  }
+  return kExitOk;
+}
+
+int Run(const Common& c, const std::string& path, int metrics_port) {
+  auto job = LoadJob(path);
+  if (!job.ok()) return Fail(c, "run", job.status(), kExitUsage);
+  auto home = Home(c);
+  if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);
+  const bool tty = StdoutIsTty() && !c.json;
+  JobManager manager("run", /*echo_logs=*/!tty);
+  ServerOptions so;
+  so.unix_path = RunSocketPath(*home, static_cast<int>(::getpid()));
+  so.metrics_port = metrics_port;
+  auto server = ControlServer::Start(
+      so, [&manager](const ControlRequest& r) { return manager.Handle(r); },
+      [&manager] { return manager.Metrics(); });
+  if (!server.ok()) return Fail(c, "run", server.status(), kExitFailed);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  const std::string id = manager.Submit(std::move(*job));
+  bool stopping = false;
+  while (true) {
+    auto st = manager.Statuses(id);
+    if (st.ok() && st->front().finished()) break;
+    if (g_signalled && !stopping) {
+      stopping = true;
+      std::fprintf(stderr, "\ntandem run: stopping (Ctrl-C again is ignored; it stops soon)\n");
+      (void)manager.Stop(id);
+    }
+    if (tty && st.ok()) {
+      std::printf("\r\033[K%s", FormatProgressLine(st->front()).c_str());
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (tty) std::printf("\r\033[K");
+  auto report = manager.Wait(id);
+  auto final_status = manager.Statuses(id);
+  (*server)->Stop();
+  if (!report.ok()) return Fail(c, "run", report.status(), kExitUsage);
+  if (c.json && final_status.ok()) {
+    std::printf("%s\n", JobStatusToJson(final_status->front()).c_str());
+  } else {
+    std::printf("%s", report->ToString().c_str());
+  }
+  return report->status.ok() ? kExitOk : kExitFailed;
+}
+
+int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port) {
+  auto home = Home(c);
+  if (!home.ok()) return Fail(c, "start", home.status(), kExitUsage);
+  DaemonOptions opts;
+  opts.home = *home;
+  opts.tcp_port = listen_tcp_port;
+  opts.metrics_port = metrics_port;
+  if (listen_tcp_port >= 0) {
+    auto token = LoadToken(*home, c.token_file);
+    if (!token.ok()) return Fail(c, "start", token.status(), kExitUsage);
+    if (token->empty())
+      return Fail(c, "start", InvalidArgumentError("--listen-tcp needs a token: set TANDEM_TOKEN "
+                                                   "or write one to {}/token (mode 0600)", *home),
+                  kExitUsage);
+    opts.token = *token;
+  }
+  if (ServerAnswers(DaemonSocketPath(*home)))
+    return Fail(c, "start", UnavailableError("a daemon already serves {}",
+                                             DaemonSocketPath(*home)), kExitFailed);
+  if (foreground) {
+    std::signal(SIGINT, [](int) { RequestDaemonShutdown(); });
+    std::signal(SIGTERM, [](int) { RequestDaemonShutdown(); });
+    Status st = RunDaemon(opts);
+    return st.ok() ? kExitOk : Fail(c, "start", st, kExitFailed);
+  }
+  const std::string log_path = *home + "/daemon.log";
+  pid_t pid = ::fork();
+  if (pid < 0) return Fail(c, "start", InternalError("fork failed"), kExitFailed);
+  if (pid == 0) {
+    ::setsid();
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int null = ::open("/dev/null", O_RDONLY);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+    }
+    if (null >= 0) ::dup2(null, STDIN_FILENO);
+    std::signal(SIGTERM, [](int) { RequestDaemonShutdown(); });
+    Status st = RunDaemon(opts);
+    if (!st.ok()) std::fprintf(stderr, "tandem daemon: %s\n", st.ToString().c_str());
+    std::fflush(nullptr);
+    ::_exit(st.ok() ? 0 : 1);
+  }
+  // Parent: wait until the daemon answers, or report why it did not.
+  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<Duration>(
+                                                 std::chrono::duration<double>(c.timeout_s));
+  while (SteadyClock::now() < deadline) {
+    if (ServerAnswers(DaemonSocketPath(*home))) {
+      if (c.json) {
+        std::printf("{\"pid\": %d, \"socket\": \"%s\"}\n", pid, DaemonSocketPath(*home).c_str());
+      } else {
+        std::printf("tandem daemon started (pid %d), socket %s, log %s\n", pid,
+                    DaemonSocketPath(*home).c_str(), log_path.c_str());
+      }
+      return kExitOk;
+    }
+    int wstatus = 0;
+    if (::waitpid(pid, &wstatus, WNOHANG) == pid)
+      return Fail(c, "start", UnavailableError("the daemon exited at start; see {}", log_path),
+                  kExitFailed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Fail(c, "start", DeadlineExceededError("the daemon did not answer; see {}", log_path),
+              kExitUnreachable);
+}
+
+}  // namespace tandem::cli
