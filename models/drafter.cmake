@@ -9,4 +9,7 @@ target_sources(tandem_models PRIVATE
   dflash_trainer.cc)
 target_link_libraries(tandem_models PUBLIC tandem::kernels)
 
-tandem_add_test(dflash_drafter_test SOURCES dflash_drafter_test.cc dflash_checkpoint_test.cc LIBS tandem::models)
+tandem_add_test(dflash_drafter_test SOURCES dflash_drafter_test.cc dflash_checkpoint_test.cc dflash_golden_test.cc
+                LIBS tandem::models)
+# dflash_golden_test reads tests/golden/dflash_tiny_golden.safetensors when present.
+target_compile_definitions(dflash_drafter_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
