@@ -13,3 +13,7 @@ tandem_add_test(dflash_drafter_test SOURCES dflash_drafter_test.cc dflash_checkp
                 LIBS tandem::models)
 # dflash_golden_test reads tests/golden/dflash_tiny_golden.safetensors when present.
 target_compile_definitions(dflash_drafter_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+if(TANDEM_HAVE_CUDA)
+  tandem_add_test(dflash_drafter_cuda_test SOURCES dflash_drafter_cuda_test.cc
+                  LIBS tandem::models GPU)
+endif()
