@@ -67,6 +67,12 @@ int Fail(const Common& c, const char* cmd, const Status& st, int code) {
   return code;
 }
 
+int FindCode(const Status& st) {
+  return st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kNotFound
+             ? kExitUsage
+             : kExitUnreachable;
+}
+
 bool StdoutIsTty() { return ::isatty(STDOUT_FILENO) == 1; }
 
 }  // namespace tandem::cli

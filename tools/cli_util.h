@@ -26,6 +26,8 @@ Result<ControlResponse> Ask(const Common& c, const Endpoint& ep, ControlRequest 
 int Fail(const Common& c, const char* cmd, const Status& st, int code);
 // Exit code for a Status from Ask: 3 for Unavailable/DeadlineExceeded, else 1.
 int CodeFor(const Status& st);
+// Exit code for a FindServer error: 2 for a bad home or token file, else 3.
+int FindCode(const Status& st);
 bool StdoutIsTty();
 
 }  // namespace tandem::cli

@@ -17,6 +17,7 @@
 #include "runtime/control/home.h"
 #include "runtime/control/job_manager.h"
 #include "runtime/control/job_spec.h"
+#include "runtime/control/runner.h"
 #include "runtime/control/server.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -39,6 +40,7 @@ Result<JobSpec> LoadJob(const std::string& path) {
 int Validate(const Common& c, const std::string& path) {
   auto job = LoadJobFile(path);
   if (!job.ok()) return Fail(c, "validate", job.status(), kExitUsage);
+  if (Status st = JobRunner::Check(*job); !st.ok()) return Fail(c, "validate", st, kExitUsage);
   if (c.json) {
     std::printf("{\"ok\": true, \"channels\": %zu, \"actor_groups\": %zu}\n", job->channels.size(),
                 job->actors.size());
@@ -52,6 +54,7 @@ int Validate(const Common& c, const std::string& path) {
 int Run(const Common& c, const std::string& path, int metrics_port) {
   auto job = LoadJob(path);
   if (!job.ok()) return Fail(c, "run", job.status(), kExitUsage);
+  if (Status st = JobRunner::Check(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);
   const bool tty = StdoutIsTty() && !c.json;

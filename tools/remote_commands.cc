@@ -56,7 +56,7 @@ int Submit(const Common& c, const std::string& path, bool wait) {
   std::stringstream ss;
   ss << in.rdbuf();
   auto ep = FindServer(c, /*allow_run=*/false);
-  if (!ep.ok()) return Fail(c, "submit", ep.status(), kExitUsage);
+  if (!ep.ok()) return Fail(c, "submit", ep.status(), FindCode(ep.status()));
   ControlRequest req;
   req.kind = ControlRequest::Kind::kSubmit;
   req.path = std::filesystem::absolute(path).string();
@@ -75,7 +75,7 @@ int Submit(const Common& c, const std::string& path, bool wait) {
 
 int Stop(const Common& c, const std::string& job) {
   auto ep = FindServer(c, /*allow_run=*/true);
-  if (!ep.ok()) return Fail(c, "stop", ep.status(), kExitUnreachable);
+  if (!ep.ok()) return Fail(c, "stop", ep.status(), FindCode(ep.status()));
   ControlRequest req;
   req.kind = ControlRequest::Kind::kStop;
   req.job = job;
@@ -87,7 +87,7 @@ int Stop(const Common& c, const std::string& job) {
 
 int Shutdown(const Common& c) {
   auto ep = FindServer(c, /*allow_run=*/false);
-  if (!ep.ok()) return Fail(c, "shutdown", ep.status(), kExitUnreachable);
+  if (!ep.ok()) return Fail(c, "shutdown", ep.status(), FindCode(ep.status()));
   ControlRequest req;
   req.kind = ControlRequest::Kind::kShutdown;
   auto r = Ask(c, *ep, req);
@@ -98,7 +98,7 @@ int Shutdown(const Common& c) {
 
 int ShowStatus(const Common& c, const std::string& job, bool watch) {
   auto ep = FindServer(c, /*allow_run=*/true);
-  if (!ep.ok()) return Fail(c, "status", ep.status(), kExitUnreachable);
+  if (!ep.ok()) return Fail(c, "status", ep.status(), FindCode(ep.status()));
   std::signal(SIGINT, OnInterrupt);
   const bool tty = StdoutIsTty();
   do {
@@ -128,7 +128,7 @@ int ShowStatus(const Common& c, const std::string& job, bool watch) {
 
 int List(const Common& c, const std::string& what) {
   auto ep = FindServer(c, /*allow_run=*/true);
-  if (!ep.ok()) return Fail(c, "list", ep.status(), kExitUnreachable);
+  if (!ep.ok()) return Fail(c, "list", ep.status(), FindCode(ep.status()));
   ControlRequest req;
   req.kind = ControlRequest::Kind::kStatus;
   auto r = Ask(c, *ep, req);
@@ -159,7 +159,7 @@ int List(const Common& c, const std::string& what) {
 
 int Logs(const Common& c, const std::string& job, const std::string& actor, bool follow) {
   auto ep = FindServer(c, /*allow_run=*/true);
-  if (!ep.ok()) return Fail(c, "logs", ep.status(), kExitUnreachable);
+  if (!ep.ok()) return Fail(c, "logs", ep.status(), FindCode(ep.status()));
   std::signal(SIGINT, OnInterrupt);
   uint64_t after = 0;
   while (!g_interrupted) {

@@ -190,6 +190,7 @@ ControlResponse JobManager::Handle(const ControlRequest& req) {
         return ControlResponse::Error(UnavailableError("the daemon is shutting down"));
       auto spec = ParseJobText(req.text, req.path);
       if (!spec.ok()) return ControlResponse::Error(spec.status());
+      if (Status st = JobRunner::Check(*spec); !st.ok()) return ControlResponse::Error(st);
       ControlResponse r;
       r.kind = ControlResponse::Kind::kSubmitted;
       r.job_id = Submit(std::move(*spec));

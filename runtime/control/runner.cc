@@ -165,6 +165,17 @@ std::string JobReport::ToString() const {
   return out;
 }
 
+Status JobRunner::Check(const JobSpec& job) {
+  for (const auto& plugin : job.plugins) {
+    auto loaded = LoadPlugin(plugin);
+    if (!loaded.ok()) return loaded.status().WithContext(fmt::format("{}: plugin", job.path));
+    TLOG_DEBUG("plugin {}: {}", plugin, fmt::join(*loaded, ", "));
+  }
+  RETURN_IF_ERROR(CheckClasses(job));
+  bool fake_gpus = false;
+  return PlaceJob(job, &fake_gpus).status();
+}
+
 void JobRunner::RequestStop() { stop_requested_.store(true); }
 
 JobStatus JobRunner::Snapshot() {
@@ -182,12 +193,7 @@ JobStatus JobRunner::Snapshot() {
 
 Result<JobReport> JobRunner::Run(const JobSpec& job) {
   const TimePoint start = SteadyClock::now();
-  for (const auto& plugin : job.plugins) {
-    auto loaded = LoadPlugin(plugin);
-    if (!loaded.ok()) return loaded.status().WithContext(fmt::format("{}: plugin", job.path));
-    TLOG_INFO("plugin {}: {}", plugin, fmt::join(*loaded, ", "));
-  }
-  RETURN_IF_ERROR(CheckClasses(job));
+  RETURN_IF_ERROR(Check(job));
   bool fake_gpus = false;
   ASSIGN_OR_RETURN(sched::Placement placement, PlaceJob(job, &fake_gpus));
 
@@ -292,8 +298,12 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       }
       if (!r.ok()) {
         d.result.status = info && !info->last_error.ok() ? info->last_error : r.status();
-        if (!(env.stopping() && r.status().code() == StatusCode::kCancelled))
-          fail_job(d.result.status.WithContext(d.result.name));
+        // After a stop request, channels are closed under the actors: Cancelled and
+        // Unavailable (a closed channel) are how a graceful stop looks, not failures.
+        const StatusCode code = r.status().code();
+        const bool stop_effect = code == StatusCode::kCancelled ||
+                                 (stop_requested_.load() && code == StatusCode::kUnavailable);
+        if (!(env.stopping() && stop_effect)) fail_job(d.result.status.WithContext(d.result.name));
       }
       d.finished = true;
       ++finished;

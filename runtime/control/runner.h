@@ -55,6 +55,10 @@ class JobRunner {
   // Runs `job` to completion. The returned report's status says whether the job succeeded;
   // the Result itself is an error only when the job could not start (placement, plugins).
   Result<JobReport> Run(const JobSpec& job);
+  // What Run() checks before it starts anything: loads the job's plugins, then checks that
+  // every actor class is registered and that the job fits this node (GPUs, CPU slots,
+  // pinned bytes). Errors name the file and the group.
+  static Status Check(const JobSpec& job);
   void RequestStop();
   bool stop_requested() const { return stop_requested_.load(); }
 
