@@ -277,11 +277,11 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int mi = lane / 8, r8 = lane % 8;
   bf16_t* qs = reinterpret_cast<bf16_t*>(smem_u4);  // [rows][kS]
-  bf16_t* dos = qs + rows * kS;                      // [rows][kS]
-  bf16_t* ks = dos + rows * kS;                      // [kTk][kS]
-  bf16_t* vs = ks + kTk * kS;                        // [kTk][kS]
-  bf16_t* ps = vs + kTk * kS;                        // [rows][kPs]
-  bf16_t* dss = ps + rows * kPs;                     // [rows][kPs]
+  bf16_t* dos = qs + rows * kS;                     // [rows][kS]
+  bf16_t* ks = dos + rows * kS;                     // [kTk][kS]
+  bf16_t* vs = ks + kTk * kS;                       // [kTk][kS]
+  bf16_t* ps = vs + kTk * kS;                       // [rows][kPs]
+  bf16_t* dss = ps + rows * kPs;                    // [rows][kPs]
   int lo, hi;
   ContextRange(p, b, &lo, &hi);
   const int ctx_tiles = (hi - lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
@@ -305,8 +305,10 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
     lse2[h] = p.lse_in[row] * kLog2e;
     float acc = 0.0f;
     for (int c = 2 * tig; c < D; c += 8) {
-      const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
-      const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
+      const float2 x =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
+      const float2 y =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
       acc += x.x * y.x + x.y * y.y;
     }
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
@@ -361,7 +363,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
         s[n][e] = pr;
         dp[n][e] = pr * (dp[n][e] - delta[half]);  // dS (before the softmax scale)
       }
-    // P and dS to shared memory for phase 2; rows warp * 16 + gid (+ 8).
+      // P and dS to shared memory for phase 2; rows warp * 16 + gid (+ 8).
 #pragma unroll
     for (int n = 0; n < kTk / 8; ++n)
 #pragma unroll
@@ -370,7 +372,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
         *reinterpret_cast<uint32_t*>(ps + off) = Pack(s[n][2 * h], s[n][2 * h + 1]);
         *reinterpret_cast<uint32_t*>(dss + off) = Pack(dp[n][2 * h], dp[n][2 * h + 1]);
       }
-    // dQ += dS K: B[key][dim] = K[key][dim] is k-major, hence ldmatrix.trans.
+      // dQ += dS K: B[key][dim] = K[key][dim] is k-major, hence ldmatrix.trans.
 #pragma unroll
     for (int kc16 = 0; kc16 < kTk / 16; ++kc16) {
       if (kc16 >= nk16) break;
@@ -440,7 +442,8 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
           const float4 v = odd ? make_float4(y2 * f, y3 * f, acc[n][2] * f, acc[n][3] * f)
                                : make_float4(acc[n][0] * f, acc[n][1] * f, y0 * f, y1 * f);
           if (key < t.n)
-            atomicAdd(reinterpret_cast<float4*>(dst + row * D + dc * 64 + n * 8 + 2 * (tig & ~1)), v);
+            atomicAdd(reinterpret_cast<float4*>(dst + row * D + dc * 64 + n * 8 + 2 * (tig & ~1)),
+                      v);
         }
       }
     }
@@ -463,8 +466,8 @@ cudaError_t LaunchDFlashMma(const DFlashKernelParams& p, bool backward, cudaStre
   const int group = p.hq / p.hk;
   const size_t smem = DFlashMmaSmemBytes(backward, group, p.d);
   auto launch = [&](auto kernel) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
     if (e != cudaSuccess) return e;
     kernel<<<dim3(p.nb, p.hk), 32 * group, smem, stream>>>(p);
     return cudaGetLastError();

@@ -5,14 +5,14 @@
 // values and the max error. Without CUDA this file is empty and the GPU main reports SKIPPED.
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_testing.h"
@@ -86,15 +86,17 @@ struct MmaCase {
 };
 
 std::string Name(const MmaCase& c) {
-  return fmt::format("docs{} nb{} h{}/{} d{} w{} causal{}", c.lens.size(), c.nb, c.hq, c.hk,
-                     c.d, c.window, c.causal);
+  return fmt::format("docs{} nb{} h{}/{} d{} w{} causal{}", c.lens.size(), c.nb, c.hq, c.hk, c.d,
+                     c.window, c.causal);
 }
 
-class DFlashMmaCudaTest : public ::testing::TestWithParam<MmaCase> {};
+// Both kernel families run the sweep: kAuto now picks MMA for these shapes, so the SIMT
+// kernels keep their coverage here.
+class DFlashMmaCudaTest : public ::testing::TestWithParam<std::tuple<MmaCase, DFlashPath>> {};
 
 TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
-  const MmaCase& c = GetParam();
-  SCOPED_TRACE(Name(c));
+  const auto& [c, path] = GetParam();
+  SCOPED_TRACE(fmt::format("{} {}", Name(c), path == DFlashPath::kMma ? "mma" : "simt"));
   DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, 17);
   const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
   auto q = RandomBf16(rows * c.hq * c.d, 21), kb = RandomBf16(rows * c.hk * c.d, 22),
@@ -103,14 +105,19 @@ TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
   const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
   const Shape qs{rows, c.hq, c.d}, bs{rows, c.hk, c.d}, cs{t, c.hk, c.d}, ls{rows, c.hq};
 
-  DFlashAttentionInputs hin{Host(q, qs), Host(kb, bs), Host(vb, bs), Host(kc, cs), Host(vc, cs),
-                            Host(lay.anchors, {c.nb}), Host(lay.doc_start, {c.nb})};
+  DFlashAttentionInputs hin{Host(q, qs),
+                            Host(kb, bs),
+                            Host(vb, bs),
+                            Host(kc, cs),
+                            Host(vc, cs),
+                            Host(lay.anchors, {c.nb}),
+                            Host(lay.doc_start, {c.nb})};
   std::vector<bf16> out(q.size()), dq(q.size()), dkb(kb.size()), dvb(vb.size());
   std::vector<float> lse(rows * c.hq), dkc(kc.size()), dvc(vc.size());
   ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
-  ASSERT_TRUE(DFlashAttentionBackwardCpu(hin, cfg, Host(out, qs), Host(lse, ls), Host(dout, qs),
-                                         {Host(dq, qs), Host(dkb, bs), Host(dvb, bs),
-                                          Host(dkc, cs), Host(dvc, cs)})
+  ASSERT_TRUE(DFlashAttentionBackwardCpu(
+                  hin, cfg, Host(out, qs), Host(lse, ls), Host(dout, qs),
+                  {Host(dq, qs), Host(dkb, bs), Host(dvb, bs), Host(dkc, cs), Host(dvc, cs)})
                   .ok());
 
   DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc), gdout(dout);
@@ -118,14 +125,18 @@ TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
   DevBuf<bf16> gout(q.size()), gdq(q.size()), gdkb(kb.size()), gdvb(vb.size());
   DevBuf<float> glse(lse.size()), gdkc(kc.size()), gdvc(vc.size());
   const auto bf = DType::kBF16, f32 = DType::kF32;
-  DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, bs), gvb.View(bf, bs),
-                            gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {c.nb}),
+  DFlashAttentionInputs din{gq.View(bf, qs),
+                            gkb.View(bf, bs),
+                            gvb.View(bf, bs),
+                            gkc.View(bf, cs),
+                            gvc.View(bf, cs),
+                            ganc.View(DType::kI32, {c.nb}),
                             gds.View(DType::kI32, {c.nb})};
-  Status s = DFlashAttentionForwardPath(DFlashPath::kMma, din, cfg, gout.View(bf, qs),
-                                        glse.View(f32, ls), nullptr);
+  Status s =
+      DFlashAttentionForwardPath(path, din, cfg, gout.View(bf, qs), glse.View(f32, ls), nullptr);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  s = DFlashAttentionBackwardPath(DFlashPath::kMma, din, cfg, gout.View(bf, qs),
-                                  glse.View(f32, ls), gdout.View(bf, qs),
+  s = DFlashAttentionBackwardPath(path, din, cfg, gout.View(bf, qs), glse.View(f32, ls),
+                                  gdout.View(bf, qs),
                                   {gdq.View(bf, qs), gdkb.View(bf, bs), gdvb.View(bf, bs),
                                    gdkc.View(f32, cs), gdvc.View(f32, cs)},
                                   nullptr);
@@ -145,18 +156,20 @@ TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
 // tiles and window cuts; group sizes 1, 2, 3, 4 and 8 (one warp per query head).
 INSTANTIATE_TEST_SUITE_P(
     Sweep, DFlashMmaCudaTest,
-    ::testing::Values(MmaCase{{300}, 12, 4, 4, 128, 0, false},                // one long doc
-                      MmaCase{{300}, 12, 4, 4, 128, 64, true},                // window = tile
-                      MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},  // many short
-                      MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
-                      MmaCase{{130, 70}, 9, 16, 4, 128, 1000, true},          // window > doc
-                      MmaCase{{33, 200}, 64, 8, 8, 128, 40, false},           // dense anchors
-                      MmaCase{{97}, 5, 6, 3, 64, 31, true},                   // G 2, odd sizes
-                      MmaCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},             // G 3, no context
-                      MmaCase{{700, 333}, 24, 32, 8, 128, 200, true},         // bench, scaled
-                      MmaCase{{700, 333}, 24, 32, 8, 128, 0, false},          // full layer
-                      MmaCase{{257, 129}, 16, 8, 1, 128, 65, true},           // G 8
-                      MmaCase{{513}, 10, 8, 1, 64, 0, true}));                // G 8, d 64
+    ::testing::Combine(
+        ::testing::Values(MmaCase{{300}, 12, 4, 4, 128, 0, false},                // one long doc
+                          MmaCase{{300}, 12, 4, 4, 128, 64, true},                // window = tile
+                          MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},  // many short
+                          MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
+                          MmaCase{{130, 70}, 9, 16, 4, 128, 1000, true},   // window > doc
+                          MmaCase{{33, 200}, 64, 8, 8, 128, 40, false},    // dense anchors
+                          MmaCase{{97}, 5, 6, 3, 64, 31, true},            // G 2, odd sizes
+                          MmaCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},      // G 3, no context
+                          MmaCase{{700, 333}, 24, 32, 8, 128, 200, true},  // bench, scaled
+                          MmaCase{{700, 333}, 24, 32, 8, 128, 0, false},   // full layer
+                          MmaCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
+                          MmaCase{{513}, 10, 8, 1, 64, 0, true}),          // G 8, d 64
+        ::testing::Values(DFlashPath::kMma, DFlashPath::kSimt)));
 
 // kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on
 // the SIMT kernels and matches the CPU forward.
@@ -171,11 +184,15 @@ TEST(DFlashMmaPathTest, UnsupportedShapesFallBack) {
     auto q = RandomBf16(rows * sh.hq * sh.d, 31), kb = RandomBf16(rows * sh.hk * sh.d, 32),
          vb = RandomBf16(rows * sh.hk * sh.d, 33), kc = RandomBf16(t * sh.hk * sh.d, 34),
          vc = RandomBf16(t * sh.hk * sh.d, 35);
-    const Shape qs{rows, sh.hq, sh.d}, bs{rows, sh.hk, sh.d}, cs{t, sh.hk, sh.d},
-        ls{rows, sh.hq};
+    const Shape qs{rows, sh.hq, sh.d}, bs{rows, sh.hk, sh.d}, cs{t, sh.hk, sh.d}, ls{rows, sh.hq};
     const DFlashAttentionConfig cfg{20, true, 0.0f};
-    DFlashAttentionInputs hin{Host(q, qs), Host(kb, bs), Host(vb, bs), Host(kc, cs),
-                              Host(vc, cs), Host(lay.anchors, {4}), Host(lay.doc_start, {4})};
+    DFlashAttentionInputs hin{Host(q, qs),
+                              Host(kb, bs),
+                              Host(vb, bs),
+                              Host(kc, cs),
+                              Host(vc, cs),
+                              Host(lay.anchors, {4}),
+                              Host(lay.doc_start, {4})};
     std::vector<bf16> out(q.size());
     std::vector<float> lse(rows * sh.hq);
     ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
@@ -183,8 +200,9 @@ TEST(DFlashMmaPathTest, UnsupportedShapesFallBack) {
     DevBuf<int32_t> ganc(lay.anchors), gds(lay.doc_start);
     DevBuf<float> glse(lse.size());
     const auto bf = DType::kBF16;
-    DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, bs), gvb.View(bf, bs),
-                              gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {4}),
+    DFlashAttentionInputs din{gq.View(bf, qs),           gkb.View(bf, bs),
+                              gvb.View(bf, bs),          gkc.View(bf, cs),
+                              gvc.View(bf, cs),          ganc.View(DType::kI32, {4}),
                               gds.View(DType::kI32, {4})};
     const TensorView o = gout.View(bf, qs), l = glse.View(DType::kF32, ls);
     EXPECT_EQ(DFlashAttentionForwardPath(DFlashPath::kMma, din, cfg, o, l, nullptr).code(),

@@ -15,8 +15,8 @@ namespace tandem::kernels::attention_internal {
 enum class DFlashPath : uint8_t { kAuto, kSimt, kMma };
 
 Status DFlashAttentionForwardPath(DFlashPath path, const DFlashAttentionInputs& in,
-                                  const DFlashAttentionConfig& cfg, TensorView out,
-                                  TensorView lse, Stream stream);
+                                  const DFlashAttentionConfig& cfg, TensorView out, TensorView lse,
+                                  Stream stream);
 Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs& in,
                                    const DFlashAttentionConfig& cfg, const TensorView& out,
                                    const TensorView& lse, const TensorView& d_out,
