@@ -9,6 +9,8 @@
 //   segment when nothing cached fits, so a steady-state training step never calls cudaMalloc.
 //   A tensor also used on another stream must say so (`Tensor::RecordStream`): its block is
 //   then held back until an event recorded on that stream at free time has completed.
+//   Blocks are keyed by stream handle: synchronise a stream before destroying it, since CUDA
+//   may hand its handle to a new stream whose allocations would reuse those blocks at once.
 // * `Tensor` is a move-only owning buffer; ops take the `TensorView` it hands out.
 //
 // Thread-safety: allocators are safe to call from any thread (one mutex per pool). A Tensor
