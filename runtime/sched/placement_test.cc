@@ -49,6 +49,10 @@ TEST(PlacementTest, HalfGpusColocate) {
   EXPECT_EQ(p->GpusOf("a"), std::vector<int>{0});
   EXPECT_EQ(p->GpusOf("b"), std::vector<int>{0});
   EXPECT_DOUBLE_EQ(p->replicas[0].gpu_share, 0.5);
+  // With a second GPU free, the halves still share gpu 0 (packing keeps whole GPUs free).
+  p = Place(FakeResources(2), {Group("a", 1, 0.5), Group("b", 1, 0.5)});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->GpusOf("b"), std::vector<int>{0});
   // A third half does not fit on one GPU.
   p = Place(FakeResources(1), {Group("a", 2, 0.5), Group("b", 1, 0.5)});
   EXPECT_EQ(p.status().message(), "job asks 1.5 GPUs (a: 2×0.5, b: 1×0.5), this node has 1");
