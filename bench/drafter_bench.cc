@@ -1,0 +1,173 @@
+// `tandem-bench drafter`: one DFlash training step (forward + weighted block loss + backward
+// + grad clip + AdamW) at the Qwen3-8B drafter shape (hidden 4096, 5 layers, 32/8 heads of
+// 128, intermediate 12288, vocab 151936 random frozen LM head, 512 anchors per 8192 tokens
+// in 4 documents, window 2048 on the sliding layers), next to the torch.compile'd PyTorch
+// peer (bench/drafter_peer.py: flex_attention + create_block_mask, fp32 master + AdamW
+// states, bf16 compute) when python3 imports torch. Prints step time, tokens/s and peak
+// activation memory (pool high-water minus weights, grads, optimizer state and inputs).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.h"
+#include "kernels/elementwise.h"
+#include "kernels/memory.h"
+#include "kernels/philox.h"
+#include "kernels/stream.h"
+#include "models/dflash_trainer.h"
+
+namespace tandem::bench {
+namespace {
+
+using kernels::DType;
+using kernels::Shape;
+using kernels::Tensor;
+
+constexpr int64_t kTokens = 8192, kDocs = 4, kAnchors = 512, kHidden = 4096, kVocab = 151936;
+
+models::DFlashConfig Qwen3_8bDrafter() {
+  models::DFlashConfig c;
+  models::TransformerConfig& t = c.layers;
+  t.model_type = "qwen3";
+  t.architectures = {"DFlashDraftModel"};
+  t.vocab_size = kVocab;
+  t.hidden_size = kHidden;
+  t.num_hidden_layers = 5;
+  t.num_attention_heads = 32;
+  t.num_key_value_heads = 8;
+  t.head_dim = 128;
+  t.rotary_dim = 128;
+  t.intermediate_size = 12288;
+  t.max_position_embeddings = 40960;
+  t.rope_theta = 1e6;
+  t.layer_types.assign(5, models::LayerType::kSlidingAttention);
+  t.layer_types.back() = models::LayerType::kFullAttention;
+  t.sliding_window = 2048;
+  c.block_size = 16;
+  c.mask_token_id = 151669;
+  c.num_target_layers = 36;
+  c.target_layer_ids = models::DFlashTargetLayerIds(36, 5);
+  return c;
+}
+
+Result<Tensor> RandomBf16(kernels::Allocator& a, Shape shape, float scale, uint64_t seed) {
+  ASSIGN_OR_RETURN(Tensor f, Tensor::Empty(a, DType::kF32, shape, nullptr));
+  ASSIGN_OR_RETURN(Tensor b, Tensor::Empty(a, DType::kBF16, shape, nullptr));
+  RETURN_IF_ERROR(kernels::PhiloxUniformFill(f, -scale, scale, seed, 0, nullptr));
+  RETURN_IF_ERROR(kernels::Cast(b, f, nullptr));
+  return b;
+}
+
+nlohmann::json RunPeer(int steps) {
+  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    std::printf("peer: python3 cannot import torch; PyTorch columns skipped\n");
+    return {};
+  }
+  const std::string cmd = fmt::format("python3 {} --steps {}", TANDEM_DRAFTER_PEER, steps);
+  std::printf("peer: %s\n", cmd.c_str());
+  std::fflush(stdout);
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
+  if (pclose(f) != 0) {
+    std::printf("peer failed:\n%s\n", out.c_str());
+    return {};
+  }
+  const size_t brace = out.rfind('{');
+  return brace == std::string::npos ? nlohmann::json{}
+                                    : nlohmann::json::parse(out.substr(brace), nullptr, false);
+}
+
+Status Run(int steps, double* step_ms, double* act_gib, double* state_gib) {
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  const models::DFlashConfig config = Qwen3_8bDrafter();
+  ASSIGN_OR_RETURN(Tensor embedding, RandomBf16(*pool, Shape{kVocab, kHidden}, 1.0f, 1));
+  ASSIGN_OR_RETURN(Tensor lm_head, RandomBf16(*pool, Shape{kVocab, kHidden}, 0.02f, 2));
+  std::vector<Tensor> ctx;
+  std::vector<kernels::TensorView> ctx_views;
+  for (int i = 0; i < 5; ++i) {
+    ASSIGN_OR_RETURN(Tensor c, RandomBf16(*pool, Shape{kTokens, kHidden}, 1.0f, 10 + i));
+    ctx_views.push_back(c);
+    ctx.push_back(std::move(c));
+  }
+  std::vector<int32_t> ids(kTokens), pos(kTokens), cu;
+  std::vector<uint8_t> mask(kTokens, 1);
+  for (int64_t i = 0; i < kTokens; ++i) {
+    ids[i] = static_cast<int32_t>(kernels::PhiloxUniform(3, 0, i) * 151000);
+    pos[i] = static_cast<int32_t>(i % (kTokens / kDocs));
+  }
+  for (int64_t d = 0; d <= kDocs; ++d) cu.push_back(static_cast<int32_t>(d * kTokens / kDocs));
+  const models::PackedBatchMeta meta{ids, pos, cu, mask};
+  RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
+  const int64_t inputs_bytes = pool->stats().in_use_bytes;
+
+  models::DFlashTrainOptions o;
+  o.max_tokens = kTokens;
+  o.anchors_per_batch = kAnchors;
+  o.total_steps = 1000;
+  ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(config, o, kernels::Device::Cuda(0), nullptr));
+  RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(0, nullptr));
+  const models::DFlashParams& p = trainer->drafter().params();
+  const int64_t state_bytes = p.master.nbytes() + p.compute.nbytes() + p.grads.nbytes() +
+                              p.adam_m.nbytes() + p.adam_v.nbytes();
+  const models::DFlashTargetHead head{embedding, lm_head};
+  RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));  // warm-up: plans, cuBLASLt heuristics
+  RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
+  pool->ResetHighWater();
+  ASSIGN_OR_RETURN(kernels::CudaEvent start, kernels::CudaEvent::Create(0, true));
+  ASSIGN_OR_RETURN(kernels::CudaEvent stop, kernels::CudaEvent::Create(0, true));
+  RETURN_IF_ERROR(start.Record(nullptr));
+  for (int i = 0; i < steps; ++i) RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));
+  RETURN_IF_ERROR(stop.Record(nullptr));
+  RETURN_IF_ERROR(stop.Synchronize());
+  ASSIGN_OR_RETURN(float ms, stop.ElapsedMsSince(start));
+  *step_ms = ms / steps;
+  const int64_t peak = pool->stats().high_water_in_use;
+  *act_gib = static_cast<double>(peak - inputs_bytes - state_bytes) / (1 << 30);
+  *state_gib = static_cast<double>(state_bytes) / (1 << 30);
+  std::printf("tandem: workspace %.2f GiB (activations + backward scratch), params %lld\n",
+              static_cast<double>(trainer->drafter().workspace_bytes()) / (1 << 30),
+              static_cast<long long>(p.layout.total));
+  return Status::Ok();
+}
+
+int RunDrafter(const std::vector<std::string>& args) {
+  const int steps = args.empty() ? 10 : std::atoi(args[0].c_str());
+  if (kernels::CudaDeviceCount() == 0) {
+    std::printf("drafter: no CUDA device\n");
+    return 1;
+  }
+  double ms = 0, act = 0, state = 0;
+  Status s = Run(steps, &ms, &act, &state);
+  if (!s.ok()) {
+    std::printf("error: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const nlohmann::json peer = RunPeer(steps);
+  auto num = [&](const char* k) { return peer.contains(k) ? peer[k].get<double>() : 0.0; };
+  const double pms = num("step_ms"), pact = num("act_gib");
+  std::printf("%-10s %10s %12s %14s %14s\n", "impl", "step ms", "tokens/s", "act mem GiB",
+              "state GiB");
+  std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "tandem", ms, kTokens / ms * 1e3, act, state);
+  if (pms > 0)
+    std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "torch", pms, kTokens / pms * 1e3, pact,
+                num("state_gib"));
+  if (pms > 0)
+    std::printf("ratios: speed %.2fx (bar >= 1.2x), activation memory %.2fx (bar <= 0.7x)\n",
+                pms / ms, pact > 0 ? act / pact : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+TANDEM_BENCH("drafter", "step",
+             "DFlash drafter training step, Qwen3-8B shape (arg: steps, default 10)", RunDrafter);
+
+}  // namespace tandem::bench

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""PyTorch peer of `tandem-bench drafter`: the same DFlash drafter training step in PyTorch.
+
+Qwen3-8B drafter shape (hidden 4096, 5 layers: 4 sliding (window 2048) + 1 full, 32/8 heads
+of 128, intermediate 12288), frozen random LM head/embedding of 151936 x 4096, 8192 context
+tokens in 4 documents, 512 anchors, blocks of 16. Attention is flex_attention with a block
+mask from create_block_mask; the whole step is torch.compile'd. Precision recipe as tandem:
+bf16 compute weights, fp32 master weights and AdamW states (fused AdamW), grad clip 1.0.
+Prints a JSON line {"step_ms", "act_gib", "state_gib"} last.
+"""
+
+import argparse
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+T, DOCS, NB, BS, H, L, HQ, HK, D, I, V = 8192, 4, 512, 16, 4096, 5, 32, 8, 128, 12288, 151936
+WINDOW, K_CTX, EPS, THETA = 2048, 5, 1e-6, 1e6
+SLIDING = [True, True, True, True, False]
+R = NB * BS
+dev = "cuda"
+
+
+def rms(x, w):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype) * w
+
+
+def rope(x, cos, sin):  # x [N, heads, D]
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def rope_tables(pos):
+    inv = THETA ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D)
+    a = pos.float()[:, None] * inv[None]
+    emb = torch.cat([a, a], -1)
+    return emb.cos().to(torch.bfloat16)[:, None], emb.sin().to(torch.bfloat16)[:, None]
+
+
+def make_params():
+    p = {}
+    for i in range(L):
+        for name, shape in [("q", (HQ * D, H)), ("k", (HK * D, H)), ("v", (HK * D, H)),
+                            ("o", (H, HQ * D)), ("gate", (I, H)), ("up", (I, H)), ("down", (H, I))]:
+            p[f"{i}.{name}"] = torch.randn(shape, device=dev) * 0.02
+        for name, n in [("in_n", H), ("post_n", H), ("q_n", D), ("k_n", D)]:
+            p[f"{i}.{name}"] = torch.ones(n, device=dev)
+    p["fc"] = torch.randn(H, K_CTX * H, device=dev) * 0.02
+    p["hidden_norm"] = torch.ones(H, device=dev)
+    p["norm"] = torch.ones(H, device=dev)
+    return p
+
+
+def drafter_loss(w, ctx_layers, emb, lm_head, block_ids, blk_cos, blk_sin, ctx_cos, ctx_sin,
+                 targets, weights, masks):
+    ctx = rms(torch.cat(ctx_layers, -1) @ w["fc"].T, w["hidden_norm"])
+    x = emb[block_ids]
+    for i in range(L):
+        xn = rms(x, w[f"{i}.in_n"])
+        q = rope(rms((xn @ w[f"{i}.q"].T).view(R, HQ, D), w[f"{i}.q_n"]), blk_cos, blk_sin)
+        k = rope(rms((xn @ w[f"{i}.k"].T).view(R, HK, D), w[f"{i}.k_n"]), blk_cos, blk_sin)
+        v = (xn @ w[f"{i}.v"].T).view(R, HK, D)
+        kc = rope(rms((ctx @ w[f"{i}.k"].T).view(T, HK, D), w[f"{i}.k_n"]), ctx_cos, ctx_sin)
+        vc = (ctx @ w[f"{i}.v"].T).view(T, HK, D)
+        keys = torch.cat([kc, k], 0).transpose(0, 1)[None]
+        vals = torch.cat([vc, v], 0).transpose(0, 1)[None]
+        o = flex_attention(q.transpose(0, 1)[None], keys, vals, block_mask=masks[SLIDING[i]],
+                           enable_gqa=True)
+        h = x + o[0].transpose(0, 1).reshape(R, HQ * D) @ w[f"{i}.o"].T
+        hn = rms(h, w[f"{i}.post_n"])
+        x = h + (F.silu(hn @ w[f"{i}.gate"].T) * (hn @ w[f"{i}.up"].T)) @ w[f"{i}.down"].T
+    logits = (rms(x, w["norm"]) @ lm_head.T).float()
+    ce = F.cross_entropy(logits, targets.clamp(min=0), reduction="none")
+    return (ce * weights).sum() / weights.sum()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    g = torch.Generator(device=dev).manual_seed(0)
+    emb = (torch.rand(V, H, device=dev, generator=g) * 2 - 1).to(torch.bfloat16)
+    lm_head = ((torch.rand(V, H, device=dev, generator=g) * 2 - 1) * 0.02).to(torch.bfloat16)
+    ctx_layers = [(torch.rand(T, H, device=dev, generator=g) * 2 - 1).to(torch.bfloat16)
+                  for _ in range(K_CTX)]
+    ids = torch.randint(0, 151000, (T,), device=dev)
+    doc_len = T // DOCS
+    pos = torch.arange(T, device=dev) % doc_len
+    anchors = torch.sort(torch.randperm(T, device=dev)[:NB]).values
+    anchors = torch.where(pos[anchors] >= doc_len - 1, anchors - 1, anchors)
+    doc_start = anchors // doc_len * doc_len
+    j = torch.arange(BS, device=dev)
+    block_ids = torch.where(j[None] == 0, ids[anchors][:, None], 151669).reshape(-1)
+    block_pos = (pos[anchors][:, None] + j[None]).reshape(-1)
+    tgt_idx = anchors[:, None] + j[None]
+    valid = (j[None] >= 1) & (tgt_idx < doc_start[:, None] + doc_len)
+    targets = torch.where(valid, ids[tgt_idx.clamp(max=T - 1)], -1).reshape(-1)
+    weights = torch.where(valid, torch.exp(-(j[None] - 1).float() / 7), 0.0).reshape(-1)
+    blk_cos, blk_sin = rope_tables(block_pos)
+    ctx_cos, ctx_sin = rope_tables(pos)
+
+    def mask_for(sliding):
+        def mod(b, h, q_idx, kv_idx):
+            blk = q_idx // BS
+            a = anchors[blk]
+            lo = doc_start[blk]
+            if sliding:
+                lo = torch.maximum(lo, a - WINDOW)
+            in_ctx = (kv_idx < T) & (kv_idx >= lo) & (kv_idx < a)
+            own = (kv_idx >= T) & ((kv_idx - T) // BS == blk)
+            if sliding:
+                own = own & (kv_idx - T <= q_idx)
+            return in_ctx | own
+        return create_block_mask(mod, None, None, R, T + R, device=dev)
+
+    masks = {True: mask_for(True), False: mask_for(False)}
+    master = make_params()
+    w = {n: t.to(torch.bfloat16).requires_grad_(True) for n, t in master.items()}
+    for t in master.values():
+        t.grad = torch.zeros_like(t)
+    opt = torch.optim.AdamW(list(master.values()), lr=6e-4, fused=True)
+    loss_fn = torch.compile(drafter_loss)
+
+    def step():
+        loss = loss_fn(w, ctx_layers, emb, lm_head, block_ids, blk_cos, blk_sin, ctx_cos, ctx_sin,
+                       targets, weights, masks)
+        loss.backward()
+        for n, t in master.items():
+            t.grad.copy_(w[n].grad)
+            w[n].grad = None
+        torch.nn.utils.clip_grad_norm_(list(master.values()), 1.0)
+        opt.step()
+        with torch.no_grad():
+            for n, t in master.items():
+                w[n].copy_(t)
+        return loss
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(args.steps):
+        step()
+    stop.record()
+    torch.cuda.synchronize()
+    n = sum(t.numel() for t in master.values())
+    state = n * (2 + 4 * 4) / 2**30  # bf16 weights + fp32 master, grads, m, v
+    act = (torch.cuda.max_memory_allocated() - base) / 2**30
+    print(json.dumps({"step_ms": start.elapsed_time(stop) / args.steps, "act_gib": act,
+                      "state_gib": state}))
+
+
+if __name__ == "__main__":
+    main()
