@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,n
 run() {  # run LOG NAME CMD...: appends output to LOG, prints a verdict line
   local log=$1 name=$2; shift 2
   local t0=$(date +%s.%N)
-  { echo "=== $name: $*"; timeout 900 "$@"; echo "=== $name rc=$?"; } >>"$log" 2>&1
+  { echo "=== $name: $*"; timeout "${TANDEM_STEP_TIMEOUT:-300}" "$@"; echo "=== $name rc=$?"; } >>"$log" 2>&1
   local rc=$(tail -1 "$log" | sed 's/.*rc=//')
   printf '%-28s rc=%-3s %6.1fs  %s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" \
     "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | tail -2 | tr '\n' ' ')"
@@ -32,11 +32,11 @@ for phase in $phases; do
         run "$out/bench.log" "bench-$fam" "$bundle/bin/tandem-bench" "$fam"
       done ;;
     golden)
+      # The generators write into tests/golden/ (the layout the C++ golden tests read).
       python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
-      mkdir -p "$out/golden"
       for s in tests/golden/make_*golden.py; do
-        run "$out/golden.log" "$(basename "$s")" python3 "$s" --out-dir "$out/golden"
+        run "$out/golden.log" "$(basename "$s")" python3 "$s"
       done
-      (cd "$out" && tar cf goldens.tar golden && rm -rf golden) ;;
+      tar cf "$out/goldens.tar" --exclude=__pycache__ tests/golden ;;
   esac
 done
