@@ -1,6 +1,7 @@
 // CUDA fused LM head + cross-entropy against the float64 naive version (full logits) and
 // the CPU reference: odd vocabularies (1001, 15193 ~ 151936/10), several row chunks, masked
 // rows, forward-only mode, workspace checks.
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -106,7 +107,10 @@ TEST_F(LmHeadCeCuda, MatchesFloat64Naive) {
 
 TEST_F(LmHeadCeCuda, ChunkSizeDoesNotChangeResult) {
   // The per-row work is independent of the chunking and the loss is reduced in one fixed
-  // order, so chunk sizes must give bit-identical outputs.
+  // order, so the loss must be bit-identical across chunk sizes. dHidden comes from a
+  // cuBLASLt GEMM whose kernel (and so its reduction order over the vocab) cuBLASLt picks per
+  // M = chunk rows: seen on the H200, 7-row and 100-row chunks differ by one bf16 ulp in a few
+  // elements. Allow exactly that: |a - b| <= 2^-8 * max(|a|, |b|) (bf16 has 8 mantissa bits).
   const int64_t rows = 100, h = 64, v = 1001;
   auto x = RandomBf16(rows * h, 5), w = RandomBf16(v * h, 6, -0.5f, 0.5f);
   auto targets = RandomI32(rows, 7, 0, v);
@@ -131,7 +135,10 @@ TEST_F(LmHeadCeCuda, ChunkSizeDoesNotChangeResult) {
     grads.push_back(ddh.ToHost());
   }
   EXPECT_EQ(losses[0], losses[1]);
-  for (int64_t i = 0; i < rows * h; ++i) ASSERT_EQ(grads[0][i].bits, grads[1][i].bits) << i;
+  for (int64_t i = 0; i < rows * h; ++i) {
+    const float a = grads[0][i].f(), b = grads[1][i].f();
+    ASSERT_LE(std::fabs(a - b), std::ldexp(std::max(std::fabs(a), std::fabs(b)), -8)) << i;
+  }
 }
 
 TEST_F(LmHeadCeCuda, RejectsSmallWorkspace) {

@@ -48,8 +48,9 @@ double RelL2(const float* a, const float* b, int64_t n) {
 TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
   DFlashConfig config = testing::TinyDFlashConfig();
   config.layers.hidden_size = 64;
-  config.layers.head_dim = 16;
-  config.layers.rotary_dim = 16;
+  // The DFlash attention CUDA kernels take head_dim 64, 128 or 256.
+  config.layers.head_dim = 64;
+  config.layers.rotary_dim = 64;
   config.layers.intermediate_size = 96;
   config.layers.vocab_size = 256;
   config.mask_token_id = 255;
@@ -92,8 +93,10 @@ TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
   for (Side* side : {&cpu, &gpu}) {
     if (side == &gpu) ASSERT_TRUE(kernels::SynchronizeStream(Device::Cuda(0), nullptr).ok());
     const int64_t allocs = pool->stats().num_allocs;
-    ASSERT_TRUE(side->drafter->ForwardBackward(side->head, side->ctx, 0.05f, 7, 3, true).ok());
-    ASSERT_TRUE(side->drafter->OptimizerStep(cfg, 1.0f).ok());
+    Status fb = side->drafter->ForwardBackward(side->head, side->ctx, 0.05f, 7, 3, true);
+    ASSERT_TRUE(fb.ok()) << fb.ToString();
+    Status step = side->drafter->OptimizerStep(cfg, 1.0f);
+    ASSERT_TRUE(step.ok()) << step.ToString();
     if (side == &gpu) EXPECT_EQ(pool->stats().num_allocs, allocs) << "a step allocated";
   }
   const float lc = Host<float>(cpu.drafter->loss())[0], lg = Host<float>(gpu.drafter->loss())[0];

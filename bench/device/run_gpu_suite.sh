@@ -14,22 +14,25 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
 run() {  # run LOG NAME CMD...: appends output to LOG, prints a verdict line
   local log=$1 name=$2; shift 2
-  local t0=$(date +%s.%N)
-  { echo "=== $name: $*"; timeout "${TANDEM_STEP_TIMEOUT:-300}" "$@"; echo "=== $name rc=$?"; } >>"$log" 2>&1
-  local rc=$(tail -1 "$log" | sed 's/.*rc=//')
-  printf '%-28s rc=%-3s %6.1fs  %s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" \
-    "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | tail -2 | tr '\n' ' ')"
+  local one; one=$(mktemp)
+  local t0=$SECONDS
+  timeout "${TANDEM_STEP_TIMEOUT:-300}" "$@" >"$one" 2>&1
+  local rc=$?
+  { echo "=== $name: $*"; cat "$one"; echo "=== $name rc=$rc"; } >>"$log"
+  printf '%-30s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
+    "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$one" | sort -u | tr '\n' ' ')"
+  rm -f "$one"
 }
 for phase in $phases; do
   case $phase in
     tests)
-      for t in "$bundle"/bin/*_test; do
+      for t in ${TANDEM_TESTS:-$bundle/bin/*_test}; do
         run "$out/tests.log" "$(basename "$t")" "$t"
       done
-      grep -E '^\[  FAILED  \]|Failure|error' "$out/tests.log" | head -40 ;;
+      grep -E -A6 'Failure$' "$out/tests.log" | head -60 ;;
     bench)
       for fam in ${TANDEM_BENCH_FAMILIES:-store kernels attention}; do
-        run "$out/bench.log" "bench-$fam" "$bundle/bin/tandem-bench" "$fam"
+        run "$out/bench.log" "bench-$fam" "$bundle/bin/tandem-bench" $fam
       done ;;
     golden)
       # The generators write into tests/golden/ (the layout the C++ golden tests read).

@@ -71,8 +71,10 @@ __device__ inline float RowSum(float x, int tpr) {
   return x;
 }
 
+// __launch_bounds__(1024): PlanLaunch allows up to 1024 threads (16 rows x GQA group x TPR),
+// so registers are capped to what such a CTA can get; the fallback may spill, but it launches.
 template <int DS>
-__global__ void dflash_fwd_kernel(Params p) {
+__global__ void __launch_bounds__(1024) dflash_fwd_kernel(Params p) {
   extern __shared__ float smem[];
   const int d = p.d, tpr = d / DS, group = p.hq / p.hk;
   float* ks = smem;                   // [kTileKeys][d]
@@ -147,7 +149,7 @@ __global__ void dflash_fwd_kernel(Params p) {
 }
 
 template <int DS>
-__global__ void dflash_bwd_kernel(Params p) {
+__global__ void __launch_bounds__(1024) dflash_bwd_kernel(Params p) {
   extern __shared__ float smem[];
   const int d = p.d, tpr = d / DS, group = p.hq / p.hk, rows = kBlock * group;
   float* ks = smem;                          // [kTileKeys][d]

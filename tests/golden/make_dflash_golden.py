@@ -33,7 +33,7 @@ LAYER_TYPES = ["sliding_attention", "full_attention"]
 TARGET_LAYERS = [1, 5]
 THETA, EPS = 10000.0, 1e-6
 DOCS = [40, 28, 20]
-ANCHORS = [5, 22, 33, 47, 60, 70, 79]
+ANCHORS = [5, 22, 33, 47, 60, 72, 79]
 NB = 8  # one padding block
 ADAMW = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0,
          "grad_clip": 1.0, "steps": 10}
