@@ -6,6 +6,12 @@
 // Backward accumulates dw for its columns in registers over all rows a block visits, writes
 // one partial row per block (groups of a block combined in fixed order through shared
 // memory), and a second kernel sums the partials in fixed order: deterministic, no atomics.
+//
+// Forward with H % 8 == 0, aligned pointers and H <= 4096 (the hidden and per-head norms)
+// takes a leaner path, rmsnorm_fwd_group_kernel: a row belongs to `group` <= 32 threads
+// (warp-shuffle sums only, no barrier), x stays packed in registers and the weight is re-read
+// from L1 per row rather than held, so registers stay low enough for ~20 row-loads of 8 KB in
+// flight per SM (the block kernel's 95 registers allowed ~5).
 #include "kernels/elementwise_vec.cuh"
 #include "kernels/rmsnorm_kernels.h"
 
@@ -59,6 +65,51 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
         for (int i = 0; i < kVec; ++i) o[i] = xv[k][i] * r * wv[k][i];
         StoreVec<kVec>(y + row * h + j * kVec, o);
+      }
+    }
+    if (valid && lane == 0 && rstd != nullptr) rstd[row] = r;
+  }
+}
+
+// y: [rows, h], rstd: [rows] (nullable), x: [rows, h], w: [h]; h % 8 == 0, 16-byte aligned,
+// h / 8 <= group * kPer, group a power of two <= 32 dividing blockDim.x.
+template <int kPer>
+__global__ void __launch_bounds__(256)
+    rmsnorm_fwd_group_kernel(bf16_t* y, float* rstd, const bf16_t* x, const bf16_t* w,
+                             int64_t rows, int h, int group, float eps) {
+  const int nvec = h / 8, lane = threadIdx.x % group, sub = threadIdx.x / group;
+  const int rpb = blockDim.x / group;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
+  // Every thread runs the same iterations (shuffles use the full mask); `valid` masks the tail.
+  for (int64_t base = int64_t{blockIdx.x} * rpb; base < rows; base += int64_t{gridDim.x} * rpb) {
+    const int64_t row = base + sub;
+    const bool valid = row < rows;
+    const uint4* xr = reinterpret_cast<const uint4*>(x + row * h);
+    uint4 raw[kPer];
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        raw[k] = __ldcs(xr + j);  // streamed once: evict-first keeps w in L1
+        const Bf16Pack<8>& xv = *reinterpret_cast<const Bf16Pack<8>*>(&raw[k]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) ss += xv[i] * xv[i];
+      }
+    }
+    ss = GroupSum(ss, group);
+    const float r = rsqrtf(ss / h + eps);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        const Bf16Pack<8>& xv = *reinterpret_cast<const Bf16Pack<8>*>(&raw[k]);
+        const uint4 wraw = __ldg(w4 + j);
+        const Bf16Pack<8>& wv = *reinterpret_cast<const Bf16Pack<8>*>(&wraw);
+        float o[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] = xv[i] * r * wv[i];
+        StoreVec<8>(y + row * h + j * 8, o);
       }
     }
     if (valid && lane == 0 && rstd != nullptr) rstd[row] = r;
@@ -182,6 +233,24 @@ cudaError_t Forward(void* y, float* rstd, const void* x, const void* w, int64_t 
   return cudaGetLastError();
 }
 
+// Group kernel launch: the smallest power-of-two group (<= 32) giving each thread <= kPer
+// vectors of 8; kThreads per block.
+template <int kPer, int kThreads>
+cudaError_t ForwardGroup(void* y, float* rstd, const void* x, const void* w, int64_t rows,
+                         int64_t h, float eps, Stream s) {
+  const int64_t need = (h / 8 + kPer - 1) / kPer;
+  int group = 1;
+  while (group < need) group *= 2;
+  if (group > 32) return cudaErrorInvalidValue;
+  const int rpb = kThreads / group;
+  rmsnorm_fwd_group_kernel<kPer><<<cuda_detail::GridFor((rows + rpb - 1) / rpb, 1), kThreads, 0,
+                                   s>>>(static_cast<bf16_t*>(y), rstd,
+                                        static_cast<const bf16_t*>(x),
+                                        static_cast<const bf16_t*>(w), rows, static_cast<int>(h),
+                                        group, eps);
+  return cudaGetLastError();
+}
+
 template <int kVec, int kPer>
 cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
                      const float* rstd, float* workspace, int64_t workspace_rows, int64_t rows,
@@ -205,8 +274,11 @@ cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const v
 
 cudaError_t LaunchRmsNormForward(void* y, float* rstd, const void* x, const void* w, int64_t rows,
                                  int64_t h, float eps, Stream s) {
-  if (h % 8 == 0 && cuda_detail::Aligned16({y, x, w}))
+  if (h % 8 == 0 && cuda_detail::Aligned16({y, x, w})) {
+    if (h <= 32 * 4 * 8) return ForwardGroup<4, 256>(y, rstd, x, w, rows, h, eps, s);
+    if (h <= 32 * 16 * 8) return ForwardGroup<16, 128>(y, rstd, x, w, rows, h, eps, s);
     return Forward<8, 4>(y, rstd, x, w, rows, h, eps, s);
+  }
   return Forward<1, 32>(y, rstd, x, w, rows, h, eps, s);
 }
 
