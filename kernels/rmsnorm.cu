@@ -125,14 +125,12 @@ __global__ void __launch_bounds__(kMaxThreads)
   __shared__ float scratch[32];
   const int nvec = h / kVec, lane = threadIdx.x % group, sub = threadIdx.x / group;
   const int rpb = blockDim.x / group;
-  Bf16Pack<kVec> wv[kPer];
+  // w is re-read per row (an L1 hit) rather than held: registers go to acc and the row.
   float acc[kPer][kVec];
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
+  for (int k = 0; k < kPer; ++k)
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[k][i] = 0.f;
-    if (lane + k * group < nvec) wv[k] = LoadPack<kVec>(w + (lane + k * group) * kVec);
-  }
   for (int64_t base = int64_t{blockIdx.x} * rpb; base < rows; base += int64_t{gridDim.x} * rpb) {
     const int64_t row = base + sub;
     const bool valid = row < rows;
@@ -144,8 +142,15 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (valid && j < nvec) {
         xv[k] = LoadPack<kVec>(x + row * h + j * kVec);
         gv[k] = LoadPack<kVec>(dy + row * h + j * kVec);
+      }
+    }
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) dot += gv[k][i] * wv[k][i] * xv[k][i];
+    for (int k = 0; k < kPer; ++k) {
+      const int j = lane + k * group;
+      if (valid && j < nvec) {
+        const Bf16Pack<kVec> wv = LoadPack<kVec>(w + j * kVec);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) dot += gv[k][i] * wv[i] * xv[k][i];
       }
     }
     dot = group <= 32 ? GroupSum(dot, group) : BlockSum(dot, scratch);
@@ -155,10 +160,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int k = 0; k < kPer; ++k) {
       const int j = lane + k * group;
       if (valid && j < nvec) {
+        const Bf16Pack<kVec> wv = LoadPack<kVec>(w + j * kVec);
         float o[kVec];
 #pragma unroll
         for (int i = 0; i < kVec; ++i) {
-          o[i] = r * (gv[k][i] * wv[k][i] - xv[k][i] * c);
+          o[i] = r * (gv[k][i] * wv[i] - xv[k][i] * c);
           acc[k][i] += gv[k][i] * xv[k][i] * r;
         }
         StoreVec<kVec>(dx + row * h + j * kVec, o);
