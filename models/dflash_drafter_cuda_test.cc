@@ -91,13 +91,17 @@ TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
   cfg.lr = 1e-3f;
   auto pool = *kernels::CudaPool(0);
   for (Side* side : {&cpu, &gpu}) {
-    if (side == &gpu) ASSERT_TRUE(kernels::SynchronizeStream(Device::Cuda(0), nullptr).ok());
+    if (side == &gpu) {
+      ASSERT_TRUE(kernels::SynchronizeStream(Device::Cuda(0), nullptr).ok());
+    }
     const int64_t allocs = pool->stats().num_allocs;
     Status fb = side->drafter->ForwardBackward(side->head, side->ctx, 0.05f, 7, 3, true);
     ASSERT_TRUE(fb.ok()) << fb.ToString();
     Status step = side->drafter->OptimizerStep(cfg, 1.0f);
     ASSERT_TRUE(step.ok()) << step.ToString();
-    if (side == &gpu) EXPECT_EQ(pool->stats().num_allocs, allocs) << "a step allocated";
+    if (side == &gpu) {
+      EXPECT_EQ(pool->stats().num_allocs, allocs) << "a step allocated";
+    }
   }
   const float lc = Host<float>(cpu.drafter->loss())[0], lg = Host<float>(gpu.drafter->loss())[0];
   // Both are bf16-activation paths; they differ in accumulation order and in where fp32
