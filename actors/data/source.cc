@@ -1,0 +1,169 @@
+#include "actors/data/source.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "actors/data/corpus.h"
+#include "actors/data/packer.h"
+#include "actors/data/synthetic.h"
+
+namespace tandem::data {
+namespace {
+
+constexpr const char* kSynthetic = "synthetic";
+
+// "job.toml:14: key 'max_tokens': <message>", using the value's own location if known.
+Status KeyError(const ConfigValue& section, std::string_view key, const std::string& message) {
+  const ConfigValue* v = section.Find(key);
+  std::string loc = v != nullptr && !v->location().empty() ? v->location() : section.location();
+  return InvalidArgumentError("{}key '{}': {}", loc.empty() ? "" : loc + ": ", key, message);
+}
+
+// `st` with the key and location in front; keeps its code (DataLoss stays DataLoss).
+Status KeyContext(const ConfigValue& section, std::string_view key, const Status& st) {
+  Status prefixed = KeyError(section, key, st.message());
+  return Status(st.code(), prefixed.message());
+}
+
+Result<int64_t> PositiveInt(const ConfigValue& section, std::string_view key, int64_t fallback) {
+  ASSIGN_OR_RETURN(int64_t v, section.GetInt(key, fallback));
+  if (v <= 0) return KeyError(section, key, fmt::format("must be positive, got {}", v));
+  return v;
+}
+
+Result<std::unique_ptr<BatchSource>> MakeSynthetic(const ConfigValue& section, int replica,
+                                                   int replicas, int64_t seed, int64_t epochs) {
+  SyntheticOptions o;
+  o.seed = static_cast<uint64_t>(seed);
+  o.replica = replica;
+  o.replicas = replicas;
+  o.epochs = epochs;
+  ASSIGN_OR_RETURN(o.max_tokens, PositiveInt(section, "max_tokens", 1024));
+  ASSIGN_OR_RETURN(o.vocab, PositiveInt(section, "vocab", 256));
+  ASSIGN_OR_RETURN(o.batches_per_epoch, PositiveInt(section, "batches_per_epoch", 100));
+  o.min_doc_len = std::min<int64_t>(16, o.max_tokens);
+  o.max_doc_len = std::min<int64_t>(128, o.max_tokens);
+  if (const ConfigValue* len = section.Find("doc_len"); len != nullptr) {
+    if (len->is_array()) {
+      if (len->array().size() != 2) {
+        return KeyError(section, "doc_len", "expected [min, max] or one integer");
+      }
+      auto lo = len->array()[0].AsInt();
+      auto hi = len->array()[1].AsInt();
+      if (!lo.ok() || !hi.ok()) {
+        return KeyError(section, "doc_len", "expected [min, max] integers");
+      }
+      o.min_doc_len = *lo;
+      o.max_doc_len = *hi;
+    } else {
+      auto one = len->AsInt();
+      if (!one.ok()) return KeyError(section, "doc_len", "expected [min, max] or one integer");
+      o.min_doc_len = o.max_doc_len = *one;
+    }
+  }
+  auto src = SyntheticSource::Create(o);
+  if (!src.ok()) return KeyContext(section, "data", src.status());
+  return std::unique_ptr<BatchSource>(std::move(src).value());
+}
+
+// A JSONL file or a binary set; a binary set holding ids not below `vocab` (> 0) is an error.
+Result<Corpus> LoadCorpus(const std::string& path, int64_t vocab, bool skip_bad,
+                          BinaryCheck check) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    return ReadJsonl(path, JsonlOptions{.vocab = vocab, .skip_bad = skip_bad});
+  }
+  if (!IsBinarySet(path)) {
+    return InvalidArgumentError("directory '{}' is not a binary data set (no header file)", path);
+  }
+  ASSIGN_OR_RETURN(Corpus corpus, OpenBinary(path, check));
+  if (vocab > 0 && corpus.vocab_bound() > uint64_t(vocab)) {
+    return InvalidArgumentError("{} holds token ids up to {}, not below vocab {}", path,
+                                corpus.vocab_bound() - 1, vocab);
+  }
+  return corpus;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ConfigValue& section, int replica,
+                                                     int replicas, int64_t seed) {
+  ASSIGN_OR_RETURN(std::string path, section.RequireString("data"));
+  ASSIGN_OR_RETURN(int64_t epochs, section.GetInt("epochs", 1));
+  if (epochs < 0) {
+    return KeyError(section, "epochs", fmt::format("must be >= 0 (0 = forever), got {}", epochs));
+  }
+  if (path == kSynthetic) return MakeSynthetic(section, replica, replicas, seed, epochs);
+
+  PackerOptions o;
+  o.seed = static_cast<uint64_t>(seed);
+  o.replica = replica;
+  o.replicas = replicas;
+  o.epochs = epochs;
+  ASSIGN_OR_RETURN(o.max_tokens, PositiveInt(section, "max_tokens", 16384));
+  ASSIGN_OR_RETURN(o.shuffle, section.GetBool("shuffle", true));
+  ASSIGN_OR_RETURN(int64_t vocab, section.GetInt("vocab", 0));
+  if (vocab < 0) return KeyError(section, "vocab", fmt::format("must be >= 0, got {}", vocab));
+  ASSIGN_OR_RETURN(bool skip_bad, section.GetBool("skip_bad", false));
+  ASSIGN_OR_RETURN(std::string long_docs, section.GetString("long_documents", "split"));
+  if (long_docs == "truncate") {
+    o.long_documents = LongDocuments::kTruncate;
+  } else if (long_docs != "split") {
+    return KeyError(section, "long_documents",
+                    fmt::format("expected \"split\" or \"truncate\", got \"{}\"", long_docs));
+  }
+
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return KeyError(section, "data",
+                    fmt::format("'{}' does not exist (give a .jsonl file, a binary set "
+                                "directory made by `tandem data`, or \"synthetic\")",
+                                path));
+  }
+  Result<Corpus> corpus = LoadCorpus(path, vocab, skip_bad, BinaryCheck::kStructure);
+  if (!corpus.ok()) return KeyContext(section, "data", corpus.status());
+  auto shared = std::make_shared<const Corpus>(std::move(corpus).value());
+  auto packer = Packer::Create(std::move(shared), o);
+  if (!packer.ok()) return KeyContext(section, "data", packer.status());
+  return std::unique_ptr<BatchSource>(std::move(packer).value());
+}
+
+Status RunDataCommand(const DataCommandOptions& options) {
+  std::ostream& out = options.out != nullptr ? *options.out : std::cout;
+  if (options.input.empty()) return InvalidArgumentError("tandem data: no input given");
+  if (!options.output.empty() && std::filesystem::is_directory(options.input)) {
+    return InvalidArgumentError("tandem data: {} is already a binary set; give a .jsonl input "
+                                "to convert, or no output to validate it",
+                                options.input);
+  }
+  ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(options.input, options.vocab, options.skip_bad,
+                                             BinaryCheck::kFull));
+  uint64_t shortest = UINT64_MAX, longest = 0;
+  for (int64_t i = 0; i < corpus.documents(); ++i) {
+    const uint64_t len = corpus.doc(i).ids.size();
+    shortest = std::min(shortest, len);
+    longest = std::max(longest, len);
+  }
+  out << corpus.Summary() << "\n";
+  if (corpus.documents() > 0) {
+    out << fmt::format("document length: min {}, mean {:.1f}, max {}\n", shortest,
+                       double(corpus.tokens()) / double(corpus.documents()), longest);
+  }
+  out << corpus.skips().ToString() << "\n";
+  if (options.output.empty()) return Status::Ok();
+
+  RETURN_IF_ERROR(WriteBinary(corpus, options.output));
+  ASSIGN_OR_RETURN(Corpus written, OpenBinary(options.output, BinaryCheck::kFull));
+  if (written.documents() != corpus.documents() || written.tokens() != corpus.tokens()) {
+    return DataLossError("{}: reads back {} documents and {} tokens, wrote {} and {}",
+                         options.output, written.documents(), written.tokens(),
+                         corpus.documents(), corpus.tokens());
+  }
+  out << "wrote " << written.Summary() << "\n";
+  return Status::Ok();
+}
+
+}  // namespace tandem::data

@@ -1,0 +1,180 @@
+#include "actors/data/source.h"
+
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "actors/data/corpus.h"
+#include "actors/data/synthetic.h"
+#include "actors/data/test_util.h"
+
+namespace tandem::data {
+namespace {
+
+using testing::ScratchDir;
+using testing::WriteText;
+
+std::vector<uint64_t> Sums(BatchSource& src, int limit = 100000) {
+  std::vector<uint64_t> out;
+  for (int i = 0; i < limit; ++i) {
+    auto b = src.Next();
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    if (!b.ok() || !b->has_value()) break;
+    out.push_back((*b)->Checksum());
+  }
+  return out;
+}
+
+SyntheticOptions TinyOptions() {
+  return {.vocab = 97, .min_doc_len = 4, .max_doc_len = 30, .max_tokens = 64,
+          .batches_per_epoch = 10, .epochs = 2, .seed = 5};
+}
+
+TEST(SyntheticTest, DocumentsFollowOneRuleAndBatchesAreWellFormed) {
+  auto src = SyntheticSource::Create(TinyOptions()).value();
+  for (int i = 0; i < 20; ++i) {
+    auto b = src->Next().value().value();
+    EXPECT_LE(b.tokens(), 64);
+    EXPECT_GT(b.tokens(), 64 - 4);  // filled until fewer than min_doc_len tokens are left
+    EXPECT_EQ(b.cu_seqlens.back(), b.tokens());
+    for (int64_t s = 0; s < b.documents(); ++s) {
+      const int32_t begin = b.cu_seqlens[s], end = b.cu_seqlens[s + 1];
+      ASSERT_GE(end - begin, 1);
+      EXPECT_LE(end - begin, 30);
+      EXPECT_EQ(b.loss_mask[begin], 0);
+      // Exactly the rules consistent with the whole document: at least one must fit.
+      bool any = false;
+      for (const auto& rule : SyntheticSource::kRules) {
+        bool fits = true;
+        for (int32_t t = begin; t + 1 < end; ++t) {
+          fits &= b.input_ids[t + 1] == (rule[0] * b.input_ids[t] + rule[1]) % 97;
+        }
+        any |= fits;
+      }
+      EXPECT_TRUE(any) << "segment " << s << " of batch " << i;
+      for (int32_t t = begin; t < end; ++t) {
+        EXPECT_EQ(b.position_ids[t], t - begin);
+        EXPECT_LT(b.input_ids[t], 97);
+        if (t > begin) {
+          EXPECT_EQ(b.loss_mask[t], 1);
+        }
+      }
+    }
+  }
+}
+
+TEST(SyntheticTest, DeterministicShardedAndResumable) {
+  auto a = SyntheticSource::Create(TinyOptions()).value();
+  auto b = SyntheticSource::Create(TinyOptions()).value();
+  const auto all = Sums(*a);
+  EXPECT_EQ(all.size(), 20u);
+  EXPECT_EQ(all, Sums(*b));
+  EXPECT_EQ(std::set<uint64_t>(all.begin(), all.end()).size(), all.size());
+  SyntheticOptions other = TinyOptions();
+  other.seed = 6;
+  EXPECT_NE(all, Sums(*SyntheticSource::Create(other).value()));
+
+  // Three replicas together produce exactly the batches of one.
+  std::multiset<uint64_t> sharded;
+  for (int r = 0; r < 3; ++r) {
+    SyntheticOptions o = TinyOptions();
+    o.replica = r;
+    o.replicas = 3;
+    for (uint64_t s : Sums(*SyntheticSource::Create(o).value())) sharded.insert(s);
+  }
+  EXPECT_EQ(sharded, std::multiset<uint64_t>(all.begin(), all.end()));
+
+  auto first = SyntheticSource::Create(TinyOptions()).value();
+  for (int i = 0; i < 13; ++i) ASSERT_TRUE(first->Next().ok());
+  auto resumed = SyntheticSource::Create(TinyOptions()).value();
+  ASSERT_TRUE(resumed->Seek(first->position()).ok());
+  EXPECT_EQ(Sums(*resumed), std::vector<uint64_t>(all.begin() + 13, all.end()));
+}
+
+ConfigValue Section(std::initializer_list<std::pair<const char*, ConfigValue>> kv) {
+  ConfigValue s = ConfigValue::MakeTable();
+  s.set_location("job.toml:7");
+  for (const auto& [k, v] : kv) s.Set(k, v);
+  return s;
+}
+
+TEST(MakeBatchSourceTest, SyntheticFromKeys) {
+  auto src = MakeBatchSource(
+      Section({{"data", "synthetic"}, {"max_tokens", 128}, {"vocab", 50},
+               {"doc_len", ConfigValue::Array{8, 16}}, {"batches_per_epoch", 4}}),
+      0, 1, 3);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ(Sums(**src).size(), 4u);  // default epochs = 1
+  EXPECT_NE((*src)->Describe().find("vocab 50, doc_len [8, 16]"), std::string::npos)
+      << (*src)->Describe();
+}
+
+TEST(MakeBatchSourceTest, JsonlAndBinaryGiveTheSameBatches) {
+  ScratchDir dir;
+  const std::string jsonl = dir.Path("d.jsonl");
+  std::string text;
+  for (int d = 0; d < 30; ++d) {
+    text += "{\"input_ids\": [";
+    for (int t = 0; t <= d % 7; ++t) text += (t ? ", " : "") + std::to_string(d + t);
+    text += "]}\n";
+  }
+  WriteText(jsonl, text + "not json\n");
+  std::ostringstream printed;
+  ASSERT_TRUE(RunDataCommand({.input = jsonl, .output = dir.Path("d.bin"), .skip_bad = true,
+                              .out = &printed})
+                  .ok());
+  EXPECT_NE(printed.str().find("30 documents, 115 tokens"), std::string::npos) << printed.str();
+  EXPECT_NE(printed.str().find("skipped 1 bad records (not_json: 1)"), std::string::npos);
+  EXPECT_NE(printed.str().find(jsonl + ":31: not valid JSON"), std::string::npos);
+  EXPECT_NE(printed.str().find("wrote " + dir.Path("d.bin")), std::string::npos);
+  std::ostringstream validated;
+  ASSERT_TRUE(RunDataCommand({.input = dir.Path("d.bin"), .output = {}, .vocab = 40, .out = &validated}).ok());
+  EXPECT_NE(validated.str().find("document length: min 1, mean 3.8, max 7"), std::string::npos)
+      << validated.str();
+  EXPECT_FALSE(RunDataCommand({.input = dir.Path("d.bin"), .output = {}, .vocab = 30, .out = &validated}).ok());
+
+  auto from_json = MakeBatchSource(
+      Section({{"data", jsonl}, {"max_tokens", 16}, {"skip_bad", true}, {"epochs", 2}}), 1, 2,
+      9);
+  auto from_bin = MakeBatchSource(
+      Section({{"data", dir.Path("d.bin")}, {"max_tokens", 16}, {"epochs", 2}}), 1, 2, 9);
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  ASSERT_TRUE(from_bin.ok()) << from_bin.status().ToString();
+  const auto sums = Sums(**from_json);
+  EXPECT_GT(sums.size(), 4u);
+  EXPECT_EQ(sums, Sums(**from_bin));
+  EXPECT_NE((*from_json)->Describe().find("skipped 1 bad records"), std::string::npos);
+}
+
+TEST(MakeBatchSourceTest, ErrorsNameKeyAndLocation) {
+  ScratchDir dir;
+  const std::string jsonl = dir.Path("d.jsonl");
+  WriteText(jsonl, "{\"input_ids\": [1, 2, 3]}\n{\"input_ids\": [1, 2, 300]}\n");
+  struct Case {
+    ConfigValue section;
+    const char* part;
+  };
+  std::vector<Case> cases = {
+      {Section({{"max_tokens", 8}}), "missing required key 'data'"},
+      {Section({{"data", "synthetic"}, {"max_tokens", 0}}),
+       "job.toml:7: key 'max_tokens': must be positive, got 0"},
+      {Section({{"data", "synthetic"}, {"epochs", -2}}), "job.toml:7: key 'epochs'"},
+      {Section({{"data", "synthetic"}, {"doc_len", "long"}}), "job.toml:7: key 'doc_len'"},
+      {Section({{"data", "synthetic"}, {"doc_len", 4096}}), "job.toml:7: key 'data'"},
+      {Section({{"data", jsonl}, {"shuffle", "yes"}}), "key 'shuffle'"},
+      {Section({{"data", jsonl}, {"long_documents", "drop"}}), "key 'long_documents'"},
+      {Section({{"data", dir.Path("nope.jsonl")}}), "job.toml:7: key 'data': '"},
+      {Section({{"data", jsonl}, {"vocab", 100}}), ":2: input_ids[2] = 300 is not below vocab"},
+      {Section({{"data", dir.Path(".")}}), "not a binary data set"},
+  };
+  for (const Case& c : cases) {
+    auto src = MakeBatchSource(c.section, 0, 1, 0);
+    ASSERT_FALSE(src.ok()) << c.section.ToString();
+    EXPECT_NE(src.status().message().find(c.part), std::string::npos)
+        << src.status().message() << " should contain " << c.part;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::data
