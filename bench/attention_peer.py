@@ -9,26 +9,17 @@ dflash: 512 anchors x 16 queries over 8192 context tokens (2 docs x 4096), windo
 Prints one JSON object on stdout. Usage: python3 bench/attention_peer.py [--iters N]
 """
 import argparse
-import json
 import math
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-
-def cuda_time_ms(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_common import cuda_time_ms, print_result  # noqa: E402
 
 
 def target(iters):
@@ -99,7 +90,7 @@ def main():
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     out.update(target(args.iters))
     out.update(dflash(args.iters))
-    print(json.dumps(out))
+    print_result(out)
 
 
 if __name__ == "__main__":

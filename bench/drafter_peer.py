@@ -10,12 +10,16 @@ Prints a JSON line {"step_ms", "act_gib", "state_gib"} last.
 """
 
 import argparse
-import json
 import math
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_common import cuda_time_ms, print_result  # noqa: E402
 
 T, DOCS, NB, BS, H, L, HQ, HK, D, I, V = 8192, 4, 512, 16, 4096, 5, 32, 8, 128, 12288, 151936
 WINDOW, K_CTX, EPS, THETA = 2048, 5, 1e-6, 1e6
@@ -145,17 +149,11 @@ def main():
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(args.steps):
-        step()
-    stop.record()
-    torch.cuda.synchronize()
+    step_ms = cuda_time_ms(step, args.steps, warmup=0)
     n = sum(t.numel() for t in master.values())
     state = n * (2 + 4 * 4) / 2**30  # bf16 weights + fp32 master, grads, m, v
     act = (torch.cuda.max_memory_allocated() - base) / 2**30
-    print(json.dumps({"step_ms": start.elapsed_time(stop) / args.steps, "act_gib": act,
-                      "state_gib": state}))
+    print_result({"step_ms": step_ms, "act_gib": act, "state_gib": state})
 
 
 if __name__ == "__main__":

@@ -1,24 +1,14 @@
 """PyTorch peer of `tandem-bench kernels` section "math": the same shapes with torch.matmul,
 a chunked F.cross_entropy LM head (forward + backward to the hidden rows) and fused AdamW on
 a flat 600M-parameter buffer. Prints one JSON object on stdout."""
-import json
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-
-def timed(fn, iters=10, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters  # ms
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_common import cuda_time_ms, print_result  # noqa: E402
 
 
 def gemms(dev):
@@ -26,7 +16,7 @@ def gemms(dev):
     bf = torch.bfloat16
     n = 8192
     a, b = torch.randn(n, n, device=dev, dtype=bf), torch.randn(n, n, device=dev, dtype=bf)
-    out["ceiling 8192^3"] = 2 * n**3 / timed(lambda: a @ b) / 1e9
+    out["ceiling 8192^3"] = 2 * n**3 / cuda_time_ms(lambda: a @ b, 10) / 1e9
     layers = [("q", 4096, 4096), ("k", 4096, 1024), ("v", 4096, 1024), ("o", 4096, 4096),
               ("gate", 4096, 12288), ("up", 4096, 12288), ("down", 12288, 4096)]
     for rows, tag, kinds in [(16384, "target", ["fwd"]), (8192, "drafter", ["fwd", "dgrad", "wgrad"])]:
@@ -38,7 +28,7 @@ def gemms(dev):
             fns = {"fwd": lambda: x @ w.t(), "dgrad": lambda: dy @ w,
                    "wgrad": lambda: dw.add_((dy.t() @ x).float())}
             for kind in kinds:
-                out[f"{tag} {name} {kind}"] = 2 * rows * k * nout / timed(fns[kind]) / 1e9
+                out[f"{tag} {name} {kind}"] = 2 * rows * k * nout / cuda_time_ms(fns[kind], 10) / 1e9
             del x, w, dy, dw
     return out
 
@@ -62,7 +52,7 @@ def lm_head_ce(dev, rows=8192, hidden=4096, vocab=151936, chunk=2048):
             ((ce * wt[r0:r0 + chunk]).sum() / wsum).backward()
         return x.grad
 
-    ms = timed(step, iters=5, warmup=2)
+    ms = cuda_time_ms(step, 5, warmup=2)
     peak = torch.cuda.max_memory_allocated() - base
     return {"ms": ms, "tflops": 4 * rows * hidden * vocab / ms / 1e9, "peak_bytes": peak,
             "chunk_rows": chunk}
@@ -72,14 +62,14 @@ def adamw(dev, n=600_000_000):
     p = torch.zeros(n, device=dev, dtype=torch.float32, requires_grad=True)
     p.grad = torch.randn(n, device=dev) * 1e-3
     opt = torch.optim.AdamW([p], lr=1e-4, weight_decay=0.1, fused=True)
-    ms = timed(opt.step, iters=10, warmup=2)
+    ms = cuda_time_ms(opt.step, 10, warmup=2)
     return {"ms": ms, "gbps": 28 * n / ms / 1e6}  # p, g, m, v read; p, m, v written
 
 
 def main():
     dev = torch.device("cuda")
-    print(json.dumps({"torch": torch.__version__, "gemm_tflops": gemms(dev),
-                      "lm_head_ce": lm_head_ce(dev), "adamw": adamw(dev)}))
+    print_result({"torch": torch.__version__, "gemm_tflops": gemms(dev),
+                      "lm_head_ce": lm_head_ce(dev), "adamw": adamw(dev)})
 
 
 if __name__ == "__main__":

@@ -17,12 +17,15 @@ Progress goes to stderr.
 """
 
 import argparse
-import json
+import os
 import sys
 import time
 
 import torch
 import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_common import cuda_time_ms, print_result  # noqa: E402
 
 
 def log(*a):
@@ -58,20 +61,6 @@ def set_attn(model, impl):
         for m in model.modules():
             if hasattr(m, "config"):
                 m.config._attn_implementation = impl
-
-
-def time_ms(fn, iters, warmup=2):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    a = torch.cuda.Event(enable_timing=True)
-    b = torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(iters):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / iters
 
 
 def main():
@@ -119,7 +108,7 @@ def main():
             log(f"peer: torch.compile warm-up {time.time() - t0:.0f}s")
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        ms = time_ms(lambda: forward(base), args.iters)
+        ms = cuda_time_ms(lambda: forward(base), args.iters, warmup=2)
         peak = torch.cuda.max_memory_allocated()
         result[mode] = {"ms": ms, "tok_s": tokens / ms * 1e3, "peak_bytes": peak,
                         "weight_bytes": weight_bytes}
@@ -127,7 +116,7 @@ def main():
             f"peak {peak / 2**30:.2f} GiB")
         captured.clear()
         torch.cuda.empty_cache()
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":
