@@ -5,6 +5,7 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/synthetic_source.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc)
 target_link_libraries(tandem_actors PUBLIC tandem::models)
 

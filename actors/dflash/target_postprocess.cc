@@ -90,17 +90,3 @@ Result<std::unique_ptr<TargetPipeline>> TargetPipeline::Create(SharedTarget* tar
 }
 
 }  // namespace tandem::dflash
-
-namespace tandem::dflash {
-
-// The CUDA pipeline (two capture sets, postprocess stream and thread) is not written yet:
-// a target on a GPU is refused with this message rather than run slowly or wrongly.
-std::unique_ptr<TargetPipeline> MakeCudaPipeline(SharedTarget*, const TargetModelSpec&, JobEnv*,
-                                                 Channel<HiddenBatch>*, std::string owner,
-                                                 Status* status) {
-  *status = InvalidArgumentError("{}: dflash.target on a GPU is not supported yet; run the "
-                                 "job with gpus = 0", owner);
-  return nullptr;
-}
-
-}  // namespace tandem::dflash
