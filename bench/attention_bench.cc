@@ -4,7 +4,7 @@
 // causal in block), next to PyTorch (bench/attention_peer.py) when python3 imports torch.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,10 +12,10 @@
 #include <fmt/format.h>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
-#include <nlohmann/json.hpp>
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_testing.h"
@@ -42,44 +42,13 @@ struct Dev {
   TensorView View(DType t, Shape s) const { return TensorView(p, t, s, kernels::Device::Cuda(0)); }
 };
 
-// Mean milliseconds of fn over iters after warm-up; fn returns false on error.
-template <typename Fn>
-double TimeMs(Fn&& fn, int iters) {
-  for (int i = 0; i < 3; ++i)
-    if (!fn()) return -1.0;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a);
-  for (int i = 0; i < iters; ++i) fn();
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / iters;
-}
-
-nlohmann::json RunPeer() {
-  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    std::printf("peer: python3 cannot import torch; PyTorch columns skipped\n");
-    return {};
-  }
-  const std::string cmd = std::string("python3 ") + TANDEM_ATTENTION_PEER;
-  std::printf("peer: %s\n", cmd.c_str());
-  std::fflush(stdout);
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return {};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
-  if (pclose(f) != 0) {
-    std::printf("peer failed:\n%s\n", out.c_str());
-    return {};
-  }
-  const size_t brace = out.rfind('{');
-  return brace == std::string::npos ? nlohmann::json{} : nlohmann::json::parse(out.substr(brace), nullptr, false);
+// Mean milliseconds of fn over iters calls after 3 warm-ups; -1 (after printing the error)
+// when a call fails.
+double MeanMs(const std::function<Status()>& fn, int iters) {
+  Result<double> ms = bench::TimeMs(nullptr, iters, 3, fn);
+  if (ms.ok()) return *ms;
+  std::printf("error: %s\n", ms.status().ToString().c_str());
+  return -1.0;
 }
 
 int RunAttention(const std::vector<std::string>& args) {
@@ -98,13 +67,11 @@ int RunAttention(const std::vector<std::string>& args) {
     return 1;
   }
   const Shape qs{t, hq, d}, ks{t, hk, d};
-  const double target_ms = TimeMs([&] {
-    Status s = op.value()->Forward(q.View(DType::kBF16, qs), k.View(DType::kBF16, ks),
-                                   v.View(DType::kBF16, ks), cu.View(DType::kI32, {docs + 1}),
-                                   static_cast<int>(len), 0.0f, out.View(DType::kBF16, qs),
-                                   TensorView(), nullptr);
-    if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
-    return s.ok();
+  const double target_ms = MeanMs([&] {
+    return op.value()->Forward(q.View(DType::kBF16, qs), k.View(DType::kBF16, ks),
+                               v.View(DType::kBF16, ks), cu.View(DType::kI32, {docs + 1}),
+                               static_cast<int>(len), 0.0f, out.View(DType::kBF16, qs),
+                               TensorView(), nullptr);
   }, iters);
   const double target_flops = 4.0 * d * hq * docs * len * (len + 1) / 2;
   const double target_tflops = target_flops / target_ms / 1e9;
@@ -134,32 +101,31 @@ int RunAttention(const std::vector<std::string>& args) {
   const kernels::DFlashAttentionConfig cfg{window, true, 0.0f};
   using kernels::attention_internal::DFlashPath;
   auto fwd = [&](DFlashPath path) {
-    Status s = kernels::attention_internal::DFlashAttentionForwardPath(
+    return kernels::attention_internal::DFlashAttentionForwardPath(
         path, in, cfg, ob.View(bf, bq), lb.View(f32, ls), nullptr);
-    if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
-    return s.ok();
   };
   auto bwd = [&](DFlashPath path) {
-    Status s = kernels::attention_internal::DFlashAttentionBackwardPath(
+    return kernels::attention_internal::DFlashAttentionBackwardPath(
         path, in, cfg, ob.View(bf, bq), lb.View(f32, ls), dout.View(bf, bq),
         {dq.View(bf, bq), dkb.View(bf, bk), dvb.View(bf, bk), dkc.View(f32, ck), dvc.View(f32, ck)},
         nullptr);
-    if (!s.ok()) std::printf("error: %s\n", s.ToString().c_str());
-    return s.ok();
+  };
+  // fwd then bwd, stopping at the first error.
+  auto fwd_bwd = [&](DFlashPath path) -> Status {
+    RETURN_IF_ERROR(fwd(path));
+    return bwd(path);
   };
   // SIMT kernels: the correct-first reference path; MMA: the tensor-core path kAuto picks.
-  const double simt_fwd_ms = TimeMs([&] { return fwd(DFlashPath::kSimt); }, 3);
-  const double simt_fwd_bwd_ms =
-      TimeMs([&] { return fwd(DFlashPath::kSimt) && bwd(DFlashPath::kSimt); }, 3);
-  const double fwd_ms = TimeMs([&] { return fwd(DFlashPath::kMma); }, iters);
-  const double bwd_ms = TimeMs([&] { return bwd(DFlashPath::kMma); }, iters);
-  const double fwd_bwd_ms =
-      TimeMs([&] { return fwd(DFlashPath::kMma) && bwd(DFlashPath::kMma); }, iters);
+  const double simt_fwd_ms = MeanMs([&] { return fwd(DFlashPath::kSimt); }, 3);
+  const double simt_fwd_bwd_ms = MeanMs([&] { return fwd_bwd(DFlashPath::kSimt); }, 3);
+  const double fwd_ms = MeanMs([&] { return fwd(DFlashPath::kMma); }, iters);
+  const double bwd_ms = MeanMs([&] { return bwd(DFlashPath::kMma); }, iters);
+  const double fwd_bwd_ms = MeanMs([&] { return fwd_bwd(DFlashPath::kMma); }, iters);
   const double fwd_flops = 4.0 * d * hq * keys;  // QK^T and PV
   const double fwd_bwd_flops = fwd_flops * 3.5;  // + dV, dP, dQ, dK (and S recompute)
 
-  const nlohmann::json peer = RunPeer();
-  auto peer_ms = [&](const char* key) { return peer.contains(key) ? peer[key].get<double>() : 0.0; };
+  const nlohmann::json peer = RunPeer(TANDEM_ATTENTION_PEER, "", "torch");
+  auto peer_ms = [&](const char* key) { return PeerNumber(peer, key); };
   std::printf("%-34s %10s %10s %12s %10s\n", "case", "ms", "TFLOP/s", "torch ms", "speedup");
   auto row = [&](const char* name, double ms, double flops, double torch_ms) {
     std::printf("%-34s %10.3f %10.1f %12.3f %10s\n", name, ms, flops / ms / 1e9, torch_ms,

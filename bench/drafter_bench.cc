@@ -11,10 +11,9 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "bench/bench.h"
-#include "kernels/elementwise.h"
+#include "bench/bench_util.h"
 #include "kernels/memory.h"
 #include "kernels/philox.h"
 #include "kernels/stream.h"
@@ -54,45 +53,15 @@ models::DFlashConfig Qwen3_8bDrafter() {
   return c;
 }
 
-Result<Tensor> RandomBf16(kernels::Allocator& a, Shape shape, float scale, uint64_t seed) {
-  ASSIGN_OR_RETURN(Tensor f, Tensor::Empty(a, DType::kF32, shape, nullptr));
-  ASSIGN_OR_RETURN(Tensor b, Tensor::Empty(a, DType::kBF16, shape, nullptr));
-  RETURN_IF_ERROR(kernels::PhiloxUniformFill(f, -scale, scale, seed, 0, nullptr));
-  RETURN_IF_ERROR(kernels::Cast(b, f, nullptr));
-  return b;
-}
-
-nlohmann::json RunPeer(int steps) {
-  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    std::printf("peer: python3 cannot import torch; PyTorch columns skipped\n");
-    return {};
-  }
-  const std::string cmd = fmt::format("python3 {} --steps {}", TANDEM_DRAFTER_PEER, steps);
-  std::printf("peer: %s\n", cmd.c_str());
-  std::fflush(stdout);
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return {};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
-  if (pclose(f) != 0) {
-    std::printf("peer failed:\n%s\n", out.c_str());
-    return {};
-  }
-  const size_t brace = out.rfind('{');
-  return brace == std::string::npos ? nlohmann::json{}
-                                    : nlohmann::json::parse(out.substr(brace), nullptr, false);
-}
-
 Status Run(int steps, double* step_ms, double* act_gib, double* state_gib) {
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
   const models::DFlashConfig config = Qwen3_8bDrafter();
-  ASSIGN_OR_RETURN(Tensor embedding, RandomBf16(*pool, Shape{kVocab, kHidden}, 1.0f, 1));
-  ASSIGN_OR_RETURN(Tensor lm_head, RandomBf16(*pool, Shape{kVocab, kHidden}, 0.02f, 2));
+  ASSIGN_OR_RETURN(Tensor embedding, RandomBf16(*pool, Shape{kVocab, kHidden}, 1.0f, 1, nullptr));
+  ASSIGN_OR_RETURN(Tensor lm_head, RandomBf16(*pool, Shape{kVocab, kHidden}, 0.02f, 2, nullptr));
   std::vector<Tensor> ctx;
   std::vector<kernels::TensorView> ctx_views;
   for (int i = 0; i < 5; ++i) {
-    ASSIGN_OR_RETURN(Tensor c, RandomBf16(*pool, Shape{kTokens, kHidden}, 1.0f, 10 + i));
+    ASSIGN_OR_RETURN(Tensor c, RandomBf16(*pool, Shape{kTokens, kHidden}, 1.0f, 10 + i, nullptr));
     ctx_views.push_back(c);
     ctx.push_back(std::move(c));
   }
@@ -121,14 +90,8 @@ Status Run(int steps, double* step_ms, double* act_gib, double* state_gib) {
   RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
   pool->ResetHighWater();
-  ASSIGN_OR_RETURN(kernels::CudaEvent start, kernels::CudaEvent::Create(0, true));
-  ASSIGN_OR_RETURN(kernels::CudaEvent stop, kernels::CudaEvent::Create(0, true));
-  RETURN_IF_ERROR(start.Record(nullptr));
-  for (int i = 0; i < steps; ++i) RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));
-  RETURN_IF_ERROR(stop.Record(nullptr));
-  RETURN_IF_ERROR(stop.Synchronize());
-  ASSIGN_OR_RETURN(float ms, stop.ElapsedMsSince(start));
-  *step_ms = ms / steps;
+  ASSIGN_OR_RETURN(*step_ms,
+                   TimeMs(nullptr, steps, 0, [&] { return trainer->Step(head, meta, ctx_views); }));
   const int64_t peak = pool->stats().high_water_in_use;
   *act_gib = static_cast<double>(peak - inputs_bytes - state_bytes) / (1 << 30);
   *state_gib = static_cast<double>(state_bytes) / (1 << 30);
@@ -150,8 +113,9 @@ int RunDrafter(const std::vector<std::string>& args) {
     std::printf("error: %s\n", s.ToString().c_str());
     return 1;
   }
-  const nlohmann::json peer = RunPeer(steps);
-  auto num = [&](const char* k) { return peer.contains(k) ? peer[k].get<double>() : 0.0; };
+  const nlohmann::json peer =
+      RunPeer(TANDEM_DRAFTER_PEER, fmt::format("--steps {}", steps), "torch");
+  auto num = [&](const char* k) { return PeerNumber(peer, k); };
   const double pms = num("step_ms"), pact = num("act_gib");
   std::printf("%-10s %10s %12s %14s %14s\n", "impl", "step ms", "tokens/s", "act mem GiB",
               "state GiB");

@@ -5,23 +5,20 @@
 // PyTorch peer (bench/kernels_peer_elementwise.py), which runs when `import torch` works.
 // Bar: >= 75% of the copy's GB/s. Args: --no-peer, --iters=N, --peer=PATH.
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
-
-#include <nlohmann/json.hpp>
 
 #include "kernels/concat_noise.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/memory.h"
-#include "kernels/philox.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/stream.h"
@@ -37,39 +34,6 @@ using namespace tandem::kernels;
 constexpr int64_t kT = 16384, kH = 4096, kHq = 32, kHk = 8, kD = 128, kI = 12288, kR = 8192;
 constexpr int64_t kVocab = 151936, kLayers = 5;
 
-// Mean milliseconds of `fn` (which returns a Status) over `iters` runs after 3 warm-ups.
-Result<double> TimeMs(Stream s, int iters, const std::function<Status()>& fn) {
-  ASSIGN_OR_RETURN(CudaEvent a, CudaEvent::Create(0, true));
-  ASSIGN_OR_RETURN(CudaEvent b, CudaEvent::Create(0, true));
-  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(fn());
-  RETURN_IF_ERROR(a.Record(s));
-  for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(fn());
-  RETURN_IF_ERROR(b.Record(s));
-  RETURN_IF_ERROR(b.Synchronize());
-  ASSIGN_OR_RETURN(float ms, b.ElapsedMsSince(a));
-  return static_cast<double>(ms) / iters;
-}
-
-nlohmann::json RunPeer(const std::string& path) {
-  if (std::system("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'"
-                  " >/dev/null 2>&1") != 0) {
-    std::printf("peer: skipped (python3 with CUDA-enabled torch not importable)\n");
-    return {};
-  }
-  std::string cmd = "python3 " + path;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return {};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
-  if (pclose(f) != 0) {
-    std::printf("peer: `%s` failed; no PyTorch column\n", cmd.c_str());
-    return {};
-  }
-  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-  return j.is_discarded() ? nlohmann::json{} : j;
-}
-
 struct Row {
   std::string name, shape;
   double bytes, ms;
@@ -84,25 +48,19 @@ Status Run(const std::vector<std::string>& args) {
     if (a.rfind("--iters=", 0) == 0) iters = std::stoi(a.substr(8));
     if (a.rfind("--peer=", 0) == 0) peer_path = a.substr(7);
   }
-  nlohmann::json pj = peer ? RunPeer(peer_path) : nlohmann::json{};
+  nlohmann::json pj = peer ? RunPeer(peer_path, "", "torch") : nlohmann::json{};
 
   ASSIGN_OR_RETURN(CachingPool * pool, CudaPool(0));
   ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create(0));
   Stream s = stream.get();
   auto empty = [&](DType t, Shape shape) { return Tensor::Empty(*pool, t, shape, s); };
-  // Random bf16 in [-2, 2) made on the device (f32 Philox, then cast).
-  auto random = [&](Shape shape, uint64_t seed) -> Result<Tensor> {
-    ASSIGN_OR_RETURN(Tensor f, empty(DType::kF32, shape));
-    ASSIGN_OR_RETURN(Tensor b, empty(DType::kBF16, shape));
-    RETURN_IF_ERROR(PhiloxUniformFill(f, -2.f, 2.f, seed, 0, s));
-    RETURN_IF_ERROR(Cast(b, f, s));
-    return b;
-  };
+  // Random bf16 in [-2, 2) made on the device.
+  auto random = [&](Shape shape, uint64_t seed) { return RandomBf16(*pool, shape, 2.f, seed, s); };
 
   std::vector<Row> rows;
   auto bench = [&](const char* name, std::string shape, double bytes,
                    const std::function<Status()>& fn) -> Status {
-    ASSIGN_OR_RETURN(double ms, TimeMs(s, iters, fn));
+    ASSIGN_OR_RETURN(double ms, TimeMs(s, iters, 3, fn));
     rows.push_back(Row{name, std::move(shape), bytes, ms});
     return Status::Ok();
   };

@@ -5,19 +5,16 @@
 // Args: --no-peer, --ce-chunk=N (rows per LM-head chunk), --peer=PATH.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 
 #ifdef TANDEM_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-
-#include <nlohmann/json.hpp>
 
 #include "kernels/adamw.h"
 #include "kernels/gemm.h"
@@ -46,22 +43,12 @@ using namespace tandem::kernels;
     }                                                                                  \
   } while (0)
 
-// Mean milliseconds of `fn` over `iters` runs after `warmup`, timed with events.
-double TimeMs(const std::function<void()>& fn, int iters = 10, int warmup = 3) {
-  for (int i = 0; i < warmup; ++i) fn();
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaDeviceSynchronize();
-  cudaEventRecord(a);
-  for (int i = 0; i < iters; ++i) fn();
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / iters;
+// Mean milliseconds of `fn` over `iters` runs after `warmup` on the legacy default stream;
+// -1, after printing the error, when a call or the event API fails.
+double MeanMs(const std::function<Status()>& fn, int iters = 10, int warmup = 3) {
+  const Result<double> ms = TimeMs(nullptr, iters, warmup, fn);
+  if (!ms.ok()) std::fprintf(stderr, "math bench: %s\n", ms.status().ToString().c_str());
+  return ms.ok() ? *ms : -1.0;
 }
 
 void* DevAlloc(size_t bytes) {
@@ -69,37 +56,6 @@ void* DevAlloc(size_t bytes) {
   if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
   cudaMemset(p, 0, bytes);
   return p;
-}
-
-// Fills bf16 buffer with small deterministic values (a cheap hash; finite, |x| < 0.5).
-void FillBf16(void* p, int64_t n, uint32_t seed) {
-  std::vector<bf16> h(static_cast<size_t>(std::min<int64_t>(n, 1 << 20)));
-  for (size_t i = 0; i < h.size(); ++i)
-    h[i] = bf16((((i * 2654435761u + seed) >> 8) % 1000) / 1000.f - 0.5f);
-  for (int64_t off = 0; off < n; off += static_cast<int64_t>(h.size())) {
-    int64_t len = std::min<int64_t>(static_cast<int64_t>(h.size()), n - off);
-    cudaMemcpy(static_cast<bf16*>(p) + off, h.data(), len * 2, cudaMemcpyHostToDevice);
-  }
-}
-
-nlohmann::json RunPeer(const std::string& path) {
-  if (std::system("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' "
-                  ">/dev/null 2>&1") != 0) {
-    std::printf("peer: skipped (python3 with CUDA torch not available)\n");
-    return {};
-  }
-  std::string cmd = "python3 " + path;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return {};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
-  if (pclose(f) != 0) {
-    std::printf("peer: %s failed\n", cmd.c_str());
-    return {};
-  }
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  return j.is_discarded() ? nlohmann::json{} : j;
 }
 
 int RunMath(const std::vector<std::string>& args) {
@@ -111,7 +67,7 @@ int RunMath(const std::vector<std::string>& args) {
     else if (a.rfind("--ce-chunk=", 0) == 0) ce_chunk = std::stoll(a.substr(11));
     else if (a.rfind("--peer=", 0) == 0) peer_path = a.substr(7);
   }
-  nlohmann::json pj = peer ? RunPeer(peer_path) : nlohmann::json{};
+  nlohmann::json pj = peer ? RunPeer(peer_path, "", "torch") : nlohmann::json{};
   auto peer_val = [&](const char* group, const std::string& key) -> double {
     if (!pj.contains(group) || !pj[group].contains(key)) return 0;
     return pj[group][key].get<double>();
@@ -122,25 +78,9 @@ int RunMath(const std::vector<std::string>& args) {
   GemmContext* ctx = ctx_or->get();
 
   // Ceiling: plain cuBLAS bf16 GEMM, 8192^3, fp32 accumulate.
-  const int64_t n = 8192;
-  void* a = DevAlloc(n * n * 2);
-  void* b = DevAlloc(n * n * 2);
-  void* c = DevAlloc(n * n * 2);
-  BENCH_CHECK(a && b && c);
-  FillBf16(a, n * n, 1);
-  FillBf16(b, n * n, 2);
-  cublasHandle_t blas;
-  BENCH_CHECK(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS);
-  float one = 1.f, zero = 0.f;
-  double ceil_ms = TimeMs([&] {
-    cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF,
-                 n, &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  });
-  const double ceiling = 2.0 * n * n * n / ceil_ms / 1e9;
-  cublasDestroy(blas);
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(c);
+  const Result<double> ceiling_or = GemmCeilingTflops(nullptr);
+  BENCH_OK(ceiling_or.status());
+  const double ceiling = *ceiling_or;
   std::printf("ceiling: cuBLAS bf16 8192^3 GEMM %.1f TFLOP/s (torch %.1f)\n", ceiling,
               peer_val("gemm_tflops", "ceiling 8192^3"));
 
@@ -181,7 +121,7 @@ int RunMath(const std::vector<std::string>& args) {
       }
       for (auto& [kind, fn] : kinds) {
         BENCH_OK(fn());
-        double ms = TimeMs([&] { (void)fn(); });
+        double ms = MeanMs(fn);
         double tf = 2.0 * rows * l.in * l.out / ms / 1e9;
         std::string key = std::string(tag) + " " + l.name + " " + kind;
         double torch_tf = peer_val("gemm_tflops", key);
@@ -229,7 +169,7 @@ int RunMath(const std::vector<std::string>& args) {
                                 TensorView(ws, DType::kU8, {ws_bytes}, d), ce_chunk, nullptr);
     };
     BENCH_OK(run());
-    double ms = TimeMs([&] { (void)run(); }, 5, 2);
+    double ms = MeanMs(run, 5, 2);
     double tf = 4.0 * rows * h * v / ms / 1e9;
     double torch_ms = peer_val("lm_head_ce", "ms");
     double torch_peak = peer_val("lm_head_ce", "peak_bytes");
@@ -262,11 +202,11 @@ int RunMath(const std::vector<std::string>& args) {
     TensorView vs(stats, DType::kF32, {kGradStatsSize}, d), vstep(step, DType::kI32, {1}, d);
     AdamWConfig cfg{1e-4f, 0.9f, 0.999f, 1e-8f, 0.1f};
     BENCH_OK(GradNorm(f(g), 1.f, vs, TensorView(wsn, DType::kF32, {kGradNormWorkspaceSize}, d), nullptr));
-    double norm_ms = TimeMs([&] {
-      (void)GradNorm(f(g), 1.f, vs, TensorView(wsn, DType::kF32, {kGradNormWorkspaceSize}, d), nullptr);
+    double norm_ms = MeanMs([&] {
+      return GradNorm(f(g), 1.f, vs, TensorView(wsn, DType::kF32, {kGradNormWorkspaceSize}, d), nullptr);
     });
-    double adam_ms = TimeMs([&] {
-      (void)AdamWUpdate(cfg, f(p), f(g), f(m), f(vv), TensorView(pb, DType::kBF16, {np}, d), vs,
+    double adam_ms = MeanMs([&] {
+      return AdamWUpdate(cfg, f(p), f(g), f(m), f(vv), TensorView(pb, DType::kBF16, {np}, d), vs,
                         vstep, nullptr);
     });
     double torch_ms = peer_val("adamw", "ms");

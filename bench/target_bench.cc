@@ -9,17 +9,14 @@
 // Args: --no-peer, --peer-modes=eager,compile[,eager_attn], --tokens=N, --docs=N,
 //       --iters=N, --peer=PATH.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 
 #ifdef TANDEM_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-
-#include <nlohmann/json.hpp>
 
 #include "kernels/stream.h"
 #include "models/dflash_config.h"
@@ -62,70 +59,6 @@ TransformerConfig Qwen3_8bConfig() {
   return c;
 }
 
-// Mean milliseconds per call of fn() on `stream` over `iters` runs after 2 warm-ups.
-template <typename Fn>
-double TimeMs(cudaStream_t stream, int iters, Fn&& fn) {
-  for (int i = 0; i < 2; ++i) fn();
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, stream);
-  for (int i = 0; i < iters; ++i) fn();
-  cudaEventRecord(b, stream);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / iters;
-}
-
-// cuBLAS bf16 GEMM rate (TFLOP/s) at 8192^3 with fp32 accumulation: the MFU denominator.
-double GemmCeiling(cudaStream_t stream) {
-  const int n = 8192;
-  void *a = nullptr, *b = nullptr, *c = nullptr;
-  cudaMalloc(&a, size_t{2} * n * n);
-  cudaMalloc(&b, size_t{2} * n * n);
-  cudaMalloc(&c, size_t{2} * n * n);
-  cudaMemsetAsync(a, 0x3c, size_t{2} * n * n, stream);  // bf16 0x3c3c ~ 0.0115
-  cudaMemsetAsync(b, 0x3c, size_t{2} * n * n, stream);
-  cublasHandle_t h;
-  cublasCreate(&h);
-  cublasSetStream(h, stream);
-  const float one = 1.f, zero = 0.f;
-  const double ms = TimeMs(stream, 20, [&] {
-    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF,
-                 n, &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  });
-  cublasDestroy(h);
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(c);
-  return 2.0 * n * n * n / ms / 1e9;
-}
-
-nlohmann::json RunPeer(const std::string& path, const std::string& args) {
-  if (std::system("python3 -c 'import torch, transformers, sys; "
-                  "sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1") != 0) {
-    std::printf("peer: skipped (python3 with CUDA torch + transformers not available)\n");
-    return {};
-  }
-  const std::string cmd = "python3 " + path + " " + args;
-  std::printf("peer: %s\n", cmd.c_str());
-  std::fflush(stdout);
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return {};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
-  if (pclose(f) != 0) {
-    std::printf("peer: failed (see its stderr above)\n");
-    return {};
-  }
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  return j.is_discarded() ? nlohmann::json{} : j;
-}
-
 int RunTarget(const std::vector<std::string>& args) {
   bool peer = true;
   int64_t tokens = 16384, docs = 4;
@@ -165,14 +98,16 @@ int RunTarget(const std::vector<std::string>& args) {
     for (int l : layers) layer_arg += (layer_arg.empty() ? "" : ",") + std::to_string(l);
     pj = RunPeer(peer_path, "--docs=" + std::to_string(docs) + " --doc-len=" +
                                 std::to_string(doc_len) + " --layers=" + layer_arg +
-                                " --iters=" + std::to_string(iters) + " --modes=" + peer_modes);
+                                " --iters=" + std::to_string(iters) + " --modes=" + peer_modes,
+                 "torch, transformers");
   }
 
   auto stream_or = kernels::CudaStream::Create(0);
   TARGET_BENCH_OK(stream_or.status());
   const kernels::CudaStream stream = std::move(*stream_or);
-  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream.get());
-  const double ceiling = GemmCeiling(s);
+  const Result<double> ceiling_or = GemmCeilingTflops(stream.get());
+  TARGET_BENCH_OK(ceiling_or.status());
+  const double ceiling = *ceiling_or;
 
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
@@ -217,7 +152,10 @@ int RunTarget(const std::vector<std::string>& args) {
 
   Status first = target.Forward(batch, caps);
   TARGET_BENCH_OK(first);
-  const double ms = TimeMs(s, iters, [&] { (void)target.Forward(batch, caps); });
+  const Result<double> ms_or =
+      TimeMs(stream.get(), iters, 2, [&] { return target.Forward(batch, caps); });
+  TARGET_BENCH_OK(ms_or.status());
+  const double ms = *ms_or;
   TARGET_BENCH_OK(stream.Synchronize());
   size_t free1 = 0;
   cudaMemGetInfo(&free1, &total);
