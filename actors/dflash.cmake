@@ -2,6 +2,7 @@
 target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/synthetic_source.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc

@@ -9,7 +9,11 @@
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
 // checkpoint = { dir, every_steps }; resume; max_bad_steps (5); fail_at_step (-1: never);
-// metrics_file (JSON lines, one per log). CPU only for now; replicas must be 1.
+// metrics_file (JSON lines, one per log); layer_types (array of "full_attention" /
+// "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
+// stop after this many seconds counted from the end of the first step, the steady state,
+// whose tokens/s the summary reports). CPU or one GPU (drafter_device.h); replicas must be 1.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/drafter_device.h"
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
@@ -60,6 +65,8 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(int64_t fail_at, s_.GetInt("fail_at_step", -1));
     ASSIGN_OR_RETURN(bool resume, s_.GetBool("resume", false));
     ASSIGN_OR_RETURN(std::string metrics_file, s_.GetString("metrics_file", ""));
+    ASSIGN_OR_RETURN(double max_seconds, s_.GetDouble("max_seconds", 0.0));
+    ASSIGN_OR_RETURN(int64_t sliding_window, s_.GetInt("sliding_window", 0));
     ASSIGN_OR_RETURN(std::string ck_dir, CheckpointDir(s_));
     int64_t ck_every = 0;
     if (const ConfigValue* ck = s_.Find("checkpoint"); ck != nullptr) {
@@ -82,9 +89,6 @@ class DrafterActor final : public JobActor {
                                     name());
     ASSIGN_OR_RETURN(TargetModelSpec spec, ParseTargetModelSpec(tg->settings, env->job->seed));
     const kernels::Device device = ActorDevice(context().gpu);
-    if (!device.is_cpu())
-      return InvalidArgumentError("{}: dflash.drafter on a GPU is not supported yet; run the "
-                                  "job with gpus = 0", name());
     ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device));
 
     models::DFlashConfig dc;
@@ -93,6 +97,27 @@ class DrafterActor final : public JobActor {
     dc.layers.num_hidden_layers = num_layers;
     dc.layers.layer_types.assign(num_layers, models::LayerType::kFullAttention);
     dc.layers.sliding_window.reset();
+    if (const ConfigValue* lt = s_.Find("layer_types"); lt != nullptr) {
+      if (!lt->is_array() || static_cast<int64_t>(lt->array().size()) != num_layers)
+        return InvalidArgumentError("{}: layer_types must list num_layers = {} entries", name(),
+                                    num_layers);
+      for (int64_t i = 0; i < num_layers; ++i) {
+        ASSIGN_OR_RETURN(std::string t, lt->array()[i].AsString());
+        if (t == "sliding_attention") {
+          dc.layers.layer_types[i] = models::LayerType::kSlidingAttention;
+        } else if (t != "full_attention") {
+          return InvalidArgumentError("{}: layer_types[{}] = \"{}\" (full_attention or "
+                                      "sliding_attention)", name(), i, t);
+        }
+      }
+    }
+    const bool any_sliding =
+        std::count(dc.layers.layer_types.begin(), dc.layers.layer_types.end(),
+                   models::LayerType::kSlidingAttention) > 0;
+    if (any_sliding != (sliding_window > 0))
+      return InvalidArgumentError("{}: sliding_window > 0 is needed exactly when some layer "
+                                  "is sliding_attention", name());
+    if (any_sliding) dc.layers.sliding_window = sliding_window;
     dc.layers.tie_word_embeddings = false;
     dc.layers.rotary_dim = dc.layers.head_dim;
     ASSIGN_OR_RETURN(int64_t mask_id, s_.GetInt("mask_token_id", spec.config.vocab_size - 1));
@@ -111,8 +136,11 @@ class DrafterActor final : public JobActor {
     to.lr = static_cast<float>(lr);
     to.noise_std = static_cast<float>(noise);
     to.seed = static_cast<uint64_t>(seed);
-    ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, device, nullptr));
-    RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, nullptr));
+    ASSIGN_OR_RETURN(std::unique_ptr<DrafterDevice> dev,
+                     DrafterDevice::Create(device, static_cast<int64_t>(spec.layer_ids.size()),
+                                           spec.max_tokens, spec.config.hidden_size, env));
+    ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, device, dev->stream()));
+    RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, dev->stream()));
 
     ResumeState state;
     if (resume || restarted) {
@@ -136,7 +164,6 @@ class DrafterActor final : public JobActor {
     const ChannelSpec* cs = env->job->FindChannel(in);
     const size_t min_ready = cs != nullptr ? static_cast<size_t>(cs->min_ready) : 1;
     StageHandle get = env->profile->Stage("drafter.queue_get");
-    StageHandle h2d = env->profile->Stage("drafter.h2d");
     StageHandle step_stage = env->profile->Stage("drafter.step");
     const models::DFlashTargetHead head{target->model().weights().embed(),
                                         target->model().weights().lm_head()};
@@ -145,8 +172,26 @@ class DrafterActor final : public JobActor {
     double first_loss = NAN, last_loss = NAN;
     int64_t bad_in_row = 0, bad_total = 0, mismatches = 0, run_tokens = 0;
     const int64_t t0 = NowNanos();
+    int64_t steady_t0 = 0, steady_tokens = 0;  // from the end of the first step
+    // Applies the finite/non-finite flags of finished steps (read back without a sync).
+    auto check_flags = [&](bool wait) -> Status {
+      ASSIGN_OR_RETURN(std::vector<StepFlags> flags, dev->Resolved(wait));
+      for (const StepFlags& f : flags) {
+        if (f.finite) {
+          bad_in_row = 0;
+          continue;
+        }
+        ++bad_total;
+        if (++bad_in_row >= max_bad)
+          return InternalError("{}: {} non-finite steps in a row, the last at step {} "
+                               "(stage drafter.step: loss or gradients NaN/Inf)", name(),
+                               bad_in_row, f.step);
+      }
+      return Status::Ok();
+    };
     auto checkpoint = [&]() -> Status {
       if (ck_dir.empty()) return Status::Ok();
+      RETURN_IF_ERROR(dev->Synchronize());
       state.path = fmt::format("{}/step_{:08d}", ck_dir, state.step);
       RETURN_IF_ERROR(models::SaveDFlashCheckpoint(state.path, trainer->drafter(),
                                                    trainer->state()));
@@ -179,13 +224,7 @@ class DrafterActor final : public JobActor {
                                       fmt::join(hb.layer_ids, ","),
                                       fmt::join(spec.layer_ids, ","));
         const int64_t t = hb.tokens.tokens();
-        std::vector<kernels::TensorView> ctx;
-        {
-          ScopedTimer timer(h2d);  // CPU: views of the host objects, nothing to copy
-          for (const ObjectRef& r : hb.layers)
-            ctx.emplace_back(const_cast<uint8_t*>(r.data()), kernels::DType::kBF16,
-                             kernels::Shape({t, hb.hidden_size}));
-        }
+        ASSIGN_OR_RETURN(std::vector<kernels::TensorView> ctx, dev->Upload(hb));
         SetStage("drafter.step");
         {
           ScopedTimer timer(step_stage);
@@ -195,28 +234,29 @@ class DrafterActor final : public JobActor {
         }
         if (fail_at >= 0 && state.step + 1 == fail_at && Once(g_failed, key))
           throw std::runtime_error(fmt::format("fail_at_step={} reached (deliberate)", fail_at));
-        const float* gs = trainer->drafter().grad_stats().data_as<float>();
-        if (!std::isfinite(*trainer->drafter().loss().data_as<float>()) ||
-            gs[kernels::kGradStatsNonFinite] != 0.f) {
-          ++bad_total;
-          if (++bad_in_row >= max_bad)
-            return InternalError("{}: {} non-finite steps in a row, the last at step {} "
-                                 "(stage drafter.step: loss or gradients NaN/Inf)", name(),
-                                 bad_in_row, state.step);
-        } else {
-          bad_in_row = 0;
-        }
         ++state.step;
         state.tokens += t;
         run_tokens += t;
         state.positions[hb.source_replica] = hb.next_position;
-        if (state.step % log_every == 0 || state.step == max_steps) {
-          const double loss = *trainer->drafter().loss().data_as<float>();
+        RETURN_IF_ERROR(dev->AfterStep(state.step, trainer->drafter()));
+        RETURN_IF_ERROR(check_flags(/*wait=*/false));
+        if (steady_t0 == 0) {
+          RETURN_IF_ERROR(dev->Synchronize());  // once: the first step includes warm-up
+          steady_t0 = NowNanos();
+        } else {
+          steady_tokens += t;
+        }
+        if (max_seconds > 0 && (NowNanos() - steady_t0) * 1e-9 >= max_seconds) done = true;
+        if (state.step % log_every == 0 || state.step == max_steps || done) {
+          ASSIGN_OR_RETURN(StepMetrics m, dev->ReadMetrics(trainer->drafter()));
+          RETURN_IF_ERROR(check_flags(/*wait=*/true));
+          const float* gs = m.grad_stats;
+          const double loss = m.loss;
           if (std::isnan(first_loss)) first_loss = loss;
           last_loss = loss;
           // tau = 1 + sum over block slots j >= 1 of the fraction of blocks whose first j
           // predictions are all correct (acceptance length estimate).
-          const uint8_t* c = trainer->drafter().correct().data_as<uint8_t>();
+          const uint8_t* c = m.correct.data();
           const int64_t nb = rows / bs;
           double tau = 1.0, acc = 0.0;
           std::vector<int> alive(nb, 1);
@@ -248,13 +288,19 @@ class DrafterActor final : public JobActor {
     channel->Close();
     while (channel->TryPop().ok()) {
     }
+    RETURN_IF_ERROR(dev->Synchronize());
+    RETURN_IF_ERROR(check_flags(/*wait=*/true));
+    const int64_t t_end = NowNanos();
+    const double secs = (t_end - t0) * 1e-9;
+    const double steady_secs = steady_t0 > 0 ? (t_end - steady_t0) * 1e-9 : 0.0;
     RETURN_IF_ERROR(checkpoint());
-    const double secs = (NowNanos() - t0) * 1e-9;
-    return fmt::format("steps {} (from {}), loss {:.4f} -> {:.4f}, {:.1f} tok/s, {} skipped "
-                       "non-finite, checksum mismatches {}, restarts {}",
+    return fmt::format("steps {} (from {}), loss {:.4f} -> {:.4f}, {:.1f} tok/s, steady "
+                       "{:.1f} tok/s over {:.1f} s, {} skipped non-finite, checksum "
+                       "mismatches {}, restarts {}",
                        state.step, first_step, first_loss, last_loss,
-                       run_tokens / std::max(secs, 1e-9), bad_total, mismatches,
-                       restarted ? 1 : 0);
+                       run_tokens / std::max(secs, 1e-9),
+                       steady_tokens / std::max(steady_secs, 1e-9), steady_secs, bad_total,
+                       mismatches, restarted ? 1 : 0);
   }
 
  private:

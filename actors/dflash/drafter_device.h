@@ -1,0 +1,58 @@
+// DrafterDevice: where a DrafterActor's trainer runs, how each HiddenBatch's context layers
+// reach it, and how step results come back without per-step host syncs.
+//
+// CPU: the context is a view of the host objects; step flags are read at once.
+// CUDA: the trainer runs on the device's own compute stream. Two context sets of k device
+// buffers bf16 [max_tokens, H] are allocated once; Upload copies the layers of a batch into
+// the next set on a copy stream through ObjectStore::CopyOut (whose fence keeps the host
+// objects alive even after the batch is dropped), after the step that last read that set,
+// and makes the compute stream wait for the copies. AfterStep enqueues a copy of the step's
+// loss and grad stats into a pinned ring; Resolved reports the finished ones in step order
+// (non-blocking unless asked). ReadMetrics is the only routine sync (every log_every steps).
+//
+// Thread-safety: thread-compatible; the actor's thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "actors/dflash/hidden_batch.h"
+#include "kernels/tensor.h"
+#include "models/dflash_drafter.h"
+#include "runtime/control/job_actor.h"
+
+namespace tandem::dflash {
+
+struct StepFlags {
+  int64_t step = 0;       // 1-based step number
+  bool finite = true;     // loss and every gradient finite
+};
+
+struct StepMetrics {
+  float loss = 0;
+  float grad_stats[4] = {};     // kernels/adamw_types.h layout
+  std::vector<uint8_t> correct; // [rows]
+};
+
+class DrafterDevice {
+ public:
+  static Result<std::unique_ptr<DrafterDevice>> Create(kernels::Device device, int64_t layers,
+                                                       int64_t max_tokens, int64_t hidden,
+                                                       JobEnv* env);
+  virtual ~DrafterDevice() = default;
+  // The stream the trainer runs on (null on the CPU).
+  virtual kernels::Stream stream() const = 0;
+  // The batch's context layers, bf16 [T, H] each, ready for work on stream().
+  virtual Result<std::vector<kernels::TensorView>> Upload(const HiddenBatch& hb) = 0;
+  // Call right after the trainer's step number `step` (1-based).
+  virtual Status AfterStep(int64_t step, models::DFlashDrafter& d) = 0;
+  // Flags of finished steps, oldest first; with `wait`, of every step so far.
+  virtual Result<std::vector<StepFlags>> Resolved(bool wait) = 0;
+  // The last step's loss, grad stats and per-row correctness (waits for the device).
+  virtual Result<StepMetrics> ReadMetrics(models::DFlashDrafter& d) = 0;
+  // Waits for all queued work (checkpoints, timing).
+  virtual Status Synchronize() = 0;
+};
+
+}  // namespace tandem::dflash
