@@ -7,6 +7,7 @@
 // Thread-safety: called from main() only.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tandem::cli {
@@ -30,5 +31,7 @@ int Shutdown(const Common& c);
 int ShowStatus(const Common& c, const std::string& job, bool watch);
 int List(const Common& c, const std::string& what);
 int Logs(const Common& c, const std::string& job, const std::string& actor, bool follow);
+// `tandem data`: 0 when the input is valid (and converted), 2 when it is not.
+int Data(const std::string& input, const std::string& output, int64_t vocab, bool skip_bad);
 
 }  // namespace tandem::cli

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   bool foreground = false, wait = false, watch = false, follow = false;
   int metrics_port = -1, listen_port = -1;
   auto* run = app.add_subcommand("run", "run a job on the embedded runtime (no daemon)");
-  run->add_option("job", job, "job file (TOML); default: the built-in pingpong job");
+  run->add_option("job", job, "job file (TOML); default: the built-in tiny DFlash job (examples/tiny.toml)");
   run->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
   auto* validate = app.add_subcommand("validate", "check a job file without running it");
   validate->add_option("job", job, "job file (TOML)")->required();
@@ -42,6 +42,14 @@ int main(int argc, char** argv) {
   status->add_flag("--watch", watch, "refresh every second until the job ends");
   auto* list = app.add_subcommand("list", "list actors or jobs");
   list->add_option("what", what, "actors or jobs")->required()->check(CLI::IsMember({"actors", "jobs"}));
+  std::string data_out;
+  int64_t vocab = 0;
+  bool skip_bad = false;
+  auto* data = app.add_subcommand("data", "convert JSONL to the binary format, validate, count");
+  data->add_option("input", job, "a .jsonl file or a binary set directory")->required();
+  data->add_option("-o,--output", data_out, "binary set directory to write (default: only check)");
+  data->add_option("--vocab", vocab, "every token id must be below this");
+  data->add_flag("--skip-bad", skip_bad, "count and skip bad JSONL records instead of failing");
   auto* logs = app.add_subcommand("logs", "a job's log lines");
   logs->add_option("job", job, "job id or name")->required();
   logs->add_option("--actor", actor, "only this actor (or group)");
@@ -61,5 +69,6 @@ int main(int argc, char** argv) {
   if (*status) return cli::ShowStatus(c, job, watch);
   if (*list) return cli::List(c, what);
   if (*logs) return cli::Logs(c, job, actor, follow);
+  if (*data) return cli::Data(job, data_out, vocab, skip_bad);
   return 2;
 }

@@ -10,6 +10,7 @@
 // On `resume` of the job's dflash.drafter, seeks to the position its last checkpoint saved.
 #include <fmt/format.h>
 
+#include "actors/data/source.h"
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/synthetic_source.h"
@@ -29,9 +30,8 @@ Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s, cons
   o.max_tokens = spec.max_tokens;
   o.seed = static_cast<uint64_t>(env.job->seed);
   ASSIGN_OR_RETURN(std::string kind, s.GetString("data", "synthetic"));
-  if (kind != "synthetic")
-    return InvalidArgumentError("{}: data = \"{}\": only \"synthetic\" is wired in yet",
-                                s.location(), kind);
+  // Files (JSONL or a binary set, docs/data-format.md) go through the data layer's packer.
+  if (kind != "synthetic") return data::MakeBatchSource(s, replica, replicas, env.job->seed);
   ASSIGN_OR_RETURN(o.doc_len, s.GetInt("doc_len", 64));
   ASSIGN_OR_RETURN(o.batches_per_epoch, s.GetInt("batches_per_epoch", 64));
   ASSIGN_OR_RETURN(o.epochs, s.GetInt("epochs", 1));
