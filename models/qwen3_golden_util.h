@@ -55,26 +55,35 @@ inline kernels::Tensor EmptyTensor(kernels::Allocator& alloc, kernels::DType dty
   return std::move(t).value();
 }
 
-// Passes when our max error against the float64 reference is at most twice that of the bf16
-// transformers forward (+1e-3, a floor for tensors HF happens to get almost exact). Both are
-// bf16 forwards of the same math that round at slightly different points (tandem fuses the
-// residual adds, so it rounds less often), hence comparable errors; a real bug (wrong layer,
-// a skipped norm weight, a RoPE mistake) gives errors of the size of the values themselves.
+// Passes when our error against the float64 reference is no worse than that of the bf16
+// transformers forward of the same inputs: max |err| at most twice HF's (+1e-3, a floor for
+// tensors HF happens to get almost exact) and relative L2 at most max(1e-2, 1.5x HF's). Both
+// are bf16 forwards of the same math that round at slightly different points (tandem fuses
+// the residual adds, so it rounds less often); a real bug (wrong layer, a skipped norm weight,
+// a RoPE mistake) gives errors of the size of the values themselves. The relative-L2 bound
+// follows HF's because bf16 error grows with depth: on the Qwen3-8B-shaped random model
+// (36 layers, H200 run) ours was 1.2e-2 at layer 1 and 5.0e-2 at layer 33, with max errors
+// 0.22..3.8 against HF's 0.33..5.5, so a fixed 1e-2 would reject a forward more accurate
+// than transformers'.
 inline ::testing::AssertionResult AsAccurateAsTransformers(const std::vector<float>& got,
                                                            const std::vector<float>& ref,
                                                            const std::vector<float>& hf,
                                                            const std::string& what) {
-  double ours = 0, theirs = 0, num = 0, den = 0;
+  double ours = 0, theirs = 0, num = 0, num_hf = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    ours = std::max(ours, std::abs(static_cast<double>(got[i]) - ref[i]));
-    theirs = std::max(theirs, std::abs(static_cast<double>(hf[i]) - ref[i]));
-    num += (got[i] - ref[i]) * static_cast<double>(got[i] - ref[i]);
+    const double e = static_cast<double>(got[i]) - ref[i];
+    const double e_hf = static_cast<double>(hf[i]) - ref[i];
+    ours = std::max(ours, std::abs(e));
+    theirs = std::max(theirs, std::abs(e_hf));
+    num += e * e;
+    num_hf += e_hf * e_hf;
     den += ref[i] * static_cast<double>(ref[i]);
   }
-  if (!(ours <= 2 * theirs + 1e-3) || !(num <= 1e-4 * den)) {  // rel. L2 <= 1e-2
+  const double rel = std::sqrt(num / den), rel_hf = std::sqrt(num_hf / den);
+  if (!(ours <= 2 * theirs + 1e-3) || !(rel <= std::max(1e-2, 1.5 * rel_hf))) {
     return ::testing::AssertionFailure()
            << what << ": max |err| " << ours << " vs transformers bf16 " << theirs
-           << ", relative L2 " << std::sqrt(num / den);
+           << ", relative L2 " << rel << " vs transformers bf16 " << rel_hf;
   }
   return ::testing::AssertionSuccess();
 }
