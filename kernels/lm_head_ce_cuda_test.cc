@@ -110,8 +110,9 @@ TEST_F(LmHeadCeCuda, ChunkSizeDoesNotChangeResult) {
   // order, so the loss must be bit-identical across chunk sizes. dHidden comes from a
   // cuBLASLt GEMM whose kernel (and so its reduction order over the vocab) cuBLASLt picks per
   // M = chunk rows: seen on the H200, 7-row and 100-row chunks differ by one bf16 ulp in a few
-  // elements. Allow exactly that: |a - b| <= 2^-7 * max(|a|, |b|) (bf16 keeps 7 explicit
-  // mantissa bits, so one ulp is at most 2^-7 of the magnitude).
+  // elements, and by more *relative* error only where the sum over the vocab cancels to
+  // nearly zero (2.1e-6 against values of ~1e-3). So allow one bf16 ulp of the element
+  // (2^-7 of its magnitude) plus one ulp of the gradient's RMS for cancelled elements.
   const int64_t rows = 100, h = 64, v = 1001;
   auto x = RandomBf16(rows * h, 5), w = RandomBf16(v * h, 6, -0.5f, 0.5f);
   auto targets = RandomI32(rows, 7, 0, v);
@@ -136,9 +137,12 @@ TEST_F(LmHeadCeCuda, ChunkSizeDoesNotChangeResult) {
     grads.push_back(ddh.ToHost());
   }
   EXPECT_EQ(losses[0], losses[1]);
+  double sq = 0;
+  for (int64_t i = 0; i < rows * h; ++i) sq += double(grads[1][i].f()) * grads[1][i].f();
+  const float rms = static_cast<float>(std::sqrt(sq / static_cast<double>(rows * h)));
   for (int64_t i = 0; i < rows * h; ++i) {
     const float a = grads[0][i].f(), b = grads[1][i].f();
-    ASSERT_LE(std::fabs(a - b), std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7)) << i;
+    ASSERT_LE(std::fabs(a - b), std::ldexp(std::max(std::fabs(a), std::fabs(b)) + rms, -7)) << i;
   }
 }
 
