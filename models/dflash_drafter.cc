@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numbers>
 #include <tuple>
 #include <vector>
@@ -173,52 +174,71 @@ Status DFlashDrafter::Carve(char* base) {
   grad_stats_ = c.Take(DType::kF32, Shape{kernels::kGradStatsSize});
   norm_workspace_ = c.Take(DType::kF32, Shape{kernels::kGradNormWorkspaceSize});
   rms_workspace_ = c.Take(DType::kF32, Shape{kernels::RmsNormBackwardWorkspaceRows() * std::max(h, d)});
-  const int64_t ce_bytes =
-      device_.is_cpu() ? 0
-                       : kernels::LmHeadCeWorkspaceBytes(r, t.vocab_size, options_.ce_chunk_rows);
-  ce_workspace_ = device_.is_cpu() ? TensorView() : c.Take(DType::kU8, Shape{ce_bytes});
   for (DFlashLayerActs& a : acts_) {
-    a.xn = c.Take(DType::kBF16, Shape{r, h});
     a.rstd1 = c.Take(DType::kF32, Shape{r});
     a.q_pre = c.Take(DType::kBF16, Shape{r, hq, d});
     a.q_rstd = c.Take(DType::kF32, Shape{r * hq});
-    a.q = c.Take(DType::kBF16, Shape{r, hq, d});
     a.k_pre = c.Take(DType::kBF16, Shape{r, hk, d});
     a.k_rstd = c.Take(DType::kF32, Shape{r * hk});
-    a.k = c.Take(DType::kBF16, Shape{r, hk, d});
     a.v = c.Take(DType::kBF16, Shape{r, hk, d});
     a.kc_pre = c.Take(DType::kBF16, Shape{tmax, hk, d});
     a.kc_rstd = c.Take(DType::kF32, Shape{tmax * hk});
-    a.kc = c.Take(DType::kBF16, Shape{tmax, hk, d});
     a.vc = c.Take(DType::kBF16, Shape{tmax, hk, d});
     a.attn = c.Take(DType::kBF16, Shape{r, hq, d});
     a.lse = c.Take(DType::kF32, Shape{r, hq});
     a.h1 = c.Take(DType::kBF16, Shape{r, h});
-    a.h1n = c.Take(DType::kBF16, Shape{r, h});
     a.rstd2 = c.Take(DType::kF32, Shape{r});
     a.gu = c.Take(DType::kBF16, Shape{r, 2 * inter});
-    a.act = c.Take(DType::kBF16, Shape{r, inter});
   }
   d_res_ = c.Take(DType::kBF16, Shape{r, h});
   d_tmp_ = c.Take(DType::kBF16, Shape{r, h});
   d_tmp2_ = c.Take(DType::kBF16, Shape{r, h});
-  d_act_ = c.Take(DType::kBF16, Shape{r, inter});
-  d_gu_ = c.Take(DType::kBF16, Shape{r, 2 * inter});
-  d_attn_ = c.Take(DType::kBF16, Shape{r, hq, d});
-  d_q_ = c.Take(DType::kBF16, Shape{r, hq, d});
-  d_q2_ = c.Take(DType::kBF16, Shape{r, hq, d});
-  d_k_ = c.Take(DType::kBF16, Shape{r, hk, d});
-  d_k2_ = c.Take(DType::kBF16, Shape{r, hk, d});
-  d_v_ = c.Take(DType::kBF16, Shape{r, hk, d});
-  d_kc_f32_ = c.Take(DType::kF32, Shape{tmax, hk, d});
-  d_vc_f32_ = c.Take(DType::kF32, Shape{tmax, hk, d});
-  d_kc_ = c.Take(DType::kBF16, Shape{tmax, hk, d});
-  d_kc2_ = c.Take(DType::kBF16, Shape{tmax, hk, d});
-  d_vc_ = c.Take(DType::kBF16, Shape{tmax, hk, d});
-  d_xn_f32_ = c.Take(DType::kF32, Shape{r, h});
   d_ctx_f32_ = c.Take(DType::kF32, Shape{tmax, h});
-  d_ctx_ = c.Take(DType::kBF16, Shape{tmax, h});
-  d_ctx_pre_ = c.Take(DType::kBF16, Shape{tmax, h});
+  // The shared region: each phase carves it from its start; phases never overlap in time.
+  const int64_t ce_bytes =
+      device_.is_cpu() ? 0
+                       : kernels::LmHeadCeWorkspaceBytes(r, t.vocab_size, options_.ce_chunk_rows);
+  const std::function<void(WorkspaceCarver&)> phases[] = {
+      [&](WorkspaceCarver& o) {  // attention
+        q_s_ = o.Take(DType::kBF16, Shape{r, hq, d});
+        k_s_ = o.Take(DType::kBF16, Shape{r, hk, d});
+        kc_s_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
+        d_attn_ = o.Take(DType::kBF16, Shape{r, hq, d});
+        d_q_ = o.Take(DType::kBF16, Shape{r, hq, d});
+        d_q2_ = o.Take(DType::kBF16, Shape{r, hq, d});
+        d_k_ = o.Take(DType::kBF16, Shape{r, hk, d});
+        d_k2_ = o.Take(DType::kBF16, Shape{r, hk, d});
+        d_v_ = o.Take(DType::kBF16, Shape{r, hk, d});
+        d_kc_f32_ = o.Take(DType::kF32, Shape{tmax, hk, d});
+        d_vc_f32_ = o.Take(DType::kF32, Shape{tmax, hk, d});
+        d_kc_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
+        d_kc2_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
+        d_vc_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
+        d_xn_f32_ = o.Take(DType::kF32, Shape{r, h});
+      },
+      [&](WorkspaceCarver& o) {  // MLP; the SwiGLU output is dead before d_gu_ is written
+        d_gu_ = o.Take(DType::kBF16, Shape{r, 2 * inter});
+        d_act_ = o.Take(DType::kBF16, Shape{r, inter});
+        act_s_ = TensorView(d_gu_.data(), DType::kBF16, Shape{r, inter}, device_);
+      },
+      [&](WorkspaceCarver& o) {  // LM head + CE (CUDA only)
+        ce_workspace_ = device_.is_cpu() ? TensorView() : o.Take(DType::kU8, Shape{ce_bytes});
+      },
+      [&](WorkspaceCarver& o) {  // context gradient after the last layer
+        d_ctx_ = o.Take(DType::kBF16, Shape{tmax, h});
+        d_ctx_pre_ = o.Take(DType::kBF16, Shape{tmax, h});
+      }};
+  int64_t region_bytes = 0;
+  for (const auto& phase : phases) {
+    WorkspaceCarver m(nullptr, device_);
+    phase(m);
+    region_bytes = std::max(region_bytes, m.used());
+  }
+  const TensorView region = c.Take(DType::kU8, Shape{region_bytes});
+  for (const auto& phase : phases) {
+    WorkspaceCarver o(static_cast<char*>(region.data()), device_);
+    phase(o);
+  }
   measured_bytes_ = c.used();
   return Status::Ok();
 }
@@ -274,6 +294,8 @@ Status DFlashDrafter::ForwardBackward(const DFlashTargetHead& head,
                                   "[{}, {}] on the drafter's device", v->ToString(),
                                   t.vocab_size, t.hidden_size);
   kernels::NvtxRange range(backward ? "dflash.fwd_bwd" : "dflash.fwd");
+  num_marks_ = 0;
+  RETURN_IF_ERROR(Mark("begin"));
   RETURN_IF_ERROR(Forward(head, context_layers, noise_std, noise_seed, noise_offset, backward));
   if (!backward) return Status::Ok();
   return Backward();
@@ -295,6 +317,7 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
                                           ctx_pre_.Narrow(0, 0, tt), w.hidden_norm, eps,
                                           stream_));
   RETURN_IF_ERROR(kernels::EmbeddingForward(x_[0], block_ids_, head.embedding, stream_));
+  RETURN_IF_ERROR(Mark("fwd.context"));
   for (int l = 0; l < t.num_hidden_layers; ++l) RETURN_IF_ERROR(LayerForward(l));
   RETURN_IF_ERROR(kernels::RmsNormForward(final_hidden_, final_rstd_, x_.back(), w.norm, eps,
                                           stream_));
@@ -302,9 +325,10 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
   out.loss = loss_;
   out.correct = correct_;
   if (want_grad) out.dhidden = d_tmp_;
-  return kernels::LmHeadCrossEntropy(gemm_.get(), final_hidden_, head.lm_head, targets_,
-                                     weights_, out, ce_workspace_, options_.ce_chunk_rows,
-                                     stream_);
+  RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), final_hidden_, head.lm_head,
+                                              targets_, weights_, out, ce_workspace_,
+                                              options_.ce_chunk_rows, stream_));
+  return Mark(want_grad ? "lm_head_ce.fwd_bwd" : "lm_head_ce.fwd");
 }
 
 kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l) {
@@ -319,40 +343,56 @@ kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l
 Status DFlashDrafter::LayerForward(int l) {
   const TransformerConfig& t = config_.layers;
   const float eps = static_cast<float>(t.rms_norm_eps);
-  const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
   const DFlashLayerParams& w = params_.w.layers[l];
   DFlashLayerActs& a = acts_[l];
   const int64_t tt = tokens_;
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
-  // Block queries, keys and values.
-  RETURN_IF_ERROR(kernels::RmsNormForward(a.xn, a.rstd1, x_[l], w.input_norm, eps, s));
-  RETURN_IF_ERROR(LinearForward(g, a.xn, w.q_proj, a.q_pre, s));
-  RETURN_IF_ERROR(LinearForward(g, a.xn, w.k_proj, a.k_pre, s));
-  RETURN_IF_ERROR(LinearForward(g, a.xn, w.v_proj, a.v, s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(a.q, a.q_rstd, a.q_pre, w.q_norm, eps, s));
-  RETURN_IF_ERROR(kernels::RopeForward(a.q, a.q, block_pos_, rope, s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(a.k, a.k_rstd, a.k_pre, w.k_norm, eps, s));
-  RETURN_IF_ERROR(kernels::RopeForward(a.k, a.k, block_pos_, rope, s));
+  // Block queries, keys and values (xn lives in d_tmp_ for the layer).
+  const TensorView xn = d_tmp_;
+  RETURN_IF_ERROR(kernels::RmsNormForward(xn, a.rstd1, x_[l], w.input_norm, eps, s));
+  RETURN_IF_ERROR(LinearForward(g, xn, w.q_proj, a.q_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, xn, w.k_proj, a.k_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, xn, w.v_proj, a.v, s));
   // Context keys and values through this layer's k/v projections (no input_layernorm).
   const TensorView ctx = ctx_.Narrow(0, 0, tt), kc_pre = a.kc_pre.Narrow(0, 0, tt),
-                   kc = a.kc.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
+                   vc = a.vc.Narrow(0, 0, tt);
   RETURN_IF_ERROR(LinearForward(g, ctx, w.k_proj, kc_pre, s));
   RETURN_IF_ERROR(LinearForward(g, ctx, w.v_proj, vc, s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(kc, a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
-                                          kc_pre, w.k_norm, eps, s));
-  RETURN_IF_ERROR(kernels::RopeForward(kc, kc, ctx_pos_.Narrow(0, 0, tt), rope, s));
-  const kernels::DFlashAttentionInputs in{a.q, a.k, a.v, kc, vc, anchors_, doc_start_};
+  RETURN_IF_ERROR(NormRopeQk(l));
+  RETURN_IF_ERROR(Mark("fwd.qkv", l));
+  const kernels::DFlashAttentionInputs in{q_s_, k_s_, a.v, kc_s_.Narrow(0, 0, tt), vc,
+                                          anchors_, doc_start_};
   RETURN_IF_ERROR(DFlashAttentionFwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse, s));
-  // Residual, MLP.
+  RETURN_IF_ERROR(Mark("fwd.attn", l));
+  // Residual, MLP (h1n lives in d_tmp2_, the SwiGLU output in act_s_).
   RETURN_IF_ERROR(LinearForward(g, a.attn, w.o_proj, a.h1, s));
   RETURN_IF_ERROR(kernels::ResidualAdd(a.h1, a.h1, x_[l], s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(a.h1n, a.rstd2, a.h1, w.post_norm, eps, s));
-  RETURN_IF_ERROR(LinearForward(g, a.h1n, w.gate_up, a.gu, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp2_, a.rstd2, a.h1, w.post_norm, eps, s));
+  RETURN_IF_ERROR(LinearForward(g, d_tmp2_, w.gate_up, a.gu, s));
   const auto [gate, up] = kernels::SplitGateUp(a.gu);
-  RETURN_IF_ERROR(kernels::SwiGluForward(a.act, gate, up, s));
-  RETURN_IF_ERROR(LinearForward(g, a.act, w.down_proj, x_[l + 1], s));
-  return kernels::ResidualAdd(x_[l + 1], x_[l + 1], a.h1, s);
+  RETURN_IF_ERROR(kernels::SwiGluForward(act_s_, gate, up, s));
+  RETURN_IF_ERROR(LinearForward(g, act_s_, w.down_proj, x_[l + 1], s));
+  RETURN_IF_ERROR(kernels::ResidualAdd(x_[l + 1], x_[l + 1], a.h1, s));
+  return Mark("fwd.mlp", l);
+}
+
+Status DFlashDrafter::NormRopeQk(int l) {
+  const TransformerConfig& t = config_.layers;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
+  const DFlashLayerParams& w = params_.w.layers[l];
+  const DFlashLayerActs& a = acts_[l];
+  const int64_t tt = tokens_;
+  kernels::Stream s = stream_;
+  const TensorView kc = kc_s_.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(kernels::RmsNormForward(q_s_, a.q_rstd, a.q_pre, w.q_norm, eps, s));
+  RETURN_IF_ERROR(kernels::RopeForward(q_s_, q_s_, block_pos_, rope, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(k_s_, a.k_rstd, a.k_pre, w.k_norm, eps, s));
+  RETURN_IF_ERROR(kernels::RopeForward(k_s_, k_s_, block_pos_, rope, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(kc, a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
+                                          a.kc_pre.Narrow(0, 0, tt), w.k_norm, eps, s));
+  return kernels::RopeForward(kc, kc, ctx_pos_.Narrow(0, 0, tt), rope, s);
 }
 
 Status DFlashDrafter::OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip) {
@@ -369,7 +409,8 @@ Status DFlashDrafter::OptimizerStep(const kernels::AdamWConfig& cfg, float grad_
         part(params_.adam_m, lo, hi), part(params_.adam_v, lo, hi),
         part(params_.compute, lo, hi), grad_stats_, params_.step, stream_));
   }
-  return kernels::AdamWFinishStep(grad_stats_, params_.step, stream_);
+  RETURN_IF_ERROR(kernels::AdamWFinishStep(grad_stats_, params_.step, stream_));
+  return Mark("optimizer");
 }
 
 float DFlashCosineLr(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,

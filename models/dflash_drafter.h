@@ -24,11 +24,13 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/adamw_types.h"
 #include "kernels/gemm.h"
 #include "kernels/memory.h"
+#include "kernels/stream.h"
 #include "kernels/tensor.h"
 #include "models/dflash_anchors.h"
 #include "models/dflash_config.h"
@@ -50,7 +52,15 @@ struct DFlashDrafterOptions {
   int64_t ce_chunk_rows = 2048;
 };
 
-struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter.cc)
+struct DFlashLayerActs;
+
+// GPU time of one stage of the last timed step; `stage` names what ran since the previous
+// mark (e.g. "fwd.attn"), `layer` is its layer or -1.
+struct DFlashStageTime {
+  const char* stage;
+  int layer;
+  float ms;
+};  // saved activations of one layer (dflash_drafter.cc)
 
 class DFlashDrafter {
  public:
@@ -86,6 +96,13 @@ class DFlashDrafter {
   // matrices only), step += 1; a step with a non-finite grad is skipped on the device.
   Status OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip);
 
+  // Opt-in profiling (CUDA only): from now on every ForwardBackward and OptimizerStep
+  // records timing events between its stages; StageTimes() (host sync) returns the stages
+  // of the last ForwardBackward and the OptimizerStep after it. Costs ~50 event records a
+  // step, so leave it off for end-to-end timing.
+  Status EnableStageTiming();
+  Result<std::vector<DFlashStageTime>> StageTimes() const;
+
   kernels::TensorView loss() const { return loss_; }              // f32 [1]
   kernels::TensorView correct() const { return correct_; }        // u8 [R]: argmax == target
   kernels::TensorView grad_stats() const { return grad_stats_; }  // f32 [4] (adamw_types.h)
@@ -98,7 +115,11 @@ class DFlashDrafter {
   Status Forward(const DFlashTargetHead& head, std::span<const kernels::TensorView> ctx_layers,
                  float noise_std, uint64_t seed, uint64_t offset, bool want_grad);
   Status LayerForward(int l);
+  // q_s_, k_s_, kc_s_ = rope(norm(projection)) of layer l (forward, and again in backward).
+  Status NormRopeQk(int l);
   Status Backward();
+  // Records the end of `stage` (of `layer`) when stage timing is on; a no-op otherwise.
+  Status Mark(const char* stage, int layer = -1);
   Status LayerBackward(int l);
 
   DFlashConfig config_;
@@ -122,10 +143,18 @@ class DFlashDrafter {
   kernels::TensorView loss_, correct_, grad_stats_;
   kernels::TensorView ce_workspace_, rms_workspace_, norm_workspace_;
   std::vector<DFlashLayerActs> acts_;
-  // Backward scratch, shared by all layers.
+  // Scratch shared by all layers. One region holds, at different times, the attention
+  // phase (recomputed q/k/context k and the attention-side gradients), the MLP phase (the
+  // SwiGLU output, which aliases the front of d_gu_, and d_gu_/d_act_), the LM-head CE
+  // workspace and the final context gradients; d_tmp_ holds xn and d_tmp2_ h1n while a
+  // layer needs them (forward and backward).
+  kernels::TensorView q_s_, k_s_, kc_s_, act_s_;
   kernels::TensorView d_res_, d_tmp_, d_tmp2_, d_act_, d_gu_, d_attn_, d_q_, d_q2_, d_k_, d_k2_,
       d_v_, d_kc_f32_, d_vc_f32_, d_kc_, d_kc2_, d_vc_, d_xn_f32_, d_ctx_f32_, d_ctx_,
       d_ctx_pre_;
+  std::vector<kernels::CudaEvent> marks_;  // empty unless stage timing is on
+  std::vector<std::pair<const char*, int>> mark_names_;
+  size_t num_marks_ = 0;
   kernels::TensorView head_lm_;  // the LM head of the current step
   kernels::TensorView concat_in_;
 };

@@ -36,6 +36,7 @@ Status DFlashDrafter::Backward() {
   // d_tmp_ holds d loss / d final_hidden from the fused CE.
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_res_, g.norm, d_tmp_, x_.back(), w.norm,
                                            final_rstd_, RmsWorkspace(rms_workspace_, h), s));
+  RETURN_IF_ERROR(Mark("bwd.final_norm"));
   for (int l = config_.layers.num_hidden_layers - 1; l >= 0; --l)
     RETURN_IF_ERROR(LayerBackward(l));
   const TensorView d_ctx = d_ctx_.Narrow(0, 0, tt), d_ctx_pre = d_ctx_pre_.Narrow(0, 0, tt);
@@ -44,13 +45,15 @@ Status DFlashDrafter::Backward() {
                                            ctx_pre_.Narrow(0, 0, tt), w.hidden_norm,
                                            ctx_rstd_.Narrow(0, 0, tt),
                                            RmsWorkspace(rms_workspace_, h), s));
-  return LinearWeightGrad(gemm_.get(), d_ctx_pre, concat_.Narrow(0, 0, tt), g.fc, s);
+  RETURN_IF_ERROR(LinearWeightGrad(gemm_.get(), d_ctx_pre, concat_.Narrow(0, 0, tt), g.fc, s));
+  return Mark("bwd.context");
 }
 
 // On entry d_res_ = d loss / d x_[l+1]; on exit d loss / d x_[l].
 Status DFlashDrafter::LayerBackward(int l) {
   const TransformerConfig& t = config_.layers;
   const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
+  const float eps = static_cast<float>(t.rms_norm_eps);
   const DFlashLayerParams& w = params_.w.layers[l];
   const DFlashLayerParams& gw = params_.g.layers[l];
   const DFlashLayerActs& a = acts_[l];
@@ -59,29 +62,36 @@ Status DFlashDrafter::LayerBackward(int l) {
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
 
-  // MLP: x' = h1 + down(swiglu(gate_up(post_norm(h1)))).
+  // MLP: x' = h1 + down(swiglu(gate_up(post_norm(h1)))). The SwiGLU output is rebuilt in
+  // act_s_ (the front of d_gu_, dead before the SwiGLU backward writes d_gu_) and h1n in
+  // d_tmp2_, bitwise as in the forward.
   RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.down_proj, d_act_, false, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.act, gw.down_proj, s));
   {
     const auto [gate, up] = kernels::SplitGateUp(a.gu);
+    RETURN_IF_ERROR(kernels::SwiGluForward(act_s_, gate, up, s));
+    RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, act_s_, gw.down_proj, s));
     const auto [d_gate, d_up] = kernels::SplitGateUp(d_gu_);
     RETURN_IF_ERROR(kernels::SwiGluBackward(d_gate, d_up, d_act_, gate, up, s));
   }
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_gu_, a.h1n, gw.gate_up, s));
+  RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp2_, a.rstd2, a.h1, w.post_norm, eps, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_gu_, d_tmp2_, gw.gate_up, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_gu_, w.gate_up, d_tmp_, false, s));
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.post_norm, d_tmp_, a.h1, w.post_norm,
                                            a.rstd2, ws_h, s));
   RETURN_IF_ERROR(kernels::ResidualAdd(d_res_, d_res_, d_tmp2_, s));  // d h1
+  RETURN_IF_ERROR(Mark("bwd.mlp", l));
 
   // Attention output projection and the block attention.
   RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.o_proj, d_attn_, false, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.attn, gw.o_proj, s));
-  const TensorView kc = a.kc.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(NormRopeQk(l));  // q_s_, k_s_, kc_s_ as in the forward
+  const TensorView kc = kc_s_.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
   const TensorView d_kc_f32 = d_kc_f32_.Narrow(0, 0, tt), d_vc_f32 = d_vc_f32_.Narrow(0, 0, tt);
-  const kernels::DFlashAttentionInputs in{a.q, a.k, a.v, kc, vc, anchors_, doc_start_};
+  const kernels::DFlashAttentionInputs in{q_s_, k_s_, a.v, kc, vc, anchors_, doc_start_};
   const kernels::DFlashAttentionGrads grads{d_q_, d_k_, d_v_, d_kc_f32, d_vc_f32};
   RETURN_IF_ERROR(DFlashAttentionBwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse,
                                      d_attn_, grads, s));
+  RETURN_IF_ERROR(Mark("bwd.attn", l));
 
   // Block q/k: RoPE, then the per-head norm; then the projections from xn.
   RETURN_IF_ERROR(kernels::RopeBackward(d_q2_, d_q_, block_pos_, rope, s));
@@ -90,9 +100,11 @@ Status DFlashDrafter::LayerBackward(int l) {
   RETURN_IF_ERROR(kernels::RopeBackward(d_k2_, d_k_, block_pos_, rope, s));
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_k_, gw.k_norm, d_k2_, a.k_pre, w.k_norm, a.k_rstd,
                                            ws_d, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, a.xn, gw.q_proj, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, a.xn, gw.k_proj, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, a.xn, gw.v_proj, s));
+  // xn rebuilt in d_tmp_ (free until the cast below).
+  RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp_, a.rstd1, x_[l], w.input_norm, eps, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, d_tmp_, gw.q_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, d_tmp_, gw.k_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, d_tmp_, gw.v_proj, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_q_, w.q_proj, d_xn_f32_, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_k_, w.k_proj, d_xn_f32_, true, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_v_, w.v_proj, d_xn_f32_, true, s));
@@ -100,6 +112,7 @@ Status DFlashDrafter::LayerBackward(int l) {
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.input_norm, d_tmp_, x_[l], w.input_norm,
                                            a.rstd1, ws_h, s));
   RETURN_IF_ERROR(kernels::ResidualAdd(d_res_, d_res_, d_tmp2_, s));  // d x_[l]
+  RETURN_IF_ERROR(Mark("bwd.qkv", l));
 
   // Context keys/values: the same k_proj/k_norm/v_proj, fed by ctx (no input_layernorm).
   const TensorView d_kc = d_kc_.Narrow(0, 0, tt), d_kc2 = d_kc2_.Narrow(0, 0, tt),
@@ -115,7 +128,8 @@ Status DFlashDrafter::LayerBackward(int l) {
   RETURN_IF_ERROR(LinearWeightGrad(g, d_kc, ctx, gw.k_proj, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_vc, ctx, gw.v_proj, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_kc, w.k_proj, d_ctx_f32, true, s));
-  return LinearInputGrad(g, d_vc, w.v_proj, d_ctx_f32, true, s);
+  RETURN_IF_ERROR(LinearInputGrad(g, d_vc, w.v_proj, d_ctx_f32, true, s));
+  return Mark("bwd.ctx_kv", l);
 }
 
 }  // namespace tandem::models

@@ -13,15 +13,18 @@
 
 namespace tandem::models {
 
-// Saved for the backward; R rows of blocks, Tmax context tokens (narrowed per step).
+// Saved for the backward; R rows of blocks, Tmax context tokens (narrowed per step). What is
+// cheap to recompute is not saved: the normed inputs xn and h1n (from x and h1 with the saved
+// rstd), the normed and rotated q, k and context k (from their projections), and the SwiGLU
+// output (from gu); the backward rebuilds them into shared scratch.
 struct DFlashLayerActs {
-  kernels::TensorView xn, rstd1;              // bf16 [R, H], f32 [R]
-  kernels::TensorView q_pre, q_rstd, q;       // bf16 [R, hq, d], f32 [R*hq], bf16 [R, hq, d]
-  kernels::TensorView k_pre, k_rstd, k, v;    // bf16 [R, hk, d], f32 [R*hk], bf16 x2
-  kernels::TensorView kc_pre, kc_rstd, kc, vc;  // bf16 [Tmax, hk, d], f32 [Tmax*hk], bf16 x2
+  kernels::TensorView rstd1;                  // f32 [R]
+  kernels::TensorView q_pre, q_rstd;          // bf16 [R, hq, d], f32 [R*hq]
+  kernels::TensorView k_pre, k_rstd, v;       // bf16 [R, hk, d], f32 [R*hk], bf16 [R, hk, d]
+  kernels::TensorView kc_pre, kc_rstd, vc;    // bf16 [Tmax, hk, d], f32 [Tmax*hk], bf16
   kernels::TensorView attn, lse;              // bf16 [R, hq, d], f32 [R, hq]
-  kernels::TensorView h1, h1n, rstd2;         // bf16 [R, H] x2, f32 [R]
-  kernels::TensorView gu, act;                // bf16 [R, 2I], bf16 [R, I]
+  kernels::TensorView h1, rstd2;              // bf16 [R, H], f32 [R]
+  kernels::TensorView gu;                     // bf16 [R, 2I]
 };
 
 // Hands out 256-byte aligned views of one buffer; with a null base it only measures.

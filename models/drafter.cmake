@@ -5,6 +5,7 @@ target_sources(tandem_models PRIVATE
   dflash_anchors.cc
   dflash_drafter.cc
   dflash_drafter_backward.cc
+  dflash_drafter_timing.cc
   dflash_checkpoint.cc
   dflash_trainer.cc)
 target_link_libraries(tandem_models PUBLIC tandem::kernels)
