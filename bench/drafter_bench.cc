@@ -5,8 +5,13 @@
 // peer (bench/drafter_peer.py: flex_attention + create_block_mask, fp32 master + AdamW
 // states, bf16 compute) when python3 imports torch. Prints step time, tokens/s and peak
 // activation memory (pool high-water minus weights, grads, optimizer state and inputs).
+// With a second argument `stages`, it then times 3 more steps stage by stage (CUDA events
+// between the drafter's stages) and prints where a step's time goes.
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,7 +58,48 @@ models::DFlashConfig Qwen3_8bDrafter() {
   return c;
 }
 
-Status Run(int steps, double* step_ms, double* act_gib, double* state_gib) {
+// Times `steps` steps stage by stage and prints the mean ms of each stage kind, in total and
+// per layer.
+Status PrintStages(models::DFlashTrainer& trainer, const models::DFlashTargetHead& head,
+                   const models::PackedBatchMeta& meta,
+                   std::span<const kernels::TensorView> ctx, int steps) {
+  models::DFlashDrafter& drafter = trainer.drafter();
+  RETURN_IF_ERROR(drafter.EnableStageTiming());
+  const int layers = static_cast<int>(drafter.config().layers.num_hidden_layers);
+  std::vector<std::string> order;                  // stage kinds in first-seen order
+  std::map<std::string, std::vector<double>> sums;  // kind -> [total, layer 0, layer 1, ...]
+  std::set<std::string> layered;                    // kinds timed per layer
+  for (int i = 0; i < steps; ++i) {
+    RETURN_IF_ERROR(trainer.Step(head, meta, ctx));
+    ASSIGN_OR_RETURN(std::vector<models::DFlashStageTime> times, drafter.StageTimes());
+    for (const models::DFlashStageTime& t : times) {
+      auto [it, fresh] = sums.try_emplace(t.stage, std::vector<double>(layers + 1, 0.0));
+      if (fresh) order.push_back(t.stage);
+      it->second[0] += t.ms / steps;
+      if (t.layer >= 0 && t.layer < layers) {
+        it->second[1 + t.layer] += t.ms / steps;
+        layered.insert(t.stage);
+      }
+    }
+  }
+  double total = 0;
+  for (const auto& [kind, v] : sums) total += v[0];
+  std::printf("stage breakdown (mean of %d steps, GPU ms between events)\n%-20s %9s %6s", steps,
+              "stage", "ms", "%");
+  for (int l = 0; l < layers; ++l) std::printf(" %8s", fmt::format("L{}", l).c_str());
+  std::printf("\n");
+  for (const std::string& kind : order) {
+    const std::vector<double>& v = sums[kind];
+    std::printf("%-20s %9.2f %6.1f", kind.c_str(), v[0], 100.0 * v[0] / total);
+    if (layered.contains(kind))
+      for (int l = 0; l < layers; ++l) std::printf(" %8.2f", v[1 + l]);
+    std::printf("\n");
+  }
+  std::printf("%-20s %9.2f\n", "total", total);
+  return Status::Ok();
+}
+
+Status Run(int steps, bool stages, double* step_ms, double* act_gib, double* state_gib) {
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
   const models::DFlashConfig config = Qwen3_8bDrafter();
   ASSIGN_OR_RETURN(Tensor embedding, RandomBf16(*pool, Shape{kVocab, kHidden}, 1.0f, 1, nullptr));
@@ -98,6 +144,7 @@ Status Run(int steps, double* step_ms, double* act_gib, double* state_gib) {
   std::printf("tandem: workspace %.2f GiB (activations + backward scratch), params %lld\n",
               static_cast<double>(trainer->drafter().workspace_bytes()) / (1 << 30),
               static_cast<long long>(p.layout.total));
+  if (stages) RETURN_IF_ERROR(PrintStages(*trainer, head, meta, ctx_views, 3));
   return Status::Ok();
 }
 
@@ -108,7 +155,8 @@ int RunDrafter(const std::vector<std::string>& args) {
     return 1;
   }
   double ms = 0, act = 0, state = 0;
-  Status s = Run(steps, &ms, &act, &state);
+  const bool stages = args.size() > 1 && args[1] == "stages";
+  Status s = Run(steps, stages, &ms, &act, &state);
   if (!s.ok()) {
     std::printf("error: %s\n", s.ToString().c_str());
     return 1;
@@ -132,6 +180,7 @@ int RunDrafter(const std::vector<std::string>& args) {
 }  // namespace
 
 TANDEM_BENCH("drafter", "step",
-             "DFlash drafter training step, Qwen3-8B shape (arg: steps, default 10)", RunDrafter);
+             "DFlash drafter training step, Qwen3-8B shape (args: steps, default 10; then `stages` "
+             "for a per-stage GPU time breakdown)", RunDrafter);
 
 }  // namespace tandem::bench
