@@ -6,12 +6,18 @@
 // Backward accumulates dw for its columns in registers over all rows a block visits, writes
 // one partial row per block (groups of a block combined in fixed order through shared
 // memory), and a second kernel sums the partials in fixed order: deterministic, no atomics.
+// Backward with H % 8 == 0, aligned pointers and 1024 <= H <= 4096 (the hidden norms) takes
+// rmsnorm_bwd_pipe_kernel: a block streams its rows through a cp.async shared-memory ring
+// (4 rows of x and dy in flight per block, ~3 blocks per SM), so loads overlap the per-row
+// barrier instead of waiting behind it; it launches only as many blocks as are resident.
 //
 // Forward with H % 8 == 0, aligned pointers and H <= 4096 (the hidden and per-head norms)
 // takes a leaner path, rmsnorm_fwd_group_kernel: a row belongs to `group` <= 32 threads
 // (warp-shuffle sums only, no barrier), x stays packed in registers and the weight is re-read
 // from L1 per row rather than held, so registers stay low enough for ~20 row-loads of 8 KB in
 // flight per SM (the block kernel's 95 registers allowed ~5).
+#include <algorithm>
+
 #include "kernels/elementwise_vec.cuh"
 #include "kernels/rmsnorm_kernels.h"
 
@@ -193,20 +199,137 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// dw: [h] += sum over p of partial: [p, h]. Block: 32 columns x 8 slices of p.
-__global__ void rmsnorm_dw_reduce_kernel(float* dw, const float* partial, int p, int h) {
-  __shared__ float sums[8][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
-  float s = 0.f;
-  if (c < h)
-    for (int i = threadIdx.y; i < p; i += 8) s += partial[int64_t{i} * h + c];
-  sums[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < h) {
-    float t = 0.f;
-    for (int k = 0; k < 8; ++k) t += sums[k][threadIdx.x];
-    dw[c] += t;
+// Pipelined backward for 16-byte-aligned rows with h % 8 == 0 and h <= kThreads * kPer * 8:
+// one block of kThreads per row at a time (rows blockIdx.x, + gridDim.x, ...). Thread t owns
+// vectors t, t + kThreads, ... of every row. Each thread copies exactly the x/dy vectors it
+// later reads into a kStages-deep shared-memory ring with cp.async, so kStages rows (16 KB
+// each at h = 4096) stay in flight per block with no barrier guarding the ring; only the
+// per-row dot product crosses threads (BlockSum). rstd for a row is copied by thread 0 into
+// a 2 * kStages ring, read by everyone after BlockSum's barrier (2 * kStages so the copy for
+// row i + kStages cannot land while a slower thread still reads row i's slot).
+// dx: [rows, h], partial: [gridDim.x, h], dy, x: [rows, h], w: [h], rstd: [rows]
+template <int kThreads, int kPer, int kStages>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_bwd_pipe_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
+                            const bf16_t* w, const float* rstd, int64_t rows, int h) {
+  extern __shared__ uint4 ring[];  // [kStages][2][h / 8]: x then dy
+  __shared__ float scratch[32];
+  __shared__ float rs[2 * kStages];
+  const int nvec = h / 8, t = threadIdx.x;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
+  // Issues the copies of row `row` (if it exists) into stage `st`, as one commit group.
+  auto issue = [&](int64_t row, int st, int rslot) {
+    if (row < rows) {
+      uint4* sx = ring + int64_t{st} * 2 * nvec;
+      const uint4* gx = reinterpret_cast<const uint4*>(x + row * h);
+      const uint4* gd = reinterpret_cast<const uint4*>(dy + row * h);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int j = t + k * kThreads;
+        if (j < nvec) {
+          const unsigned ax = static_cast<unsigned>(__cvta_generic_to_shared(sx + j));
+          const unsigned ad = static_cast<unsigned>(__cvta_generic_to_shared(sx + nvec + j));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ax), "l"(gx + j));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ad), "l"(gd + j));
+        }
+      }
+      if (t == 0) {
+        const unsigned ar = static_cast<unsigned>(__cvta_generic_to_shared(rs + rslot));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(ar), "l"(rstd + row));
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+  float acc[kPer][8];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[k][i] = 0.f;
+  const int64_t stride = gridDim.x;
+  const int64_t n = (rows - blockIdx.x + stride - 1) / stride;  // rows of this block
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) issue(blockIdx.x + s * stride, s, s);
+  for (int64_t it = 0; it < n; ++it) {
+    const int st = static_cast<int>(it % kStages);
+    const int64_t row = blockIdx.x + it * stride;
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1));
+    const uint4* sx = ring + int64_t{st} * 2 * nvec;
+    uint4 xr[kPer], gr[kPer];
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = t + k * kThreads;
+      if (j < nvec) {
+        xr[k] = sx[j];
+        gr[k] = sx[nvec + j];
+        const uint4 wraw = __ldg(w4 + j);
+        const Bf16Pack<8>& xv = *reinterpret_cast<const Bf16Pack<8>*>(&xr[k]);
+        const Bf16Pack<8>& gv = *reinterpret_cast<const Bf16Pack<8>*>(&gr[k]);
+        const Bf16Pack<8>& wv = *reinterpret_cast<const Bf16Pack<8>*>(&wraw);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot += gv[i] * wv[i] * xv[i];
+      }
+    }
+    dot = BlockSum(dot, scratch);  // its barriers also publish thread 0's rs copy
+    const float r = rs[static_cast<int>(it % (2 * kStages))];
+    const float c = r * r * dot / h;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int j = t + k * kThreads;
+      if (j < nvec) {
+        const uint4 wraw = __ldg(w4 + j);
+        const Bf16Pack<8>& xv = *reinterpret_cast<const Bf16Pack<8>*>(&xr[k]);
+        const Bf16Pack<8>& gv = *reinterpret_cast<const Bf16Pack<8>*>(&gr[k]);
+        const Bf16Pack<8>& wv = *reinterpret_cast<const Bf16Pack<8>*>(&wraw);
+        float o[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          o[i] = r * (gv[i] * wv[i] - xv[i] * c);
+          acc[k][i] += gv[i] * xv[i] * r;
+        }
+        StoreVec<8>(dx + row * h + j * 8, o);
+      }
+    }
+    // Stage st was read above (values consumed), so it can be refilled.
+    issue(row + kStages * stride, st, static_cast<int>((it + kStages) % (2 * kStages)));
   }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  float4* out = reinterpret_cast<float4*>(partial + int64_t{blockIdx.x} * h);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int j = t + k * kThreads;
+    if (j < nvec) {
+      out[2 * j] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+      out[2 * j + 1] = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
+    }
+  }
+}
+
+// dw: [h] += sum over p of partial: [p, h]. Block: 32 columns x 32 slices of p; a slice
+// sums rows y, y + 32, ... with 4 independent accumulators (loads in flight), then the 32
+// slice sums are added in a fixed tree order: deterministic.
+__global__ void __launch_bounds__(1024)
+    rmsnorm_dw_reduce_kernel(float* dw, const float* partial, int p, int h) {
+  __shared__ float sums[32][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+  if (c < h) {
+    int i = threadIdx.y;
+    for (; i + 96 < p; i += 128) {
+      a0 += partial[int64_t{i} * h + c];
+      a1 += partial[int64_t{i + 32} * h + c];
+      a2 += partial[int64_t{i + 64} * h + c];
+      a3 += partial[int64_t{i + 96} * h + c];
+    }
+    for (; i < p; i += 32) a0 += partial[int64_t{i} * h + c];
+  }
+  sums[threadIdx.y][threadIdx.x] = (a0 + a1) + (a2 + a3);
+  __syncthreads();
+  for (int half = 16; half > 0; half /= 2) {
+    if (threadIdx.y < half) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < h) dw[c] += sums[0][threadIdx.x];
 }
 
 // How a row is split over threads: `group` threads per row, each owning <= per vectors.
@@ -271,7 +394,37 @@ cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const v
       l.group);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 8), 0, s>>>(
+  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 32), 0, s>>>(
+      dw, workspace, static_cast<int>(blocks), static_cast<int>(h));
+  return cudaGetLastError();
+}
+
+// Pipelined backward launch: as many blocks as fit on the device at once (so every block is
+// resident and streams its rows), at most workspace_rows (one partial row each) and rows.
+template <int kThreads, int kPer, int kStages>
+cudaError_t BackwardPipe(void* dx, float* dw, const void* dy, const void* x, const void* w,
+                         const float* rstd, float* workspace, int64_t workspace_rows,
+                         int64_t rows, int64_t h, Stream s) {
+  auto* kernel = rmsnorm_bwd_pipe_kernel<kThreads, kPer, kStages>;
+  const int smem = kStages * 2 * static_cast<int>(h) * 2;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  int device = 0, sms = 0, per_sm = 0;
+  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+    return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) !=
+      cudaSuccess)
+    return e;
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min({int64_t{sms} * std::max(per_sm, 1), workspace_rows, rows}));
+  kernel<<<blocks, kThreads, smem, s>>>(static_cast<bf16_t*>(dx), workspace,
+                                        static_cast<const bf16_t*>(dy),
+                                        static_cast<const bf16_t*>(x),
+                                        static_cast<const bf16_t*>(w), rstd, rows,
+                                        static_cast<int>(h));
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 32), 0, s>>>(
       dw, workspace, static_cast<int>(blocks), static_cast<int>(h));
   return cudaGetLastError();
 }
@@ -291,7 +444,10 @@ cudaError_t LaunchRmsNormForward(void* y, float* rstd, const void* x, const void
 cudaError_t LaunchRmsNormBackward(void* dx, float* dw, const void* dy, const void* x, const void* w,
                                   const float* rstd, float* workspace, int64_t workspace_rows,
                                   int64_t rows, int64_t h, Stream s) {
-  if (h % 8 == 0 && cuda_detail::Aligned16({dx, dy, x, w, workspace}))
+  const bool vec = h % 8 == 0 && cuda_detail::Aligned16({dx, dy, x, w, workspace});
+  if (vec && h >= 1024 && h <= 256 * 2 * 8 && workspace_rows >= 1)
+    return BackwardPipe<256, 2, 4>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
+  if (vec)
     return Backward<8, 4>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
   return Backward<1, 32>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
 }
