@@ -208,8 +208,10 @@ __global__ void __launch_bounds__(kMaxThreads)
 // a 2 * kStages ring, read by everyone after BlockSum's barrier (2 * kStages so the copy for
 // row i + kStages cannot land while a slower thread still reads row i's slot).
 // dx: [rows, h], partial: [gridDim.x, h], dy, x: [rows, h], w: [h], rstd: [rows]
+// Min 3 blocks per SM: the ring (64 KB at h = 4096) allows 3 anyway, and the register budget
+// it implies (80) avoids the spills ptxas chose at 64.
 template <int kThreads, int kPer, int kStages>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
     rmsnorm_bwd_pipe_kernel(bf16_t* dx, float* partial, const bf16_t* dy, const bf16_t* x,
                             const bf16_t* w, const float* rstd, int64_t rows, int h) {
   extern __shared__ uint4 ring[];  // [kStages][2][h / 8]: x then dy
@@ -249,8 +251,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t n = (rows - blockIdx.x + stride - 1) / stride;  // rows of this block
 #pragma unroll
   for (int s = 0; s < kStages; ++s) issue(blockIdx.x + s * stride, s, s);
+  int st = 0, rslot = 0;  // it % kStages, it % (2 * kStages)
   for (int64_t it = 0; it < n; ++it) {
-    const int st = static_cast<int>(it % kStages);
     const int64_t row = blockIdx.x + it * stride;
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1));
     const uint4* sx = ring + int64_t{st} * 2 * nvec;
@@ -271,7 +273,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     dot = BlockSum(dot, scratch);  // its barriers also publish thread 0's rs copy
-    const float r = rs[static_cast<int>(it % (2 * kStages))];
+    const float r = rs[rslot];
     const float c = r * r * dot / h;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
@@ -291,7 +293,9 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     // Stage st was read above (values consumed), so it can be refilled.
-    issue(row + kStages * stride, st, static_cast<int>((it + kStages) % (2 * kStages)));
+    issue(row + kStages * stride, st, rslot < kStages ? rslot + kStages : rslot - kStages);
+    st = st + 1 == kStages ? 0 : st + 1;
+    rslot = rslot + 1 == 2 * kStages ? 0 : rslot + 1;
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
   float4* out = reinterpret_cast<float4*>(partial + int64_t{blockIdx.x} * h);
