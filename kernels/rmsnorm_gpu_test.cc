@@ -86,7 +86,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGpuTest,
                          ::testing::Values(Case{1, 1}, Case{3, 7}, Case{1000, 7}, Case{3, 127},
                                            Case{1000, 127}, Case{1000, 128}, Case{1, 4096},
                                            Case{3, 4104}, Case{1000, 4104}, Case{1000, 5120},
-                                           Case{8000, 128}, Case{3, 5121}));
+                                           Case{8000, 128}, Case{3, 5121},
+                                           // Many rows per block on the pipelined backward and
+                                           // the warp-per-row forward, incl. idle lanes.
+                                           Case{5000, 4096}, Case{777, 2048}, Case{1000, 1024}));
 
 TEST(RmsNormPerHeadGpuTest, PerHeadMatchesCpu) {
   const int64_t t = 1000, heads = 8, d = 128;
