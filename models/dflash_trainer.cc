@@ -34,6 +34,12 @@ float DFlashTrainer::LearningRate(int64_t step) const {
 
 Status DFlashTrainer::Step(const DFlashTargetHead& head, const PackedBatchMeta& meta,
                            std::span<const kernels::TensorView> context_layers) {
+  RETURN_IF_ERROR(ForwardBackward(head, meta, context_layers));
+  return OptimizerStep();
+}
+
+Status DFlashTrainer::ForwardBackward(const DFlashTargetHead& head, const PackedBatchMeta& meta,
+                                      std::span<const kernels::TensorView> context_layers) {
   const DFlashConfig& c = drafter_->config();
   const uint64_t step = static_cast<uint64_t>(step_);
   ASSIGN_OR_RETURN(std::vector<int32_t> anchors,
@@ -44,6 +50,10 @@ Status DFlashTrainer::Step(const DFlashTargetHead& head, const PackedBatchMeta& 
   RETURN_IF_ERROR(drafter_->SetPlan(plan));
   RETURN_IF_ERROR(drafter_->ForwardBackward(head, context_layers, options_.noise_std,
                                             options_.seed ^ kNoiseSeedSalt, step, true));
+  return Status::Ok();
+}
+
+Status DFlashTrainer::OptimizerStep() {
   kernels::AdamWConfig cfg = options_.adamw;
   cfg.lr = LearningRate(step_);
   RETURN_IF_ERROR(drafter_->OptimizerStep(cfg, options_.grad_clip));

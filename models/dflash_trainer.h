@@ -47,8 +47,16 @@ class DFlashTrainer {
   float LearningRate(int64_t step) const;
 
   // One step on a batch: meta on the host; context layers bf16 [T, H] on the device.
+  // Same as ForwardBackward then OptimizerStep.
   Status Step(const DFlashTargetHead& head, const PackedBatchMeta& meta,
               std::span<const kernels::TensorView> context_layers);
+
+  // The two halves of Step, for data-parallel training: between them the caller may
+  // all-reduce drafter().params().grads (f32 [N], the whole gradient in one flat buffer)
+  // on the drafter's stream. OptimizerStep clips, applies AdamW at the step's LR, step += 1.
+  Status ForwardBackward(const DFlashTargetHead& head, const PackedBatchMeta& meta,
+                         std::span<const kernels::TensorView> context_layers);
+  Status OptimizerStep();
 
  private:
   DFlashTrainOptions options_;

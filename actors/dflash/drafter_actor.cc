@@ -12,12 +12,25 @@
 // metrics_file (JSON lines, one per log); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
 // stop after this many seconds counted from the end of the first step, the steady state,
-// whose tokens/s the summary reports). CPU or one GPU (drafter_device.h); replicas must be 1.
+// whose tokens/s the summary reports). CPU or one GPU per replica (drafter_device.h).
+//
+// replicas > 1: data parallel. Each replica pops its own batches from the shared channel;
+// after backward the flat gradient buffer is averaged across the replicas
+// (grad_allreduce.h: in-process on the CPU, NCCL on distinct GPUs), so all replicas apply
+// the same update and keep bit-identical weights; the summary then ends with an FNV-1a
+// hash of the fp32 master weights to show it. Replica 0 alone writes checkpoints (every
+// replica resumes from them; the data positions saved are replica 0's). All replicas stop
+// at max_steps; a replica that cannot (its channel closed early, an error) leaves the
+// all-reduce, and every replica then fails with an error naming it, the job with them.
+// max_seconds needs replicas = 1 (replicas must stop at the same step).
+// Profile stages: drafter.queue_get, drafter.h2d (the upload), drafter.forward_backward,
+// drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -25,10 +38,12 @@
 
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_device.h"
+#include "actors/dflash/grad_allreduce.h"
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
 #include "kernels/adamw_types.h"
+#include "kernels/memory.h"
 #include "models/dflash_checkpoint.h"
 #include "models/dflash_trainer.h"
 #include "runtime/actor/registry.h"
@@ -53,6 +68,25 @@ class DrafterActor final : public JobActor {
   DrafterActor(const ConfigValue& s, const ActorContext& ctx) : s_(s) {}
 
   Result<std::string> Run(JobEnv* env) override {
+    std::unique_ptr<GradientAllReduce> ar;
+    Result<std::string> r = Train(env, ar);
+    if (!r.ok() && ar != nullptr) ar->Leave(r.status().ToString());
+    return r;
+  }
+
+ private:
+  // FNV-1a over the bytes of the fp32 master weights (waits for the device).
+  Result<uint64_t> WeightsHash(models::DFlashDrafter& d) {
+    const kernels::TensorView m = d.params().master.view();
+    std::vector<uint8_t> host(m.nbytes());
+    RETURN_IF_ERROR(kernels::CopyToHost(host.data(), m, d.stream()));
+    RETURN_IF_ERROR(kernels::SynchronizeStream(d.device(), d.stream()));
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint8_t b : host) h = (h ^ b) * 0x100000001b3ull;
+    return h;
+  }
+
+  Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
     const std::string key = fmt::format("{}#{}", env->run_id, name());
     const bool restarted = !Once(g_started, key);
     ASSIGN_OR_RETURN(std::string in, s_.GetString("in", ""));
@@ -82,14 +116,20 @@ class DrafterActor final : public JobActor {
     if (tg == nullptr || tg->class_name != "dflash.target")
       return InvalidArgumentError("{}: target = \"{}\" is not a dflash.target group", name(),
                                   target_group);
+    int nranks = 1;
     for (const ActorGroupSpec& g : env->job->actors)
-      if (g.name == context().group && g.replicas > 1)
-        return InvalidArgumentError("{}: several drafter replicas need the NCCL gradient "
-                                    "all-reduce, which is not wired in yet; use replicas = 1",
-                                    name());
+      if (g.name == context().group) nranks = static_cast<int>(g.replicas);
+    if (nranks > 1 && max_seconds > 0)
+      return InvalidArgumentError("{}: max_seconds needs replicas = 1 (data-parallel "
+                                  "replicas must stop at the same step)", name());
+    const bool writes_checkpoints = context().replica == 0;
     ASSIGN_OR_RETURN(TargetModelSpec spec, ParseTargetModelSpec(tg->settings, env->job->seed));
     const kernels::Device device = ActorDevice(context().gpu);
     ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device));
+    if (nranks > 1) {
+      ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(env->run_id, context().group, nranks,
+                                                 context().replica, device));
+    }
 
     models::DFlashConfig dc;
     dc.layers = spec.config;
@@ -164,7 +204,11 @@ class DrafterActor final : public JobActor {
     const ChannelSpec* cs = env->job->FindChannel(in);
     const size_t min_ready = cs != nullptr ? static_cast<size_t>(cs->min_ready) : 1;
     StageHandle get = env->profile->Stage("drafter.queue_get");
-    StageHandle step_stage = env->profile->Stage("drafter.step");
+    StageHandle fb_stage = env->profile->Stage("drafter.forward_backward");
+    StageHandle optim_stage = env->profile->Stage("drafter.optim");
+    StageHandle h2d_stage = env->profile->Stage("drafter.h2d");
+    std::optional<StageHandle> ar_stage;
+    if (ar != nullptr) ar_stage = env->profile->Stage("drafter.allreduce");
     const models::DFlashTargetHead head{target->model().weights().embed(),
                                         target->model().weights().lm_head()};
     const int64_t rows = trainer->drafter().rows();
@@ -184,13 +228,13 @@ class DrafterActor final : public JobActor {
         ++bad_total;
         if (++bad_in_row >= max_bad)
           return InternalError("{}: {} non-finite steps in a row, the last at step {} "
-                               "(stage drafter.step: loss or gradients NaN/Inf)", name(),
+                               "(stages drafter.forward_backward / drafter.allreduce: loss or gradients NaN/Inf)", name(),
                                bad_in_row, f.step);
       }
       return Status::Ok();
     };
     auto checkpoint = [&]() -> Status {
-      if (ck_dir.empty()) return Status::Ok();
+      if (ck_dir.empty() || !writes_checkpoints) return Status::Ok();
       RETURN_IF_ERROR(dev->Synchronize());
       state.path = fmt::format("{}/step_{:08d}", ck_dir, state.step);
       RETURN_IF_ERROR(models::SaveDFlashCheckpoint(state.path, trainer->drafter(),
@@ -224,13 +268,27 @@ class DrafterActor final : public JobActor {
                                       fmt::join(hb.layer_ids, ","),
                                       fmt::join(spec.layer_ids, ","));
         const int64_t t = hb.tokens.tokens();
+        SetStage("drafter.h2d");
+        ScopedTimer h2d_timer(h2d_stage);
         ASSIGN_OR_RETURN(std::vector<kernels::TensorView> ctx, dev->Upload(hb));
-        SetStage("drafter.step");
+        h2d_timer.Stop();
         {
-          ScopedTimer timer(step_stage);
+          SetStage("drafter.forward_backward");
+          ScopedTimer timer(fb_stage);
           const auto& b = hb.tokens;
           models::PackedBatchMeta meta{b.input_ids, b.position_ids, b.cu_seqlens, b.loss_mask};
-          RETURN_IF_ERROR(trainer->Step(head, meta, ctx));
+          RETURN_IF_ERROR(trainer->ForwardBackward(head, meta, ctx));
+        }
+        if (ar != nullptr) {
+          SetStage("drafter.allreduce");
+          ScopedTimer timer(*ar_stage);
+          RETURN_IF_ERROR(ar->AllReduceAvg(trainer->drafter().params().grads.view(),
+                                           dev->stream()));
+        }
+        {
+          SetStage("drafter.optim");
+          ScopedTimer timer(optim_stage);
+          RETURN_IF_ERROR(trainer->OptimizerStep());
         }
         if (fail_at >= 0 && state.step + 1 == fail_at && Once(g_failed, key))
           throw std::runtime_error(fmt::format("fail_at_step={} reached (deliberate)", fail_at));
@@ -283,6 +341,10 @@ class DrafterActor final : public JobActor {
         if (env->stopping() || stop_requested()) return CancelledError("{}: stopped", name());
       }
     }
+    if (ar != nullptr && state.step < max_steps)
+      return UnavailableError("{}: its input channel closed at step {}, before max_steps = {}; "
+                              "the other data-parallel replicas cannot go on without it",
+                              name(), state.step, max_steps);
     // Done: the targets may still be pushing; closing the channel tells them (their Push
     // fails with Unavailable) and draining it releases the batches nobody will train on.
     channel->Close();
@@ -294,16 +356,21 @@ class DrafterActor final : public JobActor {
     const double secs = (t_end - t0) * 1e-9;
     const double steady_secs = steady_t0 > 0 ? (t_end - steady_t0) * 1e-9 : 0.0;
     RETURN_IF_ERROR(checkpoint());
+    std::string replicas_note;
+    if (ar != nullptr) {
+      ASSIGN_OR_RETURN(uint64_t hash, WeightsHash(trainer->drafter()));
+      replicas_note = fmt::format(", replica {} of {}, weights fnv1a {:016x}", ar->rank(),
+                                  ar->size(), hash);
+    }
     return fmt::format("steps {} (from {}), loss {:.4f} -> {:.4f}, {:.1f} tok/s, steady "
                        "{:.1f} tok/s over {:.1f} s, {} skipped non-finite, checksum "
-                       "mismatches {}, restarts {}",
+                       "mismatches {}, restarts {}{}",
                        state.step, first_step, first_loss, last_loss,
                        run_tokens / std::max(secs, 1e-9),
                        steady_tokens / std::max(steady_secs, 1e-9), steady_secs, bad_total,
-                       mismatches, restarted ? 1 : 0);
+                       mismatches, restarted ? 1 : 0, replicas_note);
   }
 
- private:
   ConfigValue s_;
 };
 
