@@ -241,6 +241,16 @@ class DrafterActor final : public JobActor {
                                                    trainer->state()));
       return CommitState(ck_dir, state);
     };
+    // A stop request (Ctrl-C on `tandem run`, `tandem stop`) ends the run gracefully: the
+    // steps done so far are checkpointed, so `resume = true` continues from here.
+    int64_t last_saved_step = first_step;
+    auto stopped = [&]() -> Status {
+      if (state.step > last_saved_step) RETURN_IF_ERROR(checkpoint());
+      return CancelledError("{}: stopped at step {}{}", name(), state.step,
+                            ck_dir.empty() || !writes_checkpoints
+                                ? std::string()
+                                : fmt::format("; checkpoint in {}", ck_dir));
+    };
     bool done = false;
     while (!done) {
       SetStage("drafter.queue_get");
@@ -251,7 +261,7 @@ class DrafterActor final : public JobActor {
       wait.Stop();
       if (!popped.ok()) {
         if (popped.status().code() == StatusCode::kDeadlineExceeded) {
-          if (env->stopping() || stop_requested()) return CancelledError("{}: stopped", name());
+          if (env->stopping() || stop_requested()) return stopped();
           continue;
         }
         break;  // closed and drained
@@ -336,9 +346,12 @@ class DrafterActor final : public JobActor {
           TLOG_INFO("{}: {}", name(), line);
           if (metrics.is_open()) metrics << line << "\n" << std::flush;
         }
-        if (ck_every > 0 && state.step % ck_every == 0) RETURN_IF_ERROR(checkpoint());
+        if (ck_every > 0 && state.step % ck_every == 0) {
+          RETURN_IF_ERROR(checkpoint());
+          last_saved_step = state.step;
+        }
         if (state.step >= max_steps) done = true;
-        if (env->stopping() || stop_requested()) return CancelledError("{}: stopped", name());
+        if (env->stopping() || stop_requested()) return stopped();
       }
     }
     if (ar != nullptr && state.step < max_steps)

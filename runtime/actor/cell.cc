@@ -199,7 +199,9 @@ void ActorCell::Drain() {
           ++messages_done_;
           if (state_ == ActorState::kStarted) state_ = ActorState::kRunning;
         }
-        if (!st.ok()) {
+        // Cancelled is an actor's answer to a stop request (its own, or its job's), not a
+        // failure: the caller gets it through the future; no restart, no failed state.
+        if (!st.ok() && st.code() != StatusCode::kCancelled) {
           HandleFailure(st);
           msg->Finish();
           return;

@@ -289,7 +289,8 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       if (info) d.result.restarts = info->restarts;
       if (r.ok()) {
         d.result.summary = *r;
-      } else if (info && !IsTerminal(info->state) && !env.stopping()) {
+      } else if (info && !IsTerminal(info->state) && !env.stopping() &&
+                 r.status().code() != StatusCode::kCancelled) {
         TLOG_WARN("{} failed ({}); restarted {}/{} times, running it again", d.result.name,
                   r.status().ToString(), info->restarts, info->max_restarts);
         Status st = launch(d);
