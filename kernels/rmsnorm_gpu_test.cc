@@ -9,15 +9,10 @@
 namespace tandem::kernels {
 namespace {
 
-using testing::AllClose;
-using testing::Pool;
-using testing::ToDevice;
-using testing::ToHost;
-
 // Both sides compute in fp32 but reduce in different orders (and rsqrtf is within 2 ulp),
 // so an output may land on the other side of a bf16 rounding boundary: one bf16 ulp
 // (2^-7 relative to the value) plus a hair.
-constexpr double kUlpRtol = 1.0 / 128 + 1e-4;
+constexpr double kUlpRtol = testing::kOneBf16UlpRtol;
 
 struct Case {
   int64_t rows, h;
@@ -43,25 +38,27 @@ TEST_P(RmsNormGpuTest, CudaMatchesCpu) {
                                    nullptr)
                   .ok());
 
-  Tensor gx = ToDevice(x, DType::kBF16, {rows, h}), gw = ToDevice(w, DType::kBF16, {h});
-  Tensor gdy = ToDevice(dy, DType::kBF16, {rows, h});
-  Tensor gy = Tensor::Empty(Pool(), DType::kBF16, {rows, h}).value();
-  Tensor gr = Tensor::Empty(Pool(), DType::kF32, {rows}).value();
-  Tensor gdx = Tensor::Empty(Pool(), DType::kBF16, {rows, h}).value();
-  Tensor gdw = ToDevice(std::vector<float>(h, 0.5f), DType::kF32, {h});
-  Tensor ws = Tensor::Empty(Pool(), DType::kF32, {RmsNormBackwardWorkspaceRows(), h}).value();
+  Tensor gx = testing::ToDevice(x, DType::kBF16, {rows, h}),
+         gw = testing::ToDevice(w, DType::kBF16, {h});
+  Tensor gdy = testing::ToDevice(dy, DType::kBF16, {rows, h});
+  Tensor gy = Tensor::Empty(testing::Pool(), DType::kBF16, {rows, h}).value();
+  Tensor gr = Tensor::Empty(testing::Pool(), DType::kF32, {rows}).value();
+  Tensor gdx = Tensor::Empty(testing::Pool(), DType::kBF16, {rows, h}).value();
+  Tensor gdw = testing::ToDevice(std::vector<float>(h, 0.5f), DType::kF32, {h});
+  Tensor ws =
+      Tensor::Empty(testing::Pool(), DType::kF32, {RmsNormBackwardWorkspaceRows(), h}).value();
   ASSERT_TRUE(RmsNormForward(gy, gr, gx, gw, 1e-6f, nullptr).ok());
   ASSERT_TRUE(RmsNormBackward(gdx, gdw, gdy, gx, gw, gr, ws, nullptr).ok());
 
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gy), y, 1e-6, kUlpRtol, "y"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gy), y, 1e-6, kUlpRtol, "y"));
   // rstd: fp32 sums of up to 5121 squares in different orders (~sqrt(n) * 6e-8 = 4e-6
   // relative typical), rsqrtf within 2 ulp.
-  EXPECT_TRUE(AllClose(ToHost<float>(gr), rstd, 0, 1e-5, "rstd"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<float>(gr), rstd, 0, 1e-5, "rstd"));
   // dx cancels O(1) terms; fp32 ordering leaves ~1e-6 absolute before the bf16 rounding.
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gdx), dx, 1e-5, kUlpRtol, "dx"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gdx), dx, 1e-5, kUlpRtol, "dx"));
   // dw: sums of `rows` terms of size <= ~1, each scaled by that row's rstd (which differs by
   // up to 1e-5 relative between the two): at most 1e-5 absolute per row.
-  EXPECT_TRUE(AllClose(ToHost<float>(gdw), dw, 1e-5 * rows, 1e-5, "dw"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<float>(gdw), dw, 1e-5 * rows, 1e-5, "dw"));
 
   // And directly against the float64 naive backward (same bounds as the CPU op's test:
   // one bf16 rounding on dx, 1e-5 per row on dw).
@@ -71,14 +68,16 @@ TEST_P(RmsNormGpuTest, CudaMatchesCpu) {
   ref::RmsNormForward<double>(yd.data(), rd.data(), xd.data(), wd.data(), rows, h, 1e-6);
   ref::RmsNormBackward<double>(dxd.data(), dwd.data(), dyd.data(), xd.data(), wd.data(), rd.data(),
                                rows, h);
-  EXPECT_TRUE(AllClose(testing::ToDouble(ToHost<bf16>(gdx)), dxd, 1e-5, 1.0 / 256, "dx vs f64"));
-  EXPECT_TRUE(AllClose(testing::ToDouble(ToHost<float>(gdw)), dwd, 1e-5 * rows, 1e-5, "dw vs f64"));
+  EXPECT_TRUE(testing::AllClose(testing::ToDouble(testing::ToHost<bf16>(gdx)), dxd, 1e-5, 1.0 / 256,
+                                "dx vs f64"));
+  EXPECT_TRUE(testing::AllClose(testing::ToDouble(testing::ToHost<float>(gdw)), dwd, 1e-5 * rows,
+                                1e-5, "dw vs f64"));
 
   // Deterministic: a second backward adds exactly the same bits again.
-  std::vector<float> once = ToHost<float>(gdw);
-  Tensor gdw2 = ToDevice(std::vector<float>(h, 0.5f), DType::kF32, {h});
+  std::vector<float> once = testing::ToHost<float>(gdw);
+  Tensor gdw2 = testing::ToDevice(std::vector<float>(h, 0.5f), DType::kF32, {h});
   ASSERT_TRUE(RmsNormBackward(gdx, gdw2, gdy, gx, gw, gr, ws, nullptr).ok());
-  std::vector<float> twice = ToHost<float>(gdw2);
+  std::vector<float> twice = testing::ToHost<float>(gdw2);
   for (int64_t i = 0; i < h; ++i) ASSERT_EQ(once[i], twice[i]) << i;
 }
 
@@ -99,10 +98,11 @@ TEST(RmsNormPerHeadGpuTest, PerHeadMatchesCpu) {
                                   TensorView(x.data(), DType::kBF16, {t, heads, d}),
                                   TensorView(w.data(), DType::kBF16, {d}), 1e-6f, nullptr)
                   .ok());
-  Tensor gx = ToDevice(x, DType::kBF16, {t, heads, d}), gw = ToDevice(w, DType::kBF16, {d});
-  Tensor gy = Tensor::Empty(Pool(), DType::kBF16, {t, heads, d}).value();
+  Tensor gx = testing::ToDevice(x, DType::kBF16, {t, heads, d}),
+         gw = testing::ToDevice(w, DType::kBF16, {d});
+  Tensor gy = Tensor::Empty(testing::Pool(), DType::kBF16, {t, heads, d}).value();
   ASSERT_TRUE(RmsNormForward(gy, TensorView(), gx, gw, 1e-6f, nullptr).ok());
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gy), y, 1e-6, kUlpRtol, "y"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gy), y, 1e-6, kUlpRtol, "y"));
 }
 
 }  // namespace

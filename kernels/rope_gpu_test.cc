@@ -10,15 +10,10 @@
 namespace tandem::kernels {
 namespace {
 
-using testing::AllClose;
-using testing::Pool;
-using testing::ToDevice;
-using testing::ToHost;
-
 // Same fp32 angles on both sides; sincosf (<= 2 ulp) vs glibc sin/cos and FMA contraction
 // move the fp32 result by ~1e-6 * |x| before rounding, which may flip one bf16 ulp (2^-7
 // relative to the value).
-constexpr double kUlpRtol = 1.0 / 128 + 1e-4;
+constexpr double kUlpRtol = testing::kOneBf16UlpRtol;
 constexpr double kAtol = 1e-5;
 
 // (tokens, heads, head_dim, rotary_dim)
@@ -39,15 +34,16 @@ TEST_P(RopeGpuTest, CudaMatchesCpuForwardBackwardAndInPlace) {
   ASSERT_TRUE(cpu::RopeBackward(TensorView(dx.data(), DType::kBF16, shape),
                                 TensorView(x.data(), DType::kBF16, shape), cp, cfg, nullptr)
                   .ok());
-  Tensor gx = ToDevice(x, DType::kBF16, shape), gp = ToDevice(pos, DType::kI32, {t});
-  Tensor gy = Tensor::Empty(Pool(), DType::kBF16, shape).value();
-  Tensor gdx = Tensor::Empty(Pool(), DType::kBF16, shape).value();
+  Tensor gx = testing::ToDevice(x, DType::kBF16, shape),
+         gp = testing::ToDevice(pos, DType::kI32, {t});
+  Tensor gy = Tensor::Empty(testing::Pool(), DType::kBF16, shape).value();
+  Tensor gdx = Tensor::Empty(testing::Pool(), DType::kBF16, shape).value();
   ASSERT_TRUE(RopeForward(gy, gx, gp, cfg, nullptr).ok());
   ASSERT_TRUE(RopeBackward(gdx, gx, gp, cfg, nullptr).ok());
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gy), y, kAtol, kUlpRtol, "out"));
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gdx), dx, kAtol, kUlpRtol, "dx"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gy), y, kAtol, kUlpRtol, "out"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gdx), dx, kAtol, kUlpRtol, "dx"));
   ASSERT_TRUE(RopeForward(gx, gx, gp, cfg, nullptr).ok());  // in place
-  EXPECT_TRUE(testing::BitEqual(ToHost<bf16>(gx), ToHost<bf16>(gy)));
+  EXPECT_TRUE(testing::BitEqual(testing::ToHost<bf16>(gx), testing::ToHost<bf16>(gy)));
 }
 
 INSTANTIATE_TEST_SUITE_P(

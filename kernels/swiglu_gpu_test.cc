@@ -10,14 +10,9 @@
 namespace tandem::kernels {
 namespace {
 
-using testing::AllClose;
-using testing::Pool;
-using testing::ToDevice;
-using testing::ToHost;
-
 // expf vs std::exp differ by <= 2 ulp (~1e-6 relative) before the bf16 rounding, which may
 // then flip one bf16 ulp (2^-7 relative to the value).
-constexpr double kUlpRtol = 1.0 / 128 + 1e-4;
+constexpr double kUlpRtol = testing::kOneBf16UlpRtol;
 
 // (rows, I)
 class SwiGluGpuTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
@@ -38,16 +33,16 @@ TEST_P(SwiGluGpuTest, CudaMatchesCpuSeparateAndFused) {
   ASSERT_TRUE(cpu::SwiGluBackward(cdg, cdu, cd, cg, cu, nullptr).ok());
 
   // Fused: views into one [rows, 2I] device tensor.
-  Tensor ggu = ToDevice(gu, DType::kBF16, {rows, 2 * inter}),
-         gd = ToDevice(dout, DType::kBF16, {rows, inter});
-  Tensor gout = Tensor::Empty(Pool(), DType::kBF16, {rows, inter}).value();
-  Tensor gdgu = Tensor::Empty(Pool(), DType::kBF16, {rows, 2 * inter}).value();
+  Tensor ggu = testing::ToDevice(gu, DType::kBF16, {rows, 2 * inter}),
+         gd = testing::ToDevice(dout, DType::kBF16, {rows, inter});
+  Tensor gout = Tensor::Empty(testing::Pool(), DType::kBF16, {rows, inter}).value();
+  Tensor gdgu = Tensor::Empty(testing::Pool(), DType::kBF16, {rows, 2 * inter}).value();
   auto [gg, gup] = SplitGateUp(ggu);
   auto [gdg, gdu] = SplitGateUp(gdgu);
   ASSERT_TRUE(SwiGluForward(gout, gg, gup, nullptr).ok());
   ASSERT_TRUE(SwiGluBackward(gdg, gdu, gd, gg, gup, nullptr).ok());
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gout), out, 1e-6, kUlpRtol, "out"));
-  EXPECT_TRUE(AllClose(ToHost<bf16>(gdgu), dgu, 1e-6, kUlpRtol, "dgate|dup"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gout), out, 1e-6, kUlpRtol, "out"));
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(gdgu), dgu, 1e-6, kUlpRtol, "dgate|dup"));
 
   // Separate contiguous gate and up give the same bits as the fused views.
   std::vector<bf16> hg(rows * inter), hu(rows * inter);
@@ -56,11 +51,11 @@ TEST_P(SwiGluGpuTest, CudaMatchesCpuSeparateAndFused) {
       hg[r * inter + c] = gu[r * 2 * inter + c];
       hu[r * inter + c] = gu[r * 2 * inter + inter + c];
     }
-  Tensor sg = ToDevice(hg, DType::kBF16, {rows, inter});
-  Tensor su = ToDevice(hu, DType::kBF16, {rows, inter});
-  Tensor sout = Tensor::Empty(Pool(), DType::kBF16, {rows, inter}).value();
+  Tensor sg = testing::ToDevice(hg, DType::kBF16, {rows, inter});
+  Tensor su = testing::ToDevice(hu, DType::kBF16, {rows, inter});
+  Tensor sout = Tensor::Empty(testing::Pool(), DType::kBF16, {rows, inter}).value();
   ASSERT_TRUE(SwiGluForward(sout, sg, su, nullptr).ok());
-  EXPECT_TRUE(testing::BitEqual(ToHost<bf16>(sout), ToHost<bf16>(gout)));
+  EXPECT_TRUE(testing::BitEqual(testing::ToHost<bf16>(sout), testing::ToHost<bf16>(gout)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SwiGluGpuTest,

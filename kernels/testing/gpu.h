@@ -10,6 +10,11 @@
 
 namespace tandem::kernels::testing {
 
+// Relative tolerance of one bf16 ulp (2^-7 relative to the value) plus a hair: for a CUDA
+// result that matches the CPU reference in fp32 up to rounding and so may round to the
+// neighbouring bf16 value. Each test says why its kernel differs only that much.
+inline constexpr double kOneBf16UlpRtol = 1.0 / 128 + 1e-4;
+
 // The caching pool of CUDA device 0 (aborts when there is none: GPU tests skip before).
 CachingPool& Pool();
 
