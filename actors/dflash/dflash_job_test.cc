@@ -1,52 +1,28 @@
 // The tiny DFlash job end to end on the CPU through JobRunner: the loss falls, checkpoints
 // are written, the store is empty afterwards, every batch passes its checksum, and a drafter
 // that throws is restarted from its checkpoint and the job completes.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-
 #include "actors/dflash/checkpoint_state.h"
-#include "runtime/control/job_spec.h"
-#include "runtime/control/runner.h"
+#include "actors/dflash/job_test_util.h"
 
 namespace tandem {
 namespace {
 
-std::string TinyJob(const std::string& dir, int max_steps, const std::string& extra) {
-  return fmt::format(R"(
-[job]
-name = "tiny-test"
-seed = 1
-[store]
-capacity_mb = 32
-[channels.hidden]
-capacity = 4
-min_ready = 1
-[actors.target]
-class = "dflash.target"
-out = "hidden"
-model = "random"
-target_config = {{ vocab_size = 128, hidden_size = 64, num_hidden_layers = 6, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 16, intermediate_size = 128, max_position_embeddings = 512 }}
-layers = [1, 4]
-max_tokens = 256
-doc_len = 64
-batches_per_epoch = 400
-[actors.drafter]
-class = "dflash.drafter"
-in = "hidden"
-num_layers = 1
-max_steps = {}
-lr = 3e-3
-anchors_per_batch = 16
-log_every = 10
-checkpoint = {{ dir = "{}", every_steps = 50 }}
-metrics_file = "{}/metrics.jsonl"
-{}
-)",
-                     max_steps, dir, dir, extra);
+using dflash::testing::FreshDir;
+
+// The tiny job with one drafter that logs metrics to `dir`; `extra` adds drafter lines.
+Result<JobReport> RunJob(const std::string& dir, int max_steps, const std::string& extra) {
+  return dflash::testing::RunJob(
+      {.name = "tiny-test",
+       .max_steps = max_steps,
+       .checkpoint_dir = dir,
+       .drafter_extra = fmt::format("metrics_file = \"{}/metrics.jsonl\"\n{}", dir, extra)});
 }
 
 std::vector<double> Losses(const std::string& path) {
@@ -59,22 +35,9 @@ std::vector<double> Losses(const std::string& path) {
   return out;
 }
 
-std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/dflash_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-Result<JobReport> RunJob(const std::string& text) {
-  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(text, "tiny-test.toml"));
-  JobRunner runner;
-  return runner.Run(job);
-}
-
 TEST(DFlashJobTest, LossFallsCheckpointsAndStoreEmpties) {
-  const std::string dir = FreshDir("train");
-  auto report = RunJob(TinyJob(dir, 200, ""));
+  const std::string dir = FreshDir("dflash_train");
+  auto report = RunJob(dir, 200, "");
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_TRUE(report->status.ok()) << report->ToString();
   EXPECT_EQ(report->store.live_objects, 0u) << report->ToString();
@@ -91,13 +54,13 @@ TEST(DFlashJobTest, LossFallsCheckpointsAndStoreEmpties) {
 }
 
 TEST(DFlashJobTest, StopAndResumeGivesTheSameLossCurve) {
-  const std::string full = FreshDir("full"), split = FreshDir("split");
+  const std::string full = FreshDir("dflash_full"), split = FreshDir("dflash_split");
   const std::string sched = "total_steps = 60\n";
-  auto a = RunJob(TinyJob(full, 60, sched));
+  auto a = RunJob(full, 60, sched);
   ASSERT_TRUE(a.ok() && a->status.ok());
-  auto b1 = RunJob(TinyJob(split, 30, sched));
+  auto b1 = RunJob(split, 30, sched);
   ASSERT_TRUE(b1.ok() && b1->status.ok());
-  auto b2 = RunJob(TinyJob(split, 60, sched + "resume = true\n"));
+  auto b2 = RunJob(split, 60, sched + "resume = true\n");
   ASSERT_TRUE(b2.ok() && b2->status.ok()) << b2->ToString();
   EXPECT_EQ(b2->store.live_objects, 0u);
   // Bitwise on the CPU: same weights, optimizer state, data position and RNG (step).
@@ -105,8 +68,8 @@ TEST(DFlashJobTest, StopAndResumeGivesTheSameLossCurve) {
 }
 
 TEST(DFlashJobTest, ThrowingDrafterIsRestartedFromItsCheckpoint) {
-  const std::string dir = FreshDir("fault");
-  auto report = RunJob(TinyJob(dir, 80, "fail_at_step = 60\nmax_restarts = 1\n"));
+  const std::string dir = FreshDir("dflash_fault");
+  auto report = RunJob(dir, 80, "fail_at_step = 60\nmax_restarts = 1\n");
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_TRUE(report->status.ok()) << report->ToString();
   ASSERT_EQ(report->actors.size(), 2u);

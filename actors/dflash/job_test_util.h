@@ -1,0 +1,78 @@
+// Helpers for the end-to-end DFlash job tests: the tiny CPU job (random 6-layer target feeding
+// a 1-layer drafter through one channel) as TOML text, a fresh checkpoint folder, and running
+// a job text through JobRunner. Test-only. Thread-safety: free functions, no shared state.
+#pragma once
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "runtime/control/job_spec.h"
+#include "runtime/control/runner.h"
+
+namespace tandem::dflash::testing {
+
+// What varies between the tiny jobs; the rest (model sizes, lr, anchors, logging) is fixed.
+struct TinyJob {
+  std::string name;             // [job] name; the text is parsed as "<name>.toml"
+  int batches_per_epoch = 400;  // per target replica
+  int max_steps = 0;            // per drafter replica
+  std::string checkpoint_dir;
+  int checkpoint_every = 50;  // steps
+  std::string target_extra;   // TOML lines added to [actors.target]
+  std::string drafter_extra;  // TOML lines added to [actors.drafter]
+};
+
+inline std::string TinyJobText(const TinyJob& j) {
+  return fmt::format(R"(
+[job]
+name = "{}"
+seed = 1
+[store]
+capacity_mb = 32
+[channels.hidden]
+capacity = 4
+min_ready = 1
+[actors.target]
+class = "dflash.target"
+out = "hidden"
+model = "random"
+target_config = {{ vocab_size = 128, hidden_size = 64, num_hidden_layers = 6, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 16, intermediate_size = 128, max_position_embeddings = 512 }}
+layers = [1, 4]
+max_tokens = 256
+doc_len = 64
+batches_per_epoch = {}
+{}
+[actors.drafter]
+class = "dflash.drafter"
+in = "hidden"
+num_layers = 1
+max_steps = {}
+lr = 3e-3
+anchors_per_batch = 16
+log_every = 10
+checkpoint = {{ dir = "{}", every_steps = {} }}
+{}
+)",
+                     j.name, j.batches_per_epoch, j.target_extra, j.max_steps, j.checkpoint_dir,
+                     j.checkpoint_every, j.drafter_extra);
+}
+
+// An empty folder `name` under the test's temporary directory.
+inline std::string FreshDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Parses `job` and runs it to the end; an error only when the text does not parse.
+inline Result<JobReport> RunJob(const TinyJob& job) {
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobText(TinyJobText(job), job.name + ".toml"));
+  JobRunner runner;
+  return runner.Run(spec);
+}
+
+}  // namespace tandem::dflash::testing
