@@ -14,55 +14,13 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cuda_testing.h"
 #include "kernels/attention/attention_testing.h"
 
 namespace tandem::kernels {
 namespace {
 
 using namespace attention_testing;
-
-template <typename T>
-class DevBuf {
- public:
-  explicit DevBuf(const std::vector<T>& host) : n_(host.size()) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  explicit DevBuf(size_t n) : DevBuf(NanFilled(n)) {}
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  ~DevBuf() { cudaFree(p_); }
-  std::vector<T> ToHost() const {
-    std::vector<T> h(n_);
-    EXPECT_EQ(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-  TensorView View(DType t, Shape s) const { return TensorView(p_, t, s, Device::Cuda(0)); }
-
- private:
-  static std::vector<T> NanFilled(size_t n) {
-    std::vector<T> h(n);
-    std::memset(static_cast<void*>(h.data()), 0xff, n * sizeof(T));  // NaN (bf16, f32)
-    return h;
-  }
-  T* p_ = nullptr;
-  size_t n_;
-};
-
-TensorView Host(std::vector<bf16>& v, Shape s) { return TensorView(v.data(), DType::kBF16, s); }
-TensorView Host(std::vector<float>& v, Shape s) { return TensorView(v.data(), DType::kF32, s); }
-TensorView Host(std::vector<int32_t>& v, Shape s) { return TensorView(v.data(), DType::kI32, s); }
-
-// "what: max |err| ... at (row r, head h, dim c)" for a [rows, heads, inner] tensor.
-template <typename A, typename B>
-void ExpectClose(const char* what, const std::vector<A>& got, const std::vector<B>& want,
-                 int64_t heads, int64_t inner, double atol, double rtol) {
-  const CloseReport r = Compare(got, want, atol, rtol);
-  const int64_t i = std::max<int64_t>(r.worst, 0);
-  EXPECT_TRUE(r.ok) << r.ToString(what)
-                    << fmt::format(" = (row {}, head {}, dim {})", i / (heads * inner),
-                                   (i / inner) % heads, i % inner);
-}
 
 // Both sides read the same bf16 inputs and accumulate in fp32; they differ by summation order
 // (~1e-6) and by where bf16 rounding lands: outputs of magnitude <= 1 may differ by one
