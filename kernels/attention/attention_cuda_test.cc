@@ -16,82 +16,21 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cuda_testing.h"
 #include "kernels/attention/attention_testing.h"
+#include "kernels/attention/dflash_path.h"
 
 namespace tandem::kernels {
 namespace {
 
 using namespace attention_testing;
 
-// Both sides read the same bf16 inputs and accumulate in fp32; they differ by summation order
-// (~1e-6) and by where bf16 rounding lands: outputs of magnitude <= 1 may differ by one
-// bf16 ulp (2^-8 relative), hence 8e-3 + 1e-2 relative. LSE is fp32 end to end: 1e-3.
-constexpr double kOutTol = 8e-3, kOutRtol = 1e-2, kLseTol = 1e-3;
-
-struct DFlashCase {
-  std::vector<int> lens;
-  int nb, hq, hk, d, window;
-  bool causal;
-};
-
-std::string Name(const DFlashCase& c) {
-  return fmt::format("docs{} nb{} h{}/{} d{} w{} causal{}", c.lens.size(), c.nb, c.hq, c.hk,
-                     c.d, c.window, c.causal);
-}
+// Tolerances (kOutTol, kOutRtol, kLseTol) and their justification: attention_cuda_testing.h.
 
 class DFlashCudaTest : public ::testing::TestWithParam<DFlashCase> {};
 
+// The public entry points (kAuto: the MMA kernels where they apply, else SIMT).
 TEST_P(DFlashCudaTest, ForwardAndBackwardMatchCpu) {
-  const DFlashCase& c = GetParam();
-  SCOPED_TRACE(Name(c));
-  DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, 7);
-  const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
-  auto q = RandomBf16(rows * c.hq * c.d, 1), kb = RandomBf16(rows * c.hk * c.d, 2),
-       vb = RandomBf16(rows * c.hk * c.d, 3), kc = RandomBf16(t * c.hk * c.d, 4),
-       vc = RandomBf16(t * c.hk * c.d, 5), dout = RandomBf16(rows * c.hq * c.d, 6);
-  const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
-  const Shape qs{rows, c.hq, c.d}, bs{rows, c.hk, c.d}, cs{t, c.hk, c.d}, ls{rows, c.hq};
-
-  // CPU reference.
-  DFlashAttentionInputs hin{Host(q, qs), Host(kb, bs), Host(vb, bs), Host(kc, cs), Host(vc, cs),
-                            Host(lay.anchors, {c.nb}), Host(lay.doc_start, {c.nb})};
-  std::vector<bf16> out(q.size()), dq(q.size()), dkb(kb.size()), dvb(vb.size());
-  std::vector<float> lse(rows * c.hq), dkc(kc.size()), dvc(vc.size());
-  ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
-  ASSERT_TRUE(DFlashAttentionBackwardCpu(hin, cfg, Host(out, qs), Host(lse, ls), Host(dout, qs),
-                                         {Host(dq, qs), Host(dkb, bs), Host(dvb, bs),
-                                          Host(dkc, cs), Host(dvc, cs)})
-                  .ok());
-
-  // CUDA.
-  DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc), gdout(dout);
-  DevBuf<int32_t> ganc(lay.anchors), gds(lay.doc_start);
-  DevBuf<bf16> gout(q.size()), gdq(q.size()), gdkb(kb.size()), gdvb(vb.size());
-  DevBuf<float> glse(lse.size()), gdkc(kc.size()), gdvc(vc.size());
-  const auto bf = DType::kBF16, f32 = DType::kF32;
-  DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, bs), gvb.View(bf, bs),
-                            gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {c.nb}),
-                            gds.View(DType::kI32, {c.nb})};
-  Status s = DFlashAttentionForward(din, cfg, gout.View(bf, qs), glse.View(f32, ls), nullptr);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  s = DFlashAttentionBackward(din, cfg, gout.View(bf, qs), glse.View(f32, ls),
-                              gdout.View(bf, qs),
-                              {gdq.View(bf, qs), gdkb.View(bf, bs), gdvb.View(bf, bs),
-                               gdkc.View(f32, cs), gdvc.View(f32, cs)},
-                              nullptr);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), c.hq, c.d, kOutTol, kOutRtol);
-  ExpectClose("lse", glse.ToHost(), lse, c.hq, 1, kLseTol, kLseTol);
-  // Gradients sum up to ~|context| terms of O(1) size in fp32 in a different order on each
-  // side, then dq/dk_blk/dv_blk are rounded to bf16: 2e-2 absolute + 2e-2 relative is a few
-  // bf16 ulps, while a masking or indexing error changes them at O(0.1) or more.
-  constexpr double kGradTol = 2e-2;
-  ExpectClose("dq_blk", ToFloat(gdq.ToHost()), ToFloat(dq), c.hq, c.d, kGradTol, kGradTol);
-  ExpectClose("dk_blk", ToFloat(gdkb.ToHost()), ToFloat(dkb), c.hk, c.d, kGradTol, kGradTol);
-  ExpectClose("dv_blk", ToFloat(gdvb.ToHost()), ToFloat(dvb), c.hk, c.d, kGradTol, kGradTol);
-  ExpectClose("dk_ctx", gdkc.ToHost(), dkc, c.hk, c.d, kGradTol, kGradTol);
-  ExpectClose("dv_ctx", gdvc.ToHost(), dvc, c.hk, c.d, kGradTol, kGradTol);
+  SCOPED_TRACE(DFlashCaseName(GetParam()));
+  CheckDFlashCase(GetParam(), attention_internal::DFlashPath::kAuto, 7);
 }
 
 INSTANTIATE_TEST_SUITE_P(

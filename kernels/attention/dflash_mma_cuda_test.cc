@@ -27,86 +27,14 @@ using attention_internal::DFlashAttentionBackwardPath;
 using attention_internal::DFlashAttentionForwardPath;
 using attention_internal::DFlashPath;
 
-// Tolerances. The CPU reference keeps P and dS in fp32; the MMA kernels round them to bf16
-// (relative 2^-9) before the P V, dS K, P^T dO and dS^T Q products. Each output is a sum of
-// terms with weights summing to <= 1 (forward) or a few (gradients) whose rounding errors
-// have random signs, so the extra error stays far below one bf16 ulp of O(1) values. The
-// forward bound: 8e-3 + 1e-2 relative (one bf16 ulp of the rounded output plus margin); LSE
-// is fp32 end to end: 1e-3. Gradients: 2e-2 + 2e-2 relative, a few bf16 ulps, while a masking
-// or fragment-layout error changes them at O(0.1) or more.
-constexpr double kOutTol = 8e-3, kOutRtol = 1e-2, kLseTol = 1e-3, kGradTol = 2e-2;
-
-struct MmaCase {
-  std::vector<int> lens;
-  int nb, hq, hk, d, window;
-  bool causal;
-};
-
-std::string Name(const MmaCase& c) {
-  return fmt::format("docs{} nb{} h{}/{} d{} w{} causal{}", c.lens.size(), c.nb, c.hq, c.hk, c.d,
-                     c.window, c.causal);
-}
-
 // Both kernel families run the sweep: kAuto now picks MMA for these shapes, so the SIMT
 // kernels keep their coverage here.
-class DFlashMmaCudaTest : public ::testing::TestWithParam<std::tuple<MmaCase, DFlashPath>> {};
+class DFlashMmaCudaTest : public ::testing::TestWithParam<std::tuple<DFlashCase, DFlashPath>> {};
 
 TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
   const auto& [c, path] = GetParam();
-  SCOPED_TRACE(fmt::format("{} {}", Name(c), path == DFlashPath::kMma ? "mma" : "simt"));
-  DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, 17);
-  const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
-  auto q = RandomBf16(rows * c.hq * c.d, 21), kb = RandomBf16(rows * c.hk * c.d, 22),
-       vb = RandomBf16(rows * c.hk * c.d, 23), kc = RandomBf16(t * c.hk * c.d, 24),
-       vc = RandomBf16(t * c.hk * c.d, 25), dout = RandomBf16(rows * c.hq * c.d, 26);
-  const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
-  const Shape qs{rows, c.hq, c.d}, bs{rows, c.hk, c.d}, cs{t, c.hk, c.d}, ls{rows, c.hq};
-
-  DFlashAttentionInputs hin{Host(q, qs),
-                            Host(kb, bs),
-                            Host(vb, bs),
-                            Host(kc, cs),
-                            Host(vc, cs),
-                            Host(lay.anchors, {c.nb}),
-                            Host(lay.doc_start, {c.nb})};
-  std::vector<bf16> out(q.size()), dq(q.size()), dkb(kb.size()), dvb(vb.size());
-  std::vector<float> lse(rows * c.hq), dkc(kc.size()), dvc(vc.size());
-  ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
-  ASSERT_TRUE(DFlashAttentionBackwardCpu(
-                  hin, cfg, Host(out, qs), Host(lse, ls), Host(dout, qs),
-                  {Host(dq, qs), Host(dkb, bs), Host(dvb, bs), Host(dkc, cs), Host(dvc, cs)})
-                  .ok());
-
-  DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc), gdout(dout);
-  DevBuf<int32_t> ganc(lay.anchors), gds(lay.doc_start);
-  DevBuf<bf16> gout(q.size()), gdq(q.size()), gdkb(kb.size()), gdvb(vb.size());
-  DevBuf<float> glse(lse.size()), gdkc(kc.size()), gdvc(vc.size());
-  const auto bf = DType::kBF16, f32 = DType::kF32;
-  DFlashAttentionInputs din{gq.View(bf, qs),
-                            gkb.View(bf, bs),
-                            gvb.View(bf, bs),
-                            gkc.View(bf, cs),
-                            gvc.View(bf, cs),
-                            ganc.View(DType::kI32, {c.nb}),
-                            gds.View(DType::kI32, {c.nb})};
-  Status s =
-      DFlashAttentionForwardPath(path, din, cfg, gout.View(bf, qs), glse.View(f32, ls), nullptr);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  s = DFlashAttentionBackwardPath(path, din, cfg, gout.View(bf, qs), glse.View(f32, ls),
-                                  gdout.View(bf, qs),
-                                  {gdq.View(bf, qs), gdkb.View(bf, bs), gdvb.View(bf, bs),
-                                   gdkc.View(f32, cs), gdvc.View(f32, cs)},
-                                  nullptr);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), c.hq, c.d, kOutTol, kOutRtol);
-  ExpectClose("lse", glse.ToHost(), lse, c.hq, 1, kLseTol, kLseTol);
-  ExpectClose("dq_blk", ToFloat(gdq.ToHost()), ToFloat(dq), c.hq, c.d, kGradTol, kGradTol);
-  ExpectClose("dk_blk", ToFloat(gdkb.ToHost()), ToFloat(dkb), c.hk, c.d, kGradTol, kGradTol);
-  ExpectClose("dv_blk", ToFloat(gdvb.ToHost()), ToFloat(dvb), c.hk, c.d, kGradTol, kGradTol);
-  ExpectClose("dk_ctx", gdkc.ToHost(), dkc, c.hk, c.d, kGradTol, kGradTol);
-  ExpectClose("dv_ctx", gdvc.ToHost(), dvc, c.hk, c.d, kGradTol, kGradTol);
+  SCOPED_TRACE(fmt::format("{} {}", DFlashCaseName(c), path == DFlashPath::kMma ? "mma" : "simt"));
+  CheckDFlashCase(c, path, 17);
 }
 
 // Context lengths cover empty ranges, partial 64-key tiles (odd lengths), several full
@@ -114,18 +42,18 @@ TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(
     Sweep, DFlashMmaCudaTest,
     ::testing::Combine(
-        ::testing::Values(MmaCase{{300}, 12, 4, 4, 128, 0, false},                // one long doc
-                          MmaCase{{300}, 12, 4, 4, 128, 64, true},                // window = tile
-                          MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},  // many short
-                          MmaCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
-                          MmaCase{{130, 70}, 9, 16, 4, 128, 1000, true},   // window > doc
-                          MmaCase{{33, 200}, 64, 8, 8, 128, 40, false},    // dense anchors
-                          MmaCase{{97}, 5, 6, 3, 64, 31, true},            // G 2, odd sizes
-                          MmaCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},      // G 3, no context
-                          MmaCase{{700, 333}, 24, 32, 8, 128, 200, true},  // bench, scaled
-                          MmaCase{{700, 333}, 24, 32, 8, 128, 0, false},   // full layer
-                          MmaCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
-                          MmaCase{{513}, 10, 8, 1, 64, 0, true}),          // G 8, d 64
+        ::testing::Values(DFlashCase{{300}, 12, 4, 4, 128, 0, false},                // one long doc
+                          DFlashCase{{300}, 12, 4, 4, 128, 64, true},                // window = tile
+                          DFlashCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},  // many short
+                          DFlashCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
+                          DFlashCase{{130, 70}, 9, 16, 4, 128, 1000, true},   // window > doc
+                          DFlashCase{{33, 200}, 64, 8, 8, 128, 40, false},    // dense anchors
+                          DFlashCase{{97}, 5, 6, 3, 64, 31, true},            // G 2, odd sizes
+                          DFlashCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},      // G 3, no context
+                          DFlashCase{{700, 333}, 24, 32, 8, 128, 200, true},  // bench, scaled
+                          DFlashCase{{700, 333}, 24, 32, 8, 128, 0, false},   // full layer
+                          DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
+                          DFlashCase{{513}, 10, 8, 1, 64, 0, true}),          // G 8, d 64
         ::testing::Values(DFlashPath::kMma, DFlashPath::kSimt)));
 
 // kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on
