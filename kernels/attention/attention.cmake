@@ -3,7 +3,7 @@
 # Included from kernels/CMakeLists.txt; paths are relative to kernels/.
 list(APPEND TANDEM_KERNEL_SOURCES attention/attention_cpu.cc)
 list(APPEND TANDEM_KERNEL_CUDA_SOURCES attention/dflash_attention.cu attention/dflash_attention_cuda.cc
-     attention/dflash_mma.cu
+     attention/dflash_mma.cu attention/dflash_mma_bwd.cu
      attention/varlen_attention.cu attention/cudnn_sdpa.cc)
 
 tandem_add_test(attention_cpu_test SOURCES attention/attention_cpu_test.cc LIBS tandem::kernels)

@@ -96,11 +96,16 @@ struct DFlashAttentionGrads {
   TensorView dq_blk;  // bf16 [NB*16, hq, d]
   TensorView dk_blk;  // bf16 [NB*16, hk, d]
   TensorView dv_blk;  // bf16 [NB*16, hk, d]
-  // fp32 because several blocks read the same context key: the CUDA kernel zero-fills them,
-  // then accumulates with fp32 atomics (summation order, hence the last bits, may vary
-  // between runs).
+  // fp32 because several blocks read the same context key and their contributions are summed
+  // (without `delta` below the CUDA kernel zero-fills them and adds with fp32 atomics, so the
+  // last bits may vary between runs).
   TensorView dk_ctx;  // f32 [T, hk, d], overwritten
   TensorView dv_ctx;  // f32 [T, hk, d], overwritten
+  // Optional f32 [NB*16, hq] scratch for the CUDA tensor-core path: with it, the context
+  // dK/dV come from a second, key-major kernel that writes each row once in a fixed order
+  // (faster, no atomics, bitwise deterministic); without it, one fused kernel with atomics.
+  // Ignored by the CPU and SIMT versions.
+  TensorView delta;
 };
 
 // Forward: out bf16 [NB*16, hq, d], lse f32 [NB*16, hq] (needed by the backward).

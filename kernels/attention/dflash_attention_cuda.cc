@@ -23,7 +23,8 @@ using attention_internal::DFlashMmaSmemBytes;
 using attention_internal::DFlashMmaSupported;
 using attention_internal::DFlashPath;
 using attention_internal::LaunchDFlashKernel;
-using attention_internal::LaunchDFlashMma;
+using attention_internal::LaunchDFlashMmaBackward;
+using attention_internal::LaunchDFlashMmaForward;
 using Params = attention_internal::DFlashKernelParams;
 static_assert(attention_internal::kBlock == kDFlashBlockSize);
 
@@ -129,7 +130,7 @@ Status DFlashAttentionForwardPath(DFlashPath path, const DFlashAttentionInputs& 
   p.lse = lse.data_as<float>();
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(false, dims.hq / dims.hk, dims.d)));
-    CUDA_RETURN_IF_ERROR(LaunchDFlashMma(p, /*backward=*/false, stream));
+    CUDA_RETURN_IF_ERROR(LaunchDFlashMmaForward(p, stream));
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));
@@ -184,7 +185,7 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
   p.dvc = grads.dv_ctx.data_as<float>();
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(true, dims.hq / dims.hk, dims.d)));
-    CUDA_RETURN_IF_ERROR(LaunchDFlashMma(p, /*backward=*/true, stream));
+    CUDA_RETURN_IF_ERROR(LaunchDFlashMmaBackward(p, stream));
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));

@@ -28,6 +28,7 @@ struct DFlashKernelParams {
   const float* lse_in;
   void *dq, *dkb, *dvb;  // bf16
   float *dkc, *dvc;
+  float* delta;  // optional f32 [nb * 16, hq] scratch (MMA split backward)
 };
 // Launches the forward (backward = false) or backward kernel: grid (nb, hk), `threads`
 // threads, `ds` dims per lane (4, 8, 16 or 32), `smem` bytes of dynamic shared memory.

@@ -32,9 +32,14 @@ inline constexpr size_t DFlashMmaSmemBytes(bool backward, int64_t group, int64_t
   return (2 * rows + 2 * kMmaTileKeys) * row + 2 * rows * (kMmaTileKeys + 8) * 2;
 }
 
-// Launches the forward (backward = false) or backward MMA kernel: grid (nb, hk), 32 * group
-// threads. REQUIRES: DFlashMmaSupported(hq / hk, d); bf16 tensors and the fp32 context
-// gradients 16-byte aligned; for the backward, dkc/dvc zero-filled.
-cudaError_t LaunchDFlashMma(const DFlashKernelParams& p, bool backward, cudaStream_t stream);
+// Launch the MMA kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the
+// fp32 context gradients 16-byte aligned.
+cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream);
+// With p.delta == nullptr one fused kernel, grid (nb, hk), which adds the context dK/dV
+// with fp32 atomics (dkc/dvc zero-filled first). With p.delta (f32 [nb * 16, hq] scratch):
+// the query-major kernel (dQ, block dK/dV, delta = rowsum(dO O)) and then the key-major
+// context kernel, grid (ceil(t / 64), hk), which writes every row of dkc/dvc once, in a
+// fixed order (no atomics, deterministic, no zero-fill needed).
+cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream);
 
 }  // namespace tandem::kernels::attention_internal

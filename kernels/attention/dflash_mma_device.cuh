@@ -1,0 +1,134 @@
+// Internal to kernels/attention: device helpers shared by the tensor-core DFlash kernels
+// (dflash_mma.cu forward, dflash_mma_bwd.cu backward): cp.async, ldmatrix and mma.sync
+// m16n8k16 wrappers, and the key tiles of a block (its context range, then its own keys).
+// Fragment layouts (PTX ISA, m16n8k16; lane = 4 * gid + tig):
+//   A 16x16: a0 (gid, 2tig..+1), a1 (gid+8, 2tig..), a2 (gid, 2tig+8..), a3 (gid+8, 2tig+8..)
+//   B 16x8:  b0 (k 2tig..+1, n gid), b1 (k 2tig+8..+1, n gid)
+//   C 16x8:  c0,c1 (gid, 2tig..+1), c2,c3 (gid+8, 2tig..+1)
+// Shared rows are padded by 16 bytes, so ldmatrix reads are conflict-free.
+// Thread-safety: device functions only; nothing global.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/dflash_mma_internal.h"
+
+namespace tandem::kernels::attention_internal::mma {
+
+using Params = DFlashKernelParams;
+using bf16_t = __nv_bfloat16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kTk = kMmaTileKeys;
+constexpr int kPs = kTk + 8;  // row stride (elements) of the backward's P / dS tiles
+
+// The forward stages Q (16 rows per warp) in the second (K, V) stage; both kernels fit the
+// H100/H200 opt-in shared memory (227 KiB) at the largest group.
+static_assert(kBlock * kMmaMaxGroup <= 2 * kTk, "Q staging area overflows stage 1");
+static_assert(DFlashMmaSmemBytes(true, kMmaMaxGroup, 128) <= 227 * 1024);
+static_assert(DFlashMmaSmemBytes(false, kMmaMaxGroup, 128) <= 227 * 1024);
+static_assert(kBlock == 16, "one m16 tile per query head");
+
+__device__ inline uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; valid == false zero-fills the destination and reads nothing.
+__device__ inline void CpAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ inline void Ldsm4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+__device__ inline void Ldsm4T(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+
+__device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16x2, `lo` in the low half (the lower column / k index).
+__device__ inline uint32_t Pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// A operand (16 rows x 16 keys, keys 16 * kc ..) from C accumulators over 8-key n-tiles.
+__device__ inline void AFromC(uint32_t (&a)[4], const float (&c)[kTk / 8][4], int kc) {
+  a[0] = Pack(c[2 * kc][0], c[2 * kc][1]);
+  a[1] = Pack(c[2 * kc][2], c[2 * kc][3]);
+  a[2] = Pack(c[2 * kc + 1][0], c[2 * kc + 1][1]);
+  a[3] = Pack(c[2 * kc + 1][2], c[2 * kc + 1][3]);
+}
+
+__device__ inline void ContextRange(const Params& p, int b, int* lo, int* hi) {
+  const int a = min(max(p.anchors[b], 0), p.t);
+  const int s = min(max(p.doc_start[b], 0), a);
+  *hi = a;
+  *lo = p.window > 0 ? max(s, a - p.window) : s;
+}
+
+// Tile `it` of block b: keys from the context (it < ctx_tiles) or the block itself.
+struct Tile {
+  bool blk;
+  int first, n;  // first key row in its tensor, valid keys (1..kTk)
+};
+__device__ inline Tile TileOf(int it, int ctx_tiles, int lo, int hi, int b) {
+  if (it == ctx_tiles) return {true, b * kBlock, kBlock};
+  const int first = lo + it * kTk;
+  return {false, first, min(kTk, hi - first)};
+}
+
+// Async-loads rows [first, first + n) of KV head g from k and v into [kTk][D + 8] tiles,
+// zero-filling rows n .. kTk - 1 (their P is 0, and 0 * garbage could be NaN).
+template <int D>
+__device__ inline void LoadKv(const bf16_t* k, const bf16_t* v, const Tile& t, int g, int hk,
+                              bf16_t* ks, bf16_t* vs) {
+  constexpr int kChunks = D / 8, kStride = D + 8;
+  for (int e = threadIdx.x; e < kTk * kChunks; e += blockDim.x) {
+    const int r = e / kChunks, c = (e % kChunks) * 8;
+    const bool valid = r < t.n;
+    const size_t off = (static_cast<size_t>(t.first + (valid ? r : 0)) * hk + g) * D + c;
+    CpAsync16(ks + r * kStride + c, k + off, valid);
+    CpAsync16(vs + r * kStride + c, v + off, valid);
+  }
+}
+
+// Async-loads the block's 16 * G query rows of heads g * G .. into [16 G][D + 8]; row
+// w * 16 + slot holds (token b * 16 + slot, head g * G + w).
+template <int D>
+__device__ inline void LoadRows(const bf16_t* x, int b, int g, int group, int hq, bf16_t* xs) {
+  constexpr int kChunks = D / 8, kStride = D + 8;
+  for (int e = threadIdx.x; e < kBlock * group * kChunks; e += blockDim.x) {
+    const int r = e / kChunks, c = (e % kChunks) * 8;
+    const int w = r / kBlock, slot = r % kBlock;
+    const size_t off = (static_cast<size_t>(b * kBlock + slot) * hq + g * group + w) * D + c;
+    CpAsync16(xs + r * kStride + c, x + off, true);
+  }
+}
+
+// Whether key `key` of tile t is visible to query slot `slot`.
+__device__ inline bool Visible(const Tile& t, bool causal, int key, int slot) {
+  return key < t.n && (!t.blk || !causal || key <= slot);
+}
+
+}  // namespace tandem::kernels::attention_internal::mma
