@@ -92,10 +92,10 @@ Status LinearForward(kernels::GemmContext* ctx, const TensorView& x, const Tenso
 }
 
 Status LinearWeightGrad(kernels::GemmContext* ctx, const TensorView& dy, const TensorView& x,
-                        const TensorView& dw, kernels::Stream s) {
+                        const TensorView& dw, bool accumulate, kernels::Stream s) {
   kernels::GemmOptions o;
   o.trans_a = true;
-  o.beta = 1.f;
+  o.beta = accumulate ? 1.f : 0.f;
   return kernels::Gemm(ctx, As2d(dy, dw.dim(0)), As2d(x, dw.dim(1)), dw, o, s);
 }
 

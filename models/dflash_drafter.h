@@ -11,8 +11,9 @@
 //          document prefix; sliding layers: block causal, prefix within the window)
 //     h  = x + a Wo^T;  x' = h + down(silu(gate(post_norm(h))) * up(post_norm(h)))
 //   loss = sum_r w_r CE(target_lm_head(norm(x_L))_r, target_r) / sum_r w_r
-// Backward writes d loss / d every parameter into params().grads (fp32, zeroed first),
-// including the context path (every layer's k_proj/v_proj/k_norm, hidden_norm and fc).
+// Backward writes d loss / d every parameter into params().grads (fp32; it overwrites the
+// previous contents, never accumulates across calls), including the context path (every
+// layer's k_proj/v_proj/k_norm, hidden_norm and fc).
 //
 // All activations live in one workspace allocated at Create (sized by max_tokens and
 // num_blocks); a step allocates nothing and never synchronises the host. Results (loss,

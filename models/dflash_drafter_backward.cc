@@ -1,9 +1,11 @@
 // DFlash drafter backward: from the fused LM head + CE's d(final hidden) back through every
 // layer to the parameters, including the context path (each layer's k_proj/v_proj/k_norm
-// see the context; their gradients flow into hidden_norm and fc). Weight gradients are
-// accumulated in fp32 straight into the flat grads buffer by GEMMs with beta = 1; the
-// context gradient is summed over layers in fp32. Activation gradients are bf16, as in a
-// bf16 PyTorch run.
+// see the context; their gradients flow into hidden_norm and fc). Matrix gradients go in
+// fp32 straight into the flat grads buffer: each matrix's first contribution is a GEMM with
+// beta = 0 (no zero-fill of the 4 GB of matrix gradients), the context contribution to
+// k_proj/v_proj a second one with beta = 1; only the norm-weight tail, which the RMSNorm
+// backwards accumulate into, is zeroed. The context gradient is summed over layers in
+// fp32. Activation gradients are bf16, as in a bf16 PyTorch run.
 #include "kernels/elementwise.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -31,7 +33,12 @@ Status DFlashDrafter::Backward() {
   const DFlashParamViews& g = params_.g;
   const int64_t tt = tokens_, h = config_.layers.hidden_size;
   kernels::Stream s = stream_;
-  RETURN_IF_ERROR(kernels::FillZero(params_.grads, s));
+  // Matrices [0, matrix_count) are each written once with beta = 0 below (fc, and per layer
+  // q/k/v/o/gate_up/down); padding between them stays zero from Create. The tail holds only
+  // the norm weights, whose backwards accumulate.
+  const int64_t mc = params_.layout.matrix_count;
+  RETURN_IF_ERROR(
+      kernels::FillZero(params_.grads.view().Narrow(0, mc, params_.layout.total - mc), s));
   RETURN_IF_ERROR(kernels::FillZero(d_ctx_f32_.Narrow(0, 0, tt), s));
   // d_tmp_ holds d loss / d final_hidden from the fused CE.
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_res_, g.norm, d_tmp_, x_.back(), w.norm,
@@ -45,7 +52,8 @@ Status DFlashDrafter::Backward() {
                                            ctx_pre_.Narrow(0, 0, tt), w.hidden_norm,
                                            ctx_rstd_.Narrow(0, 0, tt),
                                            RmsWorkspace(rms_workspace_, h), s));
-  RETURN_IF_ERROR(LinearWeightGrad(gemm_.get(), d_ctx_pre, concat_.Narrow(0, 0, tt), g.fc, s));
+  RETURN_IF_ERROR(LinearWeightGrad(gemm_.get(), d_ctx_pre, concat_.Narrow(0, 0, tt), g.fc,
+                                   false, s));
   return Mark("bwd.context");
 }
 
@@ -69,12 +77,12 @@ Status DFlashDrafter::LayerBackward(int l) {
   {
     const auto [gate, up] = kernels::SplitGateUp(a.gu);
     RETURN_IF_ERROR(kernels::SwiGluForward(act_s_, gate, up, s));
-    RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, act_s_, gw.down_proj, s));
+    RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, act_s_, gw.down_proj, false, s));
     const auto [d_gate, d_up] = kernels::SplitGateUp(d_gu_);
     RETURN_IF_ERROR(kernels::SwiGluBackward(d_gate, d_up, d_act_, gate, up, s));
   }
   RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp2_, a.rstd2, a.h1, w.post_norm, eps, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_gu_, d_tmp2_, gw.gate_up, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_gu_, d_tmp2_, gw.gate_up, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_gu_, w.gate_up, d_tmp_, false, s));
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.post_norm, d_tmp_, a.h1, w.post_norm,
                                            a.rstd2, ws_h, s));
@@ -83,7 +91,7 @@ Status DFlashDrafter::LayerBackward(int l) {
 
   // Attention output projection and the block attention.
   RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.o_proj, d_attn_, false, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.attn, gw.o_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.attn, gw.o_proj, false, s));
   RETURN_IF_ERROR(NormRopeQk(l));  // q_s_, k_s_, kc_s_ as in the forward
   const TensorView kc = kc_s_.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
   const TensorView d_kc_f32 = d_kc_f32_.Narrow(0, 0, tt), d_vc_f32 = d_vc_f32_.Narrow(0, 0, tt);
@@ -102,9 +110,9 @@ Status DFlashDrafter::LayerBackward(int l) {
                                            ws_d, s));
   // xn rebuilt in d_tmp_ (free until the cast below).
   RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp_, a.rstd1, x_[l], w.input_norm, eps, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, d_tmp_, gw.q_proj, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, d_tmp_, gw.k_proj, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, d_tmp_, gw.v_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, d_tmp_, gw.q_proj, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, d_tmp_, gw.k_proj, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, d_tmp_, gw.v_proj, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_q_, w.q_proj, d_xn_f32_, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_k_, w.k_proj, d_xn_f32_, true, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_v_, w.v_proj, d_xn_f32_, true, s));
@@ -125,8 +133,8 @@ Status DFlashDrafter::LayerBackward(int l) {
                                            w.k_norm,
                                            a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
                                            ws_d, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_kc, ctx, gw.k_proj, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_vc, ctx, gw.v_proj, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_kc, ctx, gw.k_proj, true, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_vc, ctx, gw.v_proj, true, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_kc, w.k_proj, d_ctx_f32, true, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_vc, w.v_proj, d_ctx_f32, true, s));
   return Mark("bwd.ctx_kv", l);

@@ -59,10 +59,11 @@ Status DFlashAttentionBwd(const kernels::DFlashAttentionInputs& in,
 Status LinearForward(kernels::GemmContext* ctx, const kernels::TensorView& x,
                      const kernels::TensorView& w, const kernels::TensorView& y,
                      kernels::Stream s);
-// dW [out, in] (f32) += dy^T x.
+// dW [out, in] (f32) = dy^T x (+ dW when accumulate: the second contribution to a matrix
+// whose first one was written with accumulate = false).
 Status LinearWeightGrad(kernels::GemmContext* ctx, const kernels::TensorView& dy,
                         const kernels::TensorView& x, const kernels::TensorView& dw,
-                        kernels::Stream s);
+                        bool accumulate, kernels::Stream s);
 // dx [rows, in] = dy W (+ dx when accumulate; dx f32 to accumulate without rounding).
 Status LinearInputGrad(kernels::GemmContext* ctx, const kernels::TensorView& dy,
                        const kernels::TensorView& w, const kernels::TensorView& dx,

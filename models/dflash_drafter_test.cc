@@ -1,6 +1,9 @@
 // DFlash drafter on the CPU: forward against a float64 reference, backward against central
 // finite differences of that reference, loss falling under AdamW, anchors and block tables.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -132,6 +135,26 @@ TEST_F(DrafterCpuTest, BackwardMatchesFiniteDifferences) {
     ASSERT_GT(ref2, 0.0) << s.name << ": zero gradient";
     EXPECT_LT(std::sqrt(err2 / ref2), 0.05) << s.name;
   }
+}
+
+TEST_F(DrafterCpuTest, BackwardOverwritesStaleGradients) {
+  // Matrix gradients are written by beta = 0 GEMMs instead of being zeroed first: a run
+  // over NaN-filled gradients must give bitwise the gradients of a run over zeros, so a
+  // matrix (or part of one) that is never overwritten shows up as NaN or a changed bit.
+  DFlashParams& p = drafter_->params();
+  float* g = p.grads.view().data_as<float>();
+  std::fill_n(g, p.layout.total, 0.0f);
+  ASSERT_TRUE(Run(true).ok());
+  const std::vector<float> want(g, g + p.layout.total);
+  // Every tensor's gradient is poisoned; the padding between tensors is zero by contract
+  // (Create zero-fills it and nothing writes it), so it is left as is.
+  for (const DFlashParamSpec& s : p.layout.specs)
+    std::fill_n(g + s.offset, s.numel(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(Run(true).ok());
+  for (const DFlashParamSpec& s : p.layout.specs)
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i)
+      ASSERT_EQ(std::memcmp(&g[i], &want[i], sizeof(float)), 0)
+          << s.name << " element " << i - s.offset << ": " << g[i] << " vs " << want[i];
 }
 
 TEST_F(DrafterCpuTest, LossFallsUnderAdamW) {
