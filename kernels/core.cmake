@@ -1,14 +1,15 @@
 # Foundations (memory pool, Tensor, streams, Philox) and the memory-bound ops: embedding,
-# RMSNorm, RoPE, SwiGLU, residual add / casts, concat+noise. Included by kernels/CMakeLists.txt.
+# RMSNorm, RoPE, SwiGLU, residual add / casts, concat+noise, row gather. Included by
+# kernels/CMakeLists.txt.
 list(APPEND TANDEM_KERNEL_SOURCES
   memory.cc memory_cuda.cc stream.cc philox_cpu.cc elementwise_cpu.cc rmsnorm_cpu.cc
-  rope_cpu.cc swiglu_cpu.cc embedding_cpu.cc concat_noise_cpu.cc)
+  rope_cpu.cc swiglu_cpu.cc embedding_cpu.cc concat_noise_cpu.cc row_gather_cpu.cc)
 # Per op: foo.cu holds the kernels and raw launchers (no Status/fmt: nvcc cannot build fmt's
 # compile-time checks); foo_cuda.cc the cuda:: entry points with checks and NVTX ranges.
 list(APPEND TANDEM_KERNEL_CUDA_SOURCES
   philox.cu philox_cuda.cc elementwise.cu elementwise_cuda.cc rmsnorm.cu rmsnorm_cuda.cc
   rope.cu rope_cuda.cc swiglu.cu swiglu_cuda.cc embedding.cu embedding_cuda.cc
-  concat_noise.cu concat_noise_cuda.cc)
+  concat_noise.cu concat_noise_cuda.cc row_gather.cu row_gather_cuda.cc)
 
 if(TANDEM_HAVE_CUDA)
   # CMake 3.25 does not know nvcc's C++20 flag and refuses CUDA20 targets; TandemCuda.cmake
@@ -30,4 +31,8 @@ tandem_add_test(kernels_core_test
 tandem_add_test(kernels_core_gpu_test
   SOURCES memory_gpu_test.cc rmsnorm_gpu_test.cc rope_gpu_test.cc swiglu_gpu_test.cc
           elementwise_gpu_test.cc
+  LIBS tandem_kernels tandem_kernels_testing GPU)
+tandem_add_test(row_gather_test SOURCES row_gather_test.cc
+  LIBS tandem_kernels tandem_kernels_testing)
+tandem_add_test(row_gather_gpu_test SOURCES row_gather_gpu_test.cc
   LIBS tandem_kernels tandem_kernels_testing GPU)

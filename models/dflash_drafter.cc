@@ -17,6 +17,7 @@
 #include "kernels/lm_head_ce.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/row_gather.h"
 #include "kernels/stream.h"
 #include "kernels/swiglu.h"
 #include "models/dflash_drafter_internal.h"
@@ -145,7 +146,7 @@ Status DFlashDrafter::Carve(char* base) {
   const int64_t nb = options_.num_blocks, r = rows(), tmax = options_.max_tokens;
   const int64_t k = static_cast<int64_t>(config_.target_layer_ids.size());
   WorkspaceCarver c(base, device_);
-  plan_i32_ = c.Take(DType::kI32, Shape{2 * nb + 4 * r + tmax});
+  plan_i32_ = c.Take(DType::kI32, Shape{2 * nb + 6 * r + tmax});
   {
     int32_t* p = plan_i32_.data_as<int32_t>();
     auto slice = [&](DType dt, int64_t n) {
@@ -157,8 +158,10 @@ Status DFlashDrafter::Carve(char* base) {
     doc_start_ = slice(DType::kI32, nb);
     block_ids_ = slice(DType::kI32, r);
     block_pos_ = slice(DType::kI32, r);
-    targets_ = slice(DType::kI32, r);
-    weights_ = slice(DType::kF32, r);
+    lm_rows_ = slice(DType::kI32, r);
+    lm_slot_ = slice(DType::kI32, r);
+    lm_targets_ = slice(DType::kI32, r);
+    lm_weights_ = slice(DType::kF32, r);
     ctx_pos_ = slice(DType::kI32, tmax);
   }
   concat_ = c.Take(DType::kBF16, Shape{tmax, k * h});
@@ -193,6 +196,10 @@ Status DFlashDrafter::Carve(char* base) {
   d_res_ = c.Take(DType::kBF16, Shape{r, h});
   d_tmp_ = c.Take(DType::kBF16, Shape{r, h});
   d_tmp2_ = c.Take(DType::kBF16, Shape{r, h});
+  // The LM head's compact rows live in buffers that are free at the end of the forward:
+  // d_tmp2_ (h1n of a layer) and d_res_ (first written by the backward after the LM head).
+  lm_hidden_ = d_tmp2_;
+  lm_dhidden_ = d_res_;
   d_ctx_f32_ = c.Take(DType::kF32, Shape{tmax, h});
   // The shared region: each phase carves it from its start; phases never overlap in time.
   const int64_t ce_bytes =
@@ -221,8 +228,9 @@ Status DFlashDrafter::Carve(char* base) {
         d_act_ = o.Take(DType::kBF16, Shape{r, inter});
         act_s_ = TensorView(d_gu_.data(), DType::kBF16, Shape{r, inter}, device_);
       },
-      [&](WorkspaceCarver& o) {  // LM head + CE (CUDA only)
+      [&](WorkspaceCarver& o) {  // LM head + CE (its workspace on CUDA only)
         ce_workspace_ = device_.is_cpu() ? TensorView() : o.Take(DType::kU8, Shape{ce_bytes});
+        lm_correct_ = o.Take(DType::kU8, Shape{r});
       },
       [&](WorkspaceCarver& o) {  // context gradient after the last layer
         d_ctx_ = o.Take(DType::kBF16, Shape{tmax, h});
@@ -254,8 +262,22 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
   if (static_cast<int64_t>(plan.anchors.size()) != nb || static_cast<int64_t>(plan.block_ids.size()) != r ||
       static_cast<int64_t>(plan.ctx_pos.size()) != plan.tokens)
     return InvalidArgumentError("DFlash drafter: plan tables have inconsistent sizes");
-  // Host image of plan_i32_ (T-sized tail written only up to plan.tokens).
-  std::vector<int32_t> words(2 * nb + 4 * r + plan.tokens);
+  // The LM head runs only on the R' rows with loss weight (not the anchors, nor slots past a
+  // document end, nor padding blocks): lm_rows lists them, lm_slot maps a row to its compact
+  // index (-1: skipped), lm_targets/lm_weights are the compacted targets and weights.
+  std::vector<int32_t> lm_rows, lm_slot(r, -1), lm_targets;
+  std::vector<float> lm_weights;
+  for (int64_t i = 0; i < r; ++i) {
+    if (plan.weights[i] == 0.0f) continue;  // the CE skips exactly these rows
+    lm_slot[i] = static_cast<int32_t>(lm_rows.size());
+    lm_rows.push_back(static_cast<int32_t>(i));
+    lm_targets.push_back(plan.targets[i]);
+    lm_weights.push_back(plan.weights[i]);
+  }
+  const int64_t kept = static_cast<int64_t>(lm_rows.size());
+  // Host image of plan_i32_ (compact tables and the T-sized tail written only up to their
+  // lengths).
+  std::vector<int32_t> words(2 * nb + 6 * r + plan.tokens);
   int32_t* p = words.data();
   auto put = [&](const void* src, int64_t n) {
     std::memcpy(p, src, n * 4);
@@ -265,10 +287,17 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
   put(plan.doc_start.data(), nb);
   put(plan.block_ids.data(), r);
   put(plan.block_pos.data(), r);
-  put(plan.targets.data(), r);
-  put(plan.weights.data(), r);
+  auto put_padded = [&](const void* src, int64_t n) {
+    std::memcpy(p, src, n * 4);
+    p += r;
+  };
+  put_padded(lm_rows.data(), kept);
+  put(lm_slot.data(), r);
+  put_padded(lm_targets.data(), kept);
+  put_padded(lm_weights.data(), kept);
   put(plan.ctx_pos.data(), plan.tokens);
   tokens_ = plan.tokens;
+  lm_rows_count_ = kept;
   return kernels::CopyFromHost(plan_i32_.Narrow(0, 0, static_cast<int64_t>(words.size())),
                                words.data(), stream_);
 }
@@ -321,14 +350,34 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
   for (int l = 0; l < t.num_hidden_layers; ++l) RETURN_IF_ERROR(LayerForward(l));
   RETURN_IF_ERROR(kernels::RmsNormForward(final_hidden_, final_rstd_, x_.back(), w.norm, eps,
                                           stream_));
+  RETURN_IF_ERROR(LmHeadLoss(want_grad));
+  return Mark(want_grad ? "lm_head_ce.fwd_bwd" : "lm_head_ce.fwd");
+}
+
+Status DFlashDrafter::LmHeadLoss(bool want_grad) {
+  kernels::Stream s = stream_;
+  const int64_t n = lm_rows_count_;
+  if (n == 0) {  // no row carries loss weight: loss 0 and a zero gradient, no empty GEMMs
+    RETURN_IF_ERROR(kernels::FillZero(loss_, s));
+    RETURN_IF_ERROR(kernels::FillZero(correct_, s));
+    return want_grad ? kernels::FillZero(d_tmp_, s) : Status::Ok();
+  }
+  // Same weighted sum over the same rows and the same denominator as over all R rows (the
+  // skipped rows have weight 0); d hidden and correctness go back to their rows, skipped
+  // rows 0 (what the CE gives a weight-0 row).
+  const TensorView hidden = lm_hidden_.Narrow(0, 0, n), dhidden = lm_dhidden_.Narrow(0, 0, n),
+                   correct = lm_correct_.Narrow(0, 0, n);
+  RETURN_IF_ERROR(kernels::RowGather(hidden, lm_rows_.Narrow(0, 0, n), final_hidden_, s));
   kernels::LmHeadCeOutputs out;
   out.loss = loss_;
-  out.correct = correct_;
-  if (want_grad) out.dhidden = d_tmp_;
-  RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), final_hidden_, head.lm_head,
-                                              targets_, weights_, out, ce_workspace_,
-                                              options_.ce_chunk_rows, stream_));
-  return Mark(want_grad ? "lm_head_ce.fwd_bwd" : "lm_head_ce.fwd");
+  out.correct = correct;
+  if (want_grad) out.dhidden = dhidden;
+  RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), hidden, head_lm_,
+                                              lm_targets_.Narrow(0, 0, n),
+                                              lm_weights_.Narrow(0, 0, n), out, ce_workspace_,
+                                              options_.ce_chunk_rows, s));
+  RETURN_IF_ERROR(kernels::RowGather(correct_, lm_slot_, correct, s));
+  return want_grad ? kernels::RowGather(d_tmp_, lm_slot_, dhidden, s) : Status::Ok();
 }
 
 kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l) {

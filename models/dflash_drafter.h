@@ -105,7 +105,8 @@ class DFlashDrafter {
   Result<std::vector<DFlashStageTime>> StageTimes() const;
 
   kernels::TensorView loss() const { return loss_; }              // f32 [1]
-  kernels::TensorView correct() const { return correct_; }        // u8 [R]: argmax == target
+  // u8 [R]: argmax == target (0 on rows without loss weight, where no LM head ran).
+  kernels::TensorView correct() const { return correct_; }
   kernels::TensorView grad_stats() const { return grad_stats_; }  // f32 [4] (adamw_types.h)
   // Final hidden state norm(x_L) of the last forward, bf16 [R, H] (tests, speculation).
   kernels::TensorView final_hidden() const { return final_hidden_; }
@@ -116,6 +117,9 @@ class DFlashDrafter {
   Status Forward(const DFlashTargetHead& head, std::span<const kernels::TensorView> ctx_layers,
                  float noise_std, uint64_t seed, uint64_t offset, bool want_grad);
   Status LayerForward(int l);
+  // The fused LM head + CE on the rows with loss weight; loss_, correct_ and (want_grad)
+  // d_tmp_ = d loss / d final_hidden_ over all R rows.
+  Status LmHeadLoss(bool want_grad);
   // q_s_, k_s_, kc_s_ = rope(norm(projection)) of layer l (forward, and again in backward).
   Status NormRopeQk(int l);
   Status Backward();
@@ -135,9 +139,17 @@ class DFlashDrafter {
   int64_t tokens_ = 0;  // T of the current plan
 
   // Views into workspace_ (full capacity; narrowed to tokens_ where T-sized).
-  kernels::TensorView plan_i32_;  // i32 [2 NB + 4 R + Tmax]
-  kernels::TensorView anchors_, doc_start_, block_ids_, block_pos_, targets_, weights_,
-      ctx_pos_;
+  kernels::TensorView plan_i32_;  // i32 [2 NB + 6 R + Tmax]
+  kernels::TensorView anchors_, doc_start_, block_ids_, block_pos_, ctx_pos_;
+  // The R' = lm_rows_count_ rows with loss weight != 0 (SetPlan): lm_rows_ i32 [R] (first
+  // R' used) their row ids, lm_slot_ i32 [R] a row's index among them or -1, lm_targets_
+  // i32 and lm_weights_ f32 [R] (first R' used) their targets and weights.
+  kernels::TensorView lm_rows_, lm_slot_, lm_targets_, lm_weights_;
+  int64_t lm_rows_count_ = 0;
+  // The LM head's compact [R', ...] inputs and outputs (capacity R): lm_hidden_ aliases
+  // d_tmp2_, lm_dhidden_ d_res_ (both free between the last layer and the backward),
+  // lm_correct_ u8 [R] is in the shared region's LM-head phase.
+  kernels::TensorView lm_hidden_, lm_dhidden_, lm_correct_;
   kernels::TensorView concat_, ctx_pre_, ctx_, ctx_rstd_;
   std::vector<kernels::TensorView> x_;  // L+1 residual streams, bf16 [R, H]
   kernels::TensorView final_hidden_, final_rstd_;

@@ -1,7 +1,9 @@
 // DFlash drafter on CUDA against the CPU path: one forward + backward + AdamW step from
 // identical parameters and inputs; loss, every gradient tensor and the weight update agree
 // within bf16-level tolerances. Also: a step allocates nothing from the device pool.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -45,15 +47,20 @@ double RelL2(const float* a, const float* b, int64_t n) {
   return std::sqrt(e / std::max(r, 1e-30));
 }
 
-TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
+// The tiny drafter with the smallest head_dim the DFlash attention CUDA kernels take (64).
+DFlashConfig CudaTinyConfig() {
   DFlashConfig config = testing::TinyDFlashConfig();
   config.layers.hidden_size = 64;
-  // The DFlash attention CUDA kernels take head_dim 64, 128 or 256.
   config.layers.head_dim = 64;
   config.layers.rotary_dim = 64;
   config.layers.intermediate_size = 96;
   config.layers.vocab_size = 256;
   config.mask_token_id = 255;
+  return config;
+}
+
+TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
+  const DFlashConfig config = CudaTinyConfig();
   const int64_t v = config.layers.vocab_size, h = config.layers.hidden_size;
   testing::HostBatch batch = testing::MakeBatch({70, 33, 57}, v, 3);
   auto anchors = SampleAnchors(batch.meta(), 12, 1, 0);
@@ -124,6 +131,67 @@ TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
   // between the two paths; they are few, so the update differs by < 20% in L2.
   EXPECT_LT(RelL2(ug.data(), uc.data(), static_cast<int64_t>(uc.size())), 0.2);
   EXPECT_EQ(Host<int32_t>(gpu.drafter->params().step)[0], 1);
+}
+
+TEST(DFlashDrafterCudaTest, StaleGradientsOverwrittenAndNoWeightedRows) {
+  const DFlashConfig config = CudaTinyConfig();
+  const int64_t v = config.layers.vocab_size, h = config.layers.hidden_size;
+  testing::HostBatch batch = testing::MakeBatch({70, 33, 57}, v, 3);
+  auto anchors = SampleAnchors(batch.meta(), 12, 1, 0);
+  ASSERT_TRUE(anchors.ok());
+  auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255);
+  ASSERT_TRUE(plan.ok());
+  const int64_t t = plan->tokens;
+  auto d = DFlashDrafter::Create(config, {t, 12, 64}, Device::Cuda(0), nullptr);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  DFlashDrafter& drafter = **d;
+  kernels::CachingPool* pool = *kernels::CudaPool(0);
+  std::vector<Tensor> owned;
+  auto upload = [&](const std::vector<bf16>& host, Shape shape) {
+    auto made = Tensor::Empty(*pool, DType::kBF16, shape, nullptr);
+    EXPECT_TRUE(made.ok());
+    Tensor x = std::move(*made);
+    EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
+    TensorView view = x;
+    owned.push_back(std::move(x));
+    return view;
+  };
+  const DFlashTargetHead head = {upload(testing::RandomBf16(v * h, 1.0f, 1), Shape{v, h}),
+                                 upload(testing::RandomBf16(v * h, 0.3f, 2), Shape{v, h})};
+  const std::vector<TensorView> ctx = {upload(testing::RandomBf16(t * h, 1.0f, 3), Shape{t, h}),
+                                       upload(testing::RandomBf16(t * h, 1.0f, 4), Shape{t, h})};
+  testing::RandomizeParams(drafter.params(), 8);
+  ASSERT_TRUE(drafter.SetPlan(*plan).ok());
+  DFlashParams& p = drafter.params();
+  ASSERT_TRUE(kernels::FillZero(p.grads, nullptr).ok());
+  ASSERT_TRUE(drafter.ForwardBackward(head, ctx, 0.0f, 7, 3, true).ok());
+  const std::vector<float> want = Host<float>(p.grads);
+  // Matrix gradients are written by beta = 0 GEMMs, not zeroed first: over NaN-poisoned
+  // gradients (padding left zero, as Create leaves it) the same step must give the same
+  // gradients. Bitwise is too strict if a CUDA kernel reduces with atomics, so: all finite
+  // and within 1e-3 relative L2 per tensor (run-to-run reduction-order noise is ~1e-6; a
+  // missed first write leaves NaN).
+  std::vector<float> poison = want;
+  for (const DFlashParamSpec& s : p.layout.specs)
+    std::fill_n(poison.begin() + s.offset, s.numel(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(kernels::CopyFromHost(p.grads, poison.data(), nullptr).ok());
+  ASSERT_TRUE(drafter.ForwardBackward(head, ctx, 0.0f, 7, 3, true).ok());
+  const std::vector<float> got = Host<float>(p.grads);
+  for (const DFlashParamSpec& s : p.layout.specs) {
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i)
+      ASSERT_TRUE(std::isfinite(got[i])) << s.name << " element " << i - s.offset;
+    EXPECT_LT(RelL2(&got[s.offset], &want[s.offset], s.numel()), 1e-3) << s.name;
+  }
+  // No row with loss weight: the LM head is skipped; loss 0, nothing correct, zero grads.
+  for (float& w : plan->weights) w = 0.0f;
+  ASSERT_TRUE(drafter.SetPlan(*plan).ok());
+  ASSERT_TRUE(drafter.ForwardBackward(head, ctx, 0.0f, 7, 3, true).ok());
+  EXPECT_EQ(Host<float>(drafter.loss())[0], 0.0f);
+  for (uint8_t c : Host<uint8_t>(drafter.correct())) ASSERT_EQ(c, 0);
+  const std::vector<float> zero = Host<float>(p.grads);
+  for (const DFlashParamSpec& s : p.layout.specs)
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i)
+      ASSERT_EQ(zero[i], 0.0f) << s.name << " element " << i - s.offset;
 }
 
 }  // namespace

@@ -157,6 +157,27 @@ TEST_F(DrafterCpuTest, BackwardOverwritesStaleGradients) {
           << s.name << " element " << i - s.offset << ": " << g[i] << " vs " << want[i];
 }
 
+TEST_F(DrafterCpuTest, SkippedRowsAndNoWeightedRows) {
+  // The LM head runs only on rows with loss weight; the others read back as not correct.
+  ASSERT_TRUE(Run(true).ok());
+  const uint8_t* correct = drafter_->correct().data_as<uint8_t>();
+  ASSERT_EQ(drafter_->correct().numel(), drafter_->rows());
+  for (int64_t r = 0; r < drafter_->rows(); ++r)
+    if (plan_.weights[r] == 0.0f) EXPECT_EQ(correct[r], 0) << "row " << r;
+  // No row with weight: loss 0, nothing correct, every gradient exactly 0 (no LM head runs;
+  // stale gradients from the run above are overwritten).
+  for (float& w : plan_.weights) w = 0.0f;
+  ASSERT_TRUE(drafter_->SetPlan(plan_).ok());
+  ASSERT_TRUE(Run(true).ok());
+  EXPECT_EQ(Loss(), 0.0f);
+  for (int64_t r = 0; r < drafter_->rows(); ++r) EXPECT_EQ(correct[r], 0) << "row " << r;
+  const DFlashParams& p = drafter_->params();
+  const float* g = p.grads.view().data_as<float>();
+  for (const DFlashParamSpec& s : p.layout.specs)
+    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i)
+      ASSERT_EQ(g[i], 0.0f) << s.name << " element " << i - s.offset;
+}
+
 TEST_F(DrafterCpuTest, LossFallsUnderAdamW) {
   kernels::AdamWConfig cfg;
   cfg.lr = 3e-3f;
