@@ -222,6 +222,7 @@ Status DFlashDrafter::Carve(char* base) {
         d_kc2_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
         d_vc_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
         d_xn_f32_ = o.Take(DType::kF32, Shape{r, h});
+        attn_delta_ = o.Take(DType::kF32, Shape{r, hq});
       },
       [&](WorkspaceCarver& o) {  // MLP; the SwiGLU output is dead before d_gu_ is written
         d_gu_ = o.Take(DType::kBF16, Shape{r, 2 * inter});

@@ -165,6 +165,7 @@ class DFlashDrafter {
   kernels::TensorView d_res_, d_tmp_, d_tmp2_, d_act_, d_gu_, d_attn_, d_q_, d_q2_, d_k_, d_k2_,
       d_v_, d_kc_f32_, d_vc_f32_, d_kc_, d_kc2_, d_vc_, d_xn_f32_, d_ctx_f32_, d_ctx_,
       d_ctx_pre_;
+  kernels::TensorView attn_delta_;  // f32 [R, hq]: the attention backward's scratch
   std::vector<kernels::CudaEvent> marks_;  // empty unless stage timing is on
   std::vector<std::pair<const char*, int>> mark_names_;
   size_t num_marks_ = 0;

@@ -96,7 +96,7 @@ Status DFlashDrafter::LayerBackward(int l) {
   const TensorView kc = kc_s_.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
   const TensorView d_kc_f32 = d_kc_f32_.Narrow(0, 0, tt), d_vc_f32 = d_vc_f32_.Narrow(0, 0, tt);
   const kernels::DFlashAttentionInputs in{q_s_, k_s_, a.v, kc, vc, anchors_, doc_start_};
-  const kernels::DFlashAttentionGrads grads{d_q_, d_k_, d_v_, d_kc_f32, d_vc_f32};
+  const kernels::DFlashAttentionGrads grads{d_q_, d_k_, d_v_, d_kc_f32, d_vc_f32, attn_delta_};
   RETURN_IF_ERROR(DFlashAttentionBwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse,
                                      d_attn_, grads, s));
   RETURN_IF_ERROR(Mark("bwd.attn", l));
