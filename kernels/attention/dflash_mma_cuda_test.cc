@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention/attention.h"
@@ -42,8 +43,8 @@ TEST_P(DFlashMmaCudaTest, ForwardAndBackwardMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(
     Sweep, DFlashMmaCudaTest,
     ::testing::Combine(
-        ::testing::Values(DFlashCase{{300}, 12, 4, 4, 128, 0, false},                // one long doc
-                          DFlashCase{{300}, 12, 4, 4, 128, 64, true},                // window = tile
+        ::testing::Values(DFlashCase{{300}, 12, 4, 4, 128, 0, false},  // one long doc
+                          DFlashCase{{300}, 12, 4, 4, 128, 64, true},  // window = tile
                           DFlashCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},  // many short
                           DFlashCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
                           DFlashCase{{130, 70}, 9, 16, 4, 128, 1000, true},   // window > doc
@@ -55,6 +56,82 @@ INSTANTIATE_TEST_SUITE_P(
                           DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
                           DFlashCase{{513}, 10, 8, 1, 64, 0, true}),          // G 8, d 64
         ::testing::Values(DFlashPath::kMma, DFlashPath::kSimt)));
+
+// The forward kernel gives one CTA several consecutive blocks (8 / G of them) sharing one key
+// stream, so block order matters to it: the drafter's plan sorts anchors (ranges of
+// neighbouring blocks nearly coincide; neighbours straddle document ends), while random and
+// descending orders leave gaps and reversed ranges in one CTA. The shapes add what that
+// grouping makes risky: nb not a multiple of the blocks per CTA (dead m-tiles), nb == 1,
+// G == 1 (8 blocks per CTA, two own-key tiles), G == 3 (a warp spanning two blocks) and odd
+// G 5 and 7 (a warp with one m-tile). Forward only; the sweep above runs the backward.
+enum class AnchorOrder { kRandom, kSorted, kDescending };
+
+void CheckForwardOrdered(const DFlashCase& c, AnchorOrder order, uint64_t seed) {
+  DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, seed);
+  if (order != AnchorOrder::kRandom) {
+    std::vector<std::pair<int32_t, int32_t>> blocks;
+    for (int b = 0; b < c.nb; ++b) blocks.emplace_back(lay.anchors[b], lay.doc_start[b]);
+    std::sort(blocks.begin(), blocks.end());
+    if (order == AnchorOrder::kDescending) std::reverse(blocks.begin(), blocks.end());
+    for (int b = 0; b < c.nb; ++b) std::tie(lay.anchors[b], lay.doc_start[b]) = blocks[b];
+  }
+  const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
+  auto q = RandomBf16(rows * c.hq * c.d, seed + 1), kb = RandomBf16(rows * c.hk * c.d, seed + 2),
+       vb = RandomBf16(rows * c.hk * c.d, seed + 3), kc = RandomBf16(t * c.hk * c.d, seed + 4),
+       vc = RandomBf16(t * c.hk * c.d, seed + 5);
+  const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
+  const Shape qs{rows, c.hq, c.d}, bs{rows, c.hk, c.d}, cs{t, c.hk, c.d}, ls{rows, c.hq};
+  DFlashAttentionInputs hin{Host(q, qs),
+                            Host(kb, bs),
+                            Host(vb, bs),
+                            Host(kc, cs),
+                            Host(vc, cs),
+                            Host(lay.anchors, {c.nb}),
+                            Host(lay.doc_start, {c.nb})};
+  std::vector<bf16> out(q.size());
+  std::vector<float> lse(rows * c.hq);
+  ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
+  DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc), gout(q.size());
+  DevBuf<int32_t> ganc(lay.anchors), gds(lay.doc_start);
+  DevBuf<float> glse(lse.size());
+  const auto bf = DType::kBF16;
+  DFlashAttentionInputs din{gq.View(bf, qs),
+                            gkb.View(bf, bs),
+                            gvb.View(bf, bs),
+                            gkc.View(bf, cs),
+                            gvc.View(bf, cs),
+                            ganc.View(DType::kI32, {c.nb}),
+                            gds.View(DType::kI32, {c.nb})};
+  const Status s = DFlashAttentionForwardPath(DFlashPath::kMma, din, cfg, gout.View(bf, qs),
+                                              glse.View(DType::kF32, ls), nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), c.hq, c.d, kOutTol, kOutRtol);
+  ExpectClose("lse", glse.ToHost(), lse, c.hq, 1, kLseTol, kLseTol);
+}
+
+class DFlashMmaOrderTest : public ::testing::TestWithParam<std::tuple<DFlashCase, AnchorOrder>> {};
+
+TEST_P(DFlashMmaOrderTest, ForwardMatchesCpu) {
+  const auto& [c, order] = GetParam();
+  SCOPED_TRACE(fmt::format("{} order {}", DFlashCaseName(c), static_cast<int>(order)));
+  CheckForwardOrdered(c, order, 29);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grouping, DFlashMmaOrderTest,
+    ::testing::Combine(
+        ::testing::Values(DFlashCase{{300, 200, 1, 150}, 33, 32, 8, 128, 64, true},  // G 4
+                          DFlashCase{{300, 200, 1, 150}, 33, 32, 8, 128, 0, false},
+                          DFlashCase{{256}, 1, 8, 2, 128, 0, false},         // nb 1
+                          DFlashCase{{90, 90, 90}, 21, 8, 8, 64, 0, true},   // G 1
+                          DFlashCase{{64, 64}, 6, 4, 2, 64, 0, false},       // G 2
+                          DFlashCase{{500}, 13, 12, 4, 128, 100, true},      // G 3
+                          DFlashCase{{120, 40}, 7, 10, 2, 64, 50, false},    // G 5
+                          DFlashCase{{500}, 11, 12, 2, 128, 0, false},       // G 6
+                          DFlashCase{{120, 40, 3}, 9, 14, 2, 128, 0, true},  // G 7
+                          DFlashCase{{2000}, 40, 32, 8, 128, 700, true}),    // long ranges
+        ::testing::Values(AnchorOrder::kRandom, AnchorOrder::kSorted, AnchorOrder::kDescending)));
 
 // kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on
 // the SIMT kernels and matches the CPU forward.
