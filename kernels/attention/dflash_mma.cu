@@ -15,10 +15,13 @@
 // each key by its own block's range (context) or block and slot (own keys, causal when asked);
 // a warp skips a tile in which neither of its m-tiles sees a key.
 //
-// Pipeline: Q of all m-tiles stays in shared memory; K/V tiles are double buffered with
-// cp.async and one __syncthreads per tile (the load of tile it + 1 is issued after the barrier
-// that proves every warp is done with tile it - 1, which used the same stage). Softmax is
-// online in the log2 domain; O += P V takes P re-packed from the S accumulators.
+// Pipeline: Q of all m-tiles stays in shared memory (two m-tiles of Q fragments would not fit
+// in registers beside two O accumulators); K/V tiles are double buffered with cp.async and one
+// __syncthreads per tile (the load of tile it + 1 is issued after the barrier that proves every
+// warp is done with tile it - 1, which used the same stage). A warp works through a tile in
+// 32-key steps (S, online softmax in the log2 domain, O += P V with P re-packed from the S
+// accumulators), which keeps d = 128 at 255 registers without spills; steps in which neither
+// of its m-tiles sees a key are skipped.
 #include <algorithm>
 #include <climits>
 
