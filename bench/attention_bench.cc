@@ -104,16 +104,19 @@ int RunAttention(const std::vector<std::string>& args) {
     return kernels::attention_internal::DFlashAttentionForwardPath(
         path, in, cfg, ob.View(bf, bq), lb.View(f32, ls), nullptr);
   };
-  auto bwd = [&](DFlashPath path) {
+  // split: with the delta scratch, i.e. the key-major context-gradient kernel (no atomics).
+  Dev delta(rows * hq * 4);
+  auto bwd = [&](DFlashPath path, bool split = false) {
     return kernels::attention_internal::DFlashAttentionBackwardPath(
         path, in, cfg, ob.View(bf, bq), lb.View(f32, ls), dout.View(bf, bq),
-        {dq.View(bf, bq), dkb.View(bf, bk), dvb.View(bf, bk), dkc.View(f32, ck), dvc.View(f32, ck)},
+        {dq.View(bf, bq), dkb.View(bf, bk), dvb.View(bf, bk), dkc.View(f32, ck), dvc.View(f32, ck),
+         split ? delta.View(f32, ls) : TensorView()},
         nullptr);
   };
   // fwd then bwd, stopping at the first error.
-  auto fwd_bwd = [&](DFlashPath path) -> Status {
+  auto fwd_bwd = [&](DFlashPath path, bool split = false) -> Status {
     RETURN_IF_ERROR(fwd(path));
-    return bwd(path);
+    return bwd(path, split);
   };
   // SIMT kernels: the correct-first reference path; MMA: the tensor-core path kAuto picks.
   const double simt_fwd_ms = MeanMs([&] { return fwd(DFlashPath::kSimt); }, 3);
@@ -121,6 +124,8 @@ int RunAttention(const std::vector<std::string>& args) {
   const double fwd_ms = MeanMs([&] { return fwd(DFlashPath::kMma); }, iters);
   const double bwd_ms = MeanMs([&] { return bwd(DFlashPath::kMma); }, iters);
   const double fwd_bwd_ms = MeanMs([&] { return fwd_bwd(DFlashPath::kMma); }, iters);
+  const double split_bwd_ms = MeanMs([&] { return bwd(DFlashPath::kMma, true); }, iters);
+  const double split_fwd_bwd_ms = MeanMs([&] { return fwd_bwd(DFlashPath::kMma, true); }, iters);
   const double fwd_flops = 4.0 * d * hq * keys;  // QK^T and PV
   const double fwd_bwd_flops = fwd_flops * 3.5;  // + dV, dP, dQ, dK (and S recompute)
 
@@ -138,6 +143,9 @@ int RunAttention(const std::vector<std::string>& args) {
   row("dflash fwd (mma)", fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
   row("dflash bwd (mma)", bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
   row("dflash fwd+bwd (mma)", fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
+  row("dflash bwd (mma, split)", split_bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
+  row("dflash fwd+bwd (mma, split)", split_fwd_bwd_ms, fwd_bwd_flops,
+      peer_ms("flex_dflash_fwd_bwd_ms"));
   std::printf("bars: target >= 500 TFLOP/s: %s (%.1f); dflash fwd+bwd >= 1.5x flex: %s\n",
               target_tflops >= 500 ? "met" : "MISSED", target_tflops,
               peer_ms("flex_dflash_fwd_bwd_ms") <= 0 ? "no peer"

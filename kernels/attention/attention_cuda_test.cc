@@ -44,6 +44,29 @@ INSTANTIATE_TEST_SUITE_P(
                       DFlashCase{{97}, 5, 2, 1, 256, 31, true},              // d 256, odd sizes
                       DFlashCase{{1, 1, 1}, 3, 12, 4, 64, 0, false}));       // G = 3, no context
 
+// The split backward (delta scratch given): the key-major context-gradient kernel on every
+// case above, plus a GQA group of 8 (two head chunks per item) and a key tile seen by more
+// blocks than one pass of the kernel's block list holds (kCtxListCap = 1024).
+class DFlashSplitCudaTest : public ::testing::TestWithParam<DFlashCase> {};
+
+TEST_P(DFlashSplitCudaTest, ForwardAndBackwardMatchCpu) {
+  SCOPED_TRACE(DFlashCaseName(GetParam()));
+  CheckDFlashCase(GetParam(), attention_internal::DFlashPath::kAuto, 9, /*split=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, DFlashSplitCudaTest,
+    ::testing::Values(DFlashCase{{300}, 12, 4, 4, 128, 0, false},
+                      DFlashCase{{300}, 12, 4, 4, 128, 64, true},
+                      DFlashCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 0, false},
+                      DFlashCase{{5, 1, 40, 1, 77, 9}, 20, 8, 2, 64, 16, true},
+                      DFlashCase{{130, 70}, 9, 16, 4, 128, 1000, true},
+                      DFlashCase{{33, 200}, 64, 8, 8, 128, 40, false},
+                      DFlashCase{{97}, 5, 2, 1, 256, 31, true},
+                      DFlashCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},
+                      DFlashCase{{500, 300}, 70, 16, 2, 128, 0, false},     // G = 8
+                      DFlashCase{{1500, 40}, 1100, 2, 2, 64, 0, true}));  // > 1024 per tile
+
 struct VarlenCase {
   std::vector<int> lens;
   int hq, hk, d;

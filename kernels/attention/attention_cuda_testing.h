@@ -98,9 +98,11 @@ inline constexpr double kOutTol = 8e-3, kOutRtol = 1e-2, kLseTol = 1e-3, kGradTo
 
 // Runs case `c` forward and backward on the CPU reference and on CUDA through `path`
 // (outputs NaN-poisoned) and expects every output and gradient close. Inputs are drawn from
-// `seed` (layout) and seed+1.. (tensors).
+// `seed` (layout) and seed+1.. (tensors). With `split`, the backward gets the delta scratch
+// (the MMA path then runs the key-major context kernel), and a second backward must give
+// bitwise the same context gradients (no atomics: a fixed summation order).
 inline void CheckDFlashCase(const DFlashCase& c, attention_internal::DFlashPath path,
-                            uint64_t seed) {
+                            uint64_t seed, bool split = false) {
   DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, seed);
   const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
   auto q = RandomBf16(rows * c.hq * c.d, seed + 1), kb = RandomBf16(rows * c.hk * c.d, seed + 2),
@@ -117,7 +119,7 @@ inline void CheckDFlashCase(const DFlashCase& c, attention_internal::DFlashPath 
   ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
   ASSERT_TRUE(DFlashAttentionBackwardCpu(
                   hin, cfg, Host(out, qs), Host(lse, ls), Host(dout, qs),
-                  {Host(dq, qs), Host(dkb, bs), Host(dvb, bs), Host(dkc, cs), Host(dvc, cs)})
+                  {Host(dq, qs), Host(dkb, bs), Host(dvb, bs), Host(dkc, cs), Host(dvc, cs), TensorView()})
                   .ok());
 
   // CUDA.
@@ -132,13 +134,27 @@ inline void CheckDFlashCase(const DFlashCase& c, attention_internal::DFlashPath 
   Status s = attention_internal::DFlashAttentionForwardPath(path, din, cfg, gout.View(bf, qs),
                                                             glse.View(f32, ls), nullptr);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  s = attention_internal::DFlashAttentionBackwardPath(
-      path, din, cfg, gout.View(bf, qs), glse.View(f32, ls), gdout.View(bf, qs),
-      {gdq.View(bf, qs), gdkb.View(bf, bs), gdvb.View(bf, bs), gdkc.View(f32, cs),
-       gdvc.View(f32, cs)},
-      nullptr);
+  DevBuf<float> gdelta(split ? lse.size() : 0), gdkc2(split ? kc.size() : 0),
+      gdvc2(split ? vc.size() : 0);
+  const TensorView delta = split ? gdelta.View(f32, ls) : TensorView();
+  auto backward = [&](DevBuf<float>& dkc_out, DevBuf<float>& dvc_out) {
+    return attention_internal::DFlashAttentionBackwardPath(
+        path, din, cfg, gout.View(bf, qs), glse.View(f32, ls), gdout.View(bf, qs),
+        {gdq.View(bf, qs), gdkb.View(bf, bs), gdvb.View(bf, bs), dkc_out.View(f32, cs),
+         dvc_out.View(f32, cs), delta},
+        nullptr);
+  };
+  s = backward(gdkc, gdvc);
   ASSERT_TRUE(s.ok()) << s.ToString();
+  if (split) {
+    s = backward(gdkc2, gdvc2);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (split) {
+    EXPECT_TRUE(gdkc.ToHost() == gdkc2.ToHost()) << "dk_ctx differs between two runs";
+    EXPECT_TRUE(gdvc.ToHost() == gdvc2.ToHost()) << "dv_ctx differs between two runs";
+  }
 
   ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), c.hq, c.d, kOutTol, kOutRtol);
   ExpectClose("lse", glse.ToHost(), lse, c.hq, 1, kLseTol, kLseTol);

@@ -19,6 +19,7 @@ namespace {
 
 using attention_internal::kTileKeys;
 using attention_internal::kTileStride;
+using attention_internal::DFlashMmaCtxSmemBytes;
 using attention_internal::DFlashMmaSmemBytes;
 using attention_internal::DFlashMmaSupported;
 using attention_internal::DFlashPath;
@@ -167,13 +168,23 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
     RETURN_IF_ERROR(ExpectShape(kOp, w.name, *w.t, w.shape));
     RETURN_IF_ERROR(ExpectContiguous(kOp, w.name, *w.t));
   }
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dk_ctx.data(), 0, grads.dk_ctx.nbytes(), stream));
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dv_ctx.data(), 0, grads.dv_ctx.nbytes(), stream));
-  if (dims.nb == 0) return Status::Ok();
+  const bool have_delta = grads.delta.data() != nullptr;
+  if (have_delta) {
+    RETURN_IF_ERROR(ExpectDType(kOp, "delta", grads.delta, DType::kF32));
+    RETURN_IF_ERROR(ExpectShape(kOp, "delta", grads.delta, Shape{rows, dims.hq}));
+    RETURN_IF_ERROR(ExpectContiguous(kOp, "delta", grads.delta));
+  }
   ASSIGN_OR_RETURN(const bool mma,
                    UseMma(kOp, path, dims,
                           {&out, &d_out, &grads.dq_blk, &grads.dk_blk, &grads.dv_blk,
                            &grads.dk_ctx, &grads.dv_ctx}));
+  // The split MMA backward writes every context row itself; the others accumulate.
+  const bool split = mma && have_delta && dims.nb > 0;
+  if (!split) {
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dk_ctx.data(), 0, grads.dk_ctx.nbytes(), stream));
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dv_ctx.data(), 0, grads.dv_ctx.nbytes(), stream));
+  }
+  if (dims.nb == 0) return Status::Ok();
   Params p = MakeParams(in, cfg, dims);
   p.o_in = out.data();
   p.dout = d_out.data();
@@ -183,8 +194,10 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
   p.dvb = grads.dv_blk.data();
   p.dkc = grads.dk_ctx.data_as<float>();
   p.dvc = grads.dv_ctx.data_as<float>();
+  if (split) p.delta = grads.delta.data_as<float>();
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(true, dims.hq / dims.hk, dims.d)));
+    if (split) RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaCtxSmemBytes(dims.d)));
     CUDA_RETURN_IF_ERROR(LaunchDFlashMmaBackward(p, stream));
     return Status::Ok();
   }

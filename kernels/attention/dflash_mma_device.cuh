@@ -27,7 +27,6 @@ constexpr int kPs = kTk + 8;  // row stride (elements) of the backward's P / dS 
 
 // The forward stages Q (16 rows per warp) in the second (K, V) stage; both kernels fit the
 // H100/H200 opt-in shared memory (227 KiB) at the largest group.
-static_assert(kBlock * kMmaMaxGroup <= 2 * kTk, "Q staging area overflows stage 1");
 static_assert(DFlashMmaSmemBytes(true, kMmaMaxGroup, 128) <= 227 * 1024);
 static_assert(DFlashMmaSmemBytes(false, kMmaMaxGroup, 128) <= 227 * 1024);
 static_assert(kBlock == 16, "one m16 tile per query head");

@@ -23,13 +23,25 @@ inline constexpr bool DFlashMmaSupported(int64_t group, int64_t d) {
 
 // Dynamic shared memory of the MMA kernels. Rows are padded by 8 bf16 (16 bytes) so the 8
 // rows of an ldmatrix 8x8 matrix fall on distinct bank groups.
-//   forward:  2 stages x (K, V) tiles of kMmaTileKeys rows (the Q staging area aliases
-//             stage 1, which needs 16 * group <= 2 * kMmaTileKeys);
+//   forward:  the CTA's Q m-tiles (at most 8 of 16 rows) and 2 stages x (K, V) tiles of
+//             kMmaTileKeys rows (the launcher requests exactly what its grouping needs);
 //   backward: Q and dO [16 * group rows], one (K, V) stage, P and dS [16 * group][64 + 8].
 inline constexpr size_t DFlashMmaSmemBytes(bool backward, int64_t group, int64_t d) {
   const size_t row = static_cast<size_t>(d + 8) * 2, rows = 16 * static_cast<size_t>(group);
-  if (!backward) return 4 * kMmaTileKeys * row;
+  if (!backward) return (16 * kMmaMaxGroup + 4 * kMmaTileKeys) * row;  // <= 8 Q m-tiles
   return (2 * rows + 2 * kMmaTileKeys) * row + 2 * rows * (kMmaTileKeys + 8) * 2;
+}
+
+// The key-major context-gradient kernel of the split backward: kCtxWarps warps of 16 keys
+// (one 64-key tile per CTA), query rows in items of kCtxHeads heads x 16 slots, a list of
+// up to kCtxListCap blocks per pass. Smem: K, V tiles; Q, dO double-buffered; lse, delta;
+// the block list.
+inline constexpr int kCtxWarps = kMmaTileKeys / 16;
+inline constexpr int kCtxHeads = 4;
+inline constexpr int kCtxListCap = 1024;
+inline constexpr size_t DFlashMmaCtxSmemBytes(int64_t d) {
+  const size_t row = static_cast<size_t>(d + 8) * 2, rows = 16 * kCtxHeads;
+  return 2 * kMmaTileKeys * row + 4 * rows * row + 4 * rows * 4 + kCtxListCap * 4;
 }
 
 // Launch the MMA kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the
