@@ -163,7 +163,9 @@ TEST_F(DrafterCpuTest, SkippedRowsAndNoWeightedRows) {
   const uint8_t* correct = drafter_->correct().data_as<uint8_t>();
   ASSERT_EQ(drafter_->correct().numel(), drafter_->rows());
   for (int64_t r = 0; r < drafter_->rows(); ++r) {
-    if (plan_.weights[r] == 0.0f) EXPECT_EQ(correct[r], 0) << "row " << r;
+    if (plan_.weights[r] == 0.0f) {
+      EXPECT_EQ(correct[r], 0) << "row " << r;
+    }
   }
   // No row with weight: loss 0, nothing correct, every gradient exactly 0 (no LM head runs;
   // stale gradients from the run above are overwritten).
