@@ -133,6 +133,33 @@ INSTANTIATE_TEST_SUITE_P(
                           DFlashCase{{2000}, 40, 32, 8, 128, 700, true}),    // long ranges
         ::testing::Values(AnchorOrder::kRandom, AnchorOrder::kSorted, AnchorOrder::kDescending)));
 
+// The split backward's query-major kernel groups blocks like the forward (8 / G blocks per
+// CTA, two m-tiles per warp, one key stream over the union of the blocks' ranges, own-key
+// tiles of 2 blocks), so the same risky shapes run it here, with MakeDFlashLayout's random
+// anchors (ranges of one CTA in different documents, gaps, reversed order): odd nb (dead
+// blocks), nb 1, G 1 (4 own-key tiles), G 3 (a warp spanning two blocks), G 5 and 7 (a dead
+// partner m-tile), G 8 at d 64. CheckDFlashCase also checks the context kernel's determinism.
+class DFlashMmaSplitGroupingTest : public ::testing::TestWithParam<DFlashCase> {};
+
+TEST_P(DFlashMmaSplitGroupingTest, ForwardAndBackwardMatchCpu) {
+  SCOPED_TRACE(DFlashCaseName(GetParam()));
+  CheckDFlashCase(GetParam(), DFlashPath::kMma, 31, /*split=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grouping, DFlashMmaSplitGroupingTest,
+    ::testing::Values(DFlashCase{{300, 200, 1, 150}, 33, 32, 8, 128, 64, true},  // G 4, odd nb
+                      DFlashCase{{300, 200, 1, 150}, 33, 32, 8, 128, 0, false},
+                      DFlashCase{{256}, 1, 8, 2, 128, 0, false},         // nb 1
+                      DFlashCase{{90, 90, 90}, 21, 8, 8, 64, 0, true},   // G 1
+                      DFlashCase{{64, 64}, 6, 4, 2, 64, 0, false},       // G 2
+                      DFlashCase{{500}, 13, 12, 4, 128, 100, true},      // G 3
+                      DFlashCase{{120, 40}, 7, 10, 2, 64, 50, false},    // G 5
+                      DFlashCase{{500}, 11, 12, 2, 128, 0, false},       // G 6
+                      DFlashCase{{120, 40, 3}, 9, 14, 2, 128, 0, true},  // G 7
+                      DFlashCase{{2000}, 40, 32, 8, 128, 700, true},     // long ranges
+                      DFlashCase{{513}, 10, 8, 1, 64, 0, true}));        // G 8, d 64
+
 // kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on
 // the SIMT kernels and matches the CPU forward.
 TEST(DFlashMmaPathTest, UnsupportedShapesFallBack) {
