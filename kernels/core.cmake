@@ -3,13 +3,15 @@
 # kernels/CMakeLists.txt.
 list(APPEND TANDEM_KERNEL_SOURCES
   memory.cc memory_cuda.cc stream.cc philox_cpu.cc elementwise_cpu.cc rmsnorm_cpu.cc
-  rope_cpu.cc swiglu_cpu.cc embedding_cpu.cc concat_noise_cpu.cc row_gather_cpu.cc)
+  rope_cpu.cc swiglu_cpu.cc embedding_cpu.cc concat_noise_cpu.cc row_gather_cpu.cc
+  swiglu_fused_cpu.cc fused_norm_cpu.cc)
 # Per op: foo.cu holds the kernels and raw launchers (no Status/fmt: nvcc cannot build fmt's
 # compile-time checks); foo_cuda.cc the cuda:: entry points with checks and NVTX ranges.
 list(APPEND TANDEM_KERNEL_CUDA_SOURCES
   philox.cu philox_cuda.cc elementwise.cu elementwise_cuda.cc rmsnorm.cu rmsnorm_cuda.cc
   rope.cu rope_cuda.cc swiglu.cu swiglu_cuda.cc embedding.cu embedding_cuda.cc
-  concat_noise.cu concat_noise_cuda.cc row_gather.cu row_gather_cuda.cc)
+  concat_noise.cu concat_noise_cuda.cc row_gather.cu row_gather_cuda.cc
+  swiglu_fused.cu swiglu_fused_cuda.cc fused_norm.cu fused_norm_cuda.cc)
 
 if(TANDEM_HAVE_CUDA)
   # CMake 3.25 does not know nvcc's C++20 flag and refuses CUDA20 targets; TandemCuda.cmake
@@ -31,6 +33,11 @@ tandem_add_test(kernels_core_test
 tandem_add_test(kernels_core_gpu_test
   SOURCES memory_gpu_test.cc rmsnorm_gpu_test.cc rope_gpu_test.cc swiglu_gpu_test.cc
           elementwise_gpu_test.cc
+  LIBS tandem_kernels tandem_kernels_testing GPU)
+# The fused ops (fused_norm.h, swiglu_fused.h) against the unfused kernels they replace.
+tandem_add_test(kernels_fused_test SOURCES fused_norm_test.cc swiglu_fused_test.cc
+  LIBS tandem_kernels tandem_kernels_testing)
+tandem_add_test(kernels_fused_gpu_test SOURCES fused_norm_gpu_test.cc swiglu_fused_gpu_test.cc
   LIBS tandem_kernels tandem_kernels_testing GPU)
 tandem_add_test(row_gather_test SOURCES row_gather_test.cc
   LIBS tandem_kernels tandem_kernels_testing)
