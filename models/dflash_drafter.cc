@@ -14,9 +14,9 @@
 #include "kernels/concat_noise.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/fused_norm.h"
 #include "kernels/lm_head_ce.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
 #include "kernels/row_gather.h"
 #include "kernels/stream.h"
 #include "kernels/swiglu.h"
@@ -212,19 +212,16 @@ Status DFlashDrafter::Carve(char* base) {
         kc_s_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
         d_attn_ = o.Take(DType::kBF16, Shape{r, hq, d});
         d_q_ = o.Take(DType::kBF16, Shape{r, hq, d});
-        d_q2_ = o.Take(DType::kBF16, Shape{r, hq, d});
         d_k_ = o.Take(DType::kBF16, Shape{r, hk, d});
-        d_k2_ = o.Take(DType::kBF16, Shape{r, hk, d});
         d_v_ = o.Take(DType::kBF16, Shape{r, hk, d});
         d_kc_f32_ = o.Take(DType::kF32, Shape{tmax, hk, d});
         d_vc_f32_ = o.Take(DType::kF32, Shape{tmax, hk, d});
         d_kc_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
-        d_kc2_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
         d_vc_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
         d_xn_f32_ = o.Take(DType::kF32, Shape{r, h});
         attn_delta_ = o.Take(DType::kF32, Shape{r, hq});
       },
-      [&](WorkspaceCarver& o) {  // MLP; the SwiGLU output is dead before d_gu_ is written
+      [&](WorkspaceCarver& o) {  // MLP; the forward's SwiGLU output is dead before d_gu_
         d_gu_ = o.Take(DType::kBF16, Shape{r, 2 * inter});
         d_act_ = o.Take(DType::kBF16, Shape{r, inter});
         act_s_ = TensorView(d_gu_.data(), DType::kBF16, Shape{r, inter}, device_);
@@ -347,10 +344,18 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
                                           ctx_pre_.Narrow(0, 0, tt), w.hidden_norm, eps,
                                           stream_));
   RETURN_IF_ERROR(kernels::EmbeddingForward(x_[0], block_ids_, head.embedding, stream_));
+  // Layer 0's xn (in d_tmp_); each layer ends with the next one's (or the final) norm, fused
+  // into its MLP residual add.
+  if (t.num_hidden_layers == 0) {
+    RETURN_IF_ERROR(kernels::RmsNormForward(final_hidden_, final_rstd_, x_[0], w.norm, eps,
+                                            stream_));
+  } else {
+    RETURN_IF_ERROR(kernels::AddRmsNormForward(TensorView(), d_tmp_, acts_[0].rstd1, x_[0],
+                                               TensorView(), w.layers[0].input_norm, eps,
+                                               stream_));
+  }
   RETURN_IF_ERROR(Mark("fwd.context"));
   for (int l = 0; l < t.num_hidden_layers; ++l) RETURN_IF_ERROR(LayerForward(l));
-  RETURN_IF_ERROR(kernels::RmsNormForward(final_hidden_, final_rstd_, x_.back(), w.norm, eps,
-                                          stream_));
   RETURN_IF_ERROR(LmHeadLoss(want_grad));
   return Mark(want_grad ? "lm_head_ce.fwd_bwd" : "lm_head_ce.fwd");
 }
@@ -404,9 +409,9 @@ Status DFlashDrafter::LayerForward(int l) {
   const int64_t tt = tokens_;
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
-  // Block queries, keys and values (xn lives in d_tmp_ for the layer).
+  // Block queries, keys and values (xn = input_layernorm(x_[l]) is already in d_tmp_, with
+  // a.rstd1: written by the previous layer's fused residual add + norm, or by Forward).
   const TensorView xn = d_tmp_;
-  RETURN_IF_ERROR(kernels::RmsNormForward(xn, a.rstd1, x_[l], w.input_norm, eps, s));
   RETURN_IF_ERROR(LinearForward(g, xn, w.q_proj, a.q_pre, s));
   RETURN_IF_ERROR(LinearForward(g, xn, w.k_proj, a.k_pre, s));
   RETURN_IF_ERROR(LinearForward(g, xn, w.v_proj, a.v, s));
@@ -423,32 +428,35 @@ Status DFlashDrafter::LayerForward(int l) {
   RETURN_IF_ERROR(Mark("fwd.attn", l));
   // Residual, MLP (h1n lives in d_tmp2_, the SwiGLU output in act_s_).
   RETURN_IF_ERROR(LinearForward(g, a.attn, w.o_proj, a.h1, s));
-  RETURN_IF_ERROR(kernels::ResidualAdd(a.h1, a.h1, x_[l], s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp2_, a.rstd2, a.h1, w.post_norm, eps, s));
+  RETURN_IF_ERROR(
+      kernels::AddRmsNormForward(a.h1, d_tmp2_, a.rstd2, a.h1, x_[l], w.post_norm, eps, s));
   RETURN_IF_ERROR(LinearForward(g, d_tmp2_, w.gate_up, a.gu, s));
   const auto [gate, up] = kernels::SplitGateUp(a.gu);
   RETURN_IF_ERROR(kernels::SwiGluForward(act_s_, gate, up, s));
   RETURN_IF_ERROR(LinearForward(g, act_s_, w.down_proj, x_[l + 1], s));
-  RETURN_IF_ERROR(kernels::ResidualAdd(x_[l + 1], x_[l + 1], a.h1, s));
+  // x_[l+1] = down + h1, and its norm: the next layer's xn (d_tmp_) or the final hidden.
+  const bool last = l + 1 == t.num_hidden_layers;
+  RETURN_IF_ERROR(kernels::AddRmsNormForward(
+      x_[l + 1], last ? final_hidden_ : d_tmp_, last ? final_rstd_ : acts_[l + 1].rstd1,
+      x_[l + 1], a.h1, last ? params_.w.norm : params_.w.layers[l + 1].input_norm, eps, s));
   return Mark("fwd.mlp", l);
 }
 
 Status DFlashDrafter::NormRopeQk(int l) {
   const TransformerConfig& t = config_.layers;
   const float eps = static_cast<float>(t.rms_norm_eps);
-  const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
   const DFlashLayerParams& w = params_.w.layers[l];
   const DFlashLayerActs& a = acts_[l];
   const int64_t tt = tokens_;
   kernels::Stream s = stream_;
-  const TensorView kc = kc_s_.Narrow(0, 0, tt);
-  RETURN_IF_ERROR(kernels::RmsNormForward(q_s_, a.q_rstd, a.q_pre, w.q_norm, eps, s));
-  RETURN_IF_ERROR(kernels::RopeForward(q_s_, q_s_, block_pos_, rope, s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(k_s_, a.k_rstd, a.k_pre, w.k_norm, eps, s));
-  RETURN_IF_ERROR(kernels::RopeForward(k_s_, k_s_, block_pos_, rope, s));
-  RETURN_IF_ERROR(kernels::RmsNormForward(kc, a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
-                                          a.kc_pre.Narrow(0, 0, tt), w.k_norm, eps, s));
-  return kernels::RopeForward(kc, kc, ctx_pos_.Narrow(0, 0, tt), rope, s);
+  RETURN_IF_ERROR(kernels::RmsNormRopeForward(q_s_, a.q_rstd, a.q_pre, w.q_norm, block_pos_, eps,
+                                              t.rope_theta, s));
+  RETURN_IF_ERROR(kernels::RmsNormRopeForward(k_s_, a.k_rstd, a.k_pre, w.k_norm, block_pos_, eps,
+                                              t.rope_theta, s));
+  return kernels::RmsNormRopeForward(kc_s_.Narrow(0, 0, tt),
+                                     a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
+                                     a.kc_pre.Narrow(0, 0, tt), w.k_norm,
+                                     ctx_pos_.Narrow(0, 0, tt), eps, t.rope_theta, s);
 }
 
 Status DFlashDrafter::OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip) {

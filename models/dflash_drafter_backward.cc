@@ -7,9 +7,10 @@
 // backwards accumulate into, is zeroed. The context gradient is summed over layers in
 // fp32. Activation gradients are bf16, as in a bf16 PyTorch run.
 #include "kernels/elementwise.h"
+#include "kernels/fused_norm.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/swiglu_fused.h"
 #include "models/dflash_drafter.h"
 #include "models/dflash_drafter_internal.h"
 
@@ -60,7 +61,6 @@ Status DFlashDrafter::Backward() {
 // On entry d_res_ = d loss / d x_[l+1]; on exit d loss / d x_[l].
 Status DFlashDrafter::LayerBackward(int l) {
   const TransformerConfig& t = config_.layers;
-  const kernels::RopeConfig rope{t.head_dim, t.rope_theta};
   const float eps = static_cast<float>(t.rms_norm_eps);
   const DFlashLayerParams& w = params_.w.layers[l];
   const DFlashLayerParams& gw = params_.g.layers[l];
@@ -70,23 +70,23 @@ Status DFlashDrafter::LayerBackward(int l) {
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
 
-  // MLP: x' = h1 + down(swiglu(gate_up(post_norm(h1)))). The SwiGLU output is rebuilt in
-  // act_s_ (the front of d_gu_, dead before the SwiGLU backward writes d_gu_) and h1n in
-  // d_tmp2_, bitwise as in the forward.
+  // MLP: x' = h1 + down(swiglu(gate_up(post_norm(h1)))). One pass rebuilds the SwiGLU
+  // output over d_act_ and writes d_gu_; h1n is rebuilt in d_tmp2_ by the no-add form of
+  // the forward's fused add + norm (both bitwise as in the forward). The post_norm backward
+  // adds its dx straight into d_res_.
   RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.down_proj, d_act_, false, s));
   {
     const auto [gate, up] = kernels::SplitGateUp(a.gu);
-    RETURN_IF_ERROR(kernels::SwiGluForward(act_s_, gate, up, s));
-    RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, act_s_, gw.down_proj, false, s));
     const auto [d_gate, d_up] = kernels::SplitGateUp(d_gu_);
-    RETURN_IF_ERROR(kernels::SwiGluBackward(d_gate, d_up, d_act_, gate, up, s));
+    RETURN_IF_ERROR(kernels::SwiGluRecomputeBackward(d_act_, d_gate, d_up, d_act_, gate, up, s));
+    RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, d_act_, gw.down_proj, false, s));
   }
-  RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp2_, a.rstd2, a.h1, w.post_norm, eps, s));
+  RETURN_IF_ERROR(kernels::AddRmsNormForward(TensorView(), d_tmp2_, a.rstd2, a.h1, TensorView(),
+                                             w.post_norm, eps, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_gu_, d_tmp2_, gw.gate_up, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_gu_, w.gate_up, d_tmp_, false, s));
-  RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.post_norm, d_tmp_, a.h1, w.post_norm,
-                                           a.rstd2, ws_h, s));
-  RETURN_IF_ERROR(kernels::ResidualAdd(d_res_, d_res_, d_tmp2_, s));  // d h1
+  RETURN_IF_ERROR(kernels::RmsNormBackwardAdd(d_res_, gw.post_norm, d_tmp_, a.h1, w.post_norm,
+                                              a.rstd2, ws_h, s));  // d h1
   RETURN_IF_ERROR(Mark("bwd.mlp", l));
 
   // Attention output projection and the block attention.
@@ -101,38 +101,36 @@ Status DFlashDrafter::LayerBackward(int l) {
                                      d_attn_, grads, s));
   RETURN_IF_ERROR(Mark("bwd.attn", l));
 
-  // Block q/k: RoPE, then the per-head norm; then the projections from xn.
-  RETURN_IF_ERROR(kernels::RopeBackward(d_q2_, d_q_, block_pos_, rope, s));
-  RETURN_IF_ERROR(kernels::RmsNormBackward(d_q_, gw.q_norm, d_q2_, a.q_pre, w.q_norm, a.q_rstd,
-                                           ws_d, s));
-  RETURN_IF_ERROR(kernels::RopeBackward(d_k2_, d_k_, block_pos_, rope, s));
-  RETURN_IF_ERROR(kernels::RmsNormBackward(d_k_, gw.k_norm, d_k2_, a.k_pre, w.k_norm, a.k_rstd,
-                                           ws_d, s));
-  // xn rebuilt in d_tmp_ (free until the cast below).
-  RETURN_IF_ERROR(kernels::RmsNormForward(d_tmp_, a.rstd1, x_[l], w.input_norm, eps, s));
+  // Block q/k: RoPE and the per-head norm in one backward (in place); then the projections
+  // from xn.
+  RETURN_IF_ERROR(kernels::RopeRmsNormBackward(d_q_, gw.q_norm, d_q_, a.q_pre, w.q_norm,
+                                               a.q_rstd, block_pos_, t.rope_theta, ws_d, s));
+  RETURN_IF_ERROR(kernels::RopeRmsNormBackward(d_k_, gw.k_norm, d_k_, a.k_pre, w.k_norm,
+                                               a.k_rstd, block_pos_, t.rope_theta, ws_d, s));
+  // xn rebuilt in d_tmp_ (no-add fused norm: bitwise the forward's xn).
+  RETURN_IF_ERROR(kernels::AddRmsNormForward(TensorView(), d_tmp_, a.rstd1, x_[l], TensorView(),
+                                             w.input_norm, eps, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, d_tmp_, gw.q_proj, false, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, d_tmp_, gw.k_proj, false, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, d_tmp_, gw.v_proj, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_q_, w.q_proj, d_xn_f32_, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_k_, w.k_proj, d_xn_f32_, true, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_v_, w.v_proj, d_xn_f32_, true, s));
-  RETURN_IF_ERROR(kernels::Cast(d_tmp_, d_xn_f32_, s));
-  RETURN_IF_ERROR(kernels::RmsNormBackward(d_tmp2_, gw.input_norm, d_tmp_, x_[l], w.input_norm,
-                                           a.rstd1, ws_h, s));
-  RETURN_IF_ERROR(kernels::ResidualAdd(d_res_, d_res_, d_tmp2_, s));  // d x_[l]
+  // input_layernorm backward from the f32 d xn, its dx added into d_res_: d x_[l].
+  RETURN_IF_ERROR(kernels::RmsNormBackwardAdd(d_res_, gw.input_norm, d_xn_f32_, x_[l],
+                                              w.input_norm, a.rstd1, ws_h, s));
   RETURN_IF_ERROR(Mark("bwd.qkv", l));
 
   // Context keys/values: the same k_proj/k_norm/v_proj, fed by ctx (no input_layernorm).
-  const TensorView d_kc = d_kc_.Narrow(0, 0, tt), d_kc2 = d_kc2_.Narrow(0, 0, tt),
-                   d_vc = d_vc_.Narrow(0, 0, tt), ctx = ctx_.Narrow(0, 0, tt),
+  const TensorView d_kc = d_kc_.Narrow(0, 0, tt), d_vc = d_vc_.Narrow(0, 0, tt),
+                   ctx = ctx_.Narrow(0, 0, tt),
                    d_ctx_f32 = d_ctx_f32_.Narrow(0, 0, tt);
   RETURN_IF_ERROR(kernels::Cast(d_kc, d_kc_f32, s));
   RETURN_IF_ERROR(kernels::Cast(d_vc, d_vc_f32, s));
-  RETURN_IF_ERROR(kernels::RopeBackward(d_kc2, d_kc, ctx_pos_.Narrow(0, 0, tt), rope, s));
-  RETURN_IF_ERROR(kernels::RmsNormBackward(d_kc, gw.k_norm, d_kc2, a.kc_pre.Narrow(0, 0, tt),
-                                           w.k_norm,
-                                           a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
-                                           ws_d, s));
+  RETURN_IF_ERROR(kernels::RopeRmsNormBackward(
+      d_kc, gw.k_norm, d_kc, a.kc_pre.Narrow(0, 0, tt), w.k_norm,
+      a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads), ctx_pos_.Narrow(0, 0, tt),
+      t.rope_theta, ws_d, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_kc, ctx, gw.k_proj, true, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_vc, ctx, gw.v_proj, true, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_kc, w.k_proj, d_ctx_f32, true, s));
