@@ -340,6 +340,24 @@ cudaError_t Reduce(float* dw, const float* workspace, int64_t blocks, int64_t co
   return cudaGetLastError();
 }
 
+// Blocks of a backward: at most as many as are resident at once (each streams its rows, so
+// a second wave would only add a tail), at most workspace_rows (one partial dw row each).
+template <typename Kernel>
+cudaError_t BackwardBlocks(Kernel* kernel, const Layout& l, size_t smem, int64_t rows,
+                           int64_t workspace_rows, int64_t* blocks) {
+  int device = 0, sms = 0, per_sm = 0;
+  cudaError_t e;
+  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+    return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads, smem)) !=
+      cudaSuccess)
+    return e;
+  *blocks = std::max<int64_t>(1, std::min({(rows + l.rpb - 1) / l.rpb, workspace_rows,
+                                           int64_t{sms} * std::max(per_sm, 1)}));
+  return cudaSuccess;
+}
+
 template <int kVec, int kPer>
 cudaError_t NormRopeFwd(void* y, float* rstd, const void* x, const void* w, const int32_t* pos,
                         const InvFreq& f, int64_t tokens, int64_t heads, int64_t d, float eps,
@@ -363,13 +381,16 @@ cudaError_t RopeNormBwd(void* dx, float* dw, const void* dy, const void* x, cons
   const Layout l = LayoutFor(d / 2 / kVec, kPer);
   if (l.group > 32 || workspace_rows < 1) return cudaErrorInvalidValue;
   const int64_t rows = tokens * heads;
-  const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, workspace_rows);
   const size_t smem = l.rpb > 1 ? sizeof(float) * l.rpb * d : 0;
-  rope_norm_bwd_kernel<kVec, kPer><<<blocks, l.threads, smem, s>>>(
+  auto* kernel = rope_norm_bwd_kernel<kVec, kPer>;
+  int64_t blocks = 0;
+  cudaError_t e = BackwardBlocks(kernel, l, smem, rows, workspace_rows, &blocks);
+  if (e != cudaSuccess) return e;
+  kernel<<<blocks, l.threads, smem, s>>>(
       static_cast<bf16_t*>(dx), workspace, static_cast<const bf16_t*>(dy),
       static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w), rstd, pos, f, rows,
       static_cast<int>(heads), static_cast<int>(d), l.group);
-  const cudaError_t e = cudaGetLastError();
+  e = cudaGetLastError();
   return e != cudaSuccess ? e : Reduce(dw, workspace, blocks, d, s);
 }
 
@@ -393,20 +414,10 @@ cudaError_t NormBwdAdd(void* dres, float* dw, const void* dy, const void* x, con
   const Layout l = LayoutFor(h / kVec, kPer);
   if (l.threads > 512 || workspace_rows < 1) return cudaErrorInvalidValue;
   const size_t smem = l.rpb > 1 ? sizeof(float) * l.rpb * h : 0;
-  // At most as many blocks as are resident at once (each streams its rows; a second wave
-  // would leave SMs idle at the tail), at most workspace_rows (one partial row each).
   auto* kernel = norm_bwd_add_kernel<DyT, kVec, kPer>;
-  int device = 0, sms = 0, per_sm = 0;
-  cudaError_t e;
-  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-    return e;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads, smem)) !=
-      cudaSuccess)
-    return e;
-  const int64_t blocks = std::max<int64_t>(
-      1, std::min({(rows + l.rpb - 1) / l.rpb, workspace_rows,
-                   int64_t{sms} * std::max(per_sm, 1)}));
+  int64_t blocks = 0;
+  cudaError_t e = BackwardBlocks(kernel, l, smem, rows, workspace_rows, &blocks);
+  if (e != cudaSuccess) return e;
   kernel<<<blocks, l.threads, smem, s>>>(
       static_cast<bf16_t*>(dres), workspace, static_cast<const DyT*>(dy),
       static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w), rstd, rows,
