@@ -6,7 +6,8 @@ of 128, intermediate 12288), frozen random LM head/embedding of 151936 x 4096, 8
 tokens in 4 documents, 512 anchors, blocks of 16. Attention is flex_attention with a block
 mask from create_block_mask; the whole step is torch.compile'd. Precision recipe as tandem:
 bf16 compute weights, fp32 master weights and AdamW states (fused AdamW), grad clip 1.0.
-Prints a JSON line {"step_ms", "act_gib", "state_gib"} last.
+Prints a JSON line {"step_ms", "act_gib", "state_gib"} last. With --profile it first prints
+one step's GPU kernel time by kind (torch.profiler): GEMMs, attention, optimizer, the rest.
 """
 
 import argparse
@@ -85,6 +86,7 @@ def drafter_loss(w, ctx_layers, emb, lm_head, block_ids, blk_cos, blk_sin, ctx_c
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     g = torch.Generator(device=dev).manual_seed(0)
@@ -153,7 +155,40 @@ def main():
     n = sum(t.numel() for t in master.values())
     state = n * (2 + 4 * 4) / 2**30  # bf16 weights + fp32 master, grads, m, v
     act = (torch.cuda.max_memory_allocated() - base) / 2**30
+    if args.profile:
+        print_profile(step)
     print_result({"step_ms": step_ms, "act_gib": act, "state_gib": state})
+
+
+def kernel_kind(name):
+    n = name.lower()
+    if any(k in n for k in ("nvjet", "gemm", "cutlass", "xmma", "matmul")):
+        return "gemm"
+    if "flex" in n or "attention" in n:
+        return "attention"
+    if any(k in n for k in ("adam", "multi_tensor", "foreach", "clip")):
+        return "optimizer"
+    return "other"
+
+
+def print_profile(step):
+    """One step under torch.profiler: GPU kernel milliseconds by kind (one line per kind)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    kinds, top = {}, []
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
+        if us <= 0:
+            continue
+        kinds[kernel_kind(e.key)] = kinds.get(kernel_kind(e.key), 0.0) + us / 1e3
+        top.append((us / 1e3, e.count, e.key[:80]))
+    for kind, ms in sorted(kinds.items(), key=lambda x: -x[1]):
+        print(f"peer profile: {kind:10s} {ms:8.2f} ms")
+    print(f"peer profile: {'total':10s} {sum(kinds.values()):8.2f} ms")
+    for ms, n, key in sorted(top, reverse=True)[:15]:
+        print(f"peer kernel: {ms:8.2f} ms {n:4d}x {key}")
 
 
 if __name__ == "__main__":

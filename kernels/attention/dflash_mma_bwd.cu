@@ -1,19 +1,12 @@
 // DFlash block attention backward on tensor cores (mma.sync m16n8k16, bf16 in, fp32
-// accumulate); same contract as the SIMT kernel in dflash_attention.cu. Three kernels:
-//   * dflash_mma_bwd_fused (no delta scratch): everything in one pass, context dK/dV added
-//     with float4 atomics;
-//   * dflash_mma_bwd_query + dflash_mma_bwd_ctx (the split backward, with delta): a
-//     query-major kernel grouped like the forward (dQ, block dK/dV, delta) and a key-major
-//     one that writes each context dK/dV row once (no atomics, deterministic).
+// accumulate); same contract as the SIMT kernel in dflash_attention.cu.
 //
-// Fused: one CTA per (block b, KV head g) with G = hq / hk warps; warp w owns the 16 query
-// slots of query head g * G + w. Per key tile (as in the forward) each warp recomputes S,
+// One CTA per (block b, KV head g) with G = hq / hk warps; warp w owns the 16 query slots of
+// query head g * G + w. Per key tile (as in the forward) each warp recomputes S,
 // P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ += dS K (registers), and
 // stores P, dS (bf16) in shared memory; after a barrier the next tile's load is issued and
 // the warps share dV = P^T dO and dK = scale dS^T Q in 16-key x 64-dim units, written
 // directly for block keys and with float4 atomics for context keys.
-#include <climits>
-
 #include "kernels/attention/dflash_mma_device.cuh"
 
 namespace tandem::kernels::attention_internal {
@@ -21,8 +14,10 @@ namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
 
-template <int D>
-__global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd_fused(Params p) {
+// kSplit: context tiles only feed dQ (their dK/dV come from dflash_mma_bwd_ctx), and the
+// rows' delta = rowsum(dO O) is stored for that kernel.
+template <int D, bool kSplit>
+__global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
   constexpr int kS = D + 8, kK16 = D / 16;
   extern __shared__ uint4 smem_u4[];
   const int b = blockIdx.x, g = blockIdx.y, group = p.hq / p.hk, rows = kBlock * group;
@@ -66,6 +61,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd_fused(Params
     acc += __shfl_xor_sync(0xffffffffu, acc, 1);
     acc += __shfl_xor_sync(0xffffffffu, acc, 2);
     delta[h] = acc;
+    if (kSplit && tig == 0) p.delta[row] = acc;
   }
   const float qk_scale = p.scale * kLog2e;
   float dq[D / 8][4];
@@ -116,8 +112,10 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd_fused(Params
         dp[n][e] = pr * (dp[n][e] - delta[half]);  // dS (before the softmax scale)
       }
     // P and dS to shared memory for phase 2; rows warp * 16 + gid (+ 8).
+    const bool phase2 = !kSplit || t.blk;
 #pragma unroll
     for (int n = 0; n < kTk / 8; ++n) {
+      if (!phase2) break;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int off = (warp * 16 + gid + 8 * h) * kPs + n * 8 + 2 * tig;
@@ -148,7 +146,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd_fused(Params
 
     // Phase 2: units (dV or dK, 16-key m-tile, 64-dim chunk) shared among the warps.
     // A[key][row] = P[row][key] (or dS) is stored row-major by query row: ldmatrix.trans.
-    const int units = 2 * nk16 * (D / 64);
+    const int units = phase2 ? 2 * nk16 * (D / 64) : 0;
     for (int u = warp; u < units; u += group) {
       const bool is_dk = u % 2 == 1;
       const int mt = (u / 2) % nk16, dc = u / (2 * nk16);
@@ -213,376 +211,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd_fused(Params
   }
 }
 
-// Split backward, query-major part (dQ, block dK/dV, delta), grouped like the forward: one
-// CTA takes NBC = max(1, 8 / G) consecutive blocks x the G query heads of KV head g, i.e.
-// mt = NBC * G <= 8 m-tiles (16 slots of one (block, head)), numbered block-major, and
-// ceil(mt / 2) warps; warp w owns m-tiles 2w and 2w + 1, so each K or V fragment it reads
-// feeds two MMAs. The blocks share one key stream (context tiles of kBt keys over the union
-// of their ranges, gaps skipped, then tiles of kBt / 16 blocks' own keys), double buffered
-// with cp.async and one __syncthreads per tile. Per tile and m-tile: S = Q K^T and
-// dP = dO V^T (Q, dO in shared memory), P = exp(S - lse) on the keys the m-tile sees,
-// dS = P (dP - delta), dQ += dS K (registers). Own-key tiles also leave each live m-tile's
-// 16 x 16 P and dS of its block in shared memory; after the stream, dQ is written and the
-// warps share dV = P^T dO and dK = scale dS^T Q of the blocks' keys in (block, dK or dV,
-// 64-dim) units, summing the block's G heads in a fixed order. Dead m-tiles (the missing
-// partner when mt is odd, blocks >= nb) get lse = +inf, hence P = dS = 0.
-constexpr int kQMtiles = 8;                 // m-tiles per CTA at most (4 warps)
-constexpr int kQMaxNbc = kQMtiles;          // blocks per CTA at most (G == 1)
-constexpr int kBt = kBwdTileKeys;           // keys per tile (one S / dP / dQ step)
-constexpr int kOwnBlocks = kBt / kBlock;    // blocks whose own keys share one tile
-static_assert(DFlashMmaQueryBwdSmemBytes(kMmaMaxGroup, 128) <= 227 * 1024);
-
-__device__ inline void LdsmAt(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ inline void LdsmTAt(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// Element offset of (row, col) in a 16 x 16 bf16 tile stored without padding: the two
-// 8-column halves swap on rows 4..7 and 12..15, so the 8 rows an ldmatrix reads hit 8
-// distinct 16-byte bank groups.
-__device__ inline int SwizzledOffset(int row, int col) {
-  return row * 16 + (((col >> 3) ^ ((row >> 2) & 1)) << 3) + (col & 7);
-}
-
-// The CTA's key stream: context tiles covering the union of the blocks' ranges, then the
-// blocks' own keys. Every thread runs the same schedule on the shared ranges.
-struct KeyStream {
-  const int *lo, *hi;  // [nv] context range of block b0 + j (shared memory)
-  int nv, b0, max_hi;
-  int pos = INT_MIN, next_blk = 0;  // next context key to cover; next own-key tile
-
-  __device__ bool Next(Tile* t) {
-    int s = INT_MAX;
-    for (int j = 0; j < nv; ++j) {
-      const int from = max(pos, lo[j]);
-      if (from < hi[j]) s = min(s, from);
-    }
-    if (s != INT_MAX) {
-      *t = {false, s, min(kBt, max_hi - s)};
-      pos = s + kBt;
-      return true;
-    }
-    if (next_blk * kOwnBlocks >= nv) return false;
-    const int first = next_blk * kOwnBlocks;
-    *t = {true, (b0 + first) * kBlock, kBlock * min(kOwnBlocks, nv - first)};
-    ++next_blk;
-    return true;
-  }
-};
-
-// Keys [vlo, vhi) of a tile that one m-tile sees; with `causal`, key k also needs
-// k - vlo <= slot (its own 16 keys, causal in the block).
-struct KeySpan {
-  int vlo, vhi;
-  bool causal;
-  __device__ bool Empty() const { return vhi <= vlo; }
-  __device__ bool Sees(int key, int slot) const {
-    return key >= vlo && key < vhi && (!causal || key - vlo <= slot);
-  }
-};
-__device__ inline KeySpan SpanOf(const Tile& t, int rel, int lo, int hi, int tile_blk0,
-                                 bool causal) {
-  if (!t.blk) return {max(lo - t.first, 0), min(hi - t.first, t.n), false};
-  const int c = rel - tile_blk0;
-  if (c < 0 || c >= kOwnBlocks) return {0, 0, false};
-  return {c * kBlock, c * kBlock + kBlock, causal};
-}
-
-// Async-loads the 16 rows of each of the mt m-tiles of x (Q or dO) into [16 mt][D + 8];
-// m-tiles of blocks >= nb are zero-filled.
-template <int D>
-__device__ inline void LoadMtiles(const bf16_t* x, const Params& p, int b0, int g, int group,
-                                  int mt, bf16_t* xs) {
-  constexpr int kChunks = D / 8, kStride = D + 8;
-  for (int e = threadIdx.x; e < kBlock * mt * kChunks; e += blockDim.x) {
-    const int r = e / kChunks, c = (e % kChunks) * 8;
-    const int i = r / kBlock, slot = r % kBlock, b = b0 + i / group;
-    const bool valid = b < p.nb;
-    const size_t tok = static_cast<size_t>(valid ? b : 0) * kBlock + slot;
-    const size_t off = (tok * p.hq + g * group + i % group) * D + c;
-    CpAsync16(xs + r * kStride + c, x + off, valid);
-  }
-}
-
-// Async-loads keys [first, first + n) of KV head g into [kBt][D + 8] K and V tiles,
-// zero-filling rows n .. kBt - 1.
-template <int D>
-__device__ inline void LoadKvTile(const bf16_t* k, const bf16_t* v, const Tile& t, int g, int hk,
-                                  bf16_t* ks, bf16_t* vs) {
-  constexpr int kChunks = D / 8, kStride = D + 8;
-  for (int e = threadIdx.x; e < kBt * kChunks; e += blockDim.x) {
-    const int r = e / kChunks, c = (e % kChunks) * 8;
-    const bool valid = r < t.n;
-    const size_t off = (static_cast<size_t>(t.first + (valid ? r : 0)) * hk + g) * D + c;
-    CpAsync16(ks + r * kStride + c, k + off, valid);
-    CpAsync16(vs + r * kStride + c, v + off, valid);
-  }
-}
-
-// A operand (16 rows x keys 16 kc ..) of bf16 from fp32 C accumulators over 8-key n-tiles.
-__device__ inline void AFromC32(uint32_t (&a)[4], const float (&c)[kBt / 8][4], int kc) {
-  a[0] = Pack(c[2 * kc][0], c[2 * kc][1]);
-  a[1] = Pack(c[2 * kc][2], c[2 * kc][3]);
-  a[2] = Pack(c[2 * kc + 1][0], c[2 * kc + 1][1]);
-  a[3] = Pack(c[2 * kc + 1][2], c[2 * kc + 1][3]);
-}
-
-template <int D>
-__global__ void __launch_bounds__(32 * kQMtiles / 2) dflash_mma_bwd_query(Params p, int nbc) {
-  constexpr int kS = D + 8, kK16 = D / 16, kN8 = kBt / 8;
-  extern __shared__ uint4 smem_u4[];
-  __shared__ int range_lo[kQMaxNbc], range_hi[kQMaxNbc];
-  const int g = blockIdx.y, group = p.hq / p.hk, mt = nbc * group;
-  const int b0 = blockIdx.x * nbc, nv = min(nbc, p.nb - b0);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int mi = lane / 8, r8 = lane % 8;
-  bf16_t* qs = reinterpret_cast<bf16_t*>(smem_u4);  // [16 mt][kS]
-  bf16_t* dos = qs + kBlock * mt * kS;               // [16 mt][kS]
-  bf16_t* kv = dos + kBlock * mt * kS;               // [2 stages][K, V][kBt][kS]
-  bf16_t* pds = kv + 4 * kBt * kS;                   // P [mt][16 x 16], then dS [mt][16 x 16]
-  auto kstage = [&](int s) { return kv + s * 2 * kBt * kS; };
-  const bf16_t *kc = static_cast<const bf16_t*>(p.kc), *vc = static_cast<const bf16_t*>(p.vc);
-  const bf16_t *kb = static_cast<const bf16_t*>(p.kb), *vb = static_cast<const bf16_t*>(p.vb);
-  const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
-  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
-
-  if (threadIdx.x < nv) {
-    int lo, hi;
-    ContextRange(p, b0 + threadIdx.x, &lo, &hi);
-    range_lo[threadIdx.x] = lo;
-    range_hi[threadIdx.x] = hi;
-  }
-  __syncthreads();
-  KeyStream stream{range_lo, range_hi, nv, b0, 0};
-  for (int j = 0; j < nv; ++j) stream.max_hi = max(stream.max_hi, range_hi[j]);
-
-  Tile cur;
-  bool have = stream.Next(&cur);  // the own-key tile always exists: have == true
-  LoadMtiles<D>(static_cast<const bf16_t*>(p.q), p, b0, g, group, mt, qs);
-  LoadMtiles<D>(dout, p, b0, g, group, mt, dos);
-  LoadKvTile<D>(cur.blk ? kb : kc, cur.blk ? vb : vc, cur, g, p.hk, kstage(0),
-                kstage(0) + kBt * kS);
-  CpAsyncCommit();
-
-  // This warp's m-tiles: block (relative to b0), whether written, per row half (rows gid,
-  // gid + 8) lse in log2 units and delta = rowsum(dO O) (stored for the context kernel).
-  int rel[2];
-  bool live[2];
-  float lse2[2][2], dl[2][2];
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    const int i = 2 * warp + m;
-    live[m] = i < mt && i / group < nv;
-    rel[m] = min(min(i, mt - 1) / group, nv - 1);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      lse2[m][h] = INFINITY;
-      dl[m][h] = 0.0f;
-      if (!live[m]) continue;
-      const size_t row =
-          static_cast<size_t>((b0 + i / group) * kBlock + gid + 8 * h) * p.hq + g * group +
-          i % group;
-      lse2[m][h] = p.lse_in[row] * kLog2e;
-      float acc = 0.0f;
-      for (int c = 2 * tig; c < D; c += 8) {
-        const float2 x =
-            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
-        const float2 y =
-            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
-        acc += x.x * y.x + x.y * y.y;
-      }
-      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-      acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-      dl[m][h] = acc;
-      if (tig == 0) p.delta[row] = acc;
-    }
-  }
-
-  // Shared byte addresses of this lane's ldmatrix rows: Q, dO (per m-tile, + 32 per k16
-  // step); K, V for S / dP (+ 32 per k16 step) and K for dQ (+ 32 per 16 dims), + 16 rows per
-  // 16 keys.
-  constexpr uint32_t kRowBytes = kS * 2, kStageBytes = 2 * kBt * kRowBytes;
-  const uint32_t kv_addr = SmemAddr(kv), mt_bytes = kBlock * mt * kRowBytes;
-  uint32_t q_addr[2];
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-    q_addr[m] = SmemAddr(qs) + ((2 * warp + m) % mt * kBlock + (lane & 15)) * kRowBytes +
-                (lane >> 4) * 16;
-  const uint32_t k_lane = ((mi >> 1) * 8 + r8) * kRowBytes + (mi & 1) * 16;
-  const uint32_t kt_lane = ((mi & 1) * 8 + r8) * kRowBytes + (mi >> 1) * 16;
-
-  float dq[2][D / 8][4];
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) dq[m][n][0] = dq[m][n][1] = dq[m][n][2] = dq[m][n][3] = 0.0f;
-  const float qk_scale = p.scale * kLog2e;
-
-  for (int it = 0; have; ++it) {
-    CpAsyncWait<0>();
-    __syncthreads();  // tile it landed for all threads; stage (it + 1) & 1 is free
-    Tile nxt{};
-    const int cur_blk0 = (stream.next_blk - 1) * kOwnBlocks;  // valid when cur.blk
-    have = stream.Next(&nxt);
-    if (have) {
-      bf16_t* ks = kstage((it + 1) & 1);
-      LoadKvTile<D>(nxt.blk ? kb : kc, nxt.blk ? vb : vc, nxt, g, p.hk, ks, ks + kBt * kS);
-      CpAsyncCommit();
-    }
-    KeySpan span[2];
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-      span[m] = SpanOf(cur, rel[m], range_lo[rel[m]], range_hi[rel[m]], cur_blk0, p.causal);
-    const bool act = (live[0] && !span[0].Empty()) || (live[1] && !span[1].Empty());
-    if (act) {
-      const uint32_t ks = kv_addr + (it & 1) * kStageBytes, vs = ks + kBt * kRowBytes;
-      // S = Q K^T and dP = dO V^T for both m-tiles (K, V rows >= cur.n are zero).
-      float s[2][kN8][4], dp[2][kN8][4];
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int n = 0; n < kN8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[m][n][e] = dp[m][n][e] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < kK16; ++kk) {
-        uint32_t qa[2][4], da[2][4];
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-          LdsmAt(qa[m], q_addr[m] + kk * 32);
-          LdsmAt(da[m], q_addr[m] + mt_bytes + kk * 32);
-        }
-#pragma unroll
-        for (int kc16 = 0; kc16 < kBt / 16; ++kc16) {
-          uint32_t r[4];
-          LdsmAt(r, ks + k_lane + kc16 * 16 * kRowBytes + kk * 32);
-#pragma unroll
-          for (int m = 0; m < 2; ++m) {
-            Mma(s[m][2 * kc16], qa[m], r[0], r[1]);
-            Mma(s[m][2 * kc16 + 1], qa[m], r[2], r[3]);
-          }
-          LdsmAt(r, vs + k_lane + kc16 * 16 * kRowBytes + kk * 32);
-#pragma unroll
-          for (int m = 0; m < 2; ++m) {
-            Mma(dp[m][2 * kc16], da[m], r[0], r[1]);
-            Mma(dp[m][2 * kc16 + 1], da[m], r[2], r[3]);
-          }
-        }
-      }
-      // P in s, dS (before the softmax scale) in dp.
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int n = 0; n < kN8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
-            const float pr = span[m].Sees(key, gid + 8 * half)
-                                 ? exp2f(s[m][n][e] * qk_scale - lse2[m][half])
-                                 : 0.0f;
-            s[m][n][e] = pr;
-            dp[m][n][e] = pr * (dp[m][n][e] - dl[m][half]);
-          }
-      if (cur.blk) {
-        // Own keys: the live m-tile's P and dS over its block's 16 keys [vlo, vlo + 16).
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-          if (!live[m] || span[m].Empty()) continue;
-          bf16_t* pm = pds + (2 * warp + m) * kBlock * kBlock;
-          bf16_t* dsm = pm + mt * kBlock * kBlock;
-#pragma unroll
-          for (int n = 0; n < kN8; ++n) {
-            const int col = n * 8 - span[m].vlo;
-            if (col < 0 || col >= kBlock) continue;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int off = SwizzledOffset(gid + 8 * h, col + 2 * tig);
-              *reinterpret_cast<uint32_t*>(pm + off) = Pack(s[m][n][2 * h], s[m][n][2 * h + 1]);
-              *reinterpret_cast<uint32_t*>(dsm + off) = Pack(dp[m][n][2 * h], dp[m][n][2 * h + 1]);
-            }
-          }
-        }
-      }
-      // dQ += dS K: B[key][dim] = K[key][dim] is k-major, hence ldmatrix.trans.
-#pragma unroll
-      for (int kc16 = 0; kc16 < kBt / 16; ++kc16) {
-        uint32_t a[2][4];
-#pragma unroll
-        for (int m = 0; m < 2; ++m) AFromC32(a[m], dp[m], kc16);
-#pragma unroll
-        for (int np = 0; np < D / 16; ++np) {
-          uint32_t r[4];
-          LdsmTAt(r, ks + kt_lane + kc16 * 16 * kRowBytes + np * 32);
-#pragma unroll
-          for (int m = 0; m < 2; ++m) {
-            Mma(dq[m][2 * np], a[m], r[0], r[1]);
-            Mma(dq[m][2 * np + 1], a[m], r[2], r[3]);
-          }
-        }
-      }
-    }
-    cur = nxt;
-  }
-
-  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    if (!live[m]) continue;
-    const int i = 2 * warp + m, b = b0 + i / group, head = g * group + i % group;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
-            __floats2bfloat162_rn(dq[m][n][2 * h] * p.scale, dq[m][n][2 * h + 1] * p.scale);
-    }
-  }
-  __syncthreads();  // every live m-tile's P / dS is in shared memory
-
-  // Block keys: units (block, dV or dK, 64-dim chunk); A[key][row] = P[row][key] (or dS)
-  // and B[row][dim] = dO (or Q) are stored by query row: ldmatrix.trans for both.
-  constexpr int kChunks64 = D / 64;
-  const int units = nv * 2 * kChunks64, warps = blockDim.x / 32;
-  for (int u = warp; u < units; u += warps) {
-    const int blk = u / (2 * kChunks64), is_dk = u % 2, dc = (u / 2) % kChunks64;
-    const bf16_t* as = pds + (is_dk ? mt : 0) * kBlock * kBlock;
-    const bf16_t* bs = is_dk ? qs : dos;
-    float acc[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    for (int h = 0; h < group; ++h) {
-      const int i = blk * group + h, arow = (mi >> 1) * 8 + r8;
-      uint32_t a[4];
-      Ldsm4T(a, as + i * kBlock * kBlock + SwizzledOffset(arow, (mi & 1) * 8));
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t r[4];
-        Ldsm4T(r, bs + (i * kBlock + (mi & 1) * 8 + r8) * kS + dc * 64 + np * 16 + (mi >> 1) * 8);
-        Mma(acc[2 * np], a, r[0], r[1]);
-        Mma(acc[2 * np + 1], a, r[2], r[3]);
-      }
-    }
-    const float f = is_dk ? p.scale : 1.0f;
-    bf16_t* dst = static_cast<bf16_t*>(is_dk ? p.dkb : p.dvb);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const size_t row = static_cast<size_t>((b0 + blk) * kBlock + gid + 8 * h) * p.hk + g;
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-        *reinterpret_cast<__nv_bfloat162*>(dst + row * D + dc * 64 + n * 8 + 2 * tig) =
-            __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
-    }
-  }
-}
-
-// Context dK/dV, key-major (split backward). CTA (key tile kt, KV head g), 4 warps; warp
+// Context dK/dV, key-major (used with kSplit). CTA (key tile kt, KV head g), 4 warps; warp
 // w owns context keys k0 + 16 w .. + 15 of the tile (the M dimension). The CTA lists, in
 // block order, the blocks whose range [lo, anchor) meets the tile, then walks (block, chunk
 // of up to 4 query heads of g) items with a cp.async double buffer of Q, dO (64 rows each),
@@ -763,25 +392,21 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
 cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream) {
   const int group = p.hq / p.hk;
   if (!DFlashMmaSupported(group, p.d) || group * p.hk != p.hq) return cudaErrorInvalidValue;
-  auto launch = [&](auto kernel, dim3 grid, int threads, size_t smem, auto... args) {
+  auto launch = [&](auto kernel, dim3 grid, int threads, size_t smem) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    kernel<<<grid, threads, smem, stream>>>(p, args...);
+    kernel<<<grid, threads, smem, stream>>>(p);
     return cudaGetLastError();
   };
-  if (p.delta == nullptr) {
-    const dim3 by_block(p.nb, p.hk);
-    const size_t smem = DFlashMmaFusedBwdSmemBytes(group, p.d);
-    return p.d == 64 ? launch(dflash_mma_bwd_fused<64>, by_block, 32 * group, smem)
-                     : launch(dflash_mma_bwd_fused<128>, by_block, 32 * group, smem);
-  }
-  const int mt = static_cast<int>(DFlashMmaBwdMtiles(group)), nbc = mt / group;
-  const dim3 by_group((p.nb + nbc - 1) / nbc, p.hk);
-  const size_t smem = DFlashMmaQueryBwdSmemBytes(group, p.d);
-  cudaError_t e =
-      p.d == 64 ? launch(dflash_mma_bwd_query<64>, by_group, 32 * ((mt + 1) / 2), smem, nbc)
-                : launch(dflash_mma_bwd_query<128>, by_group, 32 * ((mt + 1) / 2), smem, nbc);
+  const dim3 by_block(p.nb, p.hk);
+  const int threads = 32 * group;
+  const size_t smem = DFlashMmaSmemBytes(true, group, p.d);
+  if (p.delta == nullptr)
+    return p.d == 64 ? launch(dflash_mma_bwd<64, false>, by_block, threads, smem)
+                     : launch(dflash_mma_bwd<128, false>, by_block, threads, smem);
+  cudaError_t e = p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
+                            : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;
   const dim3 by_key((p.t + kTk - 1) / kTk, p.hk);
   const size_t ctx_smem = DFlashMmaCtxSmemBytes(p.d);

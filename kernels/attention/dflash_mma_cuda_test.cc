@@ -133,12 +133,11 @@ INSTANTIATE_TEST_SUITE_P(
                           DFlashCase{{2000}, 40, 32, 8, 128, 700, true}),    // long ranges
         ::testing::Values(AnchorOrder::kRandom, AnchorOrder::kSorted, AnchorOrder::kDescending)));
 
-// The split backward's query-major kernel groups blocks like the forward (8 / G blocks per
-// CTA, two m-tiles per warp, one key stream over the union of the blocks' ranges, own-key
-// tiles of 2 blocks), so the same risky shapes run it here, with MakeDFlashLayout's random
-// anchors (ranges of one CTA in different documents, gaps, reversed order): odd nb (dead
-// blocks), nb 1, G 1 (4 own-key tiles), G 3 (a warp spanning two blocks), G 5 and 7 (a dead
-// partner m-tile), G 8 at d 64. CheckDFlashCase also checks the context kernel's determinism.
+// The split backward (delta scratch: query-major kernel + key-major context kernel) on
+// shapes that stress how CUDA kernels tile blocks, heads and keys, with MakeDFlashLayout's
+// random anchors (neighbouring blocks in different documents, gaps, reversed order): odd nb,
+// nb 1, G 1, 2, 3, 5, 6, 7 and 8 at d 64, long ranges. CheckDFlashCase also checks that the
+// context gradients are bitwise repeatable.
 class DFlashMmaSplitGroupingTest : public ::testing::TestWithParam<DFlashCase> {};
 
 TEST_P(DFlashMmaSplitGroupingTest, ForwardAndBackwardMatchCpu) {

@@ -23,35 +23,13 @@ inline constexpr bool DFlashMmaSupported(int64_t group, int64_t d) {
 
 // Dynamic shared memory of the MMA kernels. Rows are padded by 8 bf16 (16 bytes) so the 8
 // rows of an ldmatrix 8x8 matrix fall on distinct bank groups.
-//   fused backward (no delta scratch): Q and dO [16 * group rows], one (K, V) stage of
-//             kMmaTileKeys rows, P and dS [16 * group][64 + 8];
-//   split query-major backward: the CTA's mt = max(1, 8 / group) * group m-tiles of Q and dO,
-//             2 stages x (K, V) of kBwdTileKeys rows, and each m-tile's 16 x 16 P and dS of
-//             its own block keys (unpadded, XOR-swizzled);
 //   forward:  the CTA's Q m-tiles (at most 8 of 16 rows) and 2 stages x (K, V) tiles of
-//             kMmaTileKeys rows (the launcher requests exactly what its grouping needs).
-// DFlashMmaSmemBytes(true, ...) bounds both backward kernels (the dispatcher checks it).
-inline constexpr int kBwdTileKeys = 32;  // keys per stage of the split query-major backward
-inline constexpr int64_t DFlashMmaBwdMtiles(int64_t group) {
-  return (group >= kMmaMaxGroup ? 1 : kMmaMaxGroup / group) * group;
-}
-inline constexpr size_t DFlashMmaFusedBwdSmemBytes(int64_t group, int64_t d) {
-  const size_t row = static_cast<size_t>(d + 8) * 2, rows = 16 * static_cast<size_t>(group);
-  return (2 * rows + 2 * kMmaTileKeys) * row + 2 * rows * (kMmaTileKeys + 8) * 2;
-}
-inline constexpr size_t DFlashMmaQueryBwdSmemBytes(int64_t group, int64_t d) {
-  const size_t row = static_cast<size_t>(d + 8) * 2;
-  const size_t mt = static_cast<size_t>(DFlashMmaBwdMtiles(group));
-  return (2 * 16 * mt + 4 * kBwdTileKeys) * row + 2 * mt * 16 * 16 * 2;
-}
+//             kMmaTileKeys rows (the launcher requests exactly what its grouping needs);
+//   backward: Q and dO [16 * group rows], one (K, V) stage, P and dS [16 * group][64 + 8].
 inline constexpr size_t DFlashMmaSmemBytes(bool backward, int64_t group, int64_t d) {
-  if (backward) {
-    const size_t fused = DFlashMmaFusedBwdSmemBytes(group, d);
-    const size_t query = DFlashMmaQueryBwdSmemBytes(group, d);
-    return fused > query ? fused : query;
-  }
-  const size_t row = static_cast<size_t>(d + 8) * 2;
-  return (16 * kMmaMaxGroup + 4 * kMmaTileKeys) * row;  // <= 8 Q m-tiles
+  const size_t row = static_cast<size_t>(d + 8) * 2, rows = 16 * static_cast<size_t>(group);
+  if (!backward) return (16 * kMmaMaxGroup + 4 * kMmaTileKeys) * row;  // <= 8 Q m-tiles
+  return (2 * rows + 2 * kMmaTileKeys) * row + 2 * rows * (kMmaTileKeys + 8) * 2;
 }
 
 // The key-major context-gradient kernel of the split backward: kCtxWarps warps of 16 keys
@@ -71,8 +49,7 @@ inline constexpr size_t DFlashMmaCtxSmemBytes(int64_t d) {
 cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream);
 // With p.delta == nullptr one fused kernel, grid (nb, hk), which adds the context dK/dV
 // with fp32 atomics (dkc/dvc zero-filled first). With p.delta (f32 [nb * 16, hq] scratch):
-// the query-major kernel, grid (ceil(nb / max(1, 8 / G)), hk) (dQ, block dK/dV,
-// delta = rowsum(dO O)) and then the key-major
+// the query-major kernel (dQ, block dK/dV, delta = rowsum(dO O)) and then the key-major
 // context kernel, grid (ceil(t / 64), hk), which writes every row of dkc/dvc once, in a
 // fixed order (no atomics, deterministic, no zero-fill needed).
 cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream);
