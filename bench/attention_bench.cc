@@ -1,7 +1,9 @@
 // `tandem-bench attention`: the target's packed causal attention forward (16384 tokens as
 // 4 x 4096, 32/8 heads of 128; causal FLOPs counted once) and the DFlash block attention
-// forward + backward (512 anchors x 16 over 8192 context tokens in 2 documents, window 2048,
-// causal in block), next to PyTorch (bench/attention_peer.py) when python3 imports torch.
+// forward + backward (512 anchors x 16 over 8192 context tokens, window 2048, causal in
+// block) in two layouts: random anchors over 2 documents (the issue-4 case) and the
+// drafter's (sorted anchors, 4 documents of 2048), next to PyTorch (bench/attention_peer.py)
+// when python3 imports torch.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -51,39 +53,25 @@ double MeanMs(const std::function<Status()>& fn, int iters) {
   return -1.0;
 }
 
-int RunAttention(const std::vector<std::string>& args) {
-  using kernels::attention_testing::RandomBf16;
-  const int iters = 20;
-  // --- target ---
-  const int64_t docs = 4, len = 4096, t = docs * len, hq = 32, hk = 8, d = 128;
-  Dev q(RandomBf16(t * hq * d, 1)), k(RandomBf16(t * hk * d, 2)), v(RandomBf16(t * hk * d, 3));
-  Dev out(t * hq * d * 2), lse(t * hq * 4);
-  std::vector<int32_t> cu_h;
-  for (int64_t i = 0; i <= docs; ++i) cu_h.push_back(static_cast<int32_t>(i * len));
-  Dev cu(cu_h);
-  auto op = kernels::CausalVarlenAttention::Create(0);
-  if (!op.ok()) {
-    std::printf("error: %s\n", op.status().ToString().c_str());
-    return 1;
-  }
-  const Shape qs{t, hq, d}, ks{t, hk, d};
-  const double target_ms = MeanMs([&] {
-    return op.value()->Forward(q.View(DType::kBF16, qs), k.View(DType::kBF16, ks),
-                               v.View(DType::kBF16, ks), cu.View(DType::kI32, {docs + 1}),
-                               static_cast<int>(len), 0.0f, out.View(DType::kBF16, qs),
-                               TensorView(), nullptr);
-  }, iters);
-  const double target_flops = 4.0 * d * hq * docs * len * (len + 1) / 2;
-  const double target_tflops = target_flops / target_ms / 1e9;
+using RowFn = std::function<void(const std::string&, double, double, double)>;
+using PeerFn = std::function<double(const std::string&)>;
 
-  // --- DFlash ---
-  const int64_t nb = 512, rows = nb * kernels::kDFlashBlockSize, ctx = 8192, clen = 4096;
+// DFlash block attention, 512 blocks of 16 over 8192 context tokens in documents of
+// `clen`, window 2048, causal in block; `sorted` anchors as the drafter samples them. Rows:
+// SIMT, MMA fused backward (atomics), MMA split backward (delta scratch; what the drafter
+// runs), next to flex_attention from the peer's JSON (keys flex_dflash_<layout>_*).
+void RunDFlashLayout(const char* layout, int64_t clen, bool sorted, int iters, const RowFn& row,
+                     const PeerFn& peer_ms) {
+  using kernels::attention_testing::RandomBf16;
+  const int64_t nb = 512, rows = nb * kernels::kDFlashBlockSize, ctx = 8192, hq = 32, hk = 8,
+                d = 128;
   const int window = 2048;
   std::mt19937 rng(0);
   std::vector<int32_t> anchors(nb), starts(nb);
+  for (int64_t b = 0; b < nb; ++b) anchors[b] = static_cast<int32_t>(rng() % ctx);
+  if (sorted) std::sort(anchors.begin(), anchors.end());
   double keys = 0;  // visible (query, key) pairs per head, for the FLOP count
   for (int64_t b = 0; b < nb; ++b) {
-    anchors[b] = static_cast<int32_t>(rng() % ctx);
     starts[b] = static_cast<int32_t>(anchors[b] / clen * clen);
     keys += 16.0 * std::min<int64_t>(anchors[b] - starts[b], window) + 16 * 17 / 2;
   }
@@ -129,27 +117,61 @@ int RunAttention(const std::vector<std::string>& args) {
   const double fwd_flops = 4.0 * d * hq * keys;  // QK^T and PV
   const double fwd_bwd_flops = fwd_flops * 3.5;  // + dV, dP, dQ, dK (and S recompute)
 
+  const std::string p = fmt::format("flex_dflash_{}_", layout);
+  const std::string tag = fmt::format("dflash {} ", layout);
+  row(tag + "fwd (simt)", simt_fwd_ms, fwd_flops, peer_ms(p + "fwd_ms"));
+  row(tag + "fwd+bwd (simt)", simt_fwd_bwd_ms, fwd_bwd_flops, peer_ms(p + "fwd_bwd_ms"));
+  row(tag + "fwd (mma)", fwd_ms, fwd_flops, peer_ms(p + "fwd_ms"));
+  row(tag + "bwd (mma, fused)", bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
+  row(tag + "fwd+bwd (mma, fused)", fwd_bwd_ms, fwd_bwd_flops, peer_ms(p + "fwd_bwd_ms"));
+  row(tag + "bwd (mma, split)", split_bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
+  row(tag + "fwd+bwd (mma, split)", split_fwd_bwd_ms, fwd_bwd_flops, peer_ms(p + "fwd_bwd_ms"));
+  const double flex = peer_ms(p + "fwd_bwd_ms");
+  std::printf("bar (issue 4): dflash %s fwd+bwd >= 1.5x flex: %s (%.2fx)\n", layout,
+              flex <= 0 ? "no peer" : flex / split_fwd_bwd_ms >= 1.5 ? "met" : "MISSED",
+              flex > 0 ? flex / split_fwd_bwd_ms : 0.0);
+}
+
+int RunAttention(const std::vector<std::string>& args) {
+  using kernels::attention_testing::RandomBf16;
+  const int iters = 20;
+  // --- target ---
+  const int64_t docs = 4, len = 4096, t = docs * len, hq = 32, hk = 8, d = 128;
+  Dev q(RandomBf16(t * hq * d, 1)), k(RandomBf16(t * hk * d, 2)), v(RandomBf16(t * hk * d, 3));
+  Dev out(t * hq * d * 2), lse(t * hq * 4);
+  std::vector<int32_t> cu_h;
+  for (int64_t i = 0; i <= docs; ++i) cu_h.push_back(static_cast<int32_t>(i * len));
+  Dev cu(cu_h);
+  auto op = kernels::CausalVarlenAttention::Create(0);
+  if (!op.ok()) {
+    std::printf("error: %s\n", op.status().ToString().c_str());
+    return 1;
+  }
+  const Shape qs{t, hq, d}, ks{t, hk, d};
+  const double target_ms = MeanMs([&] {
+    return op.value()->Forward(q.View(DType::kBF16, qs), k.View(DType::kBF16, ks),
+                               v.View(DType::kBF16, ks), cu.View(DType::kI32, {docs + 1}),
+                               static_cast<int>(len), 0.0f, out.View(DType::kBF16, qs),
+                               TensorView(), nullptr);
+  }, iters);
+  const double target_flops = 4.0 * d * hq * docs * len * (len + 1) / 2;
+  const double target_tflops = target_flops / target_ms / 1e9;
+
   const nlohmann::json peer = RunPeer(TANDEM_ATTENTION_PEER, "", "torch");
-  auto peer_ms = [&](const char* key) { return PeerNumber(peer, key); };
-  std::printf("%-34s %10s %10s %12s %10s\n", "case", "ms", "TFLOP/s", "torch ms", "speedup");
-  auto row = [&](const char* name, double ms, double flops, double torch_ms) {
-    std::printf("%-34s %10.3f %10.1f %12.3f %10s\n", name, ms, flops / ms / 1e9, torch_ms,
-                torch_ms > 0 ? fmt::format("{:.2f}x", torch_ms / ms).c_str() : "-");
+  auto peer_ms = [&](const std::string& key) { return PeerNumber(peer, key.c_str()); };
+  std::printf("%-40s %10s %10s %12s %10s\n", "case", "ms", "TFLOP/s", "torch ms", "speedup");
+  auto row = [&](const std::string& name, double ms, double flops, double torch_ms) {
+    std::printf("%-40s %10.3f %10.1f %12.3f %10s\n", name.c_str(), ms, flops / ms / 1e9,
+                torch_ms, torch_ms > 0 ? fmt::format("{:.2f}x", torch_ms / ms).c_str() : "-");
   };
-  row(fmt::format("target fwd ({})", op.value()->last_backend()).c_str(), target_ms,
-      target_flops, peer_ms("sdpa_target_ms"));
-  row("dflash fwd (simt)", simt_fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
-  row("dflash fwd+bwd (simt)", simt_fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
-  row("dflash fwd (mma)", fwd_ms, fwd_flops, peer_ms("flex_dflash_fwd_ms"));
-  row("dflash bwd (mma)", bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
-  row("dflash fwd+bwd (mma)", fwd_bwd_ms, fwd_bwd_flops, peer_ms("flex_dflash_fwd_bwd_ms"));
-  row("dflash bwd (mma, split)", split_bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
-  row("dflash fwd+bwd (mma, split)", split_fwd_bwd_ms, fwd_bwd_flops,
-      peer_ms("flex_dflash_fwd_bwd_ms"));
-  std::printf("bars: target >= 500 TFLOP/s: %s (%.1f); dflash fwd+bwd >= 1.5x flex: %s\n",
-              target_tflops >= 500 ? "met" : "MISSED", target_tflops,
-              peer_ms("flex_dflash_fwd_bwd_ms") <= 0 ? "no peer"
-              : peer_ms("flex_dflash_fwd_bwd_ms") / fwd_bwd_ms >= 1.5 ? "met" : "MISSED");
+  row(fmt::format("target fwd ({})", op.value()->last_backend()), target_ms, target_flops,
+      peer_ms("sdpa_target_ms"));
+  std::printf("bar: target >= 500 TFLOP/s: %s (%.1f)\n", target_tflops >= 500 ? "met" : "MISSED",
+              target_tflops);
+  // The issue-4 case (random anchors over 2 documents of 4096) and the drafter's layout
+  // (anchors sorted as models/dflash_anchors.cc makes them, 4 documents of 2048).
+  RunDFlashLayout("random", 4096, false, iters, row, peer_ms);
+  RunDFlashLayout("drafter", 2048, true, iters, row, peer_ms);
   if (!peer.empty()) std::printf("peer json: %s\n", peer.dump().c_str());
   return 0;
 }

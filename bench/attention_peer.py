@@ -3,9 +3,10 @@
 
 target: causal attention over 4 documents x 4096 tokens packed into 16384, 32/8 heads of 128,
         F.scaled_dot_product_attention (flash backend) looping over documents.
-dflash: 512 anchors x 16 queries over 8192 context tokens (2 docs x 4096), window 2048,
-        causal inside the block, flex_attention compiled with the DFlash mask
-        (create_block_mask), forward + backward.
+dflash: 512 anchors x 16 queries over 8192 context tokens, window 2048, causal inside the
+        block, flex_attention compiled with the DFlash mask (create_block_mask), forward +
+        backward, in two layouts: "random" (random anchors, 2 docs x 4096) and "drafter"
+        (sorted anchors as the drafter samples them, 4 docs x 2048).
 Prints one JSON object on stdout. Usage: python3 bench/attention_peer.py [--iters N]
 """
 import argparse
@@ -45,11 +46,12 @@ def target(iters):
     return {"sdpa_target_ms": ms, "sdpa_target_tflops": flops / ms / 1e9}
 
 
-def dflash(iters):
-    nb, blk, docs, length, hq, hk, d, window = 512, 16, 2, 4096, 32, 8, 128, 2048
-    t = docs * length
+def dflash(iters, layout, length, sort):
+    nb, blk, hq, hk, d, window, t = 512, 16, 32, 8, 128, 2048, 8192
     g = torch.Generator().manual_seed(0)
     anchors = torch.randint(0, t, (nb,), generator=g)
+    if sort:
+        anchors = torch.sort(anchors).values
     doc_start = (anchors // length) * length
     anchors, doc_start = anchors.cuda(), doc_start.cuda()
 
@@ -80,7 +82,8 @@ def dflash(iters):
 
     with torch.no_grad():
         fwd_ms = cuda_time_ms(fwd, iters)
-    return {"flex_dflash_fwd_ms": fwd_ms, "flex_dflash_fwd_bwd_ms": cuda_time_ms(fwd_bwd, iters)}
+    return {f"flex_dflash_{layout}_fwd_ms": fwd_ms,
+            f"flex_dflash_{layout}_fwd_bwd_ms": cuda_time_ms(fwd_bwd, iters)}
 
 
 def main():
@@ -89,7 +92,8 @@ def main():
     args = ap.parse_args()
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     out.update(target(args.iters))
-    out.update(dflash(args.iters))
+    out.update(dflash(args.iters, "random", 4096, False))
+    out.update(dflash(args.iters, "drafter", 2048, True))
     print_result(out)
 
 
