@@ -378,16 +378,10 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
   out.loss = loss_;
   out.correct = correct;
   if (want_grad) out.dhidden = dhidden;
-  // Chunks of equal size (a multiple of 64 rows, at most ce_chunk_rows): a short last chunk
-  // runs its GEMMs at a worse rate (7642 rows as 4 x 2048-row chunks measured a split-K
-  // 1498-row tail at 1.54 us/row vs 1.45 on the H200).
-  const int64_t chunks = (n + options_.ce_chunk_rows - 1) / options_.ce_chunk_rows;
-  const int64_t chunk_rows =
-      std::min(options_.ce_chunk_rows, ((n + chunks - 1) / chunks + 63) / 64 * 64);
   RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), hidden, head_lm_,
                                               lm_targets_.Narrow(0, 0, n),
                                               lm_weights_.Narrow(0, 0, n), out, ce_workspace_,
-                                              chunk_rows, s));
+                                              options_.ce_chunk_rows, s));
   RETURN_IF_ERROR(kernels::RowGather(correct_, lm_slot_, correct, s));
   return want_grad ? kernels::RowGather(d_tmp_, lm_slot_, dhidden, s) : Status::Ok();
 }
