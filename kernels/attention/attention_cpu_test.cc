@@ -153,7 +153,7 @@ TEST(DFlashCpuBackward, MatchesFiniteDifferences) {
                     .ok());
     DFlashAttentionGrads g{Host(dq, {rows, c.hq, c.d}), Host(dkb, {rows, c.hk, c.d}),
                            Host(dvb, {rows, c.hk, c.d}), Host(dkc, {t, c.hk, c.d}),
-                           Host(dvc, {t, c.hk, c.d})};
+                           Host(dvc, {t, c.hk, c.d}), TensorView()};
     ASSERT_TRUE(DFlashAttentionBackwardCpu(p.Inputs(c), cfg, Host(out, {rows, c.hq, c.d}),
                                            Host(lse, {rows, c.hq}), Host(dout, {rows, c.hq, c.d}),
                                            g)
