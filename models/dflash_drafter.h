@@ -53,7 +53,7 @@ struct DFlashDrafterOptions {
   int64_t ce_chunk_rows = 2048;
 };
 
-struct DFlashLayerActs;
+struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter_internal.h)
 
 // GPU time of one stage of the last timed step; `stage` names what ran since the previous
 // mark (e.g. "fwd.attn"), `layer` is its layer or -1.
@@ -61,7 +61,7 @@ struct DFlashStageTime {
   const char* stage;
   int layer;
   float ms;
-};  // saved activations of one layer (dflash_drafter.cc)
+};
 
 class DFlashDrafter {
  public:
