@@ -128,4 +128,12 @@ inline unsigned GridFor(int64_t work, int threads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 
+// A bf16 matrix view with a leading dimension (row stride in elements), e.g. the gate and up
+// halves of one [rows, 2I] tensor.
+struct Rows {
+  __nv_bfloat16* p;
+  int64_t ld;
+  __device__ __nv_bfloat16* at(int64_t r, int64_t c) const { return p + r * ld + c; }
+};
+
 }  // namespace tandem::kernels::cuda_detail

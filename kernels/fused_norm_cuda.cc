@@ -1,7 +1,5 @@
 // cuda:: entry points of kernels/fused_norm.h: argument checks, NVTX ranges, launches
 // (fused_norm.cu).
-#include <vector>
-
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise.h"
 #include "kernels/fused_norm.h"
@@ -13,13 +11,6 @@
 namespace tandem::kernels::cuda {
 namespace {
 
-Status CheckH(const char* op, int64_t h) {
-  if (h > kRmsNormMaxH)
-    return InvalidArgumentError("{}: H = {} exceeds the CUDA kernel's maximum {}", op, h,
-                                kRmsNormMaxH);
-  return Status::Ok();
-}
-
 Status CheckHeadDim(const char* op, int64_t d) {
   if (d > kRopeMaxRotaryDim)
     return InvalidArgumentError("{}: head_dim {} exceeds the CUDA kernel's maximum {}", op, d,
@@ -27,22 +18,11 @@ Status CheckHeadDim(const char* op, int64_t d) {
   return Status::Ok();
 }
 
-Status CheckWorkspace(const char* op, const TensorView& workspace, const TensorView& x,
-                      int64_t h) {
-  RETURN_IF_ERROR(ExpectDType(op, "workspace", workspace, DType::kF32));
-  RETURN_IF_ERROR(ExpectContiguous(op, "workspace", workspace));
-  RETURN_IF_ERROR(ExpectSameDevice(op, workspace, x));
-  if (workspace.numel() < RmsNormBackwardWorkspaceRows() * h)
-    return InvalidArgumentError("{}: workspace: need f32 [{}, {}], got {}", op,
-                                RmsNormBackwardWorkspaceRows(), h, workspace.ToString());
-  return Status::Ok();
-}
-
-std::vector<float> InvFreq(int64_t d, double theta) {
-  std::vector<float> inv(d / 2);
-  RopeInvFreq(d, theta, inv.data());
-  return inv;
-}
+// The host RoPE table [d / 2] the kernels copy into their parameters (no allocation).
+struct InvFreq {
+  float v[kRopeMaxRotaryDim / 2];
+  InvFreq(int64_t d, double theta) { RopeInvFreq(d, theta, v); }
+};
 
 }  // namespace
 
@@ -55,10 +35,10 @@ Status RmsNormRopeForward(TensorView y, TensorView rstd, TensorView x, TensorVie
   RETURN_IF_ERROR(CheckHeadDim(kOp, d));
   if (rows == 0) return Status::Ok();
   NvtxRange range(kOp);
-  const std::vector<float> inv = InvFreq(d, theta);
+  const InvFreq inv(d, theta);
   CUDA_RETURN_IF_ERROR(LaunchRmsNormRopeForward(
       y.data(), rstd.empty() ? nullptr : rstd.data_as<float>(), x.data(), w.data(),
-      pos.data_as<const int32_t>(), inv.data(), x.dim(0), x.dim(1), d, eps, s));
+      pos.data_as<const int32_t>(), inv.v, x.dim(0), x.dim(1), d, eps, s));
   return Status::Ok();
 }
 
@@ -70,13 +50,13 @@ Status RopeRmsNormBackward(TensorView dx, TensorView dw, TensorView dy, TensorVi
   RETURN_IF_ERROR(internal::CheckRmsNormBackward(dx, dw, dy, x, w, rstd, &rows, &d));
   RETURN_IF_ERROR(internal::CheckRmsNormRope(kOp, dx, dy, pos, theta));
   RETURN_IF_ERROR(CheckHeadDim(kOp, d));
-  RETURN_IF_ERROR(CheckWorkspace(kOp, workspace, x, d));
+  RETURN_IF_ERROR(internal::CheckRmsNormWorkspace(kOp, workspace, x, d));
   if (rows == 0) return Status::Ok();
   NvtxRange range(kOp);
-  const std::vector<float> inv = InvFreq(d, theta);
+  const InvFreq inv(d, theta);
   CUDA_RETURN_IF_ERROR(LaunchRopeRmsNormBackward(
       dx.data(), dw.data_as<float>(), dy.data(), x.data(), w.data(), rstd.data_as<const float>(),
-      pos.data_as<const int32_t>(), inv.data(), workspace.data_as<float>(),
+      pos.data_as<const int32_t>(), inv.v, workspace.data_as<float>(),
       RmsNormBackwardWorkspaceRows(), x.dim(0), x.dim(1), d, s));
   return Status::Ok();
 }
@@ -86,7 +66,7 @@ Status AddRmsNormForward(TensorView h, TensorView y, TensorView rstd, TensorView
   constexpr const char* kOp = "AddRmsNormForward";
   int64_t rows, hd;
   RETURN_IF_ERROR(internal::CheckAddRmsNormForward(h, y, rstd, a, b, w, &rows, &hd));
-  RETURN_IF_ERROR(CheckH(kOp, hd));
+  RETURN_IF_ERROR(internal::CheckRmsNormCudaWidth(kOp, hd));
   if (rows == 0) return Status::Ok();
   NvtxRange range(kOp);
   CUDA_RETURN_IF_ERROR(LaunchAddRmsNormForward(h.empty() ? nullptr : h.data(), y.data(),
@@ -101,8 +81,8 @@ Status RmsNormBackwardAdd(TensorView dres, TensorView dw, TensorView dy, TensorV
   constexpr const char* kOp = "RmsNormBackwardAdd";
   int64_t rows, h;
   RETURN_IF_ERROR(internal::CheckRmsNormBackwardAdd(dres, dw, dy, x, w, rstd, &rows, &h));
-  RETURN_IF_ERROR(CheckH(kOp, h));
-  RETURN_IF_ERROR(CheckWorkspace(kOp, workspace, x, h));
+  RETURN_IF_ERROR(internal::CheckRmsNormCudaWidth(kOp, h));
+  RETURN_IF_ERROR(internal::CheckRmsNormWorkspace(kOp, workspace, x, h));
   if (rows == 0) return Status::Ok();
   NvtxRange range(kOp);
   CUDA_RETURN_IF_ERROR(LaunchRmsNormBackwardAdd(

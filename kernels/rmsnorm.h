@@ -55,6 +55,11 @@ Status CheckRmsNormForward(const TensorView& y, const TensorView& rstd, const Te
 Status CheckRmsNormBackward(const TensorView& dx, const TensorView& dw, const TensorView& dy,
                             const TensorView& x, const TensorView& w, const TensorView& rstd,
                             int64_t* rows, int64_t* h);
+// CUDA-side checks shared by the RMSNorm and fused-norm kernels: H within kRmsNormMaxH, and
+// the backward's dw workspace (f32, contiguous, on x's device, >= [RmsNormBackwardWorkspaceRows(), h]).
+Status CheckRmsNormCudaWidth(const char* op, int64_t h);
+Status CheckRmsNormWorkspace(const char* op, const TensorView& workspace, const TensorView& x,
+                             int64_t h);
 }  // namespace internal
 
 }  // namespace tandem::kernels

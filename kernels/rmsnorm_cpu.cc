@@ -63,6 +63,24 @@ Status CheckRmsNormBackward(const TensorView& dx, const TensorView& dw, const Te
   return ExpectSameDevice(kOp, dw, x);
 }
 
+Status CheckRmsNormCudaWidth(const char* op, int64_t h) {
+  if (h > kRmsNormMaxH)
+    return InvalidArgumentError("{}: H = {} exceeds the CUDA kernel's maximum {}", op, h,
+                                kRmsNormMaxH);
+  return Status::Ok();
+}
+
+Status CheckRmsNormWorkspace(const char* op, const TensorView& workspace, const TensorView& x,
+                             int64_t h) {
+  RETURN_IF_ERROR(ExpectDType(op, "workspace", workspace, DType::kF32));
+  RETURN_IF_ERROR(ExpectContiguous(op, "workspace", workspace));
+  RETURN_IF_ERROR(ExpectSameDevice(op, workspace, x));
+  if (workspace.numel() < RmsNormBackwardWorkspaceRows() * h)
+    return InvalidArgumentError("{}: workspace: need f32 [{}, {}], got {}", op,
+                                RmsNormBackwardWorkspaceRows(), h, workspace.ToString());
+  return Status::Ok();
+}
+
 }  // namespace internal
 
 namespace cpu {

@@ -5,22 +5,14 @@
 #include "kernels/stream.h"
 
 namespace tandem::kernels::cuda {
-namespace {
 
-Status CheckH(const char* op, int64_t h) {
-  if (h > kRmsNormMaxH)
-    return InvalidArgumentError("{}: H = {} exceeds the CUDA kernel's maximum {}", op, h,
-                                kRmsNormMaxH);
-  return Status::Ok();
-}
-
-}  // namespace
+using internal::CheckRmsNormCudaWidth;
 
 Status RmsNormForward(TensorView y, TensorView rstd, TensorView x, TensorView w, float eps,
                       Stream s) {
   int64_t rows, h;
   RETURN_IF_ERROR(internal::CheckRmsNormForward(y, rstd, x, w, &rows, &h));
-  RETURN_IF_ERROR(CheckH("RmsNormForward", h));
+  RETURN_IF_ERROR(CheckRmsNormCudaWidth("RmsNormForward", h));
   if (rows == 0) return Status::Ok();
   NvtxRange range("RmsNormForward");
   CUDA_RETURN_IF_ERROR(LaunchRmsNormForward(y.data(),
@@ -34,13 +26,8 @@ Status RmsNormBackward(TensorView dx, TensorView dw, TensorView dy, TensorView x
   constexpr const char* kOp = "RmsNormBackward";
   int64_t rows, h;
   RETURN_IF_ERROR(internal::CheckRmsNormBackward(dx, dw, dy, x, w, rstd, &rows, &h));
-  RETURN_IF_ERROR(CheckH(kOp, h));
-  RETURN_IF_ERROR(ExpectDType(kOp, "workspace", workspace, DType::kF32));
-  RETURN_IF_ERROR(ExpectContiguous(kOp, "workspace", workspace));
-  RETURN_IF_ERROR(ExpectSameDevice(kOp, workspace, x));
-  if (workspace.numel() < RmsNormBackwardWorkspaceRows() * h)
-    return InvalidArgumentError("{}: workspace: need f32 [{}, {}], got {}", kOp,
-                                RmsNormBackwardWorkspaceRows(), h, workspace.ToString());
+  RETURN_IF_ERROR(CheckRmsNormCudaWidth(kOp, h));
+  RETURN_IF_ERROR(internal::CheckRmsNormWorkspace(kOp, workspace, x, h));
   if (rows == 0) return Status::Ok();
   NvtxRange range(kOp);
   CUDA_RETURN_IF_ERROR(LaunchRmsNormBackward(

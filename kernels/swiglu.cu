@@ -9,14 +9,9 @@ namespace {
 
 using cuda_detail::GridFor;
 using cuda_detail::LoadVec;
+using cuda_detail::Rows;
 using cuda_detail::StoreVec;
 using bf16_t = __nv_bfloat16;
-
-struct Rows {
-  bf16_t* p;
-  int64_t ld;
-  __device__ bf16_t* at(int64_t r, int64_t c) const { return p + r * ld + c; }
-};
 
 __device__ __forceinline__ float Sigmoid(float g) { return 1.f / (1.f + expf(-g)); }
 
