@@ -4,7 +4,8 @@
 // in 4 documents, window 2048 on the sliding layers), next to the torch.compile'd PyTorch
 // peer (bench/drafter_peer.py: flex_attention + create_block_mask, fp32 master + AdamW
 // states, bf16 compute) when python3 imports torch. Prints step time, tokens/s and peak
-// activation memory (pool high-water minus weights, grads, optimizer state and inputs).
+// activation memory (pool high-water minus weights, grads, optimizer state and inputs), and
+// the board power and SM clock during tandem's timed steps (NVML).
 // With a second argument `stages`, it then times 3 more steps stage by stage (CUDA events
 // between the drafter's stages) and prints where a step's time goes.
 #include <cstdio>
@@ -19,6 +20,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/gpu_power.h"
 #include "kernels/memory.h"
 #include "kernels/philox.h"
 #include "kernels/stream.h"
@@ -136,8 +138,11 @@ Status Run(int steps, bool stages, double* step_ms, double* act_gib, double* sta
   RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
   pool->ResetHighWater();
+  Result<std::unique_ptr<PowerSampler>> power = PowerSampler::Start(0);
   ASSIGN_OR_RETURN(*step_ms,
                    TimeMs(nullptr, steps, 0, [&] { return trainer->Step(head, meta, ctx_views); }));
+  std::printf("tandem steps: %s\n",
+              power.ok() ? (*power)->Stop().ToString().c_str() : power.status().ToString().c_str());
   const int64_t peak = pool->stats().high_water_in_use;
   *act_gib = static_cast<double>(peak - inputs_bytes - state_bytes) / (1 << 30);
   *state_gib = static_cast<double>(state_bytes) / (1 << 30);
