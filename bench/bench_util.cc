@@ -91,7 +91,7 @@ Result<kernels::Tensor> RandomBf16(kernels::Allocator& allocator, kernels::Shape
   return b;
 }
 
-Result<double> GemmCeilingTflops(kernels::Stream stream) {
+Result<double> GemmCeilingTflops(kernels::Stream stream, int iters) {
   const int n = 8192;
   const size_t bytes = size_t{2} * n * n;
   void *a = nullptr, *b = nullptr, *c = nullptr;
@@ -106,7 +106,7 @@ Result<double> GemmCeilingTflops(kernels::Stream stream) {
     } else {
       cublasSetStream(blas, stream);
       const float one = 1.f, zero = 0.f;
-      ms = TimeMs(stream, 20, 3, [&] {
+      ms = TimeMs(stream, iters, 3, [&] {
         if (cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b,
                          CUDA_R_16BF, n, &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)

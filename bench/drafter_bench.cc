@@ -4,8 +4,10 @@
 // in 4 documents, window 2048 on the sliding layers), next to the torch.compile'd PyTorch
 // peer (bench/drafter_peer.py: flex_attention + create_block_mask, fp32 master + AdamW
 // states, bf16 compute) when python3 imports torch. Prints step time, tokens/s and peak
-// activation memory (pool high-water minus weights, grads, optimizer state and inputs), and
-// the board power and SM clock during tandem's timed steps (NVML).
+// activation memory (pool high-water minus weights, grads, optimizer state and inputs), the
+// board power and SM clock during tandem's timed steps (NVML), and the GEMM floor: the step's
+// GEMM FLOPs (the same on both sides) at the cuBLAS rate sustained at the power limit, so
+// what each side spends beyond its GEMMs can be read off.
 // With a second argument `stages`, it then times 3 more steps stage by stage (CUDA events
 // between the drafter's stages) and prints where a step's time goes.
 #include <cstdio>
@@ -60,6 +62,22 @@ models::DFlashConfig Qwen3_8bDrafter() {
   return c;
 }
 
+// GEMM FLOPs of one training step over `rows` draft rows, `ctx` context tokens and
+// `loss_rows` LM-head rows: per layer q/k/v/o and the MLP on the draft rows plus k/v on the
+// context, each three times (forward, input grad, weight grad); the context projection fc
+// forward and weight grad (the target's hidden states take no grad); the frozen LM head
+// forward and input grad. The same products run on both sides of the comparison.
+double StepGemmFlops(const models::DFlashConfig& c, int64_t rows, int64_t ctx, int64_t loss_rows) {
+  const models::TransformerConfig& t = c.layers;
+  const double h = t.hidden_size, q = t.num_attention_heads * t.head_dim,
+               kv = t.num_key_value_heads * t.head_dim, inter = t.intermediate_size;
+  const double layer = 2.0 * rows * h * (q + 2 * kv) + 2.0 * ctx * h * 2 * kv +
+                       2.0 * rows * q * h + 2.0 * rows * h * 3 * inter;
+  const double fc = 2.0 * ctx * (static_cast<double>(c.target_layer_ids.size()) * h) * h;
+  const double lm_head = 2.0 * loss_rows * h * t.vocab_size;
+  return 3 * t.num_hidden_layers * layer + 2 * fc + 2 * lm_head;
+}
+
 // Times `steps` steps stage by stage and prints the mean ms of each stage kind, in total and
 // per layer.
 Status PrintStages(models::DFlashTrainer& trainer, const models::DFlashTargetHead& head,
@@ -101,7 +119,12 @@ Status PrintStages(models::DFlashTrainer& trainer, const models::DFlashTargetHea
   return Status::Ok();
 }
 
-Status Run(int steps, bool stages, double* step_ms, double* act_gib, double* state_gib) {
+struct RunResult {
+  double step_ms = 0, act_gib = 0, state_gib = 0;
+  double gemm_floor_ms = 0;  // the step's GEMM FLOPs at the sustained cuBLAS rate
+};
+
+Status Run(int steps, bool stages, RunResult* out) {
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
   const models::DFlashConfig config = Qwen3_8bDrafter();
   ASSIGN_OR_RETURN(Tensor embedding, RandomBf16(*pool, Shape{kVocab, kHidden}, 1.0f, 1, nullptr));
@@ -139,13 +162,29 @@ Status Run(int steps, bool stages, double* step_ms, double* act_gib, double* sta
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
   pool->ResetHighWater();
   Result<std::unique_ptr<PowerSampler>> power = PowerSampler::Start(0);
-  ASSIGN_OR_RETURN(*step_ms,
+  ASSIGN_OR_RETURN(out->step_ms,
                    TimeMs(nullptr, steps, 0, [&] { return trainer->Step(head, meta, ctx_views); }));
   std::printf("tandem steps: %s\n",
               power.ok() ? (*power)->Stop().ToString().c_str() : power.status().ToString().c_str());
   const int64_t peak = pool->stats().high_water_in_use;
-  *act_gib = static_cast<double>(peak - inputs_bytes - state_bytes) / (1 << 30);
-  *state_gib = static_cast<double>(state_bytes) / (1 << 30);
+  out->act_gib = static_cast<double>(peak - inputs_bytes - state_bytes) / (1 << 30);
+  out->state_gib = static_cast<double>(state_bytes) / (1 << 30);
+
+  // The GEMM floor: this step's GEMM FLOPs at the cuBLAS 8192^3 rate sustained for ~2 s (at
+  // the power limit, like the steps above), next to the rate of a short burst.
+  const double flops = StepGemmFlops(config, kTokens, kTokens, trainer->drafter().loss_rows());
+  ASSIGN_OR_RETURN(const double burst, GemmCeilingTflops(nullptr));
+  power = PowerSampler::Start(0);
+  ASSIGN_OR_RETURN(const double sustained, GemmCeilingTflops(nullptr, 1500));
+  const std::string sustained_power =
+      power.ok() ? (*power)->Stop().ToString() : power.status().ToString();
+  out->gemm_floor_ms = flops / sustained / 1e9;
+  std::printf("GEMM work per step: %.2f TFLOP (%lld loss rows); cuBLAS 8192^3: %.0f TFLOP/s in a "
+              "burst, %.0f TFLOP/s sustained (%s)\n",
+              flops / 1e12, static_cast<long long>(trainer->drafter().loss_rows()), burst,
+              sustained, sustained_power.c_str());
+  std::printf("GEMM floor at the sustained rate: %.1f ms; tandem spends %.1f ms a step on the "
+              "rest\n", out->gemm_floor_ms, out->step_ms - out->gemm_floor_ms);
   std::printf("tandem: workspace %.2f GiB (activations + backward scratch), params %lld\n",
               static_cast<double>(trainer->drafter().workspace_bytes()) / (1 << 30),
               static_cast<long long>(p.layout.total));
@@ -159,9 +198,9 @@ int RunDrafter(const std::vector<std::string>& args) {
     std::printf("drafter: no CUDA device\n");
     return 1;
   }
-  double ms = 0, act = 0, state = 0;
+  RunResult r;
   const bool stages = args.size() > 1 && args[1] == "stages";
-  Status s = Run(steps, stages, &ms, &act, &state);
+  Status s = Run(steps, stages, &r);
   if (!s.ok()) {
     std::printf("error: %s\n", s.ToString().c_str());
     return 1;
@@ -172,13 +211,19 @@ int RunDrafter(const std::vector<std::string>& args) {
   const double pms = num("step_ms"), pact = num("act_gib");
   std::printf("%-10s %10s %12s %14s %14s\n", "impl", "step ms", "tokens/s", "act mem GiB",
               "state GiB");
-  std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "tandem", ms, kTokens / ms * 1e3, act, state);
+  const double ms = r.step_ms, act = r.act_gib;
+  std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "tandem", ms, kTokens / ms * 1e3, act,
+              r.state_gib);
   if (pms > 0)
     std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "torch", pms, kTokens / pms * 1e3, pact,
                 num("state_gib"));
   if (pms > 0)
     std::printf("ratios: speed %.2fx (bar >= 1.2x), activation memory %.2fx (bar <= 0.7x)\n",
                 pms / ms, pact > 0 ? act / pact : 0.0);
+  if (pms > 0)
+    std::printf("the peer spends %.1f ms a step beyond the GEMM floor; a step 1.2x faster than "
+                "the peer (%.1f ms) would leave %.1f ms for everything but GEMMs\n",
+                pms - r.gemm_floor_ms, pms / 1.2, pms / 1.2 - r.gemm_floor_ms);
   return 0;
 }
 

@@ -81,6 +81,8 @@ class DFlashDrafter {
   DFlashParams& params() { return params_; }
   int64_t workspace_bytes() const { return workspace_.nbytes(); }
   int64_t rows() const { return options_.num_blocks * config_.block_size; }
+  // Rows of the current plan with a nonzero loss weight: the LM head + CE runs on these.
+  int64_t loss_rows() const { return lm_rows_count_; }
 
   // Copies `plan` to the device. REQUIRES plan.num_blocks == num_blocks, plan.tokens in
   // [1, max_tokens], bs == block_size. The host copy is staged before this returns.
