@@ -70,7 +70,7 @@ def summarize(csv_path):
     print(f"one step: {len(step)} kernels, {sum(kinds.values()) / 1e3:.2f} ms")
     for k, us in sorted(kinds.items(), key=lambda x: -x[1]):
         print(f"  {k:12s} {us / 1e3:8.2f} ms")
-    for name, (n, us) in sorted(per.items(), key=lambda x: -x[1][1])[:20]:
+    for name, (n, us) in sorted(per.items(), key=lambda x: -x[1][1])[:30]:
         print(f"  {us / 1e3:8.2f} ms {n:4d}x  {name[:90]}")
 
 
