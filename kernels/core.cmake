@@ -3,13 +3,13 @@
 # kernels/CMakeLists.txt.
 list(APPEND TANDEM_KERNEL_SOURCES
   memory.cc memory_cuda.cc stream.cc philox_cpu.cc elementwise_cpu.cc rmsnorm_cpu.cc
-  rope_cpu.cc swiglu_cpu.cc embedding_cpu.cc concat_noise_cpu.cc row_gather_cpu.cc
+  rope_cpu.cc swiglu_cpu.cc embedding.cc concat_noise_cpu.cc row_gather_cpu.cc
   swiglu_fused_cpu.cc fused_norm_cpu.cc)
 # Per op: foo.cu holds the kernels and raw launchers (no Status/fmt: nvcc cannot build fmt's
 # compile-time checks); foo_cuda.cc the cuda:: entry points with checks and NVTX ranges.
 list(APPEND TANDEM_KERNEL_CUDA_SOURCES
   philox.cu philox_cuda.cc elementwise.cu elementwise_cuda.cc rmsnorm.cu rmsnorm_cuda.cc
-  rope.cu rope_cuda.cc swiglu.cu swiglu_cuda.cc embedding.cu embedding_cuda.cc
+  rope.cu rope_cuda.cc swiglu.cu swiglu_cuda.cc
   concat_noise.cu concat_noise_cuda.cc row_gather.cu row_gather_cuda.cc
   swiglu_fused.cu swiglu_fused_cuda.cc fused_norm.cu fused_norm_cuda.cc)
 

@@ -1,8 +1,8 @@
-// CPU reference for kernels/embedding.h, checks, and the dispatcher.
-#include <algorithm>
-#include <cstring>
-
+// EmbeddingForward: its checks (bf16 table and output, i32 ids, [T, H] out), then the row
+// gather of kernels/row_gather.h, which moves the rows as raw bytes on either device.
 #include "kernels/embedding.h"
+
+#include "kernels/row_gather.h"
 
 namespace tandem::kernels {
 namespace internal {
@@ -25,31 +25,24 @@ Status CheckEmbedding(const TensorView& out, const TensorView& ids, const Tensor
 }  // namespace internal
 
 namespace cpu {
-
-Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Stream) {
+Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Stream s) {
   RETURN_IF_ERROR(internal::CheckEmbedding(out, ids, weight));
-  const int64_t v = weight.dim(0), h = weight.dim(1);
-  for (int64_t t = 0; t < ids.dim(0); ++t) {
-    const int64_t id = ids.data_as<const int32_t>()[t];
-    bf16* o = out.data_as<bf16>() + t * h;
-    if (id < 0 || id >= v) {
-      std::fill(o, o + h, bf16(0.f));
-    } else {
-      std::memcpy(o, weight.data_as<const bf16>() + id * h, h * sizeof(bf16));
-    }
-  }
-  return Status::Ok();
+  return cpu::RowGather(out, ids, weight, s);
 }
-
 }  // namespace cpu
 
-Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Stream s) {
-  ASSIGN_OR_RETURN([[maybe_unused]] Device d,
-                   DispatchDevice("EmbeddingForward", {out, ids, weight}));
 #ifdef TANDEM_HAVE_CUDA
-  if (d.is_cuda()) return cuda::EmbeddingForward(out, ids, weight, s);
+namespace cuda {
+Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Stream s) {
+  RETURN_IF_ERROR(internal::CheckEmbedding(out, ids, weight));
+  return cuda::RowGather(out, ids, weight, s);
+}
+}  // namespace cuda
 #endif
-  return cpu::EmbeddingForward(out, ids, weight, s);
+
+Status EmbeddingForward(TensorView out, TensorView ids, TensorView weight, Stream s) {
+  RETURN_IF_ERROR(internal::CheckEmbedding(out, ids, weight));
+  return RowGather(out, ids, weight, s);
 }
 
 }  // namespace tandem::kernels
