@@ -23,13 +23,6 @@ using kernels::Shape;
 using kernels::Tensor;
 using kernels::TensorView;
 
-struct Side {
-  std::unique_ptr<DFlashDrafter> drafter;
-  std::vector<Tensor> owned;  // device copies of the inputs
-  DFlashTargetHead head;
-  std::vector<TensorView> ctx;
-};
-
 template <typename T>
 std::vector<T> Host(const TensorView& v) {
   std::vector<T> out(v.numel());
@@ -59,40 +52,68 @@ DFlashConfig CudaTinyConfig() {
   return config;
 }
 
-TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
-  const DFlashConfig config = CudaTinyConfig();
-  const int64_t v = config.layers.vocab_size, h = config.layers.hidden_size;
+// The tiny batch of both tests, its block plan, and random embedding / LM head / context.
+struct Inputs {
+  DFlashConfig config = CudaTinyConfig();
+  DFlashBlockPlan plan;
+  std::vector<bf16> emb, lm;
+  std::vector<std::vector<bf16>> ctx;
+};
+
+Inputs MakeInputs() {
+  Inputs in;
+  const int64_t v = in.config.layers.vocab_size, h = in.config.layers.hidden_size;
   testing::HostBatch batch = testing::MakeBatch({70, 33, 57}, v, 3);
   auto anchors = SampleAnchors(batch.meta(), 12, 1, 0);
-  ASSERT_TRUE(anchors.ok());
+  EXPECT_TRUE(anchors.ok());
   auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255);
-  ASSERT_TRUE(plan.ok());
-  const int64_t t = plan->tokens;
-  std::vector<bf16> emb = testing::RandomBf16(v * h, 1.0f, 1), lm = testing::RandomBf16(v * h, 0.3f, 2);
-  std::vector<std::vector<bf16>> ctx = {testing::RandomBf16(t * h, 1.0f, 3),
-                                        testing::RandomBf16(t * h, 1.0f, 4)};
+  EXPECT_TRUE(plan.ok());
+  in.plan = std::move(*plan);
+  const int64_t t = in.plan.tokens;
+  in.emb = testing::RandomBf16(v * h, 1.0f, 1);
+  in.lm = testing::RandomBf16(v * h, 0.3f, 2);
+  in.ctx = {testing::RandomBf16(t * h, 1.0f, 3), testing::RandomBf16(t * h, 1.0f, 4)};
+  return in;
+}
 
+// A drafter on one device with randomized parameters, the plan set, and its own copies of
+// the inputs.
+struct Side {
+  std::unique_ptr<DFlashDrafter> drafter;
+  std::vector<Tensor> owned;  // the device copies
+  DFlashTargetHead head;
+  std::vector<TensorView> ctx;
+};
+
+void MakeSide(const Inputs& in, Device dev, int64_t max_tokens, Side* side) {
+  const int64_t v = in.config.layers.vocab_size, h = in.config.layers.hidden_size;
+  auto d = DFlashDrafter::Create(in.config, {max_tokens, 12, 64}, dev, nullptr);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  side->drafter = std::move(*d);
+  kernels::Allocator* alloc = &kernels::HostAllocator();
+  if (dev.is_cuda()) alloc = *kernels::CudaPool(0);
+  auto upload = [&](const std::vector<bf16>& host, Shape shape) {
+    auto made = Tensor::Empty(*alloc, DType::kBF16, shape, nullptr);
+    EXPECT_TRUE(made.ok());
+    Tensor x = std::move(*made);
+    EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
+    TensorView view = x;
+    side->owned.push_back(std::move(x));
+    return view;
+  };
+  side->head = {upload(in.emb, Shape{v, h}), upload(in.lm, Shape{v, h})};
+  for (const std::vector<bf16>& c : in.ctx)
+    side->ctx.push_back(upload(c, Shape{in.plan.tokens, h}));
+  testing::RandomizeParams(side->drafter->params(), 8);
+  ASSERT_TRUE(side->drafter->SetPlan(in.plan).ok());
+}
+
+TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
+  const Inputs in = MakeInputs();
   Side cpu, gpu;
-  for (auto [side, dev] : {std::pair{&cpu, Device::Cpu()}, std::pair{&gpu, Device::Cuda(0)}}) {
-    auto d = DFlashDrafter::Create(config, {t + 5, 12, 64}, dev, nullptr);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    side->drafter = std::move(*d);
-    kernels::Allocator* alloc = &kernels::HostAllocator();
-    if (dev.is_cuda()) alloc = *kernels::CudaPool(0);
-    auto upload = [&](const std::vector<bf16>& host, Shape shape) {
-      auto made = Tensor::Empty(*alloc, DType::kBF16, shape, nullptr);
-      EXPECT_TRUE(made.ok());
-      Tensor x = std::move(*made);
-      EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
-      TensorView view = x;
-      side->owned.push_back(std::move(x));
-      return view;
-    };
-    side->head = {upload(emb, Shape{v, h}), upload(lm, Shape{v, h})};
-    for (auto& c : ctx) side->ctx.push_back(upload(c, Shape{t, h}));
-    testing::RandomizeParams(side->drafter->params(), 8);
-    ASSERT_TRUE(side->drafter->SetPlan(*plan).ok());
-  }
+  MakeSide(in, Device::Cpu(), in.plan.tokens + 5, &cpu);
+  MakeSide(in, Device::Cuda(0), in.plan.tokens + 5, &gpu);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   std::vector<float> before = Host<float>(gpu.drafter->params().master);
   kernels::AdamWConfig cfg;
   cfg.lr = 1e-3f;
@@ -134,34 +155,13 @@ TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
 }
 
 TEST(DFlashDrafterCudaTest, StaleGradientsOverwrittenAndNoWeightedRows) {
-  const DFlashConfig config = CudaTinyConfig();
-  const int64_t v = config.layers.vocab_size, h = config.layers.hidden_size;
-  testing::HostBatch batch = testing::MakeBatch({70, 33, 57}, v, 3);
-  auto anchors = SampleAnchors(batch.meta(), 12, 1, 0);
-  ASSERT_TRUE(anchors.ok());
-  auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255);
-  ASSERT_TRUE(plan.ok());
-  const int64_t t = plan->tokens;
-  auto d = DFlashDrafter::Create(config, {t, 12, 64}, Device::Cuda(0), nullptr);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  DFlashDrafter& drafter = **d;
-  kernels::CachingPool* pool = *kernels::CudaPool(0);
-  std::vector<Tensor> owned;
-  auto upload = [&](const std::vector<bf16>& host, Shape shape) {
-    auto made = Tensor::Empty(*pool, DType::kBF16, shape, nullptr);
-    EXPECT_TRUE(made.ok());
-    Tensor x = std::move(*made);
-    EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
-    TensorView view = x;
-    owned.push_back(std::move(x));
-    return view;
-  };
-  const DFlashTargetHead head = {upload(testing::RandomBf16(v * h, 1.0f, 1), Shape{v, h}),
-                                 upload(testing::RandomBf16(v * h, 0.3f, 2), Shape{v, h})};
-  const std::vector<TensorView> ctx = {upload(testing::RandomBf16(t * h, 1.0f, 3), Shape{t, h}),
-                                       upload(testing::RandomBf16(t * h, 1.0f, 4), Shape{t, h})};
-  testing::RandomizeParams(drafter.params(), 8);
-  ASSERT_TRUE(drafter.SetPlan(*plan).ok());
+  Inputs in = MakeInputs();
+  Side gpu;
+  MakeSide(in, Device::Cuda(0), in.plan.tokens, &gpu);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  DFlashDrafter& drafter = *gpu.drafter;
+  const DFlashTargetHead& head = gpu.head;
+  const std::vector<TensorView>& ctx = gpu.ctx;
   DFlashParams& p = drafter.params();
   ASSERT_TRUE(kernels::FillZero(p.grads, nullptr).ok());
   ASSERT_TRUE(drafter.ForwardBackward(head, ctx, 0.0f, 7, 3, true).ok());
@@ -183,8 +183,8 @@ TEST(DFlashDrafterCudaTest, StaleGradientsOverwrittenAndNoWeightedRows) {
     EXPECT_LT(RelL2(&got[s.offset], &want[s.offset], s.numel()), 1e-3) << s.name;
   }
   // No row with loss weight: the LM head is skipped; loss 0, nothing correct, zero grads.
-  for (float& w : plan->weights) w = 0.0f;
-  ASSERT_TRUE(drafter.SetPlan(*plan).ok());
+  for (float& w : in.plan.weights) w = 0.0f;
+  ASSERT_TRUE(drafter.SetPlan(in.plan).ok());
   ASSERT_TRUE(drafter.ForwardBackward(head, ctx, 0.0f, 7, 3, true).ok());
   EXPECT_EQ(Host<float>(drafter.loss())[0], 0.0f);
   for (uint8_t c : Host<uint8_t>(drafter.correct())) ASSERT_EQ(c, 0);
