@@ -174,14 +174,15 @@ Status Run(int steps, bool stages, RunResult* out) {
 
   // The GEMM floor: this step's GEMM FLOPs at the cuBLAS 8192^3 rate sustained for ~2 s (at
   // the power limit, like the steps above), next to the rate of a short burst.
-  const double flops = StepGemmFlops(config, kTokens, kTokens, trainer->drafter().loss_rows());
+  const int64_t rows = trainer->drafter().rows();  // anchors x block size
+  const double flops = StepGemmFlops(config, rows, kTokens, trainer->drafter().loss_rows());
   ASSIGN_OR_RETURN(const double burst, GemmCeilingTflops(nullptr));
   power = PowerSampler::Start(0);
   ASSIGN_OR_RETURN(const double sustained, GemmCeilingTflops(nullptr, 1500));
   const std::string sustained_power =
       power.ok() ? (*power)->Stop().ToString() : power.status().ToString();
   out->gemm_floor_ms = flops / sustained / 1e9;
-  out->peer_gemm_floor_ms = StepGemmFlops(config, kTokens, kTokens, kTokens) / sustained / 1e9;
+  out->peer_gemm_floor_ms = StepGemmFlops(config, rows, kTokens, rows) / sustained / 1e9;
   std::printf("GEMM work per step: %.2f TFLOP (%lld loss rows); cuBLAS 8192^3: %.0f TFLOP/s in a "
               "burst, %.0f TFLOP/s sustained (%s)\n",
               flops / 1e12, static_cast<long long>(trainer->drafter().loss_rows()), burst,
