@@ -169,7 +169,7 @@ int RunAttention(const std::vector<std::string>& args) {
   std::printf("bar: target >= 500 TFLOP/s: %s (%.1f)\n", target_tflops >= 500 ? "met" : "MISSED",
               target_tflops);
   // The issue-4 case (random anchors over 2 documents of 4096) and the drafter's layout
-  // (anchors sorted as models/dflash_anchors.cc makes them, 4 documents of 2048).
+  // (anchors sorted as models/dflash/dflash_anchors.cc makes them, 4 documents of 2048).
   RunDFlashLayout("random", 4096, false, iters, row, peer_ms);
   RunDFlashLayout("drafter", 2048, true, iters, row, peer_ms);
   if (!peer.empty()) std::printf("peer json: %s\n", peer.dump().c_str());

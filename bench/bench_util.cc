@@ -11,9 +11,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/dtype.h"
-#include "kernels/elementwise.h"
-#include "kernels/philox.h"
+#include "kernels/core/dtype.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/random/philox.h"
 #endif
 
 namespace tandem::bench {

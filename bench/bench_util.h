@@ -14,8 +14,8 @@
 #include "runtime/core/status.h"
 
 #ifdef TANDEM_HAVE_CUDA
-#include "kernels/memory.h"
-#include "kernels/stream.h"
+#include "kernels/core/memory.h"
+#include "kernels/core/stream.h"
 #endif
 
 namespace tandem::bench {

@@ -24,10 +24,10 @@
 #include "bench/bench.h"
 #include "bench/bench_util.h"
 #include "bench/gpu_power.h"
-#include "kernels/memory.h"
-#include "kernels/philox.h"
-#include "kernels/stream.h"
-#include "models/dflash_trainer.h"
+#include "kernels/core/memory.h"
+#include "kernels/random/philox.h"
+#include "kernels/core/stream.h"
+#include "models/dflash/dflash_trainer.h"
 
 namespace tandem::bench {
 namespace {

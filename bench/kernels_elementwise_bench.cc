@@ -15,14 +15,14 @@
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/concat_noise.h"
-#include "kernels/elementwise.h"
-#include "kernels/embedding.h"
-#include "kernels/memory.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
-#include "kernels/stream.h"
-#include "kernels/swiglu.h"
+#include "kernels/elementwise/concat_noise.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/embedding.h"
+#include "kernels/core/memory.h"
+#include "kernels/norm/rmsnorm.h"
+#include "kernels/rope/rope.h"
+#include "kernels/core/stream.h"
+#include "kernels/mlp/swiglu.h"
 #endif
 
 namespace tandem::bench {

@@ -16,9 +16,9 @@
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/adamw.h"
-#include "kernels/gemm.h"
-#include "kernels/lm_head_ce.h"
+#include "kernels/optim/adamw.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/loss/lm_head_ce.h"
 #endif
 
 namespace tandem::bench {

@@ -13,15 +13,15 @@
 
 #include "actors/dflash/target_model.h"
 #include "bench/bench.h"
-#include "models/dflash_trainer.h"
-#include "runtime/control/job_spec.h"
-#include "runtime/control/runner.h"
+#include "models/dflash/dflash_trainer.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/runner.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/memory.h"
-#include "kernels/stream.h"
+#include "kernels/core/memory.h"
+#include "kernels/core/stream.h"
 #endif
 
 namespace tandem {

@@ -18,9 +18,9 @@
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/stream.h"
-#include "models/dflash_config.h"
-#include "models/qwen3_target.h"
+#include "kernels/core/stream.h"
+#include "models/dflash/dflash_config.h"
+#include "models/qwen3/qwen3_target.h"
 #endif
 
 namespace tandem::bench {

@@ -7,13 +7,16 @@ include(CMakePackageConfigHelpers)
 
 set(TANDEM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tandem)
 
-# Public headers: all of runtime/ except test helpers, plus the types a plugin meets in the
-# demo and tensor APIs. No header here includes a third-party header other than fmt.
+# Public headers: runtime/ except the control plane and test helpers, plus the types a plugin
+# meets in the demo and tensor APIs. runtime/control is left out: its headers include Boost.Asio
+# (control/asio.h) and a plugin never talks to the control plane. No installed header includes
+# a third-party header other than fmt.
 file(GLOB_RECURSE TANDEM_PUBLIC_HEADERS RELATIVE ${PROJECT_SOURCE_DIR}
      ${PROJECT_SOURCE_DIR}/runtime/*.h)
 list(FILTER TANDEM_PUBLIC_HEADERS EXCLUDE REGEX "(_test[_a-z]*|_for_test|test_util)\\.h$")
 list(FILTER TANDEM_PUBLIC_HEADERS EXCLUDE REGEX "/testdata/")
-list(APPEND TANDEM_PUBLIC_HEADERS actors/demo/pingpong.h kernels/dtype.h kernels/tensor.h)
+list(FILTER TANDEM_PUBLIC_HEADERS EXCLUDE REGEX "^runtime/control/")
+list(APPEND TANDEM_PUBLIC_HEADERS actors/demo/pingpong.h kernels/core/dtype.h kernels/core/tensor.h)
 foreach(header IN LISTS TANDEM_PUBLIC_HEADERS)
   get_filename_component(header_dir ${header} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${header}

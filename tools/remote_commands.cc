@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/control/job_status.h"
+#include "runtime/job/job_status.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 

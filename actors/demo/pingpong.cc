@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "runtime/actor/registry.h"
-#include "runtime/control/job_actor.h"
+#include "runtime/job/job_actor.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
 

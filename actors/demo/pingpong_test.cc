@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/control/job_spec.h"
-#include "runtime/control/runner.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/runner.h"
 
 namespace tandem {
 namespace {

@@ -1,5 +1,5 @@
 // Drafter checkpoints of a DFlash job: DIR/step_N/ holds the HF-style drafter checkpoint
-// (models/dflash_checkpoint.h) plus tandem_state.json (steps, tokens, and per target shard
+// (models/dflash/dflash_checkpoint.h) plus tandem_state.json (steps, tokens, and per target shard
 // the data position after the last batch trained on); DIR/latest names the newest one
 // (replaced atomically after the step directory is complete).
 //

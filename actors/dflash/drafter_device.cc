@@ -4,13 +4,13 @@
 #include <cstring>
 #include <deque>
 
-#include "kernels/adamw_types.h"
+#include "kernels/optim/adamw_types.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/memory.h"
-#include "kernels/stream.h"
+#include "kernels/core/memory.h"
+#include "kernels/core/stream.h"
 #include "runtime/profile/gpu_stage_timers.h"
 #include "runtime/store/cuda_copy_engine.h"
 #endif

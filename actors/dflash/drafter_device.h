@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "actors/dflash/hidden_batch.h"
-#include "kernels/tensor.h"
-#include "models/dflash_drafter.h"
-#include "runtime/control/job_actor.h"
+#include "kernels/core/tensor.h"
+#include "models/dflash/dflash_drafter.h"
+#include "runtime/job/job_actor.h"
 
 namespace tandem::dflash {
 
@@ -31,7 +31,7 @@ struct StepFlags {
 
 struct StepMetrics {
   float loss = 0;
-  float grad_stats[4] = {};     // kernels/adamw_types.h layout
+  float grad_stats[4] = {};     // kernels/optim/adamw_types.h layout
   std::vector<uint8_t> correct; // [rows]
 };
 

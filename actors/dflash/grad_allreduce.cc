@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/nccl.h"
+#include "kernels/comm/nccl.h"
 #include "runtime/core/thread_annotations.h"
 
 namespace tandem::dflash {

@@ -26,7 +26,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/tensor.h"
+#include "kernels/core/tensor.h"
 #include "runtime/core/status.h"
 
 namespace tandem::dflash {

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/control/job_spec.h"
-#include "runtime/control/runner.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/runner.h"
 
 namespace tandem::dflash::testing {
 

@@ -17,7 +17,7 @@
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_postprocess.h"
 #include "runtime/actor/registry.h"
-#include "runtime/control/job_actor.h"
+#include "runtime/job/job_actor.h"
 
 namespace tandem::dflash {
 namespace {

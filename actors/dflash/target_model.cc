@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "models/dflash_config.h"
-#include "models/qwen3_weights.h"
+#include "models/dflash/dflash_config.h"
+#include "models/qwen3/qwen3_weights.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>

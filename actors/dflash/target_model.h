@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
-#include "models/hf_config.h"
-#include "models/qwen3_target.h"
+#include "kernels/core/dtype.h"
+#include "models/io/hf_config.h"
+#include "models/qwen3/qwen3_target.h"
 #include "runtime/actor/config.h"
 #include "runtime/core/status.h"
 

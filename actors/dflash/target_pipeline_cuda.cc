@@ -30,8 +30,8 @@
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/memory.h"
-#include "kernels/stream.h"
+#include "kernels/core/memory.h"
+#include "kernels/core/stream.h"
 #include "runtime/profile/gpu_stage_timers.h"
 #include "runtime/store/cuda_copy_engine.h"
 #endif

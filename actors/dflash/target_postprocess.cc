@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "actors/dflash/synthetic_source.h"
-#include "kernels/dtype.h"
+#include "kernels/core/dtype.h"
 #include "runtime/profile/profile_stats.h"
 
 namespace tandem::dflash {

@@ -13,7 +13,7 @@
 
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/target_model.h"
-#include "runtime/control/job_actor.h"
+#include "runtime/job/job_actor.h"
 
 namespace tandem::dflash {
 

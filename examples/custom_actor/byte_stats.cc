@@ -21,7 +21,7 @@
 
 #include "actors/demo/pingpong.h"
 #include "runtime/actor/registry.h"
-#include "runtime/control/job_actor.h"
+#include "runtime/job/job_actor.h"
 #include "runtime/core/clock.h"
 
 namespace byte_stats {

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "kernels/dtype.h"
-#include "kernels/tensor.h"
+#include "kernels/core/dtype.h"
+#include "kernels/core/tensor.h"
 #include "runtime/core/status.h"
 
 namespace tandem::kernels {

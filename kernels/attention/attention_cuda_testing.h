@@ -19,7 +19,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_testing.h"
 #include "kernels/attention/dflash_path.h"
-#include "kernels/tensor.h"
+#include "kernels/core/tensor.h"
 
 namespace tandem::kernels::attention_testing {
 

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/dtype.h"
+#include "kernels/core/dtype.h"
 
 namespace tandem::kernels::attention_testing {
 

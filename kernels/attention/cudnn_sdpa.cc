@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/attention/varlen_internal.h"
-#include "kernels/cuda_check.h"
+#include "kernels/core/cuda_check.h"
 #include "runtime/core/logging.h"
 
 // The backend API still needs the (deprecated-tagged) handle attributes on 9.x.

@@ -12,7 +12,7 @@
 #include "kernels/attention/dflash_internal.h"
 #include "kernels/attention/dflash_mma_internal.h"
 #include "kernels/attention/dflash_path.h"
-#include "kernels/cuda_check.h"
+#include "kernels/core/cuda_check.h"
 
 namespace tandem::kernels {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "kernels/core/dtype.h"
 
 namespace tandem::kernels::attention_internal {
 

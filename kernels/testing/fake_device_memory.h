@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "kernels/memory.h"
+#include "kernels/core/memory.h"
 
 namespace tandem::kernels::testing {
 

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/memory.h"
+#include "kernels/core/memory.h"
 #include "kernels/testing/testing.h"
 
 namespace tandem::kernels::testing {

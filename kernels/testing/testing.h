@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
-#include "kernels/memory.h"
+#include "kernels/core/dtype.h"
+#include "kernels/core/memory.h"
 
 namespace tandem::kernels::testing {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/control/job_spec.h"
+#include "runtime/job/job_spec.h"
 #include "runtime/control/messages.h"
-#include "runtime/control/runner.h"
+#include "runtime/job/runner.h"
 #include "runtime/core/thread_annotations.h"
 
 namespace tandem {

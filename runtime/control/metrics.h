@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/control/job_status.h"
+#include "runtime/job/job_status.h"
 
 namespace tandem {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden tensors for tandem's DFlash drafter (models/dflash_golden_test.cc).
+"""Golden tensors for tandem's DFlash drafter (models/dflash/dflash_golden_test.cc).
 
 A tiny DFlash drafter written here in plain PyTorch with the math of DESIGN.md ("DFlash
 drafter"): context = hidden_norm(fc(concat of k target layers)); every layer projects the

@@ -1,0 +1,218 @@
+// cuBLASLt GEMM behind GemmContext. Row-major C[M,N] = op(A) op(B) is run as the
+// column-major product C^T[N,M] = op(B)^T op(A)^T, so cuBLASLt's "A" is our B and its "B"
+// is our A, with no data movement. Each distinct (shape, transposes, strides, dtypes,
+// epilogue, pointer alignment) gets one plan: matmul descriptor, three layouts and the
+// heuristic's first algorithm, made once and kept for the context's lifetime.
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels/core/cuda_check.h"
+#include "kernels/gemm/gemm.h"
+#include "runtime/core/thread_annotations.h"
+
+#define CUBLASLT_RETURN_IF_ERROR(expr)                                                   \
+  do {                                                                                   \
+    cublasStatus_t _s = (expr);                                                          \
+    if (_s != CUBLAS_STATUS_SUCCESS)                                                     \
+      return ::tandem::CudaError("{}:{}: {}: {}", __FILE__, __LINE__, #expr,             \
+                                 cublasLtGetStatusString(_s));                           \
+  } while (0)
+
+namespace tandem::kernels {
+namespace {
+
+struct PlanKey {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool trans_a, trans_b, has_bias, accumulate;
+  DType c_type;
+  uint16_t align_a, align_b, align_c, align_bias;
+  bool operator==(const PlanKey&) const = default;
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<uint64_t>(v));
+    mix(k.trans_a | k.trans_b << 1 | k.has_bias << 2 | k.accumulate << 3 |
+        static_cast<uint64_t>(k.c_type) << 4);
+    mix(k.align_a | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 |
+        uint64_t{k.align_bias} << 48);
+    return h;
+  }
+};
+
+// Largest power of two (<= 256) dividing the address: cuBLASLt's alignment preference.
+uint16_t AlignmentOf(const void* p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  uint16_t a = 256;
+  while (a > 1 && v % a != 0) a >>= 1;
+  return a;
+}
+
+cudaDataType_t LtType(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+}  // namespace
+
+// One planned GEMM. The bias pointer lives in the descriptor, so calls with a bias hold
+// `mu` from setting it until the (asynchronous) launch returns.
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::mutex mu;
+  ~GemmPlan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+struct GemmContext::Impl {
+  int device = 0;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  mutable std::mutex mu;
+  std::unordered_map<PlanKey, std::unique_ptr<GemmPlan>, PlanKeyHash> plans GUARDED_BY(mu);
+
+  ~Impl() {
+    plans.clear();
+    if (workspace) {
+      int prev = 0;
+      if (cudaGetDevice(&prev) == cudaSuccess) {
+        CUDA_CHECK(cudaSetDevice(device));
+        CUDA_CHECK(cudaFree(workspace));
+        CUDA_CHECK(cudaSetDevice(prev));
+      }
+    }
+    if (handle) cublasLtDestroy(handle);
+  }
+
+  Result<GemmPlan*> GetPlan(const PlanKey& key);
+};
+
+Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second.get();
+
+  auto plan = std::make_unique<GemmPlan>();
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // cuBLASLt A = our B, cuBLASLt B = our A (see the file comment).
+  cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (key.has_bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    cudaDataType_t bias_type = LtType(key.c_type);
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  // Column-major layouts of the stored buffers: a row-major [r, c] view with row stride ld
+  // is a column-major [c, r] matrix with leading dimension ld.
+  uint64_t b_rows = key.trans_b ? key.k : key.n, b_cols = key.trans_b ? key.n : key.k;
+  uint64_t a_rows = key.trans_a ? key.m : key.k, a_cols = key.trans_a ? key.k : key.m;
+  CUBLASLT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->la, CUDA_R_16BF, b_rows, b_cols, key.ldb));
+  CUBLASLT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->lb, CUDA_R_16BF, a_rows, a_cols, key.lda));
+  CUBLASLT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan->lc, LtType(key.c_type), key.n, key.m, key.ldc));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } guard{pref};
+  uint64_t ws = workspace_bytes;
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  uint32_t align_la = key.align_b, align_lb = key.align_a, align_c = key.align_c;
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_la, sizeof(align_la)));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_lb, sizeof(align_lb)));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
+      handle, plan->desc, plan->la, plan->lb, plan->lc, plan->lc, pref, 1, &result, &found));
+  if (found == 0)
+    return CudaError("Gemm: cuBLASLt has no algorithm for M={} N={} K={} trans_a={} trans_b={} "
+                     "lda={} ldb={} ldc={} out={}",
+                     key.m, key.n, key.k, key.trans_a, key.trans_b, key.lda, key.ldb, key.ldc,
+                     DTypeName(key.c_type));
+  plan->algo = result.algo;
+  GemmPlan* raw = plan.get();
+  plans.emplace(key, std::move(plan));
+  return raw;
+}
+
+GemmContext::GemmContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmContext::~GemmContext() = default;
+int GemmContext::device() const { return impl_->device; }
+size_t GemmContext::workspace_bytes() const { return impl_->workspace_bytes; }
+size_t GemmContext::cached_plans() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->plans.size();
+}
+
+Result<std::unique_ptr<GemmContext>> GemmContext::Create(int device, size_t workspace_bytes) {
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
+  if (workspace_bytes > 0) CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->workspace, workspace_bytes));
+  impl->workspace_bytes = workspace_bytes;
+  return std::unique_ptr<GemmContext>(new GemmContext(std::move(impl)));
+}
+
+namespace cuda {
+
+Status Gemm(GemmContext* ctx, const TensorView& a, const TensorView& b, const TensorView& c,
+            const GemmOptions& opt, Stream s) {
+  int64_t m, n, k;
+  RETURN_IF_ERROR(CheckGemmArgs("cuda::Gemm", a, b, c, opt, &m, &n, &k));
+  if (ctx == nullptr) return InvalidArgumentError("cuda::Gemm: needs a GemmContext");
+  if (!a.device().is_cuda() || a.device().index != ctx->device())
+    return InvalidArgumentError("cuda::Gemm: views on {} but the GemmContext is for cuda:{}",
+                                a.ToString(), ctx->device());
+  if (m == 0 || n == 0) return Status::Ok();
+  PlanKey key{m,         n,         k,         a.stride(0), b.stride(0), c.stride(0),
+              opt.trans_a, opt.trans_b, !opt.bias.empty(), opt.beta != 0.f, c.dtype(),
+              AlignmentOf(a.data()), AlignmentOf(b.data()), AlignmentOf(c.data()),
+              opt.bias.empty() ? uint16_t{0} : AlignmentOf(opt.bias.data())};
+  GemmContext::Impl* impl = ctx->impl();
+  ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key));
+  std::unique_lock<std::mutex> bias_lock(plan->mu, std::defer_lock);
+  if (!opt.bias.empty()) {
+    bias_lock.lock();
+    const void* bias_ptr = opt.bias.data();
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+  }
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, b.data(),
+                                          plan->la, a.data(), plan->lb, &opt.beta, c.data(),
+                                          plan->lc, c.data(), plan->lc, &plan->algo,
+                                          impl->workspace, impl->workspace_bytes, s));
+  return Status::Ok();
+}
+
+}  // namespace cuda
+}  // namespace tandem::kernels

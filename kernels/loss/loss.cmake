@@ -1,0 +1,7 @@
+# kernels/loss: the fused, chunked LM head + cross-entropy (logits never materialised whole).
+tandem_kernel_sources(CPU loss/lm_head_ce_cpu.cc)
+tandem_kernel_sources(CUDA loss/lm_head_ce.cu loss/lm_head_ce_cuda.cc)
+tandem_add_test(lm_head_ce_test SOURCES loss/lm_head_ce_test.cc LIBS tandem_kernels)
+if(TANDEM_HAVE_CUDA)
+  tandem_add_test(lm_head_ce_gpu_test SOURCES loss/lm_head_ce_gpu_test.cc LIBS tandem_kernels GPU)
+endif()

@@ -1,0 +1,131 @@
+// DFlash checkpoints: see dflash_checkpoint.h.
+#include "models/dflash/dflash_checkpoint.h"
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <sstream>
+#include <vector>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "models/io/file_util.h"
+#include "models/io/safetensors.h"
+#include "models/io/safetensors_writer.h"
+
+namespace tandem::models {
+namespace {
+
+using kernels::DType;
+
+constexpr const char* kTrainerFormat = "tandem-dflash-trainer";
+
+std::span<const std::byte> Bytes(const void* p, int64_t n) {
+  return {static_cast<const std::byte*>(p), static_cast<size_t>(n)};
+}
+
+template <typename T>
+Result<std::vector<T>> ToHost(const kernels::TensorView& v, kernels::Stream s) {
+  std::vector<T> out(v.numel());
+  RETURN_IF_ERROR(kernels::CopyToHost(out.data(), v, s));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(v.device(), s));
+  return out;
+}
+
+// Reads tensor `name` (shape `shape`) as f32 into dst.
+Status ReadInto(const SafetensorsReader& r, const std::string& name,
+                const std::vector<int64_t>& shape, float* dst) {
+  ASSIGN_OR_RETURN(const TensorInfo* t, r.Get(name));
+  if (t->shape != shape)
+    return DataLossError("{}: shape [{}] does not match the drafter's [{}]", r.Where(*t),
+                         fmt::join(t->shape, ", "), fmt::join(shape, ", "));
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return r.Read(*t, DType::kF32, dst, n * 4);
+}
+
+}  // namespace
+
+Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
+                            const DFlashTrainerState& state) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return InvalidArgumentError("cannot create checkpoint dir {}: {}", dir, ec.message());
+  const DFlashParams& p = drafter.params();
+  kernels::Stream s = drafter.stream();
+  ASSIGN_OR_RETURN(std::vector<kernels::bf16> weights, ToHost<kernels::bf16>(p.compute, s));
+  ASSIGN_OR_RETURN(std::vector<float> master, ToHost<float>(p.master, s));
+  ASSIGN_OR_RETURN(std::vector<float> m, ToHost<float>(p.adam_m, s));
+  ASSIGN_OR_RETURN(std::vector<float> v, ToHost<float>(p.adam_v, s));
+  ASSIGN_OR_RETURN(std::vector<int32_t> step, ToHost<int32_t>(p.step, s));
+
+  RETURN_IF_ERROR(WriteDFlashConfig(dir + "/config.json", drafter.config()));
+  std::vector<TensorToWrite> model, opt;
+  for (const DFlashParamSpec& sp : p.layout.specs) {
+    model.push_back({sp.name, DType::kBF16, sp.shape, Bytes(&weights[sp.offset], sp.numel() * 2)});
+    opt.push_back({"master." + sp.name, DType::kF32, sp.shape, Bytes(&master[sp.offset], sp.numel() * 4)});
+    opt.push_back({"exp_avg." + sp.name, DType::kF32, sp.shape, Bytes(&m[sp.offset], sp.numel() * 4)});
+    opt.push_back({"exp_avg_sq." + sp.name, DType::kF32, sp.shape, Bytes(&v[sp.offset], sp.numel() * 4)});
+  }
+  opt.push_back({"step", DType::kI32, {1}, Bytes(step.data(), 4)});
+  RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", model, {{"format", "pt"}}));
+  RETURN_IF_ERROR(WriteSafetensors(dir + "/optimizer.safetensors", opt,
+                                   {{"format", "tandem-dflash-optimizer"}}));
+  nlohmann::json j = {{"format", kTrainerFormat}, {"version", 1}, {"step", state.step},
+                      {"seed", state.seed}};
+  return WriteFileAtomically(dir + "/trainer_state.json", j.dump(2) + "\n");
+}
+
+Status LoadDFlashWeights(const std::string& dir, DFlashDrafter& drafter) {
+  ASSIGN_OR_RETURN(SafetensorsReader r, SafetensorsReader::Open(dir + "/model.safetensors"));
+  DFlashParams& p = drafter.params();
+  kernels::Stream s = drafter.stream();
+  std::vector<float> master(p.layout.total, 0.0f);
+  for (const DFlashParamSpec& sp : p.layout.specs)
+    RETURN_IF_ERROR(ReadInto(r, sp.name, sp.shape, &master[sp.offset]));
+  RETURN_IF_ERROR(kernels::CopyFromHost(p.master, master.data(), s));
+  for (kernels::TensorView t : {p.adam_m.view(), p.adam_v.view(), p.grads.view(), p.step.view()})
+    RETURN_IF_ERROR(kernels::FillZero(t, s));
+  return p.SyncCompute(s);
+}
+
+Status LoadDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
+                            DFlashTrainerState* state) {
+  const std::string state_path = dir + "/trainer_state.json";
+  std::ifstream f(state_path);
+  if (!f) return NotFoundError("{}: missing (not a tandem training checkpoint?)", state_path);
+  std::stringstream text;
+  text << f.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kTrainerFormat ||
+      !j.contains("step") || !j["step"].is_number_integer() || !j.contains("seed") ||
+      !j["seed"].is_number_unsigned())
+    return DataLossError("{}: not a valid {} file (needs format, step, seed)", state_path,
+                         kTrainerFormat);
+  RETURN_IF_ERROR(LoadDFlashWeights(dir, drafter));
+  ASSIGN_OR_RETURN(SafetensorsReader r, SafetensorsReader::Open(dir + "/optimizer.safetensors"));
+  DFlashParams& p = drafter.params();
+  kernels::Stream s = drafter.stream();
+  std::vector<float> master(p.layout.total, 0.0f), m(p.layout.total, 0.0f),
+      v(p.layout.total, 0.0f);
+  for (const DFlashParamSpec& sp : p.layout.specs) {
+    RETURN_IF_ERROR(ReadInto(r, "master." + sp.name, sp.shape, &master[sp.offset]));
+    RETURN_IF_ERROR(ReadInto(r, "exp_avg." + sp.name, sp.shape, &m[sp.offset]));
+    RETURN_IF_ERROR(ReadInto(r, "exp_avg_sq." + sp.name, sp.shape, &v[sp.offset]));
+  }
+  int32_t step = 0;
+  ASSIGN_OR_RETURN(const TensorInfo* st, r.Get("step"));
+  RETURN_IF_ERROR(r.Read(*st, DType::kI32, &step, 4));
+  RETURN_IF_ERROR(kernels::CopyFromHost(p.master, master.data(), s));
+  RETURN_IF_ERROR(kernels::CopyFromHost(p.adam_m, m.data(), s));
+  RETURN_IF_ERROR(kernels::CopyFromHost(p.adam_v, v.data(), s));
+  RETURN_IF_ERROR(kernels::CopyFromHost(p.step, &step, s));
+  RETURN_IF_ERROR(p.SyncCompute(s));
+  state->step = j["step"].get<int64_t>();
+  state->seed = j["seed"].get<uint64_t>();
+  return Status::Ok();
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,40 @@
+// HF-style DFlash drafter checkpoints, readable by SGLang/vLLM, plus what exact resume needs:
+//   DIR/config.json             DFlashDraftModel config (dflash_config.h)
+//   DIR/model.safetensors       bf16 weights, keys as in DESIGN.md (`layers.{i}.self_attn...`)
+//   DIR/optimizer.safetensors   f32 `master.{key}`, `exp_avg.{key}`, `exp_avg_sq.{key}` and
+//                               i32 `step` (AdamW steps taken on the device)
+//   DIR/trainer_state.json      {"format": "tandem-dflash-trainer", "version": 1,
+//                                "step": host step, "seed": RNG seed}
+// Anchors and noise are pure functions of (seed, step), so these files restore the RNG too.
+//
+// Thread-safety: the drafter must not be running work (Save synchronises its stream).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/dflash/dflash_drafter.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct DFlashTrainerState {
+  int64_t step = 0;   // training steps issued (drives the LR schedule, anchors and noise)
+  uint64_t seed = 0;
+};
+
+// Writes all four files (each atomically; `dir` is created).
+Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
+                            const DFlashTrainerState& state);
+
+// Loads model.safetensors into the drafter (master = the bf16 weights widened) and resets
+// the optimizer. Every key must be present with the drafter's shape (NotFound / DataLoss
+// naming file and tensor otherwise); BF16, F16 and F32 files are accepted.
+Status LoadDFlashWeights(const std::string& dir, DFlashDrafter& drafter);
+
+// Exact resume: weights, then the fp32 master and AdamW state from optimizer.safetensors,
+// and `state` from trainer_state.json. NotFound when either resume file is missing.
+Status LoadDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
+                            DFlashTrainerState* state);
+
+}  // namespace tandem::models

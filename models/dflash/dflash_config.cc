@@ -1,0 +1,123 @@
+#include "models/dflash/dflash_config.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "models/io/file_util.h"
+
+namespace tandem::models {
+namespace {
+
+using json = nlohmann::json;
+using config_detail::GetInt;
+using config_detail::GetIntList;
+
+constexpr std::string_view kArchitecture = "DFlashDraftModel";
+
+}  // namespace
+
+std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num_context_layers) {
+  TANDEM_CHECK_MSG(num_target_layers >= 5 && num_context_layers >= 1,
+                   "DFlashTargetLayerIds({}, {})", num_target_layers, num_context_layers);
+  if (num_context_layers == 1) return {num_target_layers / 2};
+  std::vector<int64_t> ids;
+  const int64_t span = num_target_layers - 4;  // from layer 1 to layer n-3
+  for (int64_t i = 0; i < num_context_layers; ++i) {
+    // Same float expression as the reference; nearbyint under the default rounding mode
+    // rounds halves to even, as Python's round() does.
+    double x = 1.0 + static_cast<double>(i * span) / static_cast<double>(num_context_layers - 1);
+    ids.push_back(static_cast<int64_t>(std::nearbyint(x)));
+  }
+  return ids;
+}
+
+Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
+  if (!j.is_object()) return InvalidArgumentError("{}: expected a JSON object", source);
+  DFlashConfig c;
+  ASSIGN_OR_RETURN(c.layers, ParseTransformerConfig(j, source));
+  if (c.layers.family != ModelFamily::kQwen3) {
+    return InvalidArgumentError("{}: key 'model_type': a DFlash drafter uses qwen3 layers, got "
+                                "'{}'", source, c.layers.model_type);
+  }
+  if (c.layers.architectures != std::vector<std::string>{std::string(kArchitecture)}) {
+    return InvalidArgumentError("{}: key 'architectures': expected [\"{}\"]", source,
+                                kArchitecture);
+  }
+  auto dc = j.find("dflash_config");
+  if (dc == j.end() || !dc->is_object()) {
+    return InvalidArgumentError("{}: key 'dflash_config': missing or not an object", source);
+  }
+  ASSIGN_OR_RETURN(c.mask_token_id, GetInt(*dc, source, "mask_token_id"));
+  ASSIGN_OR_RETURN(c.target_layer_ids, GetIntList(*dc, source, "target_layer_ids"));
+  // block_size sits at the top level in z-lab's configs and inside dflash_config in some
+  // later ones; both must agree when both are given.
+  const bool top = j.contains("block_size") && !j["block_size"].is_null();
+  const bool inner = dc->contains("block_size") && !(*dc)["block_size"].is_null();
+  if (!top && !inner) return InvalidArgumentError("{}: key 'block_size': missing", source);
+  if (top) {
+    ASSIGN_OR_RETURN(c.block_size, GetInt(j, source, "block_size"));
+  }
+  if (inner) {
+    ASSIGN_OR_RETURN(int64_t b, GetInt(*dc, source, "block_size"));
+    if (top && b != c.block_size) {
+      return InvalidArgumentError("{}: key 'dflash_config.block_size': {} disagrees with "
+                                  "block_size {}", source, b, c.block_size);
+    }
+    c.block_size = b;
+  }
+  if (c.block_size < 2) {
+    return InvalidArgumentError("{}: key 'block_size': must be at least 2, got {}", source,
+                                c.block_size);
+  }
+  if (c.mask_token_id < 0 || c.mask_token_id >= c.layers.vocab_size) {
+    return InvalidArgumentError("{}: key 'dflash_config.mask_token_id': {} is outside the "
+                                "vocabulary of {}", source, c.mask_token_id, c.layers.vocab_size);
+  }
+  if (c.target_layer_ids.empty()) {
+    return InvalidArgumentError("{}: key 'dflash_config.target_layer_ids': empty", source);
+  }
+  ASSIGN_OR_RETURN(c.num_target_layers, GetInt(j, source, "num_target_layers", 0));
+  for (size_t i = 0; i < c.target_layer_ids.size(); ++i) {
+    const int64_t id = c.target_layer_ids[i];
+    const bool in_range = id >= 0 && (c.num_target_layers == 0 || id < c.num_target_layers);
+    if (!in_range || (i > 0 && id <= c.target_layer_ids[i - 1])) {
+      return InvalidArgumentError("{}: key 'dflash_config.target_layer_ids': {} must be "
+                                  "increasing layer ids below num_target_layers {}", source,
+                                  json(c.target_layer_ids).dump(), c.num_target_layers);
+    }
+  }
+  return c;
+}
+
+Result<DFlashConfig> ParseDFlashConfigText(std::string_view text, std::string_view source) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError("{}: not valid JSON", source);
+  return ParseDFlashConfig(j, source);
+}
+
+Result<DFlashConfig> LoadDFlashConfig(const std::string& path) {
+  std::string file = path;
+  if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "config.json").string();
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
+  return ParseDFlashConfigText(text, file);
+}
+
+json DFlashConfigToJson(const DFlashConfig& c) {
+  TransformerConfig layers = c.layers;
+  layers.architectures = {std::string(kArchitecture)};
+  layers.model_type = "qwen3";
+  json j = TransformerConfigToJson(layers);
+  j["block_size"] = c.block_size;
+  if (c.num_target_layers > 0) j["num_target_layers"] = c.num_target_layers;
+  j["dflash_config"] = {{"mask_token_id", c.mask_token_id},
+                        {"target_layer_ids", c.target_layer_ids}};
+  return j;
+}
+
+Status WriteDFlashConfig(const std::string& path, const DFlashConfig& c) {
+  return WriteFileAtomically(path, DFlashConfigToJson(c).dump(2) + "\n");
+}
+
+}  // namespace tandem::models

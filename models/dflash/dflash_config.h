@@ -1,0 +1,47 @@
+// The DFlash drafter's HF-style config.json, as the public trainers (SpecForge,
+// speculators) and servers (SGLang, vLLM) write and read it:
+//   architectures ["DFlashDraftModel"], model_type "qwen3" + the Qwen3 fields of the
+//   drafter's own layers, block_size, num_target_layers, layer_types, sliding_window,
+//   dflash_config {mask_token_id, target_layer_ids}.
+// Also the default rule choosing which target layers feed the drafter.
+//
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "models/io/hf_config.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct DFlashConfig {
+  TransformerConfig layers;  // the drafter's decoder layers (family kQwen3)
+  int64_t block_size = 16;   // slot 0 = anchor token, slots 1.. = mask token
+  int64_t mask_token_id = 0;
+  int64_t num_target_layers = 0;          // the target's depth
+  std::vector<int64_t> target_layer_ids;  // layer i = output of target decoder layer i
+};
+
+// The DFlash rule for k context layers out of a target of n layers, as in z-lab's
+// reference `build_target_layer_ids`: k == 1 -> [n / 2]; otherwise
+// round(1 + i * (n - 4) / (k - 1)) for i in [0, k), rounding halves to even like Python.
+// E.g. n = 36, k = 5 -> [1, 9, 17, 25, 33]. REQUIRES: n >= 5, 1 <= k.
+std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num_context_layers);
+
+// InvalidArgument naming `source` and the key for a wrong or unsupported value.
+Result<DFlashConfig> ParseDFlashConfig(const nlohmann::json& j, std::string_view source);
+Result<DFlashConfig> ParseDFlashConfigText(std::string_view text, std::string_view source);
+// `path` is a config.json or a directory holding one.
+Result<DFlashConfig> LoadDFlashConfig(const std::string& path);
+
+nlohmann::json DFlashConfigToJson(const DFlashConfig& c);
+// Writes `path` (a config.json) atomically.
+Status WriteDFlashConfig(const std::string& path, const DFlashConfig& c);
+
+}  // namespace tandem::models

@@ -1,0 +1,151 @@
+// Parameter layout and flat buffers of the DFlash drafter (see dflash_params.h).
+#include "models/dflash/dflash_params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/random/philox.h"
+
+namespace tandem::models {
+
+using kernels::DType;
+using kernels::Shape;
+using kernels::Tensor;
+using kernels::TensorView;
+
+int64_t DFlashParamSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+int64_t AlignUp(int64_t x) { return (x + kDFlashParamAlign - 1) / kDFlashParamAlign * kDFlashParamAlign; }
+
+void Add(DFlashParamLayout* l, std::string name, std::vector<int64_t> shape, bool is_norm,
+         bool align = true) {
+  if (align) l->total = AlignUp(l->total);
+  DFlashParamSpec s{std::move(name), std::move(shape), l->total, is_norm};
+  l->total += s.numel();
+  l->specs.push_back(std::move(s));
+}
+
+}  // namespace
+
+DFlashParamLayout MakeDFlashParamLayout(const DFlashConfig& c) {
+  const TransformerConfig& t = c.layers;
+  const int64_t h = t.hidden_size, d = t.head_dim, i_dim = t.intermediate_size;
+  const int64_t k = static_cast<int64_t>(c.target_layer_ids.size());
+  DFlashParamLayout l;
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    const std::string p = fmt::format("layers.{}.", i);
+    Add(&l, p + "self_attn.q_proj.weight", {t.num_attention_heads * d, h}, false);
+    Add(&l, p + "self_attn.k_proj.weight", {t.num_key_value_heads * d, h}, false);
+    Add(&l, p + "self_attn.v_proj.weight", {t.num_key_value_heads * d, h}, false);
+    Add(&l, p + "self_attn.o_proj.weight", {h, t.num_attention_heads * d}, false);
+    Add(&l, p + "mlp.gate_proj.weight", {i_dim, h}, false);
+    Add(&l, p + "mlp.up_proj.weight", {i_dim, h}, false, /*align=*/false);
+    Add(&l, p + "mlp.down_proj.weight", {h, i_dim}, false);
+  }
+  Add(&l, "fc.weight", {h, k * h}, false);
+  l.total = AlignUp(l.total);
+  l.matrix_count = l.total;
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    const std::string p = fmt::format("layers.{}.", i);
+    Add(&l, p + "input_layernorm.weight", {h}, true);
+    Add(&l, p + "post_attention_layernorm.weight", {h}, true);
+    Add(&l, p + "self_attn.q_norm.weight", {d}, true);
+    Add(&l, p + "self_attn.k_norm.weight", {d}, true);
+  }
+  Add(&l, "hidden_norm.weight", {h}, true);
+  Add(&l, "norm.weight", {h}, true);
+  l.total = AlignUp(l.total);
+  return l;
+}
+
+TensorView ViewSpec(const DFlashParamSpec& s, const TensorView& flat) {
+  TensorView v = flat.Narrow(0, s.offset, s.numel());
+  return v.Reshape(Shape::FromArray(s.shape.data(), static_cast<int>(s.shape.size())));
+}
+
+DFlashParamViews ViewDFlashParams(const DFlashParamLayout& layout, const DFlashConfig& c,
+                                  const TensorView& flat) {
+  const int64_t n_layers = c.layers.num_hidden_layers;
+  DFlashParamViews v;
+  v.layers.resize(n_layers);
+  size_t idx = 0;
+  auto next = [&] { return ViewSpec(layout.specs[idx++], flat); };
+  for (int64_t i = 0; i < n_layers; ++i) {
+    DFlashLayerParams& p = v.layers[i];
+    p.q_proj = next();
+    p.k_proj = next();
+    p.v_proj = next();
+    p.o_proj = next();
+    const DFlashParamSpec& gate = layout.specs[idx];
+    p.gate_up = flat.Narrow(0, gate.offset, 2 * gate.numel())
+                    .Reshape(Shape{2 * gate.shape[0], gate.shape[1]});
+    idx += 2;
+    p.down_proj = next();
+  }
+  v.fc = next();
+  for (int64_t i = 0; i < n_layers; ++i) {
+    DFlashLayerParams& p = v.layers[i];
+    p.input_norm = next();
+    p.post_norm = next();
+    p.q_norm = next();
+    p.k_norm = next();
+  }
+  v.hidden_norm = next();
+  v.norm = next();
+  return v;
+}
+
+Result<DFlashParams> DFlashParams::Create(const DFlashConfig& c, kernels::Allocator& alloc,
+                                          kernels::Stream s) {
+  DFlashParams p;
+  p.layout = MakeDFlashParamLayout(c);
+  const Shape flat{p.layout.total};
+  ASSIGN_OR_RETURN(p.master, Tensor::Zeros(alloc, DType::kF32, flat, s));
+  ASSIGN_OR_RETURN(p.compute, Tensor::Zeros(alloc, DType::kBF16, flat, s));
+  ASSIGN_OR_RETURN(p.grads, Tensor::Zeros(alloc, DType::kF32, flat, s));
+  ASSIGN_OR_RETURN(p.adam_m, Tensor::Zeros(alloc, DType::kF32, flat, s));
+  ASSIGN_OR_RETURN(p.adam_v, Tensor::Zeros(alloc, DType::kF32, flat, s));
+  ASSIGN_OR_RETURN(p.step, Tensor::Zeros(alloc, DType::kI32, Shape{1}, s));
+  p.w = ViewDFlashParams(p.layout, c, p.compute);
+  p.g = ViewDFlashParams(p.layout, c, p.grads);
+  return p;
+}
+
+Status DFlashParams::InitFromScratch(uint64_t seed, kernels::Stream s) {
+  const float a = 0.02f * std::sqrt(3.0f);
+  // Padding between tensors stays zero (as Create made it), so checkpoints, which hold only
+  // the tensors, restore the flat buffers bit for bit.
+  for (size_t i = 0; i < layout.specs.size(); ++i) {
+    const DFlashParamSpec& spec = layout.specs[i];
+    if (spec.is_norm) continue;
+    RETURN_IF_ERROR(kernels::PhiloxUniformFill(master.view().Narrow(0, spec.offset, spec.numel()),
+                                               -a, a, seed, /*offset=*/i, s));
+  }
+  const int64_t n_norm = layout.total - layout.matrix_count;
+  std::vector<float> ones(n_norm, 0.0f);
+  for (const DFlashParamSpec& spec : layout.specs)
+    if (spec.is_norm)
+      std::fill_n(ones.begin() + (spec.offset - layout.matrix_count), spec.numel(), 1.0f);
+  RETURN_IF_ERROR(kernels::CopyFromHost(master.view().Narrow(0, layout.matrix_count, n_norm),
+                                        ones.data(), s));
+  RETURN_IF_ERROR(kernels::FillZero(adam_m, s));
+  RETURN_IF_ERROR(kernels::FillZero(adam_v, s));
+  RETURN_IF_ERROR(kernels::FillZero(grads, s));
+  RETURN_IF_ERROR(kernels::FillZero(step, s));
+  // A copy from pageable memory is staged before CopyFromHost returns, so `ones` may go.
+  return SyncCompute(s);
+}
+
+Status DFlashParams::SyncCompute(kernels::Stream s) { return kernels::Cast(compute, master, s); }
+
+}  // namespace tandem::models

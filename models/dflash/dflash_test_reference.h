@@ -1,0 +1,170 @@
+// Test-only: a naive float64 DFlash drafter forward + weighted loss, written directly from
+// DESIGN.md's description (no kernels), used to check the drafter's forward and, by central
+// finite differences, its backward. Parameters come as a flat double array with the
+// drafter's flat layout (dflash_params.h). Noise-free (noise_std = 0).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "models/dflash/dflash_anchors.h"
+#include "models/dflash/dflash_config.h"
+#include "models/dflash/dflash_params.h"
+
+namespace tandem::models::testing {
+
+struct RefInputs {
+  const DFlashConfig* config;
+  const DFlashParamLayout* layout;
+  const DFlashBlockPlan* plan;
+  std::vector<std::vector<double>> context;  // k x [T*H]
+  std::vector<double> embedding, lm_head;    // [V*H] each
+};
+
+class DFlashReference {
+ public:
+  explicit DFlashReference(const RefInputs& in) : in_(in) {}
+
+  // Loss for parameters `p` (flat, layout order).
+  double Loss(const std::vector<double>& p) const {
+    const TransformerConfig& c = in_.config->layers;
+    const int64_t h = c.hidden_size, hq = c.num_attention_heads, hk = c.num_key_value_heads,
+                  d = c.head_dim, inter = c.intermediate_size, v = c.vocab_size;
+    const DFlashBlockPlan& pl = *in_.plan;
+    const int64_t t = pl.tokens, bs = pl.block_size, r = pl.num_blocks * bs;
+    const int64_t k = static_cast<int64_t>(in_.context.size());
+    const double eps = c.rms_norm_eps;
+    size_t spec = 0;
+    auto next = [&] { return p.data() + in_.layout->specs[spec++].offset; };
+    struct Layer { const double *q, *k, *v, *o, *gate, *up, *down, *in_n, *post_n, *qn, *kn; };
+    std::vector<Layer> layers(c.num_hidden_layers);
+    for (auto& L : layers) {
+      L.q = next(); L.k = next(); L.v = next(); L.o = next();
+      L.gate = next(); L.up = next(); L.down = next();
+    }
+    const double* fc = next();
+    for (auto& L : layers) { L.in_n = next(); L.post_n = next(); L.qn = next(); L.kn = next(); }
+    const double* hidden_norm = next();
+    const double* final_norm = next();
+
+    // Context: hidden_norm(fc(concat)).
+    std::vector<double> concat(t * k * h), ctx(t * h);
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t e = 0; e < h; ++e) concat[i * k * h + j * h + e] = in_.context[j][i * h + e];
+    Linear(concat.data(), fc, ctx.data(), t, k * h, h);
+    for (int64_t i = 0; i < t; ++i) RmsNorm(&ctx[i * h], hidden_norm, h, eps);
+
+    std::vector<double> x(r * h);
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t e = 0; e < h; ++e) x[i * h + e] = in_.embedding[pl.block_ids[i] * h + e];
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const Layer& L = layers[l];
+      const bool sliding = c.layer_types[l] == LayerType::kSlidingAttention;
+      const int64_t window = sliding ? *c.sliding_window : 0;
+      std::vector<double> xn = x;
+      for (int64_t i = 0; i < r; ++i) RmsNorm(&xn[i * h], L.in_n, h, eps);
+      std::vector<double> q(r * hq * d), kb(r * hk * d), vb(r * hk * d), kc(t * hk * d),
+          vc(t * hk * d);
+      Linear(xn.data(), L.q, q.data(), r, h, hq * d);
+      Linear(xn.data(), L.k, kb.data(), r, h, hk * d);
+      Linear(xn.data(), L.v, vb.data(), r, h, hk * d);
+      Linear(ctx.data(), L.k, kc.data(), t, h, hk * d);
+      Linear(ctx.data(), L.v, vc.data(), t, h, hk * d);
+      for (int64_t i = 0; i < r; ++i) {
+        for (int64_t hh = 0; hh < hq; ++hh) {
+          RmsNorm(&q[(i * hq + hh) * d], L.qn, d, eps);
+          Rope(&q[(i * hq + hh) * d], pl.block_pos[i], d, c.rope_theta);
+        }
+        for (int64_t hh = 0; hh < hk; ++hh) {
+          RmsNorm(&kb[(i * hk + hh) * d], L.kn, d, eps);
+          Rope(&kb[(i * hk + hh) * d], pl.block_pos[i], d, c.rope_theta);
+        }
+      }
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t hh = 0; hh < hk; ++hh) {
+          RmsNorm(&kc[(i * hk + hh) * d], L.kn, d, eps);
+          Rope(&kc[(i * hk + hh) * d], pl.ctx_pos[i], d, c.rope_theta);
+        }
+      std::vector<double> attn(r * hq * d, 0.0);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+      for (int64_t b = 0; b < pl.num_blocks; ++b) {
+        const int64_t a = pl.anchors[b];
+        const int64_t lo = window > 0 ? std::max<int64_t>(pl.doc_start[b], a - window) : pl.doc_start[b];
+        for (int64_t si = 0; si < bs; ++si)
+          for (int64_t hh = 0; hh < hq; ++hh) {
+            const int64_t kv = hh / (hq / hk), row = b * bs + si;
+            const double* qv = &q[(row * hq + hh) * d];
+            std::vector<std::pair<double, const double*>> sc;
+            for (int64_t j = lo; j < a; ++j)
+              sc.push_back({Dot(qv, &kc[(j * hk + kv) * d], d) * scale, &vc[(j * hk + kv) * d]});
+            for (int64_t j = 0; j < bs; ++j) {
+              if (sliding && j > si) continue;
+              const int64_t rj = b * bs + j;
+              sc.push_back({Dot(qv, &kb[(rj * hk + kv) * d], d) * scale, &vb[(rj * hk + kv) * d]});
+            }
+            double m = -1e300, z = 0;
+            for (auto& s : sc) m = std::max(m, s.first);
+            for (auto& s : sc) z += std::exp(s.first - m);
+            double* o = &attn[(row * hq + hh) * d];
+            for (auto& s : sc)
+              for (int64_t e = 0; e < d; ++e) o[e] += std::exp(s.first - m) / z * s.second[e];
+          }
+      }
+      std::vector<double> h1(r * h);
+      Linear(attn.data(), L.o, h1.data(), r, hq * d, h);
+      for (int64_t i = 0; i < r * h; ++i) h1[i] += x[i];
+      std::vector<double> h1n = h1, g(r * inter), u(r * inter), act(r * inter), out(r * h);
+      for (int64_t i = 0; i < r; ++i) RmsNorm(&h1n[i * h], L.post_n, h, eps);
+      Linear(h1n.data(), L.gate, g.data(), r, h, inter);
+      Linear(h1n.data(), L.up, u.data(), r, h, inter);
+      for (int64_t i = 0; i < r * inter; ++i) act[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      Linear(act.data(), L.down, out.data(), r, inter, h);
+      for (int64_t i = 0; i < r * h; ++i) x[i] = h1[i] + out[i];
+    }
+    for (int64_t i = 0; i < r; ++i) RmsNorm(&x[i * h], final_norm, h, eps);
+    double num = 0, den = 0;
+    std::vector<double> logits(v);
+    for (int64_t i = 0; i < r; ++i) {
+      if (pl.weights[i] == 0 || pl.targets[i] < 0) continue;
+      Linear(&x[i * h], in_.lm_head.data(), logits.data(), 1, h, v);
+      double m = *std::max_element(logits.begin(), logits.end()), z = 0;
+      for (double lg : logits) z += std::exp(lg - m);
+      num += pl.weights[i] * (m + std::log(z) - logits[pl.targets[i]]);
+      den += pl.weights[i];
+    }
+    return den > 0 ? num / den : 0.0;
+  }
+
+ private:
+  static double Dot(const double* a, const double* b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+  }
+  // y [rows, out] = x [rows, in] W^T, W [out, in].
+  static void Linear(const double* x, const double* w, double* y, int64_t rows, int64_t in,
+                     int64_t out) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t o = 0; o < out; ++o) y[i * out + o] = Dot(x + i * in, w + o * in, in);
+  }
+  static void RmsNorm(double* x, const double* w, int64_t n, double eps) {
+    const double rstd = 1.0 / std::sqrt(Dot(x, x, n) / n + eps);
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] * rstd * w[i];
+  }
+  static void Rope(double* x, int64_t pos, int64_t d, double theta) {
+    const int64_t half = d / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = pos * std::pow(theta, -2.0 * i / d);
+      const double x0 = x[i], x1 = x[i + half];
+      x[i] = x0 * std::cos(a) - x1 * std::sin(a);
+      x[i + half] = x1 * std::cos(a) + x0 * std::sin(a);
+    }
+  }
+
+  RefInputs in_;
+};
+
+}  // namespace tandem::models::testing

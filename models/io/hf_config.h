@@ -1,0 +1,81 @@
+// Hugging Face `config.json` for the decoder-only transformers tandem runs: Qwen3
+// (`model_type: qwen3`, q/k RMSNorm) and Llama-3 (`model_type: llama`, the same layers
+// without q/k norms). Per-layer attention types, head dims and the RoPE variant are kept as
+// data so a hybrid model can be added later; anything tandem does not implement (a RoPE
+// scaling type, a non-attention layer type, biases, another activation, a hybrid model
+// type) is rejected with a message naming the file and the key, never ignored.
+//
+// Both spellings transformers has used are read: `rope_theta` + `rope_scaling` (4.x) and
+// `rope_parameters` (5.x); `torch_dtype` (4.x) and `dtype` (5.x).
+//
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kernels/core/dtype.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+enum class ModelFamily : uint8_t { kQwen3, kLlama };
+enum class LayerType : uint8_t { kFullAttention, kSlidingAttention };
+enum class RopeType : uint8_t { kDefault };  // plain RoPE over the first rotary_dim dims
+
+std::string_view LayerTypeName(LayerType t);  // "full_attention" / "sliding_attention"
+
+struct TransformerConfig {
+  ModelFamily family = ModelFamily::kQwen3;
+  std::string model_type;                 // "qwen3" or "llama"
+  std::vector<std::string> architectures;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;                   // default hidden_size / num_attention_heads
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool qk_norm = true;                    // Qwen3: RMSNorm on q and k per head
+  RopeType rope_type = RopeType::kDefault;
+  double rope_theta = 10000.0;
+  int64_t rotary_dim = 0;                 // == head_dim for the families supported now
+  std::vector<LayerType> layer_types;     // one per layer
+  std::optional<int64_t> sliding_window;  // set iff some layer is sliding
+  kernels::DType dtype = kernels::DType::kBF16;  // the checkpoint's dtype
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+};
+
+// `source` names the file in messages ("/models/Qwen3-8B/config.json").
+// InvalidArgument for bad or unsupported values, naming `source` and the key.
+Result<TransformerConfig> ParseTransformerConfig(const nlohmann::json& j, std::string_view source);
+Result<TransformerConfig> ParseTransformerConfigText(std::string_view text,
+                                                     std::string_view source);
+// `path` is a config.json or a directory holding one.
+Result<TransformerConfig> LoadTransformerConfig(const std::string& path);
+
+// The HF spelling (transformers 5: `rope_parameters`, `dtype`, `layer_types`), readable by
+// ParseTransformerConfig and by transformers.
+nlohmann::json TransformerConfigToJson(const TransformerConfig& c);
+
+// Internal helpers shared with the drafter config; `source` names the file.
+namespace config_detail {
+Result<int64_t> GetInt(const nlohmann::json& j, std::string_view source, const char* key,
+                       std::optional<int64_t> fallback = std::nullopt);
+Result<std::vector<int64_t>> GetIntList(const nlohmann::json& j, std::string_view source,
+                                        const char* key);
+}  // namespace config_detail
+
+}  // namespace tandem::models

@@ -1,0 +1,32 @@
+// The tensor names and shapes a Hugging Face checkpoint of a TransformerConfig must hold
+// (Qwen3ForCausalLM / LlamaForCausalLM naming), and a check of a checkpoint against them,
+// so a loader can reject a mismatched checkpoint in one message before copying anything.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/io/hf_config.h"
+#include "models/io/safetensors.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct WeightSpec {
+  std::string name;            // e.g. "model.layers.3.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // PyTorch Linear layout: [out_features, in_features]
+};
+
+// Every weight of the causal LM, in layer order. `lm_head.weight` is listed only when the
+// embeddings are not tied.
+std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c);
+
+// OK when every spec is present with its shape and a floating dtype (BF16/F16/F32).
+// DataLoss naming the tensor and the file otherwise; NotFound for a missing tensor.
+// Extra tensors (e.g. rotary caches some exporters add) are allowed.
+Status CheckWeights(const SafetensorsReader& reader, const std::vector<WeightSpec>& specs);
+
+}  // namespace tandem::models

@@ -1,0 +1,260 @@
+#include "models/qwen3/qwen3_target.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/embedding.h"
+#include "kernels/norm/rmsnorm.h"
+#include "kernels/rope/rope.h"
+#include "kernels/core/stream.h"
+#include "kernels/mlp/swiglu.h"
+
+namespace tandem::models {
+
+using kernels::Device;
+using kernels::DType;
+using kernels::GemmOptions;
+using kernels::Shape;
+using kernels::Tensor;
+using kernels::TensorView;
+
+namespace {
+
+constexpr int64_t kActivationAlignment = 256;  // bytes
+
+Status CheckVector(const char* what, const TensorView& t, int64_t len, Device device) {
+  if (t.empty()) return InvalidArgumentError("Qwen3Target::Forward: {} is missing", what);
+  if (t.device() != device)
+    return InvalidArgumentError("Qwen3Target::Forward: {} is on the wrong device ({})", what,
+                                t.ToString());
+  RETURN_IF_ERROR(kernels::ExpectDType("Qwen3Target::Forward", what, t, DType::kI32));
+  if (t.ndim() != 1 || (len >= 0 && t.dim(0) != len))
+    return InvalidArgumentError("Qwen3Target::Forward: {} must be i32 [{}], got {}", what,
+                                len >= 0 ? len : t.dim(0), t.ToString());
+  return kernels::ExpectContiguous("Qwen3Target::Forward", what, t);
+}
+
+Status CheckOutput(const char* what, const TensorView& t, int64_t rows, int64_t cols,
+                   Device device, bool allow_f32) {
+  const bool dtype_ok = t.dtype() == DType::kBF16 || (allow_f32 && t.dtype() == DType::kF32);
+  if (t.device() != device || !dtype_ok || !(t.shape() == Shape{rows, cols}) ||
+      !t.is_contiguous()) {
+    return InvalidArgumentError(
+        "Qwen3Target::Forward: {} must be a contiguous {}[{}, {}] on the model's device, got {}",
+        what, allow_f32 ? "bf16/f32 " : "bf16 ", rows, cols, t.ToString());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Qwen3Target::Qwen3Target(Qwen3Weights weights, const Qwen3TargetOptions& options)
+    : weights_(std::move(weights)), options_(options) {}
+
+Qwen3Target::~Qwen3Target() = default;
+
+Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Create(Qwen3Weights weights,
+                                                         const Qwen3TargetOptions& options) {
+  const TransformerConfig& c = weights.config();
+  if (options.max_tokens <= 0)
+    return InvalidArgumentError("Qwen3Target: max_tokens must be positive, got {}",
+                                options.max_tokens);
+  for (size_t i = 0; i < c.layer_types.size(); ++i) {
+    if (c.layer_types[i] != LayerType::kFullAttention)
+      return InvalidArgumentError(
+          "Qwen3Target: layer {} is {}; only full_attention layers are implemented", i,
+          LayerTypeName(c.layer_types[i]));
+  }
+  if (c.rotary_dim > kernels::kRopeMaxRotaryDim || c.rotary_dim % 2 != 0)
+    return InvalidArgumentError("Qwen3Target: rotary_dim {} unsupported (even, <= {})",
+                                c.rotary_dim, kernels::kRopeMaxRotaryDim);
+  std::unique_ptr<Qwen3Target> t(new Qwen3Target(std::move(weights), options));
+  RETURN_IF_ERROR(t->AllocateWorkspace());
+  const Device device = t->device();
+  if (device.is_cuda()) {
+#ifdef TANDEM_HAVE_CUDA
+    kernels::DeviceGuard guard(device.index);
+    ASSIGN_OR_RETURN(t->gemm_, kernels::GemmContext::Create(device.index));
+    ASSIGN_OR_RETURN(t->attention_, kernels::CausalVarlenAttention::Create(device.index));
+#else
+    return UnavailableError("Qwen3Target: CUDA weights in a build without CUDA");
+#endif
+  }
+  return t;
+}
+
+Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir, Device device,
+                                                       const Qwen3TargetOptions& options) {
+  ASSIGN_OR_RETURN(TransformerConfig config, LoadTransformerConfig(dir));
+  ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
+  ASSIGN_OR_RETURN(Qwen3Weights weights,
+                   Qwen3Weights::Load(config, reader, device, options.stream));
+  return Create(std::move(weights), options);
+}
+
+Status Qwen3Target::AllocateWorkspace() {
+  const TransformerConfig& c = config();
+  const int64_t t = options_.max_tokens, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
+                ff = c.intermediate_size;
+  struct Slot {
+    TensorView* view;
+    int64_t cols;
+  };
+  const Slot slots[] = {{&act_.hidden, h},   {&act_.normed, h}, {&act_.q_raw, qd},
+                        {&act_.k_raw, kvd},  {&act_.q, qd},     {&act_.k, kvd},
+                        {&act_.v, kvd},      {&act_.attn, qd},  {&act_.gate_up, 2 * ff},
+                        {&act_.act, ff}};
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const Slot& s : slots) {
+    total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
+    offsets.push_back(total);
+    total += t * s.cols * 2;
+  }
+  kernels::Allocator* alloc = &kernels::HostAllocator();
+  if (device().is_cuda()) {
+    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device().index));
+    alloc = pool;
+  }
+  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(*alloc, DType::kU8, {total}, options_.stream));
+  char* base = static_cast<char*>(workspace_.data());
+  for (size_t i = 0; i < std::size(slots); ++i) {
+    *slots[i].view = TensorView(base + offsets[i], DType::kBF16, {t, slots[i].cols}, device());
+  }
+  return Status::Ok();
+}
+
+Status Qwen3Target::CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
+                                 const TensorView& logits, int* max_seqlen) const {
+  const TransformerConfig& c = config();
+  const Device dev = device();
+  RETURN_IF_ERROR(CheckVector("input_ids", batch.input_ids, -1, dev));
+  const int64_t t = batch.input_ids.dim(0);
+  if (t < 1 || t > options_.max_tokens)
+    return InvalidArgumentError("Qwen3Target::Forward: {} tokens; this target takes 1..{}", t,
+                                options_.max_tokens);
+  RETURN_IF_ERROR(CheckVector("position_ids", batch.position_ids, t, dev));
+  RETURN_IF_ERROR(CheckVector("cu_seqlens", batch.cu_seqlens, -1, dev));
+  if (batch.cu_seqlens.dim(0) < 2)
+    return InvalidArgumentError("Qwen3Target::Forward: cu_seqlens needs docs+1 >= 2 entries");
+  *max_seqlen = batch.max_seqlen;
+  if (*max_seqlen <= 0) {
+    if (!dev.is_cpu())
+      return InvalidArgumentError(
+          "Qwen3Target::Forward: max_seqlen must be given on CUDA (reading cu_seqlens would "
+          "synchronise the host)");
+    const int32_t* cu = batch.cu_seqlens.data_as<int32_t>();
+    for (int64_t i = 0; i + 1 < batch.cu_seqlens.dim(0); ++i)
+      *max_seqlen = std::max(*max_seqlen, cu[i + 1] - cu[i]);
+  }
+  std::vector<bool> seen(static_cast<size_t>(c.num_hidden_layers), false);
+  for (const LayerCapture& cap : captures) {
+    if (cap.layer < 0 || cap.layer >= c.num_hidden_layers)
+      return InvalidArgumentError("Qwen3Target::Forward: capture layer {} not in [0, {})",
+                                  cap.layer, c.num_hidden_layers);
+    if (seen[cap.layer])
+      return InvalidArgumentError("Qwen3Target::Forward: layer {} captured twice", cap.layer);
+    seen[cap.layer] = true;
+    RETURN_IF_ERROR(CheckOutput("capture buffer", cap.out, t, c.hidden_size, dev, false)
+                        .WithContext(fmt::format("layer {}", cap.layer)));
+  }
+  if (!logits.empty())
+    RETURN_IF_ERROR(CheckOutput("logits", logits, t, c.vocab_size, dev, true));
+  return Status::Ok();
+}
+
+Status Qwen3Target::Forward(const PackedBatch& batch, std::span<const LayerCapture> captures,
+                            TensorView logits) {
+  int max_seqlen = 0;
+  RETURN_IF_ERROR(CheckForward(batch, captures, logits, &max_seqlen));
+  const TransformerConfig& c = config();
+  const kernels::Stream s = options_.stream;
+  const int64_t t = batch.input_ids.dim(0);
+  int last = logits.empty() ? -1 : static_cast<int>(c.num_hidden_layers) - 1;
+  for (const LayerCapture& cap : captures) last = std::max(last, cap.layer);
+  if (last < 0) return Status::Ok();
+
+  std::optional<kernels::DeviceGuard> guard;
+  if (device().is_cuda()) guard.emplace(device().index);
+  kernels::NvtxRange range("Qwen3Target::Forward");
+  const TensorView hidden = act_.hidden.Narrow(0, 0, t);
+  RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  for (int i = 0; i <= last; ++i) {
+    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, max_seqlen)
+                        .WithContext(fmt::format("layer {}", i)));
+    for (const LayerCapture& cap : captures) {
+      if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
+    }
+  }
+  if (!logits.empty()) {
+    const TensorView normed = act_.normed.Narrow(0, 0, t);
+    RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, weights_.final_norm(),
+                                            static_cast<float>(c.rms_norm_eps), s));
+    GemmOptions linear;
+    linear.trans_b = true;
+    RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, weights_.lm_head(), logits, linear, s));
+  }
+  return Status::Ok();
+}
+
+Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
+                          int max_seqlen) {
+  const TransformerConfig& c = config();
+  const kernels::Stream s = options_.stream;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, d = c.head_dim;
+  auto rows = [t](const TensorView& v) { return v.Narrow(0, 0, t); };
+  const TensorView hidden = rows(act_.hidden), normed = rows(act_.normed);
+  kernels::GemmContext* g = gemm_.get();
+  GemmOptions linear;
+  linear.trans_b = true;
+  GemmOptions residual = linear;  // C = x W^T + C: the residual add fused into the GEMM
+  residual.beta = 1.f;
+
+  // Attention block.
+  RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, w.input_norm, eps, s));
+  const TensorView v = rows(act_.v);
+  RETURN_IF_ERROR(kernels::Gemm(g, normed, w.q_proj, rows(act_.q_raw), linear, s));
+  RETURN_IF_ERROR(kernels::Gemm(g, normed, w.k_proj, rows(act_.k_raw), linear, s));
+  RETURN_IF_ERROR(kernels::Gemm(g, normed, w.v_proj, v, linear, s));
+  const TensorView q3 = rows(act_.q).Reshape({t, hq, d});
+  const TensorView k3 = rows(act_.k).Reshape({t, hk, d});
+  const TensorView q_raw3 = rows(act_.q_raw).Reshape({t, hq, d});
+  const TensorView k_raw3 = rows(act_.k_raw).Reshape({t, hk, d});
+  const kernels::RopeConfig rope{c.rotary_dim, c.rope_theta};
+  if (c.qk_norm) {
+    RETURN_IF_ERROR(kernels::RmsNormForward(q3, {}, q_raw3, w.q_norm, eps, s));
+    RETURN_IF_ERROR(kernels::RmsNormForward(k3, {}, k_raw3, w.k_norm, eps, s));
+    RETURN_IF_ERROR(kernels::RopeForward(q3, q3, batch.position_ids, rope, s));
+    RETURN_IF_ERROR(kernels::RopeForward(k3, k3, batch.position_ids, rope, s));
+  } else {
+    RETURN_IF_ERROR(kernels::RopeForward(q3, q_raw3, batch.position_ids, rope, s));
+    RETURN_IF_ERROR(kernels::RopeForward(k3, k_raw3, batch.position_ids, rope, s));
+  }
+  const TensorView attn = rows(act_.attn);
+  RETURN_IF_ERROR(Attention(q3, k3, v.Reshape({t, hk, d}), batch.cu_seqlens, max_seqlen,
+                            attn.Reshape({t, hq, d})));
+  RETURN_IF_ERROR(kernels::Gemm(g, attn, w.o_proj, hidden, residual, s));
+
+  // MLP block.
+  RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, w.post_norm, eps, s));
+  const TensorView gate_up = rows(act_.gate_up), act = rows(act_.act);
+  RETURN_IF_ERROR(kernels::Gemm(g, normed, w.gate_up, gate_up, linear, s));
+  const auto [gate, up] = kernels::SplitGateUp(gate_up);
+  RETURN_IF_ERROR(kernels::SwiGluForward(act, gate, up, s));
+  return kernels::Gemm(g, act, w.down_proj, hidden, residual, s);
+}
+
+Status Qwen3Target::Attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& cu_seqlens, int max_seqlen,
+                              const TensorView& out) {
+  if (device().is_cpu()) {
+    return kernels::CausalVarlenAttentionForwardCpu(q, k, v, cu_seqlens, max_seqlen, 0.f, out,
+                                                    {}, nullptr);
+  }
+  return attention_->Forward(q, k, v, cu_seqlens, max_seqlen, 0.f, out, {}, options_.stream);
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,116 @@
+// The frozen target model of a DFlash job: a Qwen3 (or Llama-3) forward over a packed batch
+// of documents that writes the outputs of chosen decoder layers into caller buffers.
+//
+// Layer ids follow the DFlash convention: layer i is the output of decoder layer i (the
+// residual stream after it, before the final norm), i.e. HF `hidden_states[i + 1]`.
+// Per layer: input RMSNorm -> q/k/v projections -> per-head q/k RMSNorm (Qwen3 only) ->
+// RoPE at the position ids -> causal GQA attention inside each document -> o_proj added to
+// the residual (fused as the GEMM's beta = 1) -> post-attention RMSNorm -> one GEMM for
+// gate|up -> SwiGLU -> down_proj added to the residual. The forward stops after the last
+// captured layer unless logits are asked for (final norm + LM head).
+//
+// Device: the weights' device (CPU references or CUDA ops, chosen by the tensors). All
+// activations live in one workspace sized at Create for `max_tokens` and reused layer to
+// layer; on CUDA a Forward allocates nothing and never synchronises the host (it only
+// enqueues work on the stream given at Create).
+//
+// Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kernels/attention/attention.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/core/memory.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct Qwen3TargetOptions {
+  int64_t max_tokens = 16384;       // the largest T a Forward takes; sizes the workspace
+  kernels::Stream stream = nullptr;  // every Forward runs on it (CUDA); ignored on the CPU
+};
+
+// A packed batch on the model's device.
+struct PackedBatch {
+  kernels::TensorView input_ids;     // i32 [T]
+  kernels::TensorView position_ids;  // i32 [T], restarting at 0 in every document
+  kernels::TensorView cu_seqlens;    // i32 [docs+1], 0 .. T: document boundaries
+  // The longest document (host value, so the forward needs no device read). 0 means
+  // "compute it": allowed on the CPU only.
+  int max_seqlen = 0;
+};
+
+// Where to write one captured layer.
+struct LayerCapture {
+  int layer = 0;            // DFlash layer id in [0, num_hidden_layers)
+  kernels::TensorView out;  // bf16 [T, H], contiguous, on the model's device
+};
+
+class Qwen3Target {
+ public:
+  // Takes the weights and allocates the workspace (and, on CUDA, the cuBLASLt and cuDNN
+  // contexts) on the weights' device.
+  static Result<std::unique_ptr<Qwen3Target>> Create(Qwen3Weights weights,
+                                                     const Qwen3TargetOptions& options);
+  // Reads `dir`/config.json and the checkpoint beside it (model.safetensors or a sharded
+  // index) onto `device`, then Create.
+  static Result<std::unique_ptr<Qwen3Target>> Load(const std::string& dir,
+                                                   kernels::Device device,
+                                                   const Qwen3TargetOptions& options);
+  ~Qwen3Target();
+  Qwen3Target(const Qwen3Target&) = delete;
+  Qwen3Target& operator=(const Qwen3Target&) = delete;
+
+  // Runs the forward for `batch` (T <= max_tokens tokens), writing each capture's layer
+  // output; `logits` (bf16 or f32 [T, V], may be empty) gets the LM head output. Capture
+  // layer ids must be distinct. Asynchronous on CUDA: outputs are ready once the stream
+  // reaches this point. InvalidArgument for bad shapes, devices or layer ids (checked
+  // before anything is enqueued).
+  Status Forward(const PackedBatch& batch, std::span<const LayerCapture> captures,
+                 kernels::TensorView logits = {});
+
+  const TransformerConfig& config() const { return weights_.config(); }
+  const Qwen3Weights& weights() const { return weights_; }
+  kernels::Device device() const { return weights_.device(); }
+  int64_t max_tokens() const { return options_.max_tokens; }
+  int64_t workspace_bytes() const { return workspace_.nbytes(); }
+
+ private:
+  // Activation views over `workspace_`, each with max_tokens rows.
+  struct Activations {
+    kernels::TensorView hidden;   // bf16 [Tmax, H]: the residual stream
+    kernels::TensorView normed;   // bf16 [Tmax, H]
+    kernels::TensorView q_raw;    // bf16 [Tmax, hq*d]
+    kernels::TensorView k_raw;    // bf16 [Tmax, hk*d]
+    kernels::TensorView q;        // bf16 [Tmax, hq*d] after q_norm + RoPE
+    kernels::TensorView k;        // bf16 [Tmax, hk*d] after k_norm + RoPE
+    kernels::TensorView v;        // bf16 [Tmax, hk*d]
+    kernels::TensorView attn;     // bf16 [Tmax, hq*d]
+    kernels::TensorView gate_up;  // bf16 [Tmax, 2I]
+    kernels::TensorView act;      // bf16 [Tmax, I]
+  };
+
+  Qwen3Target(Qwen3Weights weights, const Qwen3TargetOptions& options);
+  Status AllocateWorkspace();
+  Status CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
+                      const kernels::TensorView& logits, int* max_seqlen) const;
+  Status Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t tokens,
+               int max_seqlen);
+  Status Attention(const kernels::TensorView& q, const kernels::TensorView& k,
+                   const kernels::TensorView& v, const kernels::TensorView& cu_seqlens,
+                   int max_seqlen, const kernels::TensorView& out);
+
+  Qwen3Weights weights_;
+  Qwen3TargetOptions options_;
+  kernels::Tensor workspace_;  // u8: every activation
+  Activations act_;
+  std::unique_ptr<kernels::GemmContext> gemm_;                   // CUDA only
+  std::unique_ptr<kernels::CausalVarlenAttention> attention_;    // CUDA only
+};
+
+}  // namespace tandem::models

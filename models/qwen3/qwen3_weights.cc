@@ -1,0 +1,176 @@
+#include "models/qwen3/qwen3_weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <unordered_map>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/random/philox.h"
+#include "models/io/weight_spec.h"
+
+namespace tandem::models {
+
+using kernels::bf16;
+using kernels::Device;
+using kernels::DType;
+using kernels::Shape;
+using kernels::Stream;
+using kernels::Tensor;
+using kernels::TensorView;
+
+namespace {
+
+constexpr int64_t kParamAlignment = 256;  // bytes; keeps every GEMM operand 16-byte aligned
+
+int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Shape ToShape(const std::vector<int64_t>& dims) {
+  return Shape::FromArray(dims.data(), static_cast<int>(dims.size()));
+}
+
+Result<kernels::Allocator*> AllocatorFor(Device device) {
+  if (device.is_cpu()) return static_cast<kernels::Allocator*>(&kernels::HostAllocator());
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
+  return static_cast<kernels::Allocator*>(pool);
+}
+
+}  // namespace
+
+Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device device,
+                                            Stream stream) {
+  const std::vector<WeightSpec> specs = CausalLmWeightSpecs(c);
+  // Byte offsets: every parameter aligned; up_proj directly after gate_proj (one [2I, H]).
+  std::unordered_map<std::string, int64_t> offsets;
+  int64_t total = 0;
+  for (const WeightSpec& s : specs) {
+    const int64_t bytes = Numel(s.shape) * 2;
+    if (EndsWith(s.name, "mlp.up_proj.weight")) continue;  // placed with its gate_proj
+    const int64_t off = AlignUp(total, kParamAlignment);
+    offsets[s.name] = off;
+    total = off + bytes;
+    if (EndsWith(s.name, "mlp.gate_proj.weight")) {
+      const std::string up = s.name.substr(0, s.name.size() - 16) + "up_proj.weight";
+      offsets[up] = total;
+      total += bytes;
+    }
+  }
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  Qwen3Weights w;
+  w.config_ = c;
+  ASSIGN_OR_RETURN(w.storage_, Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)},
+                                             stream));
+  char* base = static_cast<char*>(w.storage_.data());
+  std::unordered_map<std::string, TensorView> views;
+  for (const WeightSpec& s : specs) {
+    views[s.name] = TensorView(base + offsets.at(s.name), DType::kBF16, ToShape(s.shape), device);
+  }
+  auto at = [&](const std::string& name) { return views.at(name); };
+  w.embed_ = at("model.embed_tokens.weight");
+  w.final_norm_ = at("model.norm.weight");
+  w.lm_head_ = c.tie_word_embeddings ? w.embed_ : at("lm_head.weight");
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    Qwen3LayerWeights l;
+    l.input_norm = at(p + "input_layernorm.weight");
+    l.q_proj = at(p + "self_attn.q_proj.weight");
+    l.k_proj = at(p + "self_attn.k_proj.weight");
+    l.v_proj = at(p + "self_attn.v_proj.weight");
+    if (c.qk_norm) {
+      l.q_norm = at(p + "self_attn.q_norm.weight");
+      l.k_norm = at(p + "self_attn.k_norm.weight");
+    }
+    l.o_proj = at(p + "self_attn.o_proj.weight");
+    l.post_norm = at(p + "post_attention_layernorm.weight");
+    const TensorView gate = at(p + "mlp.gate_proj.weight");
+    l.gate_up = TensorView(gate.data(), DType::kBF16,
+                           {2 * c.intermediate_size, c.hidden_size}, device);
+    l.down_proj = at(p + "mlp.down_proj.weight");
+    w.layers_.push_back(l);
+  }
+  w.by_name_ = std::move(views);
+  return w;
+}
+
+TensorView Qwen3Weights::Destination(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? TensorView() : it->second;
+}
+
+Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
+                                        const SafetensorsReader& reader, Device device,
+                                        Stream stream) {
+  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config)));
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
+  std::vector<bf16> staging;  // converted fp32/fp16 tensors
+  int64_t loaded = 0;
+  RETURN_IF_ERROR(reader.ForEachInFileOrder(
+      [&](const TensorInfo& t, std::span<const std::byte> bytes) -> Status {
+        const TensorView dst = w.Destination(t.name);
+        if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
+        const void* src = bytes.data();
+        if (t.dtype != DType::kBF16) {
+          // A pageable-memory copy returns once the source is consumed, so one staging
+          // buffer serves every tensor.
+          staging.resize(static_cast<size_t>(dst.numel()));
+          if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))
+            return InvalidArgumentError("cannot convert {} to bf16",
+                                        SafetensorsDTypeName(t.dtype));
+          src = staging.data();
+        }
+        RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
+        ++loaded;
+        return Status::Ok();
+      }));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  const int64_t expected = static_cast<int64_t>(w.by_name_.size());
+  if (loaded != expected) {
+    return DataLossError("{}: loaded {} of the {} weights the config needs (duplicate names?)",
+                         reader.files().empty() ? "" : reader.files().front(), loaded, expected);
+  }
+  return w;
+}
+
+Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config, Device device,
+                                          uint64_t seed, Stream stream, float scale) {
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  constexpr int64_t kChunk = int64_t{1} << 24;  // f32 scratch elements per fill
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kChunk}, stream));
+  const std::vector<WeightSpec> specs = CausalLmWeightSpecs(config);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const WeightSpec& s = specs[i];
+    const TensorView dst = w.Destination(s.name).Reshape({Numel(s.shape)});
+    float lo, hi;
+    if (s.shape.size() == 1) {
+      lo = 0.8f;
+      hi = 1.2f;
+    } else if (EndsWith(s.name, "embed_tokens.weight") || EndsWith(s.name, "lm_head.weight")) {
+      lo = -scale;
+      hi = scale;
+    } else {
+      hi = scale / std::sqrt(static_cast<float>(s.shape[1]));
+      lo = -hi;
+    }
+    for (int64_t off = 0, chunk = 0; off < dst.numel(); off += kChunk, ++chunk) {
+      const int64_t n = std::min(kChunk, dst.numel() - off);
+      const TensorView part = scratch.view().Narrow(0, 0, n);
+      RETURN_IF_ERROR(kernels::PhiloxUniformFill(part, lo, hi, seed, (i << 20) + chunk, stream));
+      RETURN_IF_ERROR(kernels::Cast(dst.Narrow(0, off, n), part, stream));
+    }
+  }
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  return w;
+}
+
+}  // namespace tandem::models

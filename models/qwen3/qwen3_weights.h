@@ -1,0 +1,83 @@
+// The frozen weights of a Qwen3 (or Llama-3) causal LM, in one device allocation.
+//
+// Every parameter is a bf16 view carved from a single buffer (CUDA device memory from the
+// caching pool, or host memory), laid out once from the config. `gate_proj` and `up_proj`
+// are packed at load into one [2I, H] matrix (gate rows first), so the MLP's two input
+// projections are one GEMM. Loading reads the checkpoint in one pass over its files, in
+// offset order, converting fp32/fp16 tensors to bf16 on the way; shapes are checked against
+// the config before anything is copied, and a missing or wrong-shaped tensor is an error
+// naming the file and the tensor. Tied embeddings share the embedding matrix as LM head.
+//
+// Thread-safety: immutable after Load/Random; views may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/core/memory.h"
+#include "kernels/core/tensor.h"
+#include "models/io/hf_config.h"
+#include "models/io/safetensors.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+// One decoder layer. Linear weights use PyTorch's [out_features, in_features] layout.
+struct Qwen3LayerWeights {
+  kernels::TensorView input_norm;  // bf16 [H]
+  kernels::TensorView q_proj;      // bf16 [hq*d, H]
+  kernels::TensorView k_proj;      // bf16 [hk*d, H]
+  kernels::TensorView v_proj;      // bf16 [hk*d, H]
+  kernels::TensorView q_norm;      // bf16 [d]; empty without q/k norms (Llama)
+  kernels::TensorView k_norm;      // bf16 [d]; empty without q/k norms
+  kernels::TensorView o_proj;      // bf16 [H, hq*d]
+  kernels::TensorView post_norm;   // bf16 [H]
+  kernels::TensorView gate_up;     // bf16 [2I, H]: rows [0, I) gate_proj, [I, 2I) up_proj
+  kernels::TensorView down_proj;   // bf16 [H, I]
+};
+
+class Qwen3Weights {
+ public:
+  // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
+  // `stream`; returns after they have completed). Extra tensors are ignored.
+  // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
+  // float dtype), OutOfMemory.
+  static Result<Qwen3Weights> Load(const TransformerConfig& config,
+                                   const SafetensorsReader& reader, kernels::Device device,
+                                   kernels::Stream stream);
+  // Random weights for benchmarks and tests: linear weights uniform in +-`scale`/sqrt(in),
+  // norm weights uniform in [0.8, 1.2), embeddings uniform in +-`scale`; generated on
+  // `device` from Philox stream `seed` (same values on the CPU and the GPU).
+  static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Device device,
+                                     uint64_t seed, kernels::Stream stream, float scale = 1.f);
+
+  Qwen3Weights() = default;
+  Qwen3Weights(Qwen3Weights&&) = default;
+  Qwen3Weights& operator=(Qwen3Weights&&) = default;
+
+  const TransformerConfig& config() const { return config_; }
+  kernels::Device device() const { return storage_.device(); }
+  int64_t nbytes() const { return storage_.nbytes(); }
+
+  kernels::TensorView embed() const { return embed_; }        // bf16 [V, H]
+  kernels::TensorView final_norm() const { return final_norm_; }  // bf16 [H]
+  kernels::TensorView lm_head() const { return lm_head_; }    // bf16 [V, H]; == embed if tied
+  const std::vector<Qwen3LayerWeights>& layers() const { return layers_; }
+
+ private:
+  // Lays out every parameter in one buffer of `device` and sets the views.
+  static Result<Qwen3Weights> Allocate(const TransformerConfig& config, kernels::Device device,
+                                       kernels::Stream stream);
+  // The view that checkpoint tensor `name` fills, or an empty view when it is not a weight.
+  kernels::TensorView Destination(const std::string& name) const;
+
+  TransformerConfig config_;
+  kernels::Tensor storage_;  // u8 [nbytes]: every parameter
+  kernels::TensorView embed_, final_norm_, lm_head_;
+  std::vector<Qwen3LayerWeights> layers_;
+  std::unordered_map<std::string, kernels::TensorView> by_name_;  // HF name -> parameter
+};
+
+}  // namespace tandem::models

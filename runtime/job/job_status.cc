@@ -1,0 +1,177 @@
+#include "runtime/job/job_status.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/clock.h"
+
+namespace tandem {
+namespace {
+
+// A side is called the bottleneck's victim when it spends at least this share of its time
+// blocked on a channel: below it, waits are noise of a healthy pipeline.
+constexpr double kWaitThreshold = 0.2;
+
+bool IsWaitStage(const std::string& name) {
+  return name.find("wait") != std::string::npos || name.find("queue_get") != std::string::npos ||
+         name.find("pop") != std::string::npos;
+}
+
+nlohmann::json ToJson(const JobStatus& j) {
+  nlohmann::json out = {{"id", j.id},
+                        {"name", j.name},
+                        {"state", j.state},
+                        {"error", j.error},
+                        {"seconds", j.seconds},
+                        {"items_done", j.items_done},
+                        {"items_total", j.items_total},
+                        {"items_per_s", j.items_per_s},
+                        {"verdict", j.verdict},
+                        {"profile_table", j.profile_table}};
+  out["actors"] = nlohmann::json::array();
+  for (const auto& a : j.actors) {
+    out["actors"].push_back({{"name", a.name}, {"class", a.class_name}, {"group", a.group},
+                             {"replica", a.replica}, {"gpu", a.gpu}, {"state", a.state},
+                             {"restarts", a.restarts}, {"max_restarts", a.max_restarts},
+                             {"mailbox_depth", a.mailbox_depth},
+                             {"messages_done", a.messages_done}, {"stage", a.stage},
+                             {"last_error", a.last_error}});
+  }
+  out["channels"] = nlohmann::json::array();
+  for (const auto& c : j.channels) {
+    out["channels"].push_back({{"name", c.name}, {"depth", c.depth}, {"capacity", c.capacity},
+                               {"min_ready", c.min_ready}, {"max_depth", c.max_depth},
+                               {"pushed", c.pushed}, {"popped", c.popped}, {"closed", c.closed},
+                               {"push_wait_s", c.push_wait_s}, {"pop_wait_s", c.pop_wait_s},
+                               {"writers", c.writers}, {"readers", c.readers}});
+  }
+  const StoreStatus& s = j.store;
+  out["store"] = {{"capacity", s.capacity},         {"used", s.used},
+                  {"high_water", s.high_water},     {"objects", s.objects},
+                  {"inflight_copies", s.inflight_copies}, {"local_refs", s.local_refs},
+                  {"channel_refs", s.channel_refs}, {"holders", s.holders}};
+  out["stages"] = nlohmann::json::array();
+  for (const auto& st : j.stages) {
+    out["stages"].push_back({{"name", st.name}, {"count", st.count}, {"total_s", st.total_s},
+                             {"mean_ms", st.mean_ms}, {"p50_ms", st.p50_ms},
+                             {"p99_ms", st.p99_ms}, {"percent_of_wall", st.percent_of_wall}});
+  }
+  return out;
+}
+
+std::string Eta(const JobStatus& j) {
+  if (j.items_total == 0 || j.items_per_s <= 0 || j.items_done >= j.items_total) return "";
+  double s = static_cast<double>(j.items_total - j.items_done) / j.items_per_s;
+  return fmt::format(" ETA {:.0f}s", s);
+}
+
+}  // namespace
+
+std::string BottleneckVerdict(const JobStatus& job) {
+  if (job.seconds <= 0) return "no timings yet";
+  std::string largest;
+  double largest_pct = 0;
+  for (const auto& st : job.stages) {
+    if (st.percent_of_wall > largest_pct) {
+      largest_pct = st.percent_of_wall;
+      largest = st.name;
+    }
+  }
+  std::string stage_note =
+      largest.empty() ? "" : fmt::format("; largest stage {} ({:.0f}% of wall{})", largest,
+                                         largest_pct, IsWaitStage(largest) ? ", a wait" : "");
+  // The worst-waiting side of any channel, as a share of that side's replica-time.
+  double worst = 0;
+  std::string line;
+  for (const auto& c : job.channels) {
+    if (c.readers > 0) {
+      double share = c.pop_wait_s / (job.seconds * c.readers);
+      if (share > worst) {
+        worst = share;
+        line = fmt::format("consumers wait on producers: {:.0f}% of consumer time blocked "
+                           "popping '{}'", 100 * std::min(share, 1.0), c.name);
+      }
+    }
+    if (c.writers > 0) {
+      double share = c.push_wait_s / (job.seconds * c.writers);
+      if (share > worst) {
+        worst = share;
+        line = fmt::format("producers wait on consumers: {:.0f}% of producer time blocked "
+                           "pushing into full '{}'", 100 * std::min(share, 1.0), c.name);
+      }
+    }
+  }
+  if (worst >= kWaitThreshold) return line + stage_note;
+  return fmt::format("balanced: no side waits on a channel more than {:.0f}% of its time{}",
+                     100 * kWaitThreshold, stage_note);
+}
+
+std::string FormatProgressLine(const JobStatus& j) {
+  std::string chans;
+  for (const auto& c : j.channels) chans += fmt::format(" {} {}/{}", c.name, c.depth, c.capacity);
+  std::string total = j.items_total ? fmt::format("/{}", j.items_total) : "";
+  return fmt::format("[{}] {} {:.1f}s items {}{} ({:.0f}/s){}; store {}/{}{}", j.name, j.state,
+                     j.seconds, j.items_done, total, j.items_per_s, chans.empty() ? "" : ";" + chans,
+                     FormatBytes(j.store.used), FormatBytes(j.store.capacity), Eta(j));
+}
+
+std::string FormatJobStatus(const JobStatus& j) {
+  std::string out = fmt::format("job {} '{}': {} after {:.1f}s, {} items ({:.0f}/s){}\n", j.id,
+                                j.name, j.state, j.seconds, j.items_done, j.items_per_s, Eta(j));
+  if (!j.error.empty()) out += fmt::format("error: {}\n", j.error);
+  out += fmt::format("verdict: {}\n\nactors:\n", j.verdict);
+  out += fmt::format("  {:<14} {:<15} {:>3} {:>4} {:<10} {:>8} {:>7} {:<18} {}\n", "NAME", "CLASS",
+                     "REP", "GPU", "STATE", "RESTARTS", "MAILBOX", "STAGE", "LAST ERROR");
+  for (const auto& a : j.actors) {
+    out += fmt::format("  {:<14} {:<15} {:>3} {:>4} {:<10} {:>5}/{:<2} {:>7} {:<18} {}\n", a.name,
+                       a.class_name, a.replica, a.gpu < 0 ? std::string("-") : std::to_string(a.gpu),
+                       a.state, a.restarts, a.max_restarts, a.mailbox_depth, a.stage, a.last_error);
+  }
+  out += "channels:\n";
+  for (const auto& c : j.channels) {
+    out += fmt::format("  {:<14} depth {}/{} (max {}) min_ready {}, pushed {} popped {}, "
+                       "push wait {:.3f}s, pop wait {:.3f}s{}\n",
+                       c.name, c.depth, c.capacity, c.max_depth, c.min_ready, c.pushed, c.popped,
+                       c.push_wait_s, c.pop_wait_s, c.closed ? ", closed" : "");
+  }
+  const StoreStatus& s = j.store;
+  out += fmt::format("store: {} used of {}, high-water {}, {} objects, {} in-flight copies, "
+                     "refs local {} channel {}\n",
+                     FormatBytes(s.used), FormatBytes(s.capacity), FormatBytes(s.high_water),
+                     s.objects, s.inflight_copies, s.local_refs, s.channel_refs);
+  if (!s.holders.empty()) out += "  holders: " + s.holders + "\n";
+  if (!j.profile_table.empty()) out += "\n" + j.profile_table;
+  return out;
+}
+
+std::string FormatJobList(const std::vector<JobStatus>& jobs) {
+  std::string out = fmt::format("{:<6} {:<20} {:<10} {:>9} {:>10} {:>9}\n", "ID", "NAME", "STATE",
+                                "SECONDS", "ITEMS", "ITEMS/S");
+  for (const auto& j : jobs) {
+    out += fmt::format("{:<6} {:<20} {:<10} {:>9.1f} {:>10} {:>9.0f}\n", j.id, j.name, j.state,
+                       j.seconds, j.items_done, j.items_per_s);
+  }
+  return out;
+}
+
+std::string FormatActorList(const std::vector<JobStatus>& jobs) {
+  std::string out = fmt::format("{:<6} {:<14} {:<15} {:<10} {:>8} {}\n", "JOB", "ACTOR", "CLASS",
+                                "STATE", "RESTARTS", "STAGE");
+  for (const auto& j : jobs)
+    for (const auto& a : j.actors)
+      out += fmt::format("{:<6} {:<14} {:<15} {:<10} {:>8} {}\n", j.id, a.name, a.class_name,
+                         a.state, a.restarts, a.stage);
+  return out;
+}
+
+std::string JobStatusToJson(const JobStatus& job, int indent) { return ToJson(job).dump(indent); }
+
+std::string JobListToJson(const std::vector<JobStatus>& jobs, int indent) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& j : jobs) arr.push_back(ToJson(j));
+  return arr.dump(indent);
+}
+
+}  // namespace tandem

@@ -1,0 +1,80 @@
+// The embedded runtime: runs one job in-process (what `tandem run JOB.toml` does).
+//
+// RunJob loads the job's plugins, places its actor groups on this node's resources (all or
+// nothing), opens the object store and the channels, spawns the actors, calls Run() on each
+// (see job_actor.h), closes channels as their writers finish, restarts failed actors as
+// their policy allows, and returns a report. On return every actor is stopped and the store
+// holds no objects (or the report says what leaked).
+//
+// Thread-safety: RunJob blocks the calling thread; RequestStop and Snapshot may be called
+// from any thread (a signal-handling thread, the control server's thread).
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/actor/actor.h"
+#include "runtime/channel/channel_base.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/job_status.h"
+#include "runtime/core/thread_annotations.h"
+#include "runtime/store/store_stats.h"
+
+namespace tandem {
+
+struct ActorResult {
+  std::string name;
+  std::string summary;  // what Run() returned
+  int restarts = 0;
+  Status status;        // OK, or why the actor failed
+};
+
+struct JobReport {
+  std::string job_name;
+  double seconds = 0;
+  std::vector<ActorResult> actors;
+  std::vector<ChannelStats> channels;
+  StoreStats store;            // at the end, after every actor stopped
+  std::string profile_table;   // cumulative per-stage timings
+  Status status;               // OK, or the first failure
+
+  std::string ToString() const;
+};
+
+struct RunOptions {
+  // Called with a one-line progress message about once per `progress_interval_s`.
+  double progress_interval_s = 5;
+};
+
+class JobRunner {
+ public:
+  explicit JobRunner(RunOptions options = {}) : options_(options) {}
+  // Runs `job` to completion. The returned report's status says whether the job succeeded;
+  // the Result itself is an error only when the job could not start (placement, plugins).
+  Result<JobReport> Run(const JobSpec& job);
+  // What Run() checks before it starts anything: loads the job's plugins, then checks that
+  // every actor class is registered and that the job fits this node (GPUs, CPU slots,
+  // pinned bytes). Errors name the file and the group.
+  static Status Check(const JobSpec& job);
+  void RequestStop();
+  bool stop_requested() const { return stop_requested_.load(); }
+
+  // The job as it is now: while Run() works, live numbers (this closes the current profile
+  // window so the stage timings are fresh); after it returns, the final picture; before, a
+  // "pending" status. The id field is left empty for the caller to fill.
+  JobStatus Snapshot() EXCLUDES(mu_);
+
+  struct Live;  // what Run() exposes to Snapshot(); defined in runner.cc
+
+ private:
+  RunOptions options_;
+  std::atomic<bool> stop_requested_{false};
+  std::mutex mu_;
+  Live* live_ GUARDED_BY(mu_) = nullptr;
+  std::optional<JobStatus> final_ GUARDED_BY(mu_);
+};
+
+}  // namespace tandem
