@@ -71,7 +71,7 @@ int Run(const Common& c, const std::string& path, int metrics_port) {
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);
   const bool tty = StdoutIsTty() && !c.json;
-  JobManager manager("run", /*echo_logs=*/!tty);
+  JobManager manager("run", /*echo_logs=*/!tty, /*log_reports=*/false);
   ServerOptions so;
   so.unix_path = RunSocketPath(*home, static_cast<int>(::getpid()));
   so.metrics_port = metrics_port;

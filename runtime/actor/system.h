@@ -1,9 +1,12 @@
 // ActorSystem: the embedded runtime that spawns, names, supervises and stops actors.
 //
+//   class Worker : public Actor { public: int Square(int x) { return x * x; } };
+//   TANDEM_REGISTER_ACTOR(Worker, "my.worker");          // section: class = "my.worker"
+//
 //   ActorSystem sys;
-//   ASSIGN_OR_RETURN(auto refs, sys.SpawnGroup("drafter", section, /*gpus=*/{5, 6, 7}));
-//   ASSIGN_OR_RETURN(auto d0, sys.Lookup<DrafterActor>("drafter/0"));
-//   Future<Unit> f = d0.call(&DrafterActor::Step);
+//   ASSIGN_OR_RETURN(auto refs, sys.SpawnGroup("worker", section, /*gpus=*/{5, 6, 7}));
+//   ASSIGN_OR_RETURN(auto w0, sys.Lookup<Worker>("worker/0"));
+//   Future<int> f = w0.call(&Worker::Square, 7);
 //   ...
 //   RETURN_IF_ERROR(sys.StopAll());    // drain every mailbox, run OnStop
 //

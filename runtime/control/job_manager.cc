@@ -58,7 +58,8 @@ ControlResponse Jobs(std::vector<JobStatus> jobs) {
 
 }  // namespace
 
-JobManager::JobManager(std::string server, bool echo_logs) : server_(std::move(server)) {
+JobManager::JobManager(std::string server, bool echo_logs, bool log_reports)
+    : server_(std::move(server)), log_reports_(log_reports) {
   log::SetSink([this, echo_logs](log::Level, std::string_view line) {
     if (echo_logs) std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     Route(std::string(line));
@@ -97,13 +98,13 @@ std::string JobManager::Submit(JobSpec spec) {
     job->id = fmt::format("j{}", next_id_++);
     jobs_.push_back(job);
   }
-  job->thread = std::thread([job] {
+  job->thread = std::thread([job, log_report = log_reports_] {
     tls_job = job.get();
     log::SetThreadPrefix("job " + job->id);
     TLOG_INFO("job '{}' ({}) starting", job->spec.name, job->spec.path);
     Result<JobReport> report = job->runner.Run(job->spec);
     if (report.ok()) {
-      TLOG_INFO("{}", report->ToString());
+      if (log_report) TLOG_INFO("{}", report->ToString());
     } else {
       TLOG_ERROR("job '{}' could not start: {}", job->spec.name, report.status().ToString());
     }

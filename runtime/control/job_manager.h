@@ -25,8 +25,9 @@ namespace tandem {
 class JobManager {
  public:
   // `server` names this server in pings ("daemon" or "run"); `echo_logs` also writes every
-  // log line to stderr.
-  JobManager(std::string server, bool echo_logs);
+  // log line to stderr. `log_reports`: a finished job's report goes to the log (the daemon);
+  // `tandem run` prints it itself, so it passes false (else echo_logs shows it twice).
+  JobManager(std::string server, bool echo_logs, bool log_reports = true);
   // Asks every job to stop, waits for them, restores the default log sink.
   ~JobManager();
   JobManager(const JobManager&) = delete;
@@ -59,6 +60,7 @@ class JobManager {
   void Route(const std::string& line) EXCLUDES(mu_);
 
   const std::string server_;
+  const bool log_reports_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
