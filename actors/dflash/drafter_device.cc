@@ -9,7 +9,9 @@
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/core/cuda_check.h"
 #include "kernels/core/memory.h"
+#include "kernels/core/pinned_allocator.h"
 #include "kernels/core/stream.h"
 #include "runtime/profile/gpu_stage_timers.h"
 #include "runtime/store/cuda_copy_engine.h"
@@ -56,13 +58,6 @@ class CpuDrafterDevice final : public DrafterDevice {
 
 #ifdef TANDEM_HAVE_CUDA
 
-#define DFLASH_CUDA(expr)                                                                \
-  do {                                                                                   \
-    const cudaError_t dflash_err_ = (expr);                                              \
-    if (dflash_err_ != cudaSuccess)                                                      \
-      return InternalError("{}: {}", #expr, cudaGetErrorString(dflash_err_));            \
-  } while (0)
-
 class CudaDrafterDevice final : public DrafterDevice {
  public:
   static constexpr int kRing = 16;  // steps whose flags may be in flight
@@ -71,14 +66,13 @@ class CudaDrafterDevice final : public DrafterDevice {
   CudaDrafterDevice(int device, JobEnv* env)
       : device_(device), env_(env), h2d_(env->profile->Stage("drafter.h2d")) {}
   ~CudaDrafterDevice() override {
-    cudaSetDevice(device_);
-    if (compute_.get() != nullptr) cudaStreamSynchronize(compute_.get());
-    if (copy_.get() != nullptr) cudaStreamSynchronize(copy_.get());
-    if (ring_ != nullptr) cudaFreeHost(ring_);
+    CUDA_LOG_IF_ERROR(cudaSetDevice(device_));
+    if (compute_.get() != nullptr) CUDA_LOG_IF_ERROR(cudaStreamSynchronize(compute_.get()));
+    if (copy_.get() != nullptr) CUDA_LOG_IF_ERROR(cudaStreamSynchronize(copy_.get()));
   }
 
   Status Init(int64_t layers, int64_t max_tokens, int64_t hidden) {
-    DFLASH_CUDA(cudaSetDevice(device_));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     ASSIGN_OR_RETURN(compute_, kernels::CudaStream::Create(device_));
     ASSIGN_OR_RETURN(copy_, kernels::CudaStream::Create(device_));
     engine_ = std::make_unique<CudaCopyEngine>(copy_.get());
@@ -96,7 +90,9 @@ class CudaDrafterDevice final : public DrafterDevice {
       ASSIGN_OR_RETURN(s.ready, kernels::CudaEvent::Create(device_));
       ASSIGN_OR_RETURN(s.consumed, kernels::CudaEvent::Create(device_));
     }
-    DFLASH_CUDA(cudaMallocHost(&ring_, sizeof(float) * kRing * kSlotFloats));
+    ASSIGN_OR_RETURN(ring_storage_, kernels::Tensor::Empty(pinned_, kernels::DType::kF32,
+                                                           {kRing * kSlotFloats}));
+    ring_ = static_cast<float*>(ring_storage_.data());
     for (int i = 0; i < kRing; ++i) {
       ASSIGN_OR_RETURN(kernels::CudaEvent e, kernels::CudaEvent::Create(device_));
       ring_events_.push_back(std::move(e));
@@ -107,7 +103,7 @@ class CudaDrafterDevice final : public DrafterDevice {
   kernels::Stream stream() const override { return compute_.get(); }
 
   Result<std::vector<kernels::TensorView>> Upload(const HiddenBatch& hb) override {
-    DFLASH_CUDA(cudaSetDevice(device_));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     Set& s = sets_[next_set_];
     next_set_ = (next_set_ + 1) % 2;
     const int64_t t = hb.tokens.tokens(), h = hb.hidden_size;
@@ -143,10 +139,10 @@ class CudaDrafterDevice final : public DrafterDevice {
     if (pending_.size() == kRing) RETURN_IF_ERROR(ResolveOldest(/*wait=*/true));
     const int slot = static_cast<int>(step % kRing);
     float* dst = ring_ + slot * kSlotFloats;
-    DFLASH_CUDA(cudaMemcpyAsync(dst, d.grad_stats().data(), 4 * sizeof(float),
-                                cudaMemcpyDeviceToHost, compute_.get()));
-    DFLASH_CUDA(cudaMemcpyAsync(dst + 4, d.loss().data(), sizeof(float),
-                                cudaMemcpyDeviceToHost, compute_.get()));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, d.grad_stats().data(), 4 * sizeof(float),
+                                         cudaMemcpyDeviceToHost, compute_.get()));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + 4, d.loss().data(), sizeof(float),
+                                         cudaMemcpyDeviceToHost, compute_.get()));
     RETURN_IF_ERROR(ring_events_[slot].Record(compute_.get()));
     pending_.push_back(step);
     timers_->Poll();
@@ -164,12 +160,14 @@ class CudaDrafterDevice final : public DrafterDevice {
   Result<StepMetrics> ReadMetrics(models::DFlashDrafter& d) override {
     StepMetrics m;
     m.correct.resize(d.correct().numel());
-    DFLASH_CUDA(cudaMemcpyAsync(m.grad_stats, d.grad_stats().data(), sizeof(m.grad_stats),
-                                cudaMemcpyDeviceToHost, compute_.get()));
-    DFLASH_CUDA(cudaMemcpyAsync(&m.loss, d.loss().data(), sizeof(float),
-                                cudaMemcpyDeviceToHost, compute_.get()));
-    DFLASH_CUDA(cudaMemcpyAsync(m.correct.data(), d.correct().data(), m.correct.size(),
-                                cudaMemcpyDeviceToHost, compute_.get()));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.grad_stats, d.grad_stats().data(),
+                                         sizeof(m.grad_stats), cudaMemcpyDeviceToHost,
+                                         compute_.get()));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&m.loss, d.loss().data(), sizeof(float),
+                                         cudaMemcpyDeviceToHost, compute_.get()));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.correct.data(), d.correct().data(),
+                                         m.correct.size(), cudaMemcpyDeviceToHost,
+                                         compute_.get()));
     RETURN_IF_ERROR(compute_.Synchronize());
     return m;
   }
@@ -213,7 +211,9 @@ class CudaDrafterDevice final : public DrafterDevice {
   Set sets_[2];
   int next_set_ = 0;
   Set* current_ = nullptr;
-  float* ring_ = nullptr;  // pinned [kRing][kSlotFloats]
+  kernels::PinnedAllocator pinned_;
+  kernels::Tensor ring_storage_;  // pinned f32 [kRing * kSlotFloats]
+  float* ring_ = nullptr;         // its data: [kRing][kSlotFloats]
   std::vector<kernels::CudaEvent> ring_events_;
   std::deque<int64_t> pending_;  // steps whose flags are in flight, oldest first
   std::vector<StepFlags> resolved_;

@@ -15,22 +15,7 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
-template <class T>
-uint64_t Fold(uint64_t h, const std::vector<T>& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(T); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return (h ^ v.size()) * 1099511628211ull;
-}
-
 }  // namespace
-
-uint64_t MetadataChecksum(const data::TokenBatch& b) {
-  uint64_t h = 1469598103934665603ull;
-  h = Fold(h, b.input_ids);
-  h = Fold(h, b.position_ids);
-  h = Fold(h, b.cu_seqlens);
-  return Fold(h, b.loss_mask);
-}
 
 SyntheticSource::SyntheticSource(const SyntheticOptions& o, int shard, int shards)
     : o_(o), shard_(shard), shards_(shards) {

@@ -39,8 +39,4 @@ class SyntheticSource final : public data::BatchSource {
   data::DataPosition pos_;
 };
 
-// FNV-1a over the batch's ids, positions, boundaries and mask: the target stamps it on each
-// HiddenBatch and the drafter checks it.
-uint64_t MetadataChecksum(const data::TokenBatch& b);
-
 }  // namespace tandem::dflash

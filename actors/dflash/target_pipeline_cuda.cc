@@ -25,39 +25,23 @@
 
 #include <fmt/format.h>
 
-#include "actors/dflash/target_postprocess.h"
+#include "actors/dflash/target_pipeline_internal.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/core/cuda_check.h"
 #include "kernels/core/memory.h"
+#include "kernels/core/pinned_allocator.h"
 #include "kernels/core/stream.h"
 #include "runtime/profile/gpu_stage_timers.h"
 #include "runtime/store/cuda_copy_engine.h"
 #endif
 
-namespace tandem::dflash {
-
-HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica,
-                      const TargetModelSpec& spec);
+namespace tandem::dflash::internal {
 
 #ifdef TANDEM_HAVE_CUDA
 namespace {
-
-#define DFLASH_CUDA(expr)                                                                \
-  do {                                                                                   \
-    const cudaError_t dflash_err_ = (expr);                                              \
-    if (dflash_err_ != cudaSuccess)                                                      \
-      return InternalError("{}: {}", #expr, cudaGetErrorString(dflash_err_));            \
-  } while (0)
-
-// Pinned host buffer (cudaMallocHost), freed on destruction.
-struct PinnedI32 {
-  int32_t* p = nullptr;
-  ~PinnedI32() {
-    if (p != nullptr) cudaFreeHost(p);
-  }
-};
 
 class CudaPipeline final : public TargetPipeline {
  public:
@@ -81,13 +65,13 @@ class CudaPipeline final : public TargetPipeline {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     // Every copy out of the capture sets must finish before their memory goes back.
-    cudaSetDevice(device_);
-    cudaStreamSynchronize(compute());
-    if (pp_stream_.get() != nullptr) cudaStreamSynchronize(pp_stream_.get());
+    CUDA_LOG_IF_ERROR(cudaSetDevice(device_));
+    CUDA_LOG_IF_ERROR(cudaStreamSynchronize(compute()));
+    if (pp_stream_.get() != nullptr) CUDA_LOG_IF_ERROR(cudaStreamSynchronize(pp_stream_.get()));
   }
 
   Status Init() {
-    DFLASH_CUDA(cudaSetDevice(device_));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     ASSIGN_OR_RETURN(pp_stream_, kernels::CudaStream::Create(device_));
     engine_ = std::make_unique<CudaCopyEngine>(pp_stream_.get());
     ASSIGN_OR_RETURN(timers_, GpuStageTimers::Create(env_->profile, 64));
@@ -107,9 +91,10 @@ class CudaPipeline final : public TargetPipeline {
                                                      compute()));
       ASSIGN_OR_RETURN(s.cu, kernels::Tensor::Empty(*pool, kernels::DType::kI32, {tmax + 1},
                                                     compute()));
-      DFLASH_CUDA(cudaMallocHost(&s.h_ids.p, tmax * sizeof(int32_t)));
-      DFLASH_CUDA(cudaMallocHost(&s.h_pos.p, tmax * sizeof(int32_t)));
-      DFLASH_CUDA(cudaMallocHost(&s.h_cu.p, (tmax + 1) * sizeof(int32_t)));
+      ASSIGN_OR_RETURN(s.h_ids, kernels::Tensor::Empty(pinned_, kernels::DType::kI32, {tmax}));
+      ASSIGN_OR_RETURN(s.h_pos, kernels::Tensor::Empty(pinned_, kernels::DType::kI32, {tmax}));
+      ASSIGN_OR_RETURN(s.h_cu,
+                       kernels::Tensor::Empty(pinned_, kernels::DType::kI32, {tmax + 1}));
       ASSIGN_OR_RETURN(s.forward_done, kernels::CudaEvent::Create(device_));
       ASSIGN_OR_RETURN(s.free, kernels::CudaEvent::Create(device_));
     }
@@ -119,12 +104,12 @@ class CudaPipeline final : public TargetPipeline {
 
   Status Submit(data::TokenBatch batch, data::DataPosition next, int replica) override {
     RETURN_IF_ERROR(FirstError());
-    DFLASH_CUDA(cudaSetDevice(device_));
+    CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     Set& s = sets_[next_set_];
     next_set_ = (next_set_ + 1) % 2;
     {
       ScopedTimer timer(set_wait_);
-      if (s.used) DFLASH_CUDA(cudaEventSynchronize(s.free.get()));
+      if (s.used) CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.free.get()));
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return queue_.size() < kMaxQueued || !error_.ok(); });
       if (!error_.ok()) return error_;
@@ -140,15 +125,16 @@ class CudaPipeline final : public TargetPipeline {
                                   spec_.max_tokens);
     {
       ScopedTimer timer(pack_);
-      std::memcpy(s.h_ids.p, b.input_ids.data(), t * sizeof(int32_t));
-      std::memcpy(s.h_pos.p, b.position_ids.data(), t * sizeof(int32_t));
-      std::memcpy(s.h_cu.p, b.cu_seqlens.data(), (docs + 1) * sizeof(int32_t));
-      DFLASH_CUDA(cudaMemcpyAsync(s.ids.data(), s.h_ids.p, t * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, compute()));
-      DFLASH_CUDA(cudaMemcpyAsync(s.pos.data(), s.h_pos.p, t * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, compute()));
-      DFLASH_CUDA(cudaMemcpyAsync(s.cu.data(), s.h_cu.p, (docs + 1) * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, compute()));
+      std::memcpy(s.h_ids.data(), b.input_ids.data(), t * sizeof(int32_t));
+      std::memcpy(s.h_pos.data(), b.position_ids.data(), t * sizeof(int32_t));
+      std::memcpy(s.h_cu.data(), b.cu_seqlens.data(), (docs + 1) * sizeof(int32_t));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.ids.data(), s.h_ids.data(), t * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, compute()));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.pos.data(), s.h_pos.data(), t * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, compute()));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.cu.data(), s.h_cu.data(),
+                                           (docs + 1) * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, compute()));
     }
     const kernels::Device dev = target_->model().device();
     std::vector<models::LayerCapture> caps;
@@ -204,7 +190,7 @@ class CudaPipeline final : public TargetPipeline {
   struct Set {
     std::vector<kernels::Tensor> captures;  // k x bf16 [Tmax, H]
     kernels::Tensor ids, pos, cu;           // i32 [Tmax], [Tmax], [Tmax+1] on the device
-    PinnedI32 h_ids, h_pos, h_cu;           // their pinned staging
+    kernels::Tensor h_ids, h_pos, h_cu;     // their pinned staging (pinned_)
     kernels::CudaEvent forward_done;        // compute stream: the forward into this set
     kernels::CudaEvent free;                // postprocess stream: its last D2H
     bool used = false;                      // `free` has been recorded
@@ -223,7 +209,7 @@ class CudaPipeline final : public TargetPipeline {
   }
 
   void PostprocessLoop() {
-    cudaSetDevice(device_);
+    CUDA_LOG_IF_ERROR(cudaSetDevice(device_));
     while (true) {
       Entry e;
       {
@@ -263,6 +249,7 @@ class CudaPipeline final : public TargetPipeline {
   std::string owner_;
   int device_;
   StageHandle forward_, d2h_, pack_, set_wait_, push_wait_;
+  kernels::PinnedAllocator pinned_;  // before sets_: outlives their staging
   kernels::CudaStream pp_stream_;
   std::unique_ptr<CudaCopyEngine> engine_;
   std::unique_ptr<GpuStageTimers> timers_;
@@ -280,26 +267,24 @@ class CudaPipeline final : public TargetPipeline {
 
 }  // namespace
 
-std::unique_ptr<TargetPipeline> MakeCudaPipeline(SharedTarget* target,
-                                                 const TargetModelSpec& spec, JobEnv* env,
-                                                 Channel<HiddenBatch>* out, std::string owner,
-                                                 Status* status) {
+Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget* target,
+                                                         const TargetModelSpec& spec,
+                                                         JobEnv* env, Channel<HiddenBatch>* out,
+                                                         std::string owner) {
   auto p = std::make_unique<CudaPipeline>(target, spec, env, out, std::move(owner));
-  *status = p->Init();
-  if (!status->ok()) return nullptr;
-  return p;
+  RETURN_IF_ERROR(p->Init());
+  return std::unique_ptr<TargetPipeline>(std::move(p));
 }
 
 #else
 
 // Without CUDA, ActorDevice never names a GPU, so no target reaches this.
-std::unique_ptr<TargetPipeline> MakeCudaPipeline(SharedTarget*, const TargetModelSpec&, JobEnv*,
-                                                 Channel<HiddenBatch>*, std::string owner,
-                                                 Status* status) {
-  *status = InvalidArgumentError("{}: this build has no CUDA", owner);
-  return nullptr;
+Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget*, const TargetModelSpec&,
+                                                         JobEnv*, Channel<HiddenBatch>*,
+                                                         std::string owner) {
+  return UnavailableError("{}: this build has no CUDA", owner);
 }
 
 #endif
 
-}  // namespace tandem::dflash
+}  // namespace tandem::dflash::internal

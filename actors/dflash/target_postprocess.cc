@@ -2,17 +2,17 @@
 
 #include <fmt/format.h>
 
-#include "actors/dflash/synthetic_source.h"
+#include "actors/dflash/target_pipeline_internal.h"
 #include "kernels/core/dtype.h"
 #include "runtime/profile/profile_stats.h"
 
 namespace tandem::dflash {
+namespace internal {
 
-// Builds the HiddenBatch shell (metadata and checksum) shared by both pipelines.
 HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica,
                       const TargetModelSpec& spec) {
   HiddenBatch hb;
-  hb.checksum = MetadataChecksum(batch);
+  hb.checksum = batch.Checksum();
   hb.tokens = std::move(batch);
   hb.source_replica = replica;
   hb.hidden_size = spec.config.hidden_size;
@@ -21,10 +21,7 @@ HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int repli
   return hb;
 }
 
-std::unique_ptr<TargetPipeline> MakeCudaPipeline(SharedTarget* target,
-                                                 const TargetModelSpec& spec, JobEnv* env,
-                                                 Channel<HiddenBatch>* out, std::string owner,
-                                                 Status* status);
+}  // namespace internal
 
 namespace {
 
@@ -37,7 +34,7 @@ class CpuPipeline final : public TargetPipeline {
         push_wait_(env->profile->Stage("target.push_wait")) {}
 
   Status Submit(data::TokenBatch batch, data::DataPosition next, int replica) override {
-    HiddenBatch hb = MakeShell(std::move(batch), next, replica, spec_);
+    HiddenBatch hb = internal::MakeShell(std::move(batch), next, replica, spec_);
     const int64_t t = hb.tokens.tokens(), h = hb.hidden_size;
     const uint64_t bytes = static_cast<uint64_t>(t * h) * sizeof(kernels::bf16);
     std::vector<MutableObject> objs;
@@ -82,11 +79,7 @@ Result<std::unique_ptr<TargetPipeline>> TargetPipeline::Create(SharedTarget* tar
                                                                std::string owner) {
   if (target->model().device().is_cpu())
     return std::unique_ptr<TargetPipeline>(new CpuPipeline(target, spec, env, out, owner));
-  Status status = Status::Ok();
-  std::unique_ptr<TargetPipeline> p =
-      MakeCudaPipeline(target, spec, env, out, std::move(owner), &status);
-  RETURN_IF_ERROR(status);
-  return p;
+  return internal::MakeCudaPipeline(target, spec, env, out, std::move(owner));
 }
 
 }  // namespace tandem::dflash

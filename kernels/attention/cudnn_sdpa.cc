@@ -335,8 +335,11 @@ class CausalVarlenAttentionImpl final : public CausalVarlenAttention {
       : backend_(backend), handle_(handle) {}
   ~CausalVarlenAttentionImpl() override {
     plans_.clear();
-    if (buffer_ != nullptr) cudaFree(buffer_);
-    if (handle_ != nullptr) cudnnDestroy(handle_);
+    if (buffer_ != nullptr) CUDA_LOG_IF_ERROR(cudaFree(buffer_));
+    if (handle_ != nullptr) {
+      const cudnnStatus_t st = cudnnDestroy(handle_);
+      if (st != CUDNN_STATUS_SUCCESS) TLOG_ERROR("cudnnDestroy: {}", cudnnGetErrorString(st));
+    }
   }
 
   Status Forward(const TensorView& q, const TensorView& k, const TensorView& v,

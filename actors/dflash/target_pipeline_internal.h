@@ -1,0 +1,25 @@
+// Private to target_postprocess.cc (the TargetPipeline factory and the CPU pipeline) and
+// target_pipeline_cuda.cc (the CUDA pipeline): what each defines for the other.
+//
+// Thread-safety: as target_postprocess.h.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/dflash/target_postprocess.h"
+
+namespace tandem::dflash::internal {
+
+// The HiddenBatch shell of `batch` (metadata, its checksum, where it came from), without
+// layers: both pipelines fill those in.
+HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica,
+                      const TargetModelSpec& spec);
+
+// The CUDA pipeline on the target's device (Unavailable in a build without CUDA).
+Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget* target,
+                                                         const TargetModelSpec& spec,
+                                                         JobEnv* env, Channel<HiddenBatch>* out,
+                                                         std::string owner);
+
+}  // namespace tandem::dflash::internal
