@@ -27,9 +27,11 @@
 // drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue.
 //
 // This file builds the parts of a run (settings: drafter_settings.h; the target's
-// embedding and LM head; the trainer; the device; the all-reduce; checkpoints:
+// embedding and LM head: a colocated target replica's, else the two matrices alone,
+// never a whole target of its own; the trainer; the device; the all-reduce; checkpoints:
 // drafter_checkpointer.h) and hands them to the loop (drafter_loop.h).
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -43,6 +45,7 @@
 #include "actors/dflash/target_settings.h"
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/actor/registry.h"
+#include "runtime/actor/system.h"
 #include "runtime/job/job_actor.h"
 
 namespace tandem::dflash {
@@ -107,14 +110,20 @@ class DrafterActor final : public JobActor {
     return ParseTargetModelSpec(tg->settings, env.job->seed);
   }
 
+  // True on the CPU, and on a GPU where a replica of `target_group` runs.
+  bool SharesDeviceWithTarget(const std::string& target_group, kernels::Device device) const {
+    if (device.is_cpu() || context().system == nullptr) return true;
+    for (const ActorInfo& a : context().system->Snapshot())
+      if (a.name.rfind(target_group + "/", 0) == 0 && a.gpu == device.index) return true;
+    return false;
+  }
+
   Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
     const int restarts = context().restarts;
     ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s_, name(), env->job->seed));
     int nranks = 1;
     ASSIGN_OR_RETURN(const TargetModelSpec spec, TargetOf(*env, ds, &nranks));
     const kernels::Device device = ActorDevice(context().gpu);
-    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target,
-                     AcquireTarget(*env->registry, spec, device));
     if (nranks > 1) {
       ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(*env->registry, context().group, nranks,
                                                  context().replica, device));
@@ -126,6 +135,18 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(DrafterConfig(ds, spec), to,
                                                                  device, dev->stream()));
     RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, dev->stream()));
+    // The frozen embedding and LM head: a target replica's on this device (colocation), else
+    // the two matrices alone.
+    std::shared_ptr<SharedTarget> target;
+    std::optional<models::Qwen3Head> own_head;
+    models::DFlashTargetHead head;
+    if (SharesDeviceWithTarget(ds.target_group, device)) {
+      ASSIGN_OR_RETURN(target, AcquireTarget(*env->registry, spec, device));
+      head = {target->model().weights().embed(), target->model().weights().lm_head()};
+    } else {
+      ASSIGN_OR_RETURN(own_head, LoadTargetHead(spec, device, dev->stream()));
+      head = {own_head->embed(), own_head->lm_head()};
+    }
 
     DrafterCheckpointer checkpointer(ds.checkpoint_dir, context().replica == 0, name());
     ResumeState state;
@@ -141,7 +162,7 @@ class DrafterActor final : public JobActor {
     parts.owner = name();
     parts.restarts = restarts;
     parts.layer_ids = spec.layer_ids;
-    parts.head = {target->model().weights().embed(), target->model().weights().lm_head()};
+    parts.head = head;
     parts.trainer = trainer.get();
     parts.dev = dev.get();
     parts.allreduce = ar.get();

@@ -75,6 +75,13 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
   return shared;
 }
 
+Result<models::Qwen3Head> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
+                                         kernels::Stream stream) {
+  if (spec.model == "random")
+    return models::Qwen3Head::Random(spec.config, device, spec.seed, stream);
+  return models::Qwen3Head::Load(spec.model, spec.config, device, stream);
+}
+
 Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
                                                     const TargetModelSpec& spec,
                                                     kernels::Device device) {

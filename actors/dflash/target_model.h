@@ -16,6 +16,7 @@
 
 #include "kernels/core/dtype.h"
 #include "models/io/hf_config.h"
+#include "models/qwen3/qwen3_head.h"
 #include "models/qwen3/qwen3_target.h"
 #include "runtime/core/status.h"
 #include "runtime/job/job_registry.h"
@@ -58,6 +59,12 @@ Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
 // A new copy of the target of `spec` on `device`, not shared.
 Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
                                                  kernels::Device device);
+
+// The target's embedding and LM head alone (models/qwen3/qwen3_head.h), for a drafter on a
+// GPU without a target replica: loaded from spec.model, or the random model's, on `device`
+// (ordered on `stream`, complete on return).
+Result<models::Qwen3Head> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
+                                         kernels::Stream stream);
 
 // The device an actor on GPU `gpu` (-1: none) runs its model on.
 kernels::Device ActorDevice(int gpu);

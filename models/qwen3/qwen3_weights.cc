@@ -8,6 +8,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/philox.h"
 #include "models/io/weight_spec.h"
+#include "models/qwen3/qwen3_weights_internal.h"
 
 namespace tandem::models {
 
@@ -39,13 +40,38 @@ Shape ToShape(const std::vector<int64_t>& dims) {
   return Shape::FromArray(dims.data(), static_cast<int>(dims.size()));
 }
 
+}  // namespace
+
 Result<kernels::Allocator*> AllocatorFor(Device device) {
   if (device.is_cpu()) return static_cast<kernels::Allocator*>(&kernels::HostAllocator());
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
   return static_cast<kernels::Allocator*>(pool);
 }
 
-}  // namespace
+Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint64_t seed,
+                        float scale, const Tensor& scratch, Stream stream) {
+  dst = dst.Reshape({Numel(s.shape)});
+  float lo, hi;
+  if (s.shape.size() == 1) {
+    lo = 0.8f;
+    hi = 1.2f;
+  } else if (EndsWith(s.name, "embed_tokens.weight") || EndsWith(s.name, "lm_head.weight")) {
+    lo = -scale;
+    hi = scale;
+  } else {
+    hi = scale / std::sqrt(static_cast<float>(s.shape[1]));
+    lo = -hi;
+  }
+  const int64_t chunk_elems = scratch.numel();
+  for (int64_t off = 0, chunk = 0; off < dst.numel(); off += chunk_elems, ++chunk) {
+    const int64_t n = std::min(chunk_elems, dst.numel() - off);
+    const TensorView part = scratch.view().Narrow(0, 0, n);
+    RETURN_IF_ERROR(
+        kernels::PhiloxUniformFill(part, lo, hi, seed, (index << 20) + chunk, stream));
+    RETURN_IF_ERROR(kernels::Cast(dst.Narrow(0, off, n), part, stream));
+  }
+  return Status::Ok();
+}
 
 Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device device,
                                             Stream stream) {
@@ -145,29 +171,11 @@ Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config, Devic
                                           uint64_t seed, Stream stream, float scale) {
   ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
   ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
-  constexpr int64_t kChunk = int64_t{1} << 24;  // f32 scratch elements per fill
-  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kChunk}, stream));
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
   const std::vector<WeightSpec> specs = CausalLmWeightSpecs(config);
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
-    const TensorView dst = w.Destination(s.name).Reshape({Numel(s.shape)});
-    float lo, hi;
-    if (s.shape.size() == 1) {
-      lo = 0.8f;
-      hi = 1.2f;
-    } else if (EndsWith(s.name, "embed_tokens.weight") || EndsWith(s.name, "lm_head.weight")) {
-      lo = -scale;
-      hi = scale;
-    } else {
-      hi = scale / std::sqrt(static_cast<float>(s.shape[1]));
-      lo = -hi;
-    }
-    for (int64_t off = 0, chunk = 0; off < dst.numel(); off += kChunk, ++chunk) {
-      const int64_t n = std::min(kChunk, dst.numel() - off);
-      const TensorView part = scratch.view().Narrow(0, 0, n);
-      RETURN_IF_ERROR(kernels::PhiloxUniformFill(part, lo, hi, seed, (i << 20) + chunk, stream));
-      RETURN_IF_ERROR(kernels::Cast(dst.Narrow(0, off, n), part, stream));
-    }
+    RETURN_IF_ERROR(FillRandomWeight(s, i, w.Destination(s.name), seed, scale, scratch, stream));
   }
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   return w;
