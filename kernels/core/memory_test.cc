@@ -1,6 +1,7 @@
 // CPU tests of kernels/core/memory.h: Tensor ownership, the host allocator, and the caching
 // pool's bookkeeping (reuse, splitting, coalescing, streams, OOM) against a fake backend.
 #include "kernels/core/memory.h"
+#include "kernels/core/pinned_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -146,6 +147,22 @@ TEST_F(CachingPoolTest, ReleaseCachedReturnsEverythingUnused) {
   EXPECT_EQ(fake_.frees, 1);
   EXPECT_EQ(pool_.stats().reserved_bytes, CachingPool::kSmallSegment);
   EXPECT_EQ(pool_.stats().in_use_bytes, CachingPool::kAlignment);
+}
+
+TEST(PinnedAllocatorTest, TensorsFromItAreCountedAndReturned) {
+  PinnedAllocator pinned;
+  {
+    auto a = Tensor::Empty(pinned, DType::kI32, {1000});
+    auto b = Tensor::Empty(pinned, DType::kF32, {5});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(a->device().is_cpu());
+    static_cast<int32_t*>(a->data())[999] = 7;  // host-writable, whole
+    EXPECT_EQ(pinned.stats().in_use_bytes, 2 * 4096);  // page-rounded
+    EXPECT_EQ(pinned.stats().num_allocs, 2);
+  }
+  EXPECT_EQ(pinned.stats().in_use_bytes, 0);
+  EXPECT_EQ(pinned.stats().num_backend_frees, 2);
+  EXPECT_EQ(pinned.stats().high_water_in_use, 2 * 4096);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // Noise uses __fmul_rn/__fadd_rn so no FMA contraction changes the bits versus the CPU.
 #include <algorithm>
 
+#include "kernels/core/device_props.h"
 #include "kernels/elementwise/concat_noise_kernels.h"
 #include "kernels/elementwise/elementwise_vec.cuh"
 #include "kernels/random/philox.h"
@@ -85,9 +86,10 @@ cudaError_t LaunchConcatNoise(void* out, const void* const* inputs, int k, int64
   }
   constexpr int kThreads = 256;
   auto* o = static_cast<bf16_t*>(out);
-  // About two waves of blocks in all (132 SMs x 8 resident blocks of 256 threads), split over
+  // About two waves of blocks in all (SMs x 8 resident blocks of 256 threads), split over
   // the k inputs; blocks stride over the tokens.
-  const unsigned bx = static_cast<unsigned>(std::min<int64_t>(tokens, std::max(1, 132 * 16 / k)));
+  const unsigned bx = static_cast<unsigned>(
+      std::min<int64_t>(tokens, std::max(1, CurrentDeviceSmCount() * 16 / k)));
   const dim3 grid(bx, static_cast<unsigned>(k));
   if (h % 8 == 0 && aligned) {
     concat_noise_kernel<8, 2><<<grid, kThreads, 0, s>>>(o, in, k, tokens, h, noise_std, seed, offset);

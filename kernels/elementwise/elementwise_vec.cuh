@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernels/core/device_props.h"
+
 namespace tandem::kernels::cuda_detail {
 
 // Eight bf16 (16 bytes): one vector load/store.
@@ -123,8 +125,8 @@ inline bool Aligned16(std::initializer_list<const void*> ptrs) {
 // the device several times over, never more than needed.
 inline unsigned GridFor(int64_t work, int threads) {
   int64_t blocks = (work + threads - 1) / threads;
-  constexpr int64_t kMaxBlocks = 132 * 32;  // H200: 132 SMs; 32 resident blocks is plenty
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  const int64_t max_blocks = int64_t{CurrentDeviceSmCount()} * 32;  // 32 resident is plenty
+  if (blocks > max_blocks) blocks = max_blocks;
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 

@@ -8,11 +8,13 @@
 //   frequencies are a kernel argument staged in shared memory; sincosf as rope.cu.
 //   Backwards accumulate dw for the thread's columns over the block's rows, combine the
 //   block's groups in fixed order through shared memory into one partial row per block,
-//   and dw_reduce_kernel sums the partials in fixed order: deterministic, no atomics.
+//   and LaunchRmsNormDwReduce (rmsnorm.cu) sums the partials in fixed order: deterministic.
 #include <algorithm>
 
+#include "kernels/core/device_props.h"
 #include "kernels/elementwise/elementwise_vec.cuh"
 #include "kernels/norm/fused_norm_kernels.h"
+#include "kernels/norm/rmsnorm_kernels.h"
 
 namespace tandem::kernels {
 namespace {
@@ -292,24 +294,6 @@ __global__ void __launch_bounds__(512)
   if (rpb > 1) CombineGroups(out, combine, rpb, h);
 }
 
-// dw: [h] += sum over p of partial: [p, h]. Block: 32 columns x 32 slices of p; slice y sums
-// rows y, y + 32, ... in order, then the slices are added in a fixed tree: deterministic.
-__global__ void __launch_bounds__(1024)
-    dw_reduce_kernel(float* dw, const float* partial, int p, int h) {
-  __shared__ float sums[32][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
-  float s = 0.f;
-  if (c < h)
-    for (int i = threadIdx.y; i < p; i += 32) s += partial[int64_t{i} * h + c];
-  sums[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  for (int half = 16; half > 0; half /= 2) {
-    if (threadIdx.y < half) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + half][threadIdx.x];
-    __syncthreads();
-  }
-  if (threadIdx.y == 0 && c < h) dw[c] += sums[0][threadIdx.x];
-}
-
 // Row split: `group` threads per row (a power of two <= 32, several rows per 256-thread
 // block) or, when a row needs more, one row per block of `group` threads (multiple of 32).
 struct Layout {
@@ -334,10 +318,7 @@ InvFreq Table(const float* inv_freq, int half) {
 }
 
 cudaError_t Reduce(float* dw, const float* workspace, int64_t blocks, int64_t cols, Stream s) {
-  dw_reduce_kernel<<<(cols + 31) / 32, dim3(32, 32), 0, s>>>(dw, workspace,
-                                                             static_cast<int>(blocks),
-                                                             static_cast<int>(cols));
-  return cudaGetLastError();
+  return LaunchRmsNormDwReduce(dw, workspace, blocks, cols, s);
 }
 
 // Blocks of a backward: at most as many as are resident at once (each streams its rows, so
@@ -345,11 +326,9 @@ cudaError_t Reduce(float* dw, const float* workspace, int64_t blocks, int64_t co
 template <typename Kernel>
 cudaError_t BackwardBlocks(Kernel* kernel, const Layout& l, size_t smem, int64_t rows,
                            int64_t workspace_rows, int64_t* blocks) {
-  int device = 0, sms = 0, per_sm = 0;
+  const int sms = CurrentDeviceSmCount();
+  int per_sm = 0;
   cudaError_t e;
-  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-    return e;
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads, smem)) !=
       cudaSuccess)
     return e;
@@ -365,7 +344,8 @@ cudaError_t NormRopeFwd(void* y, float* rstd, const void* x, const void* w, cons
   const Layout l = LayoutFor(d / 2 / kVec, kPer);
   if (l.group > 32) return cudaErrorInvalidValue;
   const int64_t rows = tokens * heads;
-  const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, 132 * 16);
+  const int64_t blocks =
+      std::min<int64_t>((rows + l.rpb - 1) / l.rpb, int64_t{CurrentDeviceSmCount()} * 16);
   norm_rope_fwd_kernel<kVec, kPer><<<blocks, l.threads, 0, s>>>(
       static_cast<bf16_t*>(y), rstd, static_cast<const bf16_t*>(x),
       static_cast<const bf16_t*>(w), pos, f, rows, static_cast<int>(heads),
@@ -399,7 +379,8 @@ cudaError_t AddNormFwd(void* hsum, void* y, float* rstd, const void* a, const vo
                        const void* w, int64_t rows, int64_t h, float eps, Stream s) {
   const Layout l = LayoutFor(h / kVec, kPer);
   if (l.threads > 512) return cudaErrorInvalidValue;
-  const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, 132 * 16);
+  const int64_t blocks =
+      std::min<int64_t>((rows + l.rpb - 1) / l.rpb, int64_t{CurrentDeviceSmCount()} * 16);
   add_norm_fwd_kernel<kVec, kPer><<<blocks, l.threads, 0, s>>>(
       static_cast<bf16_t*>(hsum), static_cast<bf16_t*>(y), rstd, static_cast<const bf16_t*>(a),
       static_cast<const bf16_t*>(b), static_cast<const bf16_t*>(w), rows, static_cast<int>(h),

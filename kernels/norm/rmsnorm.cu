@@ -18,6 +18,7 @@
 // flight per SM (the block kernel's 95 registers allowed ~5).
 #include <algorithm>
 
+#include "kernels/core/device_props.h"
 #include "kernels/elementwise/elementwise_vec.cuh"
 #include "kernels/norm/rmsnorm_kernels.h"
 
@@ -359,7 +360,8 @@ cudaError_t Forward(void* y, float* rstd, const void* x, const void* w, int64_t 
                     float eps, Stream s) {
   const RowLayout l = LayoutFor(h, kVec, kPer);
   if (l.threads > kMaxThreads) return cudaErrorInvalidValue;
-  const int64_t blocks = std::min<int64_t>((rows + l.rpb - 1) / l.rpb, 132 * 16);
+  const int64_t blocks =
+      std::min<int64_t>((rows + l.rpb - 1) / l.rpb, int64_t{CurrentDeviceSmCount()} * 16);
   rmsnorm_fwd_kernel<kVec, kPer><<<blocks, l.threads, 0, s>>>(
       static_cast<bf16_t*>(y), rstd, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w),
       rows, static_cast<int>(h), l.group, eps);
@@ -398,9 +400,7 @@ cudaError_t Backward(void* dx, float* dw, const void* dy, const void* x, const v
       l.group);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 32), 0, s>>>(
-      dw, workspace, static_cast<int>(blocks), static_cast<int>(h));
-  return cudaGetLastError();
+  return LaunchRmsNormDwReduce(dw, workspace, blocks, h, s);
 }
 
 // Pipelined backward launch: as many blocks as fit on the device at once (so every block is
@@ -413,10 +413,8 @@ cudaError_t BackwardPipe(void* dx, float* dw, const void* dy, const void* x, con
   const int smem = kStages * 2 * static_cast<int>(h) * 2;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  int device = 0, sms = 0, per_sm = 0;
-  if ((e = cudaGetDevice(&device)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-    return e;
+  const int sms = CurrentDeviceSmCount();
+  int per_sm = 0;
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) !=
       cudaSuccess)
     return e;
@@ -428,9 +426,7 @@ cudaError_t BackwardPipe(void* dx, float* dw, const void* dy, const void* x, con
                                         static_cast<const bf16_t*>(w), rstd, rows,
                                         static_cast<int>(h));
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 32), 0, s>>>(
-      dw, workspace, static_cast<int>(blocks), static_cast<int>(h));
-  return cudaGetLastError();
+  return LaunchRmsNormDwReduce(dw, workspace, blocks, h, s);
 }
 
 }  // namespace
@@ -454,6 +450,13 @@ cudaError_t LaunchRmsNormBackward(void* dx, float* dw, const void* dy, const voi
   if (vec)
     return Backward<8, 4>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
   return Backward<1, 32>(dx, dw, dy, x, w, rstd, workspace, workspace_rows, rows, h, s);
+}
+
+cudaError_t LaunchRmsNormDwReduce(float* dw, const float* partial, int64_t p, int64_t h,
+                                  Stream s) {
+  rmsnorm_dw_reduce_kernel<<<(h + 31) / 32, dim3(32, 32), 0, s>>>(
+      dw, partial, static_cast<int>(p), static_cast<int>(h));
+  return cudaGetLastError();
 }
 
 }  // namespace tandem::kernels

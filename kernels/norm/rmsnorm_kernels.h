@@ -21,4 +21,10 @@ cudaError_t LaunchRmsNormBackward(void* dx, float* dw, const void* dy, const voi
                                   const float* rstd, float* workspace, int64_t workspace_rows,
                                   int64_t rows, int64_t h, Stream s);
 
+// dw: f32 [h] += the sum over the p rows of partial: f32 [p, h], in a fixed order
+// (deterministic, no atomics). The one dw reduction of every norm backward (rmsnorm.cu,
+// fused_norm.cu).
+cudaError_t LaunchRmsNormDwReduce(float* dw, const float* partial, int64_t p, int64_t h,
+                                  Stream s);
+
 }  // namespace tandem::kernels

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "kernels/core/device_props.h"
 #include "kernels/optim/adamw_kernels.h"
 
 namespace tandem::kernels {
@@ -143,7 +144,8 @@ bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 
 int GridFor(int64_t work) {
   int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(blocks, 132 * 16)));
+  return static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t{CurrentDeviceSmCount()} * 16)));
 }
 
 }  // namespace
