@@ -98,8 +98,7 @@ TEST(ChannelTest, ConsumerWaitsForMinReady) {
     value = *r;
     got = true;
   });
-  WaitUntil([&] { return ch->Stats().blocked_consumers == 1; });
-  std::this_thread::sleep_for(20ms);
+  WaitUntil([&] { return ch->Stats().blocked_consumers == 1; });  // waits below min_ready
   EXPECT_FALSE(got.load());
   EXPECT_EQ(ch->Stats().depth, 2u);
   ASSERT_TRUE(ch->Push(12).ok());
@@ -170,7 +169,7 @@ TEST(ChannelTest, TimedOpsWaitTheirTimeout) {
   EXPECT_GE(SteadyClock::now() - t0, 50ms);
   // A timed push that gets room in time succeeds.
   std::thread consumer([&] {
-    std::this_thread::sleep_for(20ms);
+    WaitUntil([&] { return ch->Stats().blocked_producers == 1; });  // the push waits first
     EXPECT_EQ(*ch->Pop(), 1);
   });
   EXPECT_TRUE(ch->PushFor(3, 10s).ok());

@@ -12,6 +12,16 @@
 namespace tandem {
 namespace {
 
+// Blocks until `n` creates have started waiting for memory (no sleep: a create counts its
+// wait under the store's lock and only then waits, so the count is the event itself).
+void WaitForCreateWaits(const ObjectStore& store, uint64_t n) {
+  const TimePoint deadline = SteadyClock::now() + std::chrono::seconds(20);
+  while (store.Stats().create_waits < n) {
+    ASSERT_LT(SteadyClock::now(), deadline) << "no create started waiting";
+    std::this_thread::yield();
+  }
+}
+
 using std::chrono::milliseconds;
 
 constexpr uint64_t kObj = 4096;
@@ -205,7 +215,7 @@ TEST_F(StoreTest, BlockedCreateWakesWhenARefIsReleased) {
     result = c.status();
     done = true;
   });
-  std::this_thread::sleep_for(milliseconds(100));
+  WaitForCreateWaits(*store_, 1);  // counted under the lock it then waits on
   EXPECT_FALSE(done.load());  // it waits: the arena is full
   a.Reset();
   waiter.join();  // must wake well before its 20 s timeout
@@ -229,7 +239,7 @@ TEST_F(StoreTest, BlockedCreateWakesWhenAFenceCompletes) {
     EXPECT_TRUE(store_->Create(kObj, "drafter", std::chrono::seconds(20)).ok());
     done = true;
   });
-  std::this_thread::sleep_for(milliseconds(100));
+  WaitForCreateWaits(*store_, 1);
   EXPECT_FALSE(done.load());
   engine_.CompleteAll();
   waiter.join();
