@@ -254,6 +254,7 @@ class DrafterActor final : public JobActor {
                                 ? std::string()
                                 : fmt::format("; checkpoint in {}", ck_dir));
     };
+    if (env->metrics != nullptr) env->metrics->SetStep(name(), state.step, max_steps);
     bool done = false;
     while (!done) {
       SetStage("drafter.queue_get");

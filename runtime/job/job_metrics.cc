@@ -12,8 +12,11 @@
 namespace tandem {
 namespace {
 
+// Keys in the order written ("kind" and "t" first), for people reading the file.
+using Json = nlohmann::ordered_json;
+
 // JSON has no NaN or Inf: a non-finite number is written as null (the report skips it).
-nlohmann::json Num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+Json Num(double v) { return std::isfinite(v) ? Json(v) : Json(); }
 
 void Flatten(const std::string& prefix, const ConfigValue& v,
              std::vector<std::pair<std::string, std::string>>* out) {
@@ -58,8 +61,8 @@ Status JobMetrics::OpenFile(const std::string& path, bool append) {
   file_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!file_) return NotFoundError("metrics file {}: cannot open it for writing", path);
   path_ = path;
-  nlohmann::json settings = nlohmann::json::object();
-  nlohmann::json order = nlohmann::json::array();
+  Json settings = Json::object();
+  Json order = Json::array();
   if (job_ != nullptr) {
     for (auto& [k, v] : FlattenJobSettings(*job_)) {
       settings[k] = v;
@@ -68,8 +71,8 @@ Status JobMetrics::OpenFile(const std::string& path, bool append) {
   }
   const auto unix_s = std::chrono::duration<double>(
       std::chrono::system_clock::now().time_since_epoch()).count();
-  nlohmann::json h = {{"kind", "header"}, {"schema", kMetricsSchemaVersion},
-                      {"t", Now()},       {"job", job_ ? job_->name : ""},
+  Json h = {{"kind", "header"}, {"t", Now()}, {"schema", kMetricsSchemaVersion},
+                      {"job", job_ ? job_->name : ""},
                       {"file", job_ ? job_->path : ""}, {"started_unix", unix_s},
                       {"sample_seconds", kMetricsSampleSeconds},
                       {"settings", settings}, {"settings_order", order}};
@@ -113,7 +116,7 @@ void JobMetrics::Record(const std::string& actor, const TrainPoint& p) {
   WriteLine(fmt::format(
       R"({{"kind": "train", "t": {:.3f}, "actor": {}, "step": {}, "total_steps": {}, )"
       R"("loss": {}, "acc": {}, "tau": {}, "grad_norm": {}, "lr": {}, "tok_s": {}}})",
-      Now(), nlohmann::json(actor).dump(), p.step, p.total_steps, Num(p.loss).dump(), Num(p.acc).dump(),
+      Now(), Json(actor).dump(), p.step, p.total_steps, Num(p.loss).dump(), Num(p.acc).dump(),
       Num(p.tau).dump(), Num(p.grad_norm).dump(), Num(p.lr).dump(), Num(p.tok_s).dump()));
 }
 
@@ -122,7 +125,7 @@ void JobMetrics::Sample(const StoreStats& store, const std::vector<ChannelStats>
   std::lock_guard lock(mu_);
   if (!file_.is_open()) return;
   const double t = Now();
-  nlohmann::json stages = nlohmann::json::object();
+  Json stages = Json::object();
   for (const StageReport& r : profile.stages) {
     int64_t& last = last_stage_ns_[r.name];
     stages[r.name] = {{"seconds", (r.cumulative.total_ns - last) * 1e-9},
@@ -131,11 +134,11 @@ void JobMetrics::Sample(const StoreStats& store, const std::vector<ChannelStats>
                       {"p99_ms", r.cumulative.p99_ns * 1e-6}};
     last = r.cumulative.total_ns;
   }
-  nlohmann::json chans = nlohmann::json::object();
+  Json chans = Json::object();
   for (const ChannelStats& c : channels)
     chans[c.name] = {{"depth", c.depth}, {"capacity", c.capacity}, {"max_depth", c.max_depth},
                      {"popped", c.total_popped}};
-  nlohmann::json j = {{"kind", "sample"},
+  Json j = {{"kind", "sample"},
                       {"t", t},
                       {"window_s", t - last_sample_t_},
                       {"items_done", items_done},
@@ -149,7 +152,7 @@ void JobMetrics::Sample(const StoreStats& store, const std::vector<ChannelStats>
 
 void JobMetrics::End(const std::string& state, const std::string& error) {
   std::lock_guard lock(mu_);
-  WriteLine(nlohmann::json({{"kind", "end"}, {"t", Now()}, {"state", state}, {"error", error}})
+  WriteLine(Json({{"kind", "end"}, {"t", Now()}, {"state", state}, {"error", error}})
                 .dump());
 }
 

@@ -122,6 +122,7 @@ std::string FormatProgressLine(const JobStatus& job, int width) {
   width = std::max(width, 20);
   std::vector<Field> fields;
   fields.push_back({fmt::format("[{}]", job.name), 120});
+  if (job.state == "pending") return Cut(fields[0].text + "  pending: starting the job", width);
   if (job.state != "running") fields.push_back({job.state, 110});
   std::vector<Field> body = job.training.active ? TrainingFields(job) : ItemFields(job);
   fields.insert(fields.end(), body.begin(), body.end());

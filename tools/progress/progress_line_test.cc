@@ -77,6 +77,15 @@ TEST(ProgressLineTest, AJobKindWithNoTotalSaysSo) {
   EXPECT_TRUE(Has(with_total, "items 101/202") && Has(with_total, "ETA 11s")) << with_total;
 }
 
+TEST(ProgressLineTest, APendingJobIsStarting) {
+  JobStatus j;
+  j.name = "tiny";
+  j.state = "pending";
+  const std::string line = FormatProgressLine(j, 80);
+  EXPECT_TRUE(Has(line, "pending: starting")) << line;
+  EXPECT_FALSE(Has(line, "no total")) << line;
+}
+
 TEST(ProgressLineTest, Durations) {
   EXPECT_EQ(FormatDuration(42.4), "42s");
   EXPECT_EQ(FormatDuration(187), "3:07");

@@ -48,7 +48,7 @@ std::string Axes(const Chart& c, Range xr, Range yr, Frame* f) {
                    kTop, kWidth - kLeft - kRight, kHeight - kTop - kBottom);
   s += fmt::format(R"(<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>)" "\n",
                    (kLeft + kWidth - kRight) / 2, kHeight - 12, Escape(c.x_label));
-  s += fmt::format(R"(<text class="axis-label" transform="translate(18,{}) rotate(-90)" )"
+  s += fmt::format(R"svg(<text class="axis-label" transform="translate(18,{}) rotate(-90)" )svg"
                    R"(text-anchor="middle">{}</text>)" "\n",
                    (kTop + kHeight - kBottom) / 2, Escape(c.y_label));
   return s;
