@@ -36,7 +36,7 @@ svg.chart .tick{font-size:11px;fill:#444}
 svg.chart .axis-label{font-size:12px;fill:#222}
 svg.chart .grid{stroke:#e6e6e6}svg.chart .tickmark{stroke:#888}
 svg.chart .frame{fill:none;stroke:#888}
-.legend{font-size:12px;padding:2px 0 0 70px}
+.legend{font-size:12px;padding:2px 0 0 70px;max-width:680px}
 .legend span{margin-right:14px;white-space:nowrap}
 .legend i{display:inline-block;width:12px;height:9px;margin-right:4px}
 )";
