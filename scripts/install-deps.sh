@@ -10,6 +10,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   python3
+  bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal
 )
 missing=()
 for p in "${pkgs[@]}"; do

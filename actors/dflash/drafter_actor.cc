@@ -9,7 +9,7 @@
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
 // checkpoint = { dir, every_steps }; resume; max_bad_steps (5); fail_at_step (-1: never);
-// metrics_file (JSON lines, one per log); layer_types (array of "full_attention" /
+// metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
 // stop after this many seconds counted from the end of the first step, the steady state,
 // whose tokens/s the summary reports). CPU or one GPU per replica (drafter_device.h).
@@ -198,8 +198,11 @@ class DrafterActor final : public JobActor {
       return fmt::format("steps {} (already done at checkpoint), restarts {}", first_step,
                          restarted ? 1 : 0);
 
-    std::ofstream metrics;
-    if (!metrics_file.empty()) metrics.open(metrics_file, std::ios::app);
+    // The job's metrics file (runtime/job/job_metrics.h): by default beside the checkpoints.
+    if (metrics_file.empty() && !ck_dir.empty() && writes_checkpoints)
+      metrics_file = ck_dir + "/metrics.jsonl";
+    if (env->metrics != nullptr && !metrics_file.empty())
+      RETURN_IF_ERROR(env->metrics->OpenFile(metrics_file, /*append=*/resume || restarted));
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(in));
     const ChannelSpec* cs = env->job->FindChannel(in);
     const size_t min_ready = cs != nullptr ? static_cast<size_t>(cs->min_ready) : 1;
@@ -251,6 +254,7 @@ class DrafterActor final : public JobActor {
                                 ? std::string()
                                 : fmt::format("; checkpoint in {}", ck_dir));
     };
+    if (env->metrics != nullptr) env->metrics->SetStep(name(), state.step, max_steps);
     bool done = false;
     while (!done) {
       SetStage("drafter.queue_get");
@@ -307,6 +311,7 @@ class DrafterActor final : public JobActor {
         run_tokens += t;
         state.positions[hb.source_replica] = hb.next_position;
         RETURN_IF_ERROR(dev->AfterStep(state.step, trainer->drafter()));
+        if (env->metrics != nullptr) env->metrics->SetStep(name(), state.step, max_steps);
         RETURN_IF_ERROR(check_flags(/*wait=*/false));
         if (steady_t0 == 0) {
           RETURN_IF_ERROR(dev->Synchronize());  // once: the first step includes warm-up
@@ -344,7 +349,11 @@ class DrafterActor final : public JobActor {
               state.step, loss, acc, tau, gs[kernels::kGradStatsNorm],
               trainer->LearningRate(state.step - 1), run_tokens / std::max(secs, 1e-9));
           TLOG_INFO("{}: {}", name(), line);
-          if (metrics.is_open()) metrics << line << "\n" << std::flush;
+          if (env->metrics != nullptr)
+            env->metrics->Record(name(), {state.step, max_steps, loss, acc, tau,
+                                          gs[kernels::kGradStatsNorm],
+                                          trainer->LearningRate(state.step - 1),
+                                          run_tokens / std::max(secs, 1e-9)});
         }
         if (ck_every > 0 && state.step % ck_every == 0) {
           RETURN_IF_ERROR(checkpoint());

@@ -16,6 +16,7 @@
 
 #include "runtime/actor/actor.h"
 #include "runtime/channel/channel_registry.h"
+#include "runtime/job/job_metrics.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/profile/profile_stats.h"
 #include "runtime/store/object_store.h"
@@ -27,6 +28,7 @@ struct JobEnv {
   ObjectStore* store = nullptr;
   ChannelRegistry* channels = nullptr;
   ProfileStats* profile = nullptr;
+  JobMetrics* metrics = nullptr;  // training numbers for status and the metrics file
   uint64_t run_id = 0;            // unique per JobRunner::Run in this process
   std::atomic<bool> stop{false};  // set on Ctrl-C or when the job fails
 
