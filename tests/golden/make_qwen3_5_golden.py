@@ -16,6 +16,9 @@ carries the conv and delta-rule state across documents, tandem restarts them. Wr
 qwen3_5_tiny_golden.safetensors (layout in golden_common.py):
 
   input_ids, position_ids, cu_seqlens   the packed batch
+  alone.hidden.{1..7}  F32    decoder layer i alone on bf16(hidden.{i-1}) (fp32, CPU), and
+  bf16_hf.alone.hidden.{i}    the same layer in HF bf16: one layer's rounding error, free of
+                               the amplification of earlier layers' errors
   hidden.{0..7}  F32 [T, 64]   decoder layer outputs of the fp32 forward (CPU, no TF32) on
                                the saved bf16 weights
   final_norm     F32 [T, 64]   after the final norm
@@ -28,6 +31,7 @@ Run (torch + transformers >= 5 with Qwen3_5TextConfig; a GPU is used when presen
 """
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -48,7 +52,7 @@ def build_config():
         vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=NUM_LAYERS,
         num_attention_heads=4, num_key_value_heads=2, head_dim=32, hidden_act="silu",
         max_position_embeddings=1024, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        attention_bias=False, initializer_range=0.08,
+        attention_bias=False, initializer_range=0.05,
         linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
         linear_num_key_heads=2, linear_num_value_heads=4,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
@@ -75,10 +79,10 @@ def build_model(seed):
                 p.copy_(0.2 * torch.randn_like(p))
             elif name.endswith("dt_bias"):
                 p.copy_(1.0 + 0.5 * torch.randn_like(p))
-            elif name.endswith("A_log"):  # A in [0.05, 2]: decays that neither vanish nor stay 1
-                p.copy_(torch.empty_like(p).uniform_(0.05, 2.0).log())
+            elif name.endswith("A_log"):  # A in [0.05, 1]: decays that neither vanish nor stay 1
+                p.copy_(torch.empty_like(p).uniform_(0.05, 1.0).log())
             elif name.endswith("conv1d.weight"):
-                p.copy_(0.5 * torch.randn_like(p))
+                p.copy_(0.3 * torch.randn_like(p))
         for p in model.parameters():  # the checkpoint is bf16: use exactly its weights
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
     return model
@@ -123,6 +127,39 @@ def run_documents(text_model, docs):
     res = {f"hidden.{i}": torch.cat(hidden[i]) for i in range(NUM_LAYERS)}
     res["final_norm"] = torch.cat(norms)
     return res
+
+
+@torch.no_grad()
+def layer_alone(model, layer, inputs, docs, device, dtype):
+    """Decoder layer `layer` of `model` on the given [T, H] inputs (rounded to bf16), each
+    document alone: a one-layer text model whose embedding rows are the inputs, so only the
+    public model API is used. Returns its output [T, H]."""
+    text_cfg = model.config.text_config
+    cfg = copy.deepcopy(text_cfg)
+    cfg.num_hidden_layers = 1
+    cfg.vocab_size = inputs.shape[0]
+    cfg.layer_types = [text_cfg.layer_types[layer]]
+    one = transformers.Qwen3_5TextModel(cfg).eval()
+    src = model.model.language_model
+    state = {"embed_tokens.weight": inputs.to(torch.bfloat16).float(),
+             "norm.weight": src.norm.weight.detach().float()}
+    for k, v in src.layers[layer].state_dict().items():
+        state["layers.0." + k] = v.detach().float()
+    one.load_state_dict(state)
+    one.config._attn_implementation = "eager"
+    one = one.to(device=device, dtype=dtype)
+    outs, start = [], 0
+    for d in docs:
+        ids = torch.arange(start, start + d.numel(), device=device).view(1, -1)
+        pos = torch.arange(d.numel(), device=device).view(1, -1)
+        hooks = Hooks(one)
+        try:
+            one(input_ids=ids, position_ids=pos, use_cache=False)
+        finally:
+            hooks.remove()
+        outs.append(hooks.out[0][0].float().cpu())
+        start += d.numel()
+    return torch.cat(outs)
 
 
 def add_mtp_tensor(model_dir):
@@ -185,6 +222,14 @@ def main():
         tensors[k] = v.to(torch.float32)
         tensors["bf16_hf." + k] = bf[k].to(torch.bfloat16)
         errs[k] = (bf[k].float() - v).abs().max().item()
+    alone_errs = {}
+    for i in range(1, NUM_LAYERS):
+        inp = ref[f"hidden.{i - 1}"]
+        a_ref = layer_alone(model, i, inp, docs, "cpu", torch.float32)
+        a_bf = layer_alone(model, i, inp, docs, device, torch.bfloat16)
+        tensors[f"alone.hidden.{i}"] = a_ref
+        tensors[f"bf16_hf.alone.hidden.{i}"] = a_bf.to(torch.bfloat16)
+        alone_errs[i] = (a_bf - a_ref).abs().max().item()
     golden_path = os.path.join(args.out_dir, "qwen3_5_tiny_golden.safetensors")
     save_golden(golden_path, tensors, {
         "generator": "tests/golden/make_qwen3_5_golden.py",
@@ -196,6 +241,9 @@ def main():
         "reference_precision": "float32 on the CPU (transformers' torch fallback kernels) "
                                "on bf16 weights",
         "bf16_hf_device": device,
+        "alone": "alone.hidden.i: layer i alone (fp32, CPU) on bf16(hidden.{i-1}), each "
+                 "document alone; bf16_hf.alone.hidden.i the same in HF bf16",
+        "bf16_hf_alone_max_abs_err": json.dumps({str(k): round(e, 6) for k, e in alone_errs.items()}),
         "bf16_hf_max_abs_err": json.dumps({k: round(e, 6) for k, e in errs.items()}),
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
@@ -203,6 +251,7 @@ def main():
     total = sum(os.path.getsize(os.path.join(model_dir, f)) for f in os.listdir(model_dir))
     total += os.path.getsize(golden_path)
     print("bf16 HF max |err| per tensor:", json.dumps(errs))
+    print("bf16 HF max |err| per layer alone:", json.dumps(alone_errs))
     print(f"wrote {model_dir} and {golden_path}: {total / 1e6:.2f} MB in all")
     assert total < 3e6, "golden files must stay small"
 
