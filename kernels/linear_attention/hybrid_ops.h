@@ -21,8 +21,8 @@
 // Partial RoPE (the first rotary_dim of head_dim, rotate-half) is kernels/rope's
 // RopeForward with RopeConfig::rotary_dim.
 //
-// The dispatchers run the CPU reference for host tensors; CUDA versions are not written
-// yet, and CUDA tensors get Unavailable naming the op.
+// The dispatchers run the CPU reference for host tensors and the CUDA version
+// (hybrid_ops.cu: simple one-pass kernels, not yet tuned) for device tensors.
 // Thread-safety: stateless.
 #pragma once
 
@@ -42,6 +42,18 @@ Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, flo
 Status SigmoidGateForward(TensorView out, TensorView x, TensorView gate, Stream s);
 }  // namespace cpu
 
+namespace cuda {
+Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, TensorView cu_seqlens,
+                               Stream s);
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
+                       TensorView a_log, TensorView dt_bias, Stream s);
+Status GatedRmsNormForward(TensorView out, TensorView x, TensorView z, TensorView w, float eps,
+                           Stream s);
+Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps,
+                                 Stream s);
+Status SigmoidGateForward(TensorView out, TensorView x, TensorView gate, Stream s);
+}  // namespace cuda
+
 Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, TensorView cu_seqlens,
                                Stream s);
 Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
@@ -57,6 +69,17 @@ namespace internal {
 // (-1: any) and `cols` columns (-1: any). InvalidArgument naming `op` and `what` otherwise.
 Status CheckRowView(const char* op, const char* what, const TensorView& t, DType dtype,
                     int64_t rows, int64_t cols);
+// Each op's argument checks, shared by the CPU and CUDA versions (the conv's also returns K).
+Status CheckConv(const TensorView& out, const TensorView& x, const TensorView& w,
+                 const TensorView& cu_seqlens, int64_t* k);
+Status CheckGates(const TensorView& g, const TensorView& beta, const TensorView& a,
+                  const TensorView& b, const TensorView& a_log, const TensorView& dt_bias);
+Status CheckGatedNorm(const TensorView& out, const TensorView& x, const TensorView& z,
+                      const TensorView& w);
+Status CheckZeroCentredNorm(const TensorView& out, const TensorView& x, const TensorView& w);
+Status CheckSigmoidGate(const TensorView& out, const TensorView& x, const TensorView& gate);
+// cu_seqlens: a contiguous i32 [docs+1], docs >= 1 (its values are not read).
+Status CheckCuSeqlensShape(const char* op, const TensorView& cu_seqlens);
 // cu_seqlens: i32 [docs+1] on the host, 0 = cu[0] <= cu[1] <= ... <= cu[docs] = tokens.
 // Reads the values, so only for host tensors (the CPU references).
 Status CheckHostCuSeqlens(const char* op, const TensorView& cu_seqlens, int64_t tokens);
