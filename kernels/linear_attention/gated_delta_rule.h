@@ -16,9 +16,10 @@
 //   cu_seqlens: i32 [docs+1]
 //   out: bf16 or f32 [T, hv*dv] (row view)
 //
-// The CPU reference is the recurrent form above in float64 (one rounding at the output).
-// The chunked (chunk 64, WY / UT-transform) CUDA form is not written yet: CUDA tensors get
-// Unavailable.
+// The CPU reference is the recurrent form above in float64 (one rounding at the output). The
+// CUDA version (gated_delta_rule.cu) is the same recurrence in fp32, one block per (value
+// head, document), for head dims up to 128; the chunked (chunk 64, WY / UT-transform) CUDA
+// kernel that the speed bar needs is not written yet.
 // Thread-safety: stateless.
 #pragma once
 
@@ -38,6 +39,9 @@ struct GatedDeltaRuleArgs {
 namespace cpu {
 Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream s);
 }  // namespace cpu
+namespace cuda {
+Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream s);
+}  // namespace cuda
 
 Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream s);
 

@@ -112,13 +112,13 @@ Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream) {
 }  // namespace cpu
 
 Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream s) {
-  ASSIGN_OR_RETURN(Device device,
+  ASSIGN_OR_RETURN([[maybe_unused]] Device device,
                    DispatchDevice("GatedDeltaRuleForward", {args.q, args.k, args.v, args.g,
                                                             args.beta, args.cu_seqlens,
                                                             args.out}));
-  if (!device.is_cpu())
-    return UnavailableError(
-        "GatedDeltaRuleForward: the chunked CUDA version is not written yet (CPU tensors only)");
+#ifdef TANDEM_HAVE_CUDA
+  if (device.is_cuda()) return cuda::GatedDeltaRuleForward(args, s);
+#endif
   return cpu::GatedDeltaRuleForward(args, s);
 }
 
