@@ -15,6 +15,7 @@
 #include "models/io/model_test_util.h"
 #include "models/io/safetensors_writer.h"
 #include "models/qwen3_5/qwen3_5_target.h"
+#include "models/qwen3_5/qwen3_5_test_util.h"
 
 namespace tandem::models {
 namespace {
@@ -23,19 +24,10 @@ using kernels::bf16;
 using kernels::Device;
 using kernels::DType;
 using kernels::TensorView;
-
-const std::string kDir = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/qwen3_5_tiny";
-const std::string kGolden =
-    std::string(TANDEM_SOURCE_DIR) + "/tests/golden/qwen3_5_tiny_golden.safetensors";
-
-template <typename T>
-std::vector<T> Read(const SafetensorsReader& r, const std::string& name, DType as) {
-  auto t = r.Get(name);
-  TANDEM_CHECK_OK(t.status());
-  std::vector<T> v(static_cast<size_t>((*t)->numel()));
-  TANDEM_CHECK_OK(r.Read(**t, as, v.data(), (*t)->numel() * static_cast<int64_t>(sizeof(T))));
-  return v;
-}
+using testing::AsAccurateAsHf;
+using testing::kDir;
+using testing::kGolden;
+using testing::Read;
 
 // The golden batch and one bf16 [T, H] buffer per captured layer.
 struct GoldenRun {
@@ -65,29 +57,6 @@ std::unique_ptr<Qwen35Target> LoadTarget(const std::string& dir) {
   auto t = Qwen35Target::Load(dir, Device::Cpu(), {.max_tokens = 256});
   TANDEM_CHECK_OK(t.status());
   return std::move(t).value();
-}
-
-// As accurate as transformers' own bf16 forward (the criterion of the Qwen3 goldens): max
-// |err| against the fp32 reference at most twice HF's + 1e-3, relative L2 at most
-// max(1e-2, 1.5x HF's).
-::testing::AssertionResult AsAccurateAsHf(const std::vector<bf16>& got,
-                                          const std::vector<float>& ref,
-                                          const std::vector<float>& hf, const std::string& what) {
-  double ours = 0, theirs = 0, num = 0, num_hf = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double e = static_cast<double>(got[i].f()) - ref[i], e_hf = static_cast<double>(hf[i]) - ref[i];
-    ours = std::max(ours, std::abs(e));
-    theirs = std::max(theirs, std::abs(e_hf));
-    num += e * e;
-    num_hf += e_hf * e_hf;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  const double rel = std::sqrt(num / den), rel_hf = std::sqrt(num_hf / den);
-  ::testing::AssertionResult r = (ours <= 2 * theirs + 1e-3 && rel <= std::max(1e-2, 1.5 * rel_hf))
-                                     ? ::testing::AssertionSuccess()
-                                     : ::testing::AssertionFailure();
-  return r << what << ": max |err| " << ours << " (HF bf16 " << theirs << "), relative L2 " << rel
-           << " (HF bf16 " << rel_hf << ")";
 }
 
 TEST(Qwen35GoldenTest, EveryLayerAsAccurateAsTransformersBf16) {

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/attention/attention.h"
+#include <optional>
+
+#include "kernels/core/stream.h"
 #include "kernels/elementwise/embedding.h"
-#include "kernels/gemm/gemm.h"
 #include "kernels/linear_attention/gated_delta_rule.h"
 #include "kernels/linear_attention/hybrid_ops.h"
 #include "kernels/mlp/swiglu.h"
@@ -57,17 +58,23 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
   if (options.max_tokens <= 0)
     return InvalidArgumentError("Qwen35Target: max_tokens must be positive, got {}",
                                 options.max_tokens);
-  if (!weights.device().is_cpu())
-    return UnavailableError(
-        "Qwen35Target: the hybrid target runs on the CPU only for now (the CUDA gated delta "
-        "rule, conv and norm kernels are not written yet); weights are on {}",
-        DeviceName(weights.device()));
   const Qwen35Config& c = weights.config();
   if (c.rotary_dim > kernels::kRopeMaxRotaryDim)
     return InvalidArgumentError("Qwen35Target: rotary_dim {} exceeds {}", c.rotary_dim,
                                 kernels::kRopeMaxRotaryDim);
   std::unique_ptr<Qwen35Target> t(new Qwen35Target(std::move(weights), options));
   RETURN_IF_ERROR(t->AllocateWorkspace());
+  const Device device = t->device();
+  if (device.is_cuda()) {
+#ifdef TANDEM_HAVE_CUDA
+    kernels::DeviceGuard guard(device.index);
+    ASSIGN_OR_RETURN(t->gemm_, kernels::GemmContext::Create(device.index));
+    ASSIGN_OR_RETURN(t->attention_, kernels::CausalVarlenAttention::Create(device.index));
+#else
+    return UnavailableError("Qwen35Target: weights on {} in a build without CUDA",
+                            DeviceName(device));
+#endif
+  }
   return t;
 }
 
@@ -97,8 +104,12 @@ Status Qwen35Target::AllocateWorkspace() {
     offsets[s] = total;
     total += options_.max_tokens * per_token[s];
   }
-  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(kernels::HostAllocator(), DType::kU8, {total},
-                                             options_.stream));
+  kernels::Allocator* alloc = &kernels::HostAllocator();
+  if (device().is_cuda()) {
+    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device().index));
+    alloc = pool;
+  }
+  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(*alloc, DType::kU8, {total}, options_.stream));
   for (int s = 0; s < kNumSlots; ++s) slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
   return Status::Ok();
 }
@@ -120,15 +131,24 @@ Status Qwen35Target::CheckForward(const HybridBatch& batch,
                                 options_.max_tokens);
   RETURN_IF_ERROR(CheckIds("position_ids", batch.position_ids, t, dev));
   RETURN_IF_ERROR(CheckIds("cu_seqlens", batch.cu_seqlens, -1, dev));
-  RETURN_IF_ERROR(kernels::internal::CheckHostCuSeqlens(kOp, batch.cu_seqlens, t));
-  const int32_t* cu = batch.cu_seqlens.data_as<int32_t>();
-  int longest = 0;
-  for (int64_t i = 0; i + 1 < batch.cu_seqlens.dim(0); ++i)
-    longest = std::max(longest, cu[i + 1] - cu[i]);
-  if (batch.max_seqlen != 0 && batch.max_seqlen < longest)
-    return InvalidArgumentError("{}: max_seqlen {} is below the longest document ({})", kOp,
-                                batch.max_seqlen, longest);
-  *max_seqlen = longest;
+  RETURN_IF_ERROR(kernels::internal::CheckCuSeqlensShape(kOp, batch.cu_seqlens));
+  if (dev.is_cpu()) {
+    RETURN_IF_ERROR(kernels::internal::CheckHostCuSeqlens(kOp, batch.cu_seqlens, t));
+    const int32_t* cu = batch.cu_seqlens.data_as<int32_t>();
+    int longest = 0;
+    for (int64_t i = 0; i + 1 < batch.cu_seqlens.dim(0); ++i)
+      longest = std::max(longest, cu[i + 1] - cu[i]);
+    if (batch.max_seqlen != 0 && batch.max_seqlen < longest)
+      return InvalidArgumentError("{}: max_seqlen {} is below the longest document ({})", kOp,
+                                  batch.max_seqlen, longest);
+    *max_seqlen = longest;
+  } else {
+    if (batch.max_seqlen <= 0 || batch.max_seqlen > t)
+      return InvalidArgumentError(
+          "{}: max_seqlen must be given in 1..T on CUDA (reading cu_seqlens would synchronise "
+          "the host), got {}", kOp, batch.max_seqlen);
+    *max_seqlen = batch.max_seqlen;
+  }
   std::vector<bool> seen(static_cast<size_t>(c.num_hidden_layers), false);
   for (const HybridCapture& cap : captures) {
     if (cap.layer < 0 || cap.layer >= c.num_hidden_layers)
@@ -156,9 +176,13 @@ Status Qwen35Target::Forward(const HybridBatch& batch, std::span<const HybridCap
   const float eps = static_cast<float>(c.rms_norm_eps);
   int last = -1;
   for (const HybridCapture& cap : captures) last = std::max(last, cap.layer);
+  if (last < 0) return Status::Ok();
+  std::optional<kernels::DeviceGuard> guard;
+  if (device().is_cuda()) guard.emplace(device().index);
+  kernels::NvtxRange range(kOp);
   const TensorView hidden = View(kHidden, t, c.hidden_size);
   const TensorView normed = View(kNormed, t, c.hidden_size);
-  if (last >= 0) RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
   for (int i = 0; i <= last; ++i) {
     const Qwen35LayerWeights& w = weights_.layers()[i];
     Status st = kernels::ZeroCentredRmsNormForward(normed, hidden, w.input_norm, eps, s);
@@ -182,7 +206,7 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   const int64_t conv = c.conv_dim(), vd = c.linear_value_dim(), kd = c.linear_key_dim(),
                 hv = c.linear_num_value_heads;
   const TensorView proj = View(kProj, t, conv + vd + 2 * hv);  // qkv | z | b | a
-  RETURN_IF_ERROR(kernels::Gemm(nullptr, View(kNormed, t, c.hidden_size), w.in_proj, proj,
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), View(kNormed, t, c.hidden_size), w.in_proj, proj,
                                 Linear(), s));
   const TensorView mixed = View(kConv, t, conv);  // q | k | v after conv + SiLU
   RETURN_IF_ERROR(kernels::CausalConv1dSiluForward(mixed, proj.Narrow(1, 0, conv), w.conv1d,
@@ -206,7 +230,7 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   const TensorView gated = View(kGated, t, vd);
   RETURN_IF_ERROR(kernels::GatedRmsNormForward(gated, rule.out, proj.Narrow(1, conv, vd), w.norm,
                                                static_cast<float>(c.rms_norm_eps), s));
-  return kernels::Gemm(nullptr, gated, w.out_proj, View(kHidden, t, c.hidden_size), Linear(1.f),
+  return kernels::Gemm(gemm_.get(), gated, w.out_proj, View(kHidden, t, c.hidden_size), Linear(1.f),
                        s);
 }
 
@@ -219,9 +243,9 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
   const TensorView normed = View(kNormed, t, c.hidden_size);
   const TensorView qg = View(kProj, t, 2 * c.q_dim());  // per head: query d | gate d
   const TensorView k_raw = View(kKRaw, t, c.kv_dim()), v = View(kV, t, c.kv_dim());
-  RETURN_IF_ERROR(kernels::Gemm(nullptr, normed, w.q_proj, qg, Linear(), s));
-  RETURN_IF_ERROR(kernels::Gemm(nullptr, normed, w.k_proj, k_raw, Linear(), s));
-  RETURN_IF_ERROR(kernels::Gemm(nullptr, normed, w.v_proj, v, Linear(), s));
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.q_proj, qg, Linear(), s));
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.k_proj, k_raw, Linear(), s));
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.v_proj, v, Linear(), s));
   const TensorView qg_rows = qg.Reshape({t * hq, 2 * d});
   const TensorView q = View(kQ, t * hq, d), k = View(kK, t * hk, d);
   RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(q, qg_rows.Narrow(1, 0, d), w.q_norm, eps, s));
@@ -231,11 +255,16 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
   RETURN_IF_ERROR(kernels::RopeForward(q3, q3, batch.position_ids, rope, s));
   RETURN_IF_ERROR(kernels::RopeForward(k3, k3, batch.position_ids, rope, s));
   const TensorView attn = View(kAttn, t * hq, d);
-  RETURN_IF_ERROR(kernels::CausalVarlenAttentionForwardCpu(q3, k3, v.Reshape({t, hk, d}),
-                                                           batch.cu_seqlens, max_seqlen, 0.f,
-                                                           attn.Reshape({t, hq, d}), {}, s));
+  const TensorView v3 = v.Reshape({t, hk, d}), attn3 = attn.Reshape({t, hq, d});
+  if (device().is_cpu()) {
+    RETURN_IF_ERROR(kernels::CausalVarlenAttentionForwardCpu(q3, k3, v3, batch.cu_seqlens,
+                                                             max_seqlen, 0.f, attn3, {}, s));
+  } else {
+    RETURN_IF_ERROR(attention_->Forward(q3, k3, v3, batch.cu_seqlens, max_seqlen, 0.f, attn3,
+                                        {}, s));
+  }
   RETURN_IF_ERROR(kernels::SigmoidGateForward(attn, attn, qg_rows.Narrow(1, d, d), s));
-  return kernels::Gemm(nullptr, attn.Reshape({t, c.q_dim()}), w.o_proj,
+  return kernels::Gemm(gemm_.get(), attn.Reshape({t, c.q_dim()}), w.o_proj,
                        View(kHidden, t, c.hidden_size), Linear(1.f), s);
 }
 
@@ -247,10 +276,10 @@ Status Qwen35Target::Mlp(const Qwen35LayerWeights& w, int64_t t) {
                                                      static_cast<float>(c.rms_norm_eps), s));
   const TensorView gate_up = View(kGateUp, t, 2 * c.intermediate_size);
   const TensorView act = View(kAct, t, c.intermediate_size);
-  RETURN_IF_ERROR(kernels::Gemm(nullptr, normed, w.gate_up, gate_up, Linear(), s));
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.gate_up, gate_up, Linear(), s));
   const auto [gate, up] = kernels::SplitGateUp(gate_up);
   RETURN_IF_ERROR(kernels::SwiGluForward(act, gate, up, s));
-  return kernels::Gemm(nullptr, act, w.down_proj, hidden, Linear(1.f), s);
+  return kernels::Gemm(gemm_.get(), act, w.down_proj, hidden, Linear(1.f), s);
 }
 
 }  // namespace tandem::models

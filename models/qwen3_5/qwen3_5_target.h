@@ -16,9 +16,11 @@
 //     k_norm (zero-centred) per head; RoPE on the first rotary_dim dims; causal GQA attention
 //     inside each document (scale head_dim^-1/2); times sigmoid(gate); o_proj.
 //
-// Device: the CPU only for now. All activations live in one workspace sized at Create for
-// `max_tokens`; a Forward allocates nothing. CUDA weights are refused at Create
-// (Unavailable) until the CUDA kernels of kernels/linear_attention exist.
+// Device: the weights' device (CPU references or CUDA ops, chosen by the tensors). All
+// activations live in one workspace sized at Create for `max_tokens`; a Forward allocates
+// nothing, and on CUDA it only enqueues work on the stream given at Create (max_seqlen must
+// then be given). The CUDA path uses the simple kernels of kernels/linear_attention (the
+// recurrent gated delta rule) and is checked by qwen3_5_target_gpu_test.
 //
 // Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
 #pragma once
@@ -28,7 +30,9 @@
 #include <span>
 #include <string>
 
+#include "kernels/attention/attention.h"
 #include "kernels/core/memory.h"
+#include "kernels/gemm/gemm.h"
 #include "models/qwen3_5/qwen3_5_weights.h"
 #include "runtime/core/status.h"
 
@@ -44,7 +48,7 @@ struct HybridBatch {
   kernels::TensorView input_ids;     // i32 [T]
   kernels::TensorView position_ids;  // i32 [T], restarting at 0 in every document
   kernels::TensorView cu_seqlens;    // i32 [docs+1], 0 .. T: document boundaries
-  int max_seqlen = 0;                // the longest document; 0: computed (CPU only)
+  int max_seqlen = 0;                // >= the longest document; 0: computed (CPU only)
 };
 
 struct HybridCapture {
@@ -96,6 +100,8 @@ class Qwen35Target {
   Qwen35TargetOptions options_;
   kernels::Tensor workspace_;  // u8: every activation
   char* slots_[kNumSlots] = {};
+  std::unique_ptr<kernels::GemmContext> gemm_;                 // CUDA only
+  std::unique_ptr<kernels::CausalVarlenAttention> attention_;  // CUDA only
 };
 
 }  // namespace tandem::models
