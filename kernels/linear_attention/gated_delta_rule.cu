@@ -40,12 +40,12 @@ __device__ void BlockSum2(float* a, float* b, float (*scratch)[2]) {
 }
 
 __global__ void __launch_bounds__(kMaxDim)
-    gated_delta_rule_recurrent_kernel(void* out, int64_t out_stride, bool out_f32,
-                                      const bf16_t* q, int64_t q_stride, const bf16_t* k,
-                                      int64_t k_stride, const bf16_t* v, int64_t v_stride,
-                                      const float* g, int64_t g_stride, const float* beta,
-                                      int64_t beta_stride, const int32_t* cu, int hk, int hv,
-                                      int dk, int dv, bool l2norm, float scale) {
+    gated_delta_rule_recurrent_kernel(void* out, int64_t out_stride, bool out_f32, const bf16_t* q,
+                                      int64_t q_stride, const bf16_t* k, int64_t k_stride,
+                                      const bf16_t* v, int64_t v_stride, const float* g,
+                                      int64_t g_stride, const float* beta, int64_t beta_stride,
+                                      const int32_t* cu, int hk, int hv, int dk, int dv,
+                                      bool l2norm, float scale) {
   __shared__ float sq[kMaxDim], sk[kMaxDim];
   __shared__ float scratch[kMaxDim / 32][2];
   const int vh = blockIdx.x, doc = blockIdx.y, kh = vh / (hv / hk), j = threadIdx.x;
@@ -84,8 +84,10 @@ __global__ void __launch_bounds__(kMaxDim)
         }
       }
       const int64_t at = t * out_stride + vh * dv + j;
-      if (out_f32) static_cast<float*>(out)[at] = o;
-      else static_cast<bf16_t*>(out)[at] = __float2bfloat16(o);
+      if (out_f32)
+        static_cast<float*>(out)[at] = o;
+      else
+        static_cast<bf16_t*>(out)[at] = __float2bfloat16(o);
     }
     __syncthreads();  // sq, sk and scratch are rewritten for the next token
   }
@@ -97,15 +99,15 @@ cudaError_t LaunchGatedDeltaRuleRecurrent(void* out, int64_t out_stride, bool ou
                                           const void* q, int64_t q_stride, const void* k,
                                           int64_t k_stride, const void* v, int64_t v_stride,
                                           const float* g, int64_t g_stride, const float* beta,
-                                          int64_t beta_stride, const int32_t* cu, int docs,
-                                          int hk, int hv, int dk, int dv, bool l2norm,
-                                          float scale, Stream s) {
+                                          int64_t beta_stride, const int32_t* cu, int docs, int hk,
+                                          int hv, int dk, int dv, bool l2norm, float scale,
+                                          Stream s) {
   const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
   const dim3 grid(static_cast<unsigned>(hv), static_cast<unsigned>(docs));
   gated_delta_rule_recurrent_kernel<<<grid, threads, 0, s>>>(
       out, out_stride, out_f32, static_cast<const bf16_t*>(q), q_stride,
-      static_cast<const bf16_t*>(k), k_stride, static_cast<const bf16_t*>(v), v_stride, g,
-      g_stride, beta, beta_stride, cu, hk, hv, dk, dv, l2norm, scale);
+      static_cast<const bf16_t*>(k), k_stride, static_cast<const bf16_t*>(v), v_stride, g, g_stride,
+      beta, beta_stride, cu, hk, hv, dk, dv, l2norm, scale);
   return cudaGetLastError();
 }
 

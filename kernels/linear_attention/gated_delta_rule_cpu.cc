@@ -114,8 +114,7 @@ Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream) {
 Status GatedDeltaRuleForward(const GatedDeltaRuleArgs& args, Stream s) {
   ASSIGN_OR_RETURN([[maybe_unused]] Device device,
                    DispatchDevice("GatedDeltaRuleForward", {args.q, args.k, args.v, args.g,
-                                                            args.beta, args.cu_seqlens,
-                                                            args.out}));
+                                                            args.beta, args.cu_seqlens, args.out}));
 #ifdef TANDEM_HAVE_CUDA
   if (device.is_cuda()) return cuda::GatedDeltaRuleForward(args, s);
 #endif

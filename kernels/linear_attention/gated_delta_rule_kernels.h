@@ -21,8 +21,8 @@ cudaError_t LaunchGatedDeltaRuleRecurrent(void* out, int64_t out_stride, bool ou
                                           const void* q, int64_t q_stride, const void* k,
                                           int64_t k_stride, const void* v, int64_t v_stride,
                                           const float* g, int64_t g_stride, const float* beta,
-                                          int64_t beta_stride, const int32_t* cu, int docs,
-                                          int hk, int hv, int dk, int dv, bool l2norm,
-                                          float scale, Stream s);
+                                          int64_t beta_stride, const int32_t* cu, int docs, int hk,
+                                          int hv, int dk, int dv, bool l2norm, float scale,
+                                          Stream s);
 
 }  // namespace tandem::kernels

@@ -3,13 +3,14 @@
 // document lengths, documents shorter than one chunk, many documents and strided inputs;
 // plus a closed form for one token, the value-head -> key-head mapping, and document
 // independence.
-#include <cmath>
-#include <vector>
+#include "kernels/linear_attention/gated_delta_rule.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/core/memory.h"
-#include "kernels/linear_attention/gated_delta_rule.h"
 #include "kernels/testing/testing.h"
 
 namespace tandem::kernels {
@@ -118,14 +119,16 @@ void ChunkedHead(const Problem& p, int64_t begin, int64_t end, int64_t vh, int64
       for (int64_t j = 0; j < dv; ++j) {
         double o = 0;
         for (int64_t a = 0; a < dk; ++a) o += q[i][a] * std::exp(gc[i]) * s[a][j];
-        for (int64_t m = 0; m <= i; ++m) o += dot(q[i], k[m]) * std::exp(gc[i] - gc[m]) * vnew[m][j];
+        for (int64_t m = 0; m <= i; ++m)
+          o += dot(q[i], k[m]) * std::exp(gc[i] - gc[m]) * vnew[m][j];
         (*out)[(c0 + i) * p.hv * dv + vh * dv + j] = o;
       }
     }
     for (int64_t a = 0; a < dk; ++a)
       for (int64_t j = 0; j < dv; ++j) {
         s[a][j] *= std::exp(gc[l - 1]);
-        for (int64_t m = 0; m < l; ++m) s[a][j] += k[m][a] * std::exp(gc[l - 1] - gc[m]) * vnew[m][j];
+        for (int64_t m = 0; m < l; ++m)
+          s[a][j] += k[m][a] * std::exp(gc[l - 1] - gc[m]) * vnew[m][j];
       }
   }
 }

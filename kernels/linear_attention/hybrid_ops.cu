@@ -42,8 +42,10 @@ __global__ void causal_conv1d_silu_kernel(bf16_t* out, int64_t out_stride, const
   int lo = 0, hi = docs;  // cu[lo] <= row < cu[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (cu[mid] <= row) lo = mid;
-    else hi = mid;
+    if (cu[mid] <= row)
+      lo = mid;
+    else
+      hi = mid;
   }
   const int64_t start = cu[lo];
   float acc = 0.f;
@@ -68,10 +70,9 @@ __global__ void gated_delta_gates_kernel(float* g, int64_t g_stride, float* beta
 
 // One warp per (row, head); heads = cols / d. With z == nullptr: the zero-centred norm
 // x * rstd * (1 + w); otherwise the gated norm x * rstd * w * silu(z).
-__global__ void row_norm_kernel(bf16_t* out, int64_t out_stride, const bf16_t* x,
-                                int64_t x_stride, const bf16_t* z, int64_t z_stride,
-                                const bf16_t* w, int64_t rows, int64_t heads, int64_t d,
-                                float eps) {
+__global__ void row_norm_kernel(bf16_t* out, int64_t out_stride, const bf16_t* x, int64_t x_stride,
+                                const bf16_t* z, int64_t z_stride, const bf16_t* w, int64_t rows,
+                                int64_t heads, int64_t d, float eps) {
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (unit >= rows * heads) return;
@@ -100,9 +101,9 @@ __global__ void sigmoid_gate_kernel(bf16_t* out, int64_t out_stride, const bf16_
 
 }  // namespace
 
-cudaError_t LaunchCausalConv1dSilu(void* out, int64_t out_stride, const void* x,
-                                   int64_t x_stride, const void* w, const int32_t* cu, int docs,
-                                   int64_t t, int64_t c, int64_t k, Stream s) {
+cudaError_t LaunchCausalConv1dSilu(void* out, int64_t out_stride, const void* x, int64_t x_stride,
+                                   const void* w, const int32_t* cu, int docs, int64_t t, int64_t c,
+                                   int64_t k, Stream s) {
   causal_conv1d_silu_kernel<<<Blocks(t * c, kThreads), kThreads, 0, s>>>(
       static_cast<bf16_t*>(out), out_stride, static_cast<const bf16_t*>(x), x_stride,
       static_cast<const bf16_t*>(w), cu, docs, t, c, k);
@@ -110,9 +111,9 @@ cudaError_t LaunchCausalConv1dSilu(void* out, int64_t out_stride, const void* x,
 }
 
 cudaError_t LaunchGatedDeltaGates(float* g, int64_t g_stride, float* beta, int64_t beta_stride,
-                                  const void* a, int64_t a_stride, const void* b,
-                                  int64_t b_stride, const void* a_log, const void* dt_bias,
-                                  int64_t t, int64_t h, Stream s) {
+                                  const void* a, int64_t a_stride, const void* b, int64_t b_stride,
+                                  const void* a_log, const void* dt_bias, int64_t t, int64_t h,
+                                  Stream s) {
   gated_delta_gates_kernel<<<Blocks(t * h, kThreads), kThreads, 0, s>>>(
       g, g_stride, beta, beta_stride, static_cast<const bf16_t*>(a), a_stride,
       static_cast<const bf16_t*>(b), b_stride, static_cast<const bf16_t*>(a_log),
@@ -126,17 +127,15 @@ cudaError_t LaunchGatedRmsNorm(void* out, int64_t out_stride, const void* x, int
   const int64_t units = t * (cols / d);
   row_norm_kernel<<<Blocks(units, kWarpsPerBlock), kThreads, 0, s>>>(
       static_cast<bf16_t*>(out), out_stride, static_cast<const bf16_t*>(x), x_stride,
-      static_cast<const bf16_t*>(z), z_stride, static_cast<const bf16_t*>(w), t, cols / d, d,
-      eps);
+      static_cast<const bf16_t*>(z), z_stride, static_cast<const bf16_t*>(w), t, cols / d, d, eps);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchZeroCentredRmsNorm(void* out, int64_t out_stride, const void* x,
-                                     int64_t x_stride, const void* w, int64_t rows, int64_t d,
-                                     float eps, Stream s) {
+cudaError_t LaunchZeroCentredRmsNorm(void* out, int64_t out_stride, const void* x, int64_t x_stride,
+                                     const void* w, int64_t rows, int64_t d, float eps, Stream s) {
   row_norm_kernel<<<Blocks(rows, kWarpsPerBlock), kThreads, 0, s>>>(
-      static_cast<bf16_t*>(out), out_stride, static_cast<const bf16_t*>(x), x_stride, nullptr,
-      0, static_cast<const bf16_t*>(w), rows, 1, d, eps);
+      static_cast<bf16_t*>(out), out_stride, static_cast<const bf16_t*>(x), x_stride, nullptr, 0,
+      static_cast<const bf16_t*>(w), rows, 1, d, eps);
   return cudaGetLastError();
 }
 

@@ -33,35 +33,32 @@ namespace tandem::kernels {
 namespace cpu {
 Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, TensorView cu_seqlens,
                                Stream s);
-Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
-                       TensorView a_log, TensorView dt_bias, Stream s);
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b, TensorView a_log,
+                       TensorView dt_bias, Stream s);
 Status GatedRmsNormForward(TensorView out, TensorView x, TensorView z, TensorView w, float eps,
                            Stream s);
-Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps,
-                                 Stream s);
+Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps, Stream s);
 Status SigmoidGateForward(TensorView out, TensorView x, TensorView gate, Stream s);
 }  // namespace cpu
 
 namespace cuda {
 Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, TensorView cu_seqlens,
                                Stream s);
-Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
-                       TensorView a_log, TensorView dt_bias, Stream s);
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b, TensorView a_log,
+                       TensorView dt_bias, Stream s);
 Status GatedRmsNormForward(TensorView out, TensorView x, TensorView z, TensorView w, float eps,
                            Stream s);
-Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps,
-                                 Stream s);
+Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps, Stream s);
 Status SigmoidGateForward(TensorView out, TensorView x, TensorView gate, Stream s);
 }  // namespace cuda
 
 Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, TensorView cu_seqlens,
                                Stream s);
-Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
-                       TensorView a_log, TensorView dt_bias, Stream s);
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b, TensorView a_log,
+                       TensorView dt_bias, Stream s);
 Status GatedRmsNormForward(TensorView out, TensorView x, TensorView z, TensorView w, float eps,
                            Stream s);
-Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps,
-                                 Stream s);
+Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps, Stream s);
 Status SigmoidGateForward(TensorView out, TensorView x, TensorView gate, Stream s);
 
 namespace internal {

@@ -163,8 +163,8 @@ Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, Tenso
   return Status::Ok();
 }
 
-Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
-                       TensorView a_log, TensorView dt_bias, Stream) {
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b, TensorView a_log,
+                       TensorView dt_bias, Stream) {
   RETURN_IF_ERROR(internal::CheckGates(g, beta, a, b, a_log, dt_bias));
   const int64_t t = a.dim(0), h = a.dim(1);
   for (int64_t i = 0; i < t; ++i) {
@@ -228,12 +228,11 @@ Status SigmoidGateForward(TensorView out, TensorView x, TensorView gate, Stream)
 }  // namespace cpu
 
 #ifdef TANDEM_HAVE_CUDA
-#define TANDEM_DISPATCH(op, args, ...)                                  \
+#define TANDEM_DISPATCH(op, args, ...)                                 \
   ASSIGN_OR_RETURN(Device device, DispatchDevice(#op, {__VA_ARGS__})); \
   if (device.is_cuda()) return cuda::op args;
 #else
-#define TANDEM_DISPATCH(op, args, ...) \
-  RETURN_IF_ERROR(DispatchDevice(#op, {__VA_ARGS__}).status());
+#define TANDEM_DISPATCH(op, args, ...) RETURN_IF_ERROR(DispatchDevice(#op, {__VA_ARGS__}).status());
 #endif
 
 Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, TensorView cu_seqlens,
@@ -242,9 +241,10 @@ Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, Tenso
   return cpu::CausalConv1dSiluForward(out, x, w, cu_seqlens, s);
 }
 
-Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
-                       TensorView a_log, TensorView dt_bias, Stream s) {
-  TANDEM_DISPATCH(GatedDeltaGates, (g, beta, a, b, a_log, dt_bias, s), g, beta, a, b, a_log, dt_bias);
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b, TensorView a_log,
+                       TensorView dt_bias, Stream s) {
+  TANDEM_DISPATCH(GatedDeltaGates, (g, beta, a, b, a_log, dt_bias, s), g, beta, a, b, a_log,
+                  dt_bias);
   return cpu::GatedDeltaGates(g, beta, a, b, a_log, dt_bias, s);
 }
 
@@ -254,8 +254,7 @@ Status GatedRmsNormForward(TensorView out, TensorView x, TensorView z, TensorVie
   return cpu::GatedRmsNormForward(out, x, z, w, eps, s);
 }
 
-Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps,
-                                 Stream s) {
+Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps, Stream s) {
   TANDEM_DISPATCH(ZeroCentredRmsNormForward, (out, x, w, eps, s), out, x, w);
   return cpu::ZeroCentredRmsNormForward(out, x, w, eps, s);
 }

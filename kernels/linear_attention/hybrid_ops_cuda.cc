@@ -20,14 +20,14 @@ Status CausalConv1dSiluForward(TensorView out, TensorView x, TensorView w, Tenso
   return Status::Ok();
 }
 
-Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b,
-                       TensorView a_log, TensorView dt_bias, Stream s) {
+Status GatedDeltaGates(TensorView g, TensorView beta, TensorView a, TensorView b, TensorView a_log,
+                       TensorView dt_bias, Stream s) {
   RETURN_IF_ERROR(internal::CheckGates(g, beta, a, b, a_log, dt_bias));
   if (a.dim(0) == 0) return Status::Ok();
   NvtxRange range("GatedDeltaGates");
   CUDA_RETURN_IF_ERROR(LaunchGatedDeltaGates(
-      g.data_as<float>(), g.stride(0), beta.data_as<float>(), beta.stride(0), a.data(),
-      a.stride(0), b.data(), b.stride(0), a_log.data(), dt_bias.data(), a.dim(0), a.dim(1), s));
+      g.data_as<float>(), g.stride(0), beta.data_as<float>(), beta.stride(0), a.data(), a.stride(0),
+      b.data(), b.stride(0), a_log.data(), dt_bias.data(), a.dim(0), a.dim(1), s));
   return Status::Ok();
 }
 
@@ -42,8 +42,7 @@ Status GatedRmsNormForward(TensorView out, TensorView x, TensorView z, TensorVie
   return Status::Ok();
 }
 
-Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps,
-                                 Stream s) {
+Status ZeroCentredRmsNormForward(TensorView out, TensorView x, TensorView w, float eps, Stream s) {
   RETURN_IF_ERROR(internal::CheckZeroCentredNorm(out, x, w));
   if (x.dim(0) == 0) return Status::Ok();
   NvtxRange range("ZeroCentredRmsNormForward");

@@ -23,7 +23,9 @@ struct Block {
   std::vector<bf16> host;
   Tensor dev;
   int64_t rows, stride, cols, col0;
-  TensorView h() { return TensorView(host.data(), DType::kBF16, {rows, stride}).Narrow(1, col0, cols); }
+  TensorView h() {
+    return TensorView(host.data(), DType::kBF16, {rows, stride}).Narrow(1, col0, cols);
+  }
   TensorView d() const { return dev.view().Narrow(1, col0, cols); }
 };
 
@@ -67,12 +69,13 @@ TEST(HybridOpsGpuTest, GatedDeltaGates) {
   Block ab = MakeBlock(t, stride, h, 6144, 4, -6.f, 6.f);
   std::vector<bf16> a_log = RandomBf16(h, 5, -3.f, 3.f), dt = RandomBf16(h, 6, -1.f, 2.f);
   std::vector<float> g(t * h), beta(t * h);
-  ASSERT_TRUE(GatedDeltaGates(TensorView(g.data(), DType::kF32, {t, h}),
-                              TensorView(beta.data(), DType::kF32, {t, h}), ab.h(),
-                              TensorView(ab.host.data(), DType::kBF16, {t, stride}).Narrow(1, 6192, h),
-                              TensorView(a_log.data(), DType::kBF16, {h}),
-                              TensorView(dt.data(), DType::kBF16, {h}), nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      GatedDeltaGates(TensorView(g.data(), DType::kF32, {t, h}),
+                      TensorView(beta.data(), DType::kF32, {t, h}), ab.h(),
+                      TensorView(ab.host.data(), DType::kBF16, {t, stride}).Narrow(1, 6192, h),
+                      TensorView(a_log.data(), DType::kBF16, {h}),
+                      TensorView(dt.data(), DType::kBF16, {h}), nullptr)
+          .ok());
   Tensor gg = Tensor::Empty(testing::Pool(), DType::kF32, {t, h}).value();
   Tensor gb = Tensor::Empty(testing::Pool(), DType::kF32, {t, h}).value();
   ASSERT_TRUE(GatedDeltaGates(gg, gb, ab.d(), ab.dev.view().Narrow(1, 6192, h),
@@ -88,7 +91,8 @@ TEST(HybridOpsGpuTest, NormsAndGate) {
   for (const auto& [rows, heads, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {7, 3, 6}, {130, 48, 128}, {33, 24, 256}}) {
     const int64_t cols = heads * d;
-    Block x = MakeBlock(rows, cols, cols, 0, 7, -3.f, 3.f), z = MakeBlock(rows, cols + 5, cols, 5, 8);
+    Block x = MakeBlock(rows, cols, cols, 0, 7, -3.f, 3.f),
+          z = MakeBlock(rows, cols + 5, cols, 5, 8);
     Block out = MakeBlock(rows, cols, cols, 0, 9);
     std::vector<bf16> w = RandomBf16(d, 10, 0.5f, 1.5f);
     const TensorView hw(w.data(), DType::kBF16, {d});
@@ -105,7 +109,8 @@ TEST(HybridOpsGpuTest, NormsAndGate) {
     EXPECT_TRUE(AllClose(ToHost<bf16>(q.dev), q.host, 1e-6, kOneBf16UlpRtol, "zero-centred"));
 
     // Sigmoid gate from the second d of each row, in place.
-    const TensorView hg = TensorView(qg.host.data(), DType::kBF16, {rows * heads, 2 * d}).Narrow(1, d, d);
+    const TensorView hg =
+        TensorView(qg.host.data(), DType::kBF16, {rows * heads, 2 * d}).Narrow(1, d, d);
     ASSERT_TRUE(SigmoidGateForward(q.h(), q.h(), hg, nullptr).ok());
     ASSERT_TRUE(SigmoidGateForward(q.d(), q.d(), qg.dev.view().Narrow(1, d, d), nullptr).ok());
     EXPECT_TRUE(AllClose(ToHost<bf16>(q.dev), q.host, 1e-6, 2 * kOneBf16UlpRtol, "gate"));

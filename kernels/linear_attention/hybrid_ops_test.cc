@@ -1,11 +1,12 @@
 // The hybrid layers' small ops (hybrid_ops.h) against float64 formulas written out here, on
 // odd shapes, strided row views and packed documents.
-#include <cmath>
-#include <vector>
+#include "kernels/linear_attention/hybrid_ops.h"
 
 #include <gtest/gtest.h>
 
-#include "kernels/linear_attention/hybrid_ops.h"
+#include <cmath>
+#include <vector>
+
 #include "kernels/norm/rmsnorm.h"
 #include "kernels/testing/testing.h"
 
@@ -25,8 +26,8 @@ TensorView Rows(std::vector<bf16>& data, int64_t rows, int64_t stride, int64_t c
   return TensorView(data.data(), DType::kBF16, {rows, stride}).Narrow(1, col0, cols);
 }
 
-std::vector<double> Gather(const std::vector<bf16>& out, int64_t rows, int64_t stride,
-                           int64_t cols, int64_t col0 = 0) {
+std::vector<double> Gather(const std::vector<bf16>& out, int64_t rows, int64_t stride, int64_t cols,
+                           int64_t col0 = 0) {
   std::vector<double> r;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) r.push_back(out[i * stride + col0 + j].f());
@@ -110,7 +111,8 @@ TEST(GatedDeltaGatesTest, Formula) {
 
 TEST(GatedRmsNormTest, PerHeadNormTimesWeightTimesSiluGate) {
   const int64_t t = 7, heads = 3, d = 6, zs = 25;
-  std::vector<bf16> x = RandomBf16(t * heads * d, 8, -3.f, 3.f), z = RandomBf16(t * zs, 9, -3.f, 3.f);
+  std::vector<bf16> x = RandomBf16(t * heads * d, 8, -3.f, 3.f),
+                    z = RandomBf16(t * zs, 9, -3.f, 3.f);
   std::vector<bf16> w = RandomBf16(d, 10, 0.5f, 1.5f), out(t * heads * d);
   ASSERT_TRUE(GatedRmsNormForward(TensorView(out.data(), DType::kBF16, {t, heads * d}),
                                   TensorView(x.data(), DType::kBF16, {t, heads * d}),
@@ -166,7 +168,8 @@ TEST(ZeroCentredRmsNormTest, ZeroWeightIsPlainRmsNormWithUnitWeight) {
 
 TEST(SigmoidGateTest, GateFromStridedColumnsInPlace) {
   const int64_t rows = 6, cols = 7;
-  std::vector<bf16> x = RandomBf16(rows * cols, 14, -3.f, 3.f), g = RandomBf16(rows * 2 * cols, 15, -4.f, 4.f);
+  std::vector<bf16> x = RandomBf16(rows * cols, 14, -3.f, 3.f),
+                    g = RandomBf16(rows * 2 * cols, 15, -4.f, 4.f);
   const std::vector<bf16> x0 = x;
   const TensorView xv(x.data(), DType::kBF16, {rows, cols});
   ASSERT_TRUE(SigmoidGateForward(xv, xv, Rows(g, rows, 2 * cols, cols, cols), nullptr).ok());
@@ -181,8 +184,8 @@ TEST(HybridOpsTest, RejectsBadViews) {
   std::vector<bf16> x(24), w(4);
   // A column-strided view (a transposed matrix) is not a row view.
   const TensorView t = TensorView(x.data(), DType::kBF16, {4, 6}).Narrow(1, 0, 3);
-  Status st = ZeroCentredRmsNormForward(t, t, TensorView(w.data(), DType::kBF16, {4}), 1e-6f,
-                                        nullptr);
+  Status st =
+      ZeroCentredRmsNormForward(t, t, TensorView(w.data(), DType::kBF16, {4}), 1e-6f, nullptr);
   EXPECT_NE(st.message().find("w:"), std::string::npos) << st.ToString();
   std::vector<float> f(24);
   st = SigmoidGateForward(t, TensorView(f.data(), DType::kF32, {4, 3}), t, nullptr);

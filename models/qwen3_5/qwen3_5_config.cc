@@ -2,9 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "models/io/file_util.h"
 #include "models/io/hf_config.h"
@@ -67,8 +66,8 @@ Result<bool> Bool(const Scope& s, const json& obj, const char* key, bool fallbac
 
 // Values that must hold for the forward tandem implements.
 Status RejectUnsupported(const Scope& s) {
-  for (const char* key : {"num_experts", "num_local_experts", "moe_intermediate_size",
-                          "quantization_config"}) {
+  for (const char* key :
+       {"num_experts", "num_local_experts", "moe_intermediate_size", "quantization_config"}) {
     if (Find(s.j, key) != nullptr)
       return KeyError(s, key, "mixture-of-experts and quantized Qwen3.5 models are not supported");
   }
@@ -77,7 +76,8 @@ Status RejectUnsupported(const Scope& s) {
   ASSIGN_OR_RETURN(bool bias, Bool(s, s.j, "attention_bias", false));
   if (bias) return KeyError(s, "attention_bias", "attention biases are not implemented");
   ASSIGN_OR_RETURN(bool gate, Bool(s, s.j, "attn_output_gate", true));
-  if (!gate) return KeyError(s, "attn_output_gate", "an ungated attention output is not implemented");
+  if (!gate)
+    return KeyError(s, "attn_output_gate", "an ungated attention output is not implemented");
   return Status::Ok();
 }
 
@@ -106,8 +106,10 @@ Status ParseLayerTypes(const Scope& s, Qwen35Config* c) {
     } else if (e == "full_attention") {
       c->layer_types.push_back(HybridLayerType::kFullAttention);
     } else {
-      return KeyError(s, "layer_types", "layer {} is {}; only \"linear_attention\" and "
-                      "\"full_attention\" are implemented", i, e.dump());
+      return KeyError(s, "layer_types",
+                      "layer {} is {}; only \"linear_attention\" and "
+                      "\"full_attention\" are implemented",
+                      i, e.dump());
     }
     const bool full = (static_cast<int64_t>(i) + 1) % every.value_or(1) == 0;
     if (every && full != (c->layer_types.back() == HybridLayerType::kFullAttention))
@@ -145,9 +147,9 @@ Status ParseRope(const Scope& s, Qwen35Config* c) {
   // transformers reads the factor from rope_parameters, with 0.25 as its default.
   ASSIGN_OR_RETURN(const double top,
                    Number(s, s.j, "partial_rotary_factor", "partial_rotary_factor", 0.25));
-  ASSIGN_OR_RETURN(c->partial_rotary_factor,
-                   Number(s, p, "partial_rotary_factor",
-                          std::string(rp_key) + ".partial_rotary_factor", top));
+  ASSIGN_OR_RETURN(
+      c->partial_rotary_factor,
+      Number(s, p, "partial_rotary_factor", std::string(rp_key) + ".partial_rotary_factor", top));
   if (c->rope_theta <= 0) return KeyError(s, theta_key, "must be positive");
   const double dims = static_cast<double>(c->head_dim) * c->partial_rotary_factor;
   c->rotary_dim = static_cast<int64_t>(dims);
@@ -164,10 +166,14 @@ Status ParseDType(const Scope& s, const json& top, Qwen35Config* c) {
     for (const char* key : {"dtype", "torch_dtype"}) {
       const json* v = Find(*obj, key);
       if (v == nullptr) continue;
-      if (*v == "bfloat16") c->dtype = kernels::DType::kBF16;
-      else if (*v == "float16") c->dtype = kernels::DType::kF16;
-      else if (*v == "float32") c->dtype = kernels::DType::kF32;
-      else return KeyError(s, key, "dtype {} is not supported", v->dump());
+      if (*v == "bfloat16")
+        c->dtype = kernels::DType::kBF16;
+      else if (*v == "float16")
+        c->dtype = kernels::DType::kF16;
+      else if (*v == "float32")
+        c->dtype = kernels::DType::kF32;
+      else
+        return KeyError(s, key, "dtype {} is not supported", v->dump());
       return Status::Ok();
     }
   }

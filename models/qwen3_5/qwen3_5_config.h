@@ -20,11 +20,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "kernels/core/dtype.h"
 #include "runtime/core/status.h"
@@ -35,10 +34,10 @@ enum class HybridLayerType : uint8_t { kLinearAttention, kFullAttention };
 std::string_view HybridLayerTypeName(HybridLayerType t);  // "linear_attention" / ...
 
 struct Qwen35Config {
-  std::string source;                      // the config.json it came from (for messages)
-  std::string model_type;                  // top-level: "qwen3_5" or "qwen3_5_text"
+  std::string source;      // the config.json it came from (for messages)
+  std::string model_type;  // top-level: "qwen3_5" or "qwen3_5_text"
   std::vector<std::string> architectures;
-  std::string weight_prefix;               // "model.language_model." or "model."
+  std::string weight_prefix;  // "model.language_model." or "model."
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

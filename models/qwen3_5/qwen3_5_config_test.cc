@@ -1,11 +1,11 @@
 // Qwen3.5 config.json parsing: the golden tiny wrapper, a 27B-shaped wrapper, the text-only
 // layout, and every refusal naming the file and the key.
-#include <string>
+#include "models/qwen3_5/qwen3_5_config.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
-#include "models/qwen3_5/qwen3_5_config.h"
+#include <nlohmann/json.hpp>
+#include <string>
 
 namespace tandem::models {
 namespace {

@@ -2,13 +2,13 @@
 // tests/golden/make_qwen3_5_golden.py (a tiny random Qwen3.5 in the wrapper layout, its fp32
 // reference and HF bf16 hidden states, each document run alone), plus the capture contract,
 // the text-only layout and the loader's errors.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "kernels/testing/testing.h"
 #include "models/io/file_util.h"
@@ -151,19 +151,21 @@ TEST(Qwen35GoldenTest, EachLayerAloneOnTheReferenceInput) {
     text["num_hidden_layers"] = 1;
     text["layer_types"] = {text["layer_types"][layer]};
     text["vocab_size"] = t;
-    const std::vector<float> in = Read<float>(*golden, "hidden." + std::to_string(layer - 1),
-                                              DType::kF32);
+    const std::vector<float> in =
+        Read<float>(*golden, "hidden." + std::to_string(layer - 1), DType::kF32);
     std::vector<bf16> embed;
     for (float x : in) embed.push_back(bf16(x));
     const std::string from = fmt::format("model.language_model.layers.{}.", layer);
     auto reader = SafetensorsReader::Open(kDir);
     ASSERT_TRUE(reader.ok());
     std::vector<TensorToWrite> out;
-    out.push_back({"model.language_model.embed_tokens.weight", DType::kBF16, {t, h},
+    out.push_back({"model.language_model.embed_tokens.weight",
+                   DType::kBF16,
+                   {t, h},
                    std::as_bytes(std::span<const bf16>(embed))});
     std::vector<bf16> head(t * h, bf16(0.f));
-    out.push_back({"lm_head.weight", DType::kBF16, {t, h},
-                   std::as_bytes(std::span<const bf16>(head))});
+    out.push_back(
+        {"lm_head.weight", DType::kBF16, {t, h}, std::as_bytes(std::span<const bf16>(head))});
     for (const TensorInfo& ti : reader->tensors()) {
       if (ti.name.starts_with(from))
         out.push_back({"model.language_model.layers.0." + ti.name.substr(from.size()), ti.dtype,
@@ -179,12 +181,13 @@ TEST(Qwen35GoldenTest, EachLayerAloneOnTheReferenceInput) {
     std::vector<int32_t> cu_copy = cu;
     std::vector<bf16> got(t * h);
     const HybridCapture cap{0, TensorView(got.data(), DType::kBF16, {t, h})};
-    ASSERT_TRUE(target->Forward({TensorView(ids.data(), DType::kI32, {t}),
-                                 TensorView(pos.data(), DType::kI32, {t}),
-                                 TensorView(cu_copy.data(), DType::kI32,
-                                            {static_cast<int64_t>(cu.size())})},
-                                {&cap, 1})
-                    .ok());
+    ASSERT_TRUE(
+        target
+            ->Forward(
+                {TensorView(ids.data(), DType::kI32, {t}), TensorView(pos.data(), DType::kI32, {t}),
+                 TensorView(cu_copy.data(), DType::kI32, {static_cast<int64_t>(cu.size())})},
+                {&cap, 1})
+            .ok());
     const std::string name = "alone.hidden." + std::to_string(layer);
     ::testing::AssertionResult ok =
         AsAccurateAsHf(got, Read<float>(*golden, name, DType::kF32),
@@ -207,7 +210,8 @@ TEST(Qwen35GoldenTest, MissingOrMisShapedTensorsAreNamed) {
   }
   {
     testing::ScratchDir dir;
-    Rewrite(dir.path(), GoldenConfig(), [](const std::string& n) { return n; }, victim);
+    Rewrite(
+        dir.path(), GoldenConfig(), [](const std::string& n) { return n; }, victim);
     auto t = Qwen35Target::Load(dir.path(), Device::Cpu(), {.max_tokens = 16});
     ASSERT_FALSE(t.ok());
     EXPECT_NE(t.status().message().find(victim), std::string::npos) << t.status().ToString();
@@ -227,10 +231,10 @@ TEST(Qwen35GoldenTest, RejectsBadForwardArguments) {
   std::vector<int32_t> ids = {1, 2, 3}, pos = {0, 1, 0}, cu = {0, 2, 4};
   std::vector<bf16> out(3 * 64);
   const HybridCapture cap{0, TensorView(out.data(), DType::kBF16, {3, 64})};
-  Status st = target->Forward({TensorView(ids.data(), DType::kI32, {3}),
-                               TensorView(pos.data(), DType::kI32, {3}),
-                               TensorView(cu.data(), DType::kI32, {3})},
-                              {&cap, 1});
+  Status st = target->Forward(
+      {TensorView(ids.data(), DType::kI32, {3}), TensorView(pos.data(), DType::kI32, {3}),
+       TensorView(cu.data(), DType::kI32, {3})},
+      {&cap, 1});
   EXPECT_NE(st.message().find("cu_seqlens"), std::string::npos) << st.ToString();
 }
 

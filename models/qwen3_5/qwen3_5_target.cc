@@ -1,9 +1,8 @@
 #include "models/qwen3_5/qwen3_5_target.h"
 
 #include <algorithm>
-#include <vector>
-
 #include <optional>
+#include <vector>
 
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/embedding.h"
@@ -92,12 +91,21 @@ Status Qwen35Target::AllocateWorkspace() {
   const int64_t hv = c.linear_num_value_heads;
   const int64_t proj = std::max(c.conv_dim() + c.linear_value_dim() + 2 * hv, 2 * c.q_dim());
   // Bytes per token of each slot, in Slot order.
-  const int64_t per_token[kNumSlots] = {
-      2 * c.hidden_size,       2 * c.hidden_size,      2 * proj,
-      2 * c.conv_dim(),        4 * hv,                 4 * hv,
-      2 * c.linear_value_dim(), 2 * c.linear_value_dim(), 2 * c.q_dim(),
-      2 * c.kv_dim(),          2 * c.kv_dim(),         2 * c.kv_dim(),
-      2 * c.q_dim(),           4 * c.intermediate_size, 2 * c.intermediate_size};
+  const int64_t per_token[kNumSlots] = {2 * c.hidden_size,
+                                        2 * c.hidden_size,
+                                        2 * proj,
+                                        2 * c.conv_dim(),
+                                        4 * hv,
+                                        4 * hv,
+                                        2 * c.linear_value_dim(),
+                                        2 * c.linear_value_dim(),
+                                        2 * c.q_dim(),
+                                        2 * c.kv_dim(),
+                                        2 * c.kv_dim(),
+                                        2 * c.kv_dim(),
+                                        2 * c.q_dim(),
+                                        4 * c.intermediate_size,
+                                        2 * c.intermediate_size};
   int64_t offsets[kNumSlots], total = 0;
   for (int s = 0; s < kNumSlots; ++s) {
     total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
@@ -110,7 +118,8 @@ Status Qwen35Target::AllocateWorkspace() {
     alloc = pool;
   }
   ASSIGN_OR_RETURN(workspace_, Tensor::Empty(*alloc, DType::kU8, {total}, options_.stream));
-  for (int s = 0; s < kNumSlots; ++s) slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
+  for (int s = 0; s < kNumSlots; ++s)
+    slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
   return Status::Ok();
 }
 
@@ -119,8 +128,7 @@ TensorView Qwen35Target::View(Slot slot, int64_t rows, int64_t cols) const {
   return TensorView(slots_[slot], dtype, {rows, cols}, device());
 }
 
-Status Qwen35Target::CheckForward(const HybridBatch& batch,
-                                  std::span<const HybridCapture> captures,
+Status Qwen35Target::CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
                                   int* max_seqlen) const {
   const Qwen35Config& c = config();
   const Device dev = device();
@@ -146,7 +154,8 @@ Status Qwen35Target::CheckForward(const HybridBatch& batch,
     if (batch.max_seqlen <= 0 || batch.max_seqlen > t)
       return InvalidArgumentError(
           "{}: max_seqlen must be given in 1..T on CUDA (reading cu_seqlens would synchronise "
-          "the host), got {}", kOp, batch.max_seqlen);
+          "the host), got {}",
+          kOp, batch.max_seqlen);
     *max_seqlen = batch.max_seqlen;
   }
   std::vector<bool> seen(static_cast<size_t>(c.num_hidden_layers), false);
@@ -154,15 +163,14 @@ Status Qwen35Target::CheckForward(const HybridBatch& batch,
     if (cap.layer < 0 || cap.layer >= c.num_hidden_layers)
       return InvalidArgumentError("{}: capture layer {} not in [0, {})", kOp, cap.layer,
                                   c.num_hidden_layers);
-    if (seen[cap.layer])
-      return InvalidArgumentError("{}: layer {} captured twice", kOp, cap.layer);
+    if (seen[cap.layer]) return InvalidArgumentError("{}: layer {} captured twice", kOp, cap.layer);
     seen[cap.layer] = true;
     const TensorView& o = cap.out;
-    if (o.device() != dev || o.dtype() != DType::kBF16 ||
-        !(o.shape() == Shape{t, c.hidden_size}) || !o.is_contiguous())
+    if (o.device() != dev || o.dtype() != DType::kBF16 || !(o.shape() == Shape{t, c.hidden_size}) ||
+        !o.is_contiguous())
       return InvalidArgumentError(
-          "{}: layer {}: the capture buffer must be a contiguous bf16 [{}, {}] on {}, got {}",
-          kOp, cap.layer, t, c.hidden_size, DeviceName(dev), o.ToString());
+          "{}: layer {}: the capture buffer must be a contiguous bf16 [{}, {}] on {}, got {}", kOp,
+          cap.layer, t, c.hidden_size, DeviceName(dev), o.ToString());
   }
   return Status::Ok();
 }
@@ -206,8 +214,8 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   const int64_t conv = c.conv_dim(), vd = c.linear_value_dim(), kd = c.linear_key_dim(),
                 hv = c.linear_num_value_heads;
   const TensorView proj = View(kProj, t, conv + vd + 2 * hv);  // qkv | z | b | a
-  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), View(kNormed, t, c.hidden_size), w.in_proj, proj,
-                                Linear(), s));
+  RETURN_IF_ERROR(
+      kernels::Gemm(gemm_.get(), View(kNormed, t, c.hidden_size), w.in_proj, proj, Linear(), s));
   const TensorView mixed = View(kConv, t, conv);  // q | k | v after conv + SiLU
   RETURN_IF_ERROR(kernels::CausalConv1dSiluForward(mixed, proj.Narrow(1, 0, conv), w.conv1d,
                                                    batch.cu_seqlens, s));
@@ -249,7 +257,8 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
   const TensorView qg_rows = qg.Reshape({t * hq, 2 * d});
   const TensorView q = View(kQ, t * hq, d), k = View(kK, t * hk, d);
   RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(q, qg_rows.Narrow(1, 0, d), w.q_norm, eps, s));
-  RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(k, k_raw.Reshape({t * hk, d}), w.k_norm, eps, s));
+  RETURN_IF_ERROR(
+      kernels::ZeroCentredRmsNormForward(k, k_raw.Reshape({t * hk, d}), w.k_norm, eps, s));
   const TensorView q3 = q.Reshape({t, hq, d}), k3 = k.Reshape({t, hk, d});
   const kernels::RopeConfig rope{c.rotary_dim, c.rope_theta};
   RETURN_IF_ERROR(kernels::RopeForward(q3, q3, batch.position_ids, rope, s));
@@ -260,8 +269,8 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
     RETURN_IF_ERROR(kernels::CausalVarlenAttentionForwardCpu(q3, k3, v3, batch.cu_seqlens,
                                                              max_seqlen, 0.f, attn3, {}, s));
   } else {
-    RETURN_IF_ERROR(attention_->Forward(q3, k3, v3, batch.cu_seqlens, max_seqlen, 0.f, attn3,
-                                        {}, s));
+    RETURN_IF_ERROR(
+        attention_->Forward(q3, k3, v3, batch.cu_seqlens, max_seqlen, 0.f, attn3, {}, s));
   }
   RETURN_IF_ERROR(kernels::SigmoidGateForward(attn, attn, qg_rows.Narrow(1, d, d), s));
   return kernels::Gemm(gemm_.get(), attn.Reshape({t, c.q_dim()}), w.o_proj,
@@ -271,7 +280,8 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
 Status Qwen35Target::Mlp(const Qwen35LayerWeights& w, int64_t t) {
   const Qwen35Config& c = config();
   const kernels::Stream s = options_.stream;
-  const TensorView hidden = View(kHidden, t, c.hidden_size), normed = View(kNormed, t, c.hidden_size);
+  const TensorView hidden = View(kHidden, t, c.hidden_size),
+                   normed = View(kNormed, t, c.hidden_size);
   RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(normed, hidden, w.post_norm,
                                                      static_cast<float>(c.rms_norm_eps), s));
   const TensorView gate_up = View(kGateUp, t, 2 * c.intermediate_size);

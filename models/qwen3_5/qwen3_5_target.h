@@ -61,8 +61,7 @@ class Qwen35Target {
   static Result<std::unique_ptr<Qwen35Target>> Create(Qwen35Weights weights,
                                                       const Qwen35TargetOptions& options);
   // Reads `dir`/config.json and the checkpoint beside it onto `device`, then Create.
-  static Result<std::unique_ptr<Qwen35Target>> Load(const std::string& dir,
-                                                    kernels::Device device,
+  static Result<std::unique_ptr<Qwen35Target>> Load(const std::string& dir, kernels::Device device,
                                                     const Qwen35TargetOptions& options);
   ~Qwen35Target();
   Qwen35Target(const Qwen35Target&) = delete;
@@ -81,8 +80,24 @@ class Qwen35Target {
 
  private:
   // Base pointers of the activation slots in `workspace_`, each sized for max_tokens rows.
-  enum Slot { kHidden, kNormed, kProj, kConv, kGate, kBeta, kCore, kGated, kQ, kKRaw, kK, kV,
-              kAttn, kGateUp, kAct, kNumSlots };
+  enum Slot {
+    kHidden,
+    kNormed,
+    kProj,
+    kConv,
+    kGate,
+    kBeta,
+    kCore,
+    kGated,
+    kQ,
+    kKRaw,
+    kK,
+    kV,
+    kAttn,
+    kGateUp,
+    kAct,
+    kNumSlots
+  };
 
   Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options);
   Status AllocateWorkspace();

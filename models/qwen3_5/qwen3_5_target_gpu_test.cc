@@ -1,10 +1,10 @@
 // GPU test of the hybrid target (label gpu; SKIPPED without a device): the CUDA forward on the
 // transformers goldens, every layer as accurate as transformers' bf16 forward (the CPU
 // test's criterion), and close to the CPU forward.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/core/memory.h"
 #include "kernels/testing/testing.h"

@@ -3,12 +3,12 @@
 // bf16" criterion. Test-only; expects TANDEM_SOURCE_DIR to be defined.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/core/dtype.h"
 #include "kernels/testing/testing.h"
@@ -36,8 +36,9 @@ inline std::vector<T> Read(const SafetensorsReader& r, const std::string& name, 
 // |err| against the fp32 reference at most twice HF's + 1e-3, relative L2 at most
 // max(1e-2, 1.5x HF's).
 inline ::testing::AssertionResult AsAccurateAsHf(const std::vector<bf16>& got,
-                                          const std::vector<float>& ref,
-                                          const std::vector<float>& hf, const std::string& what) {
+                                                 const std::vector<float>& ref,
+                                                 const std::vector<float>& hf,
+                                                 const std::string& what) {
   double ours = 0, theirs = 0, num = 0, num_hf = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double e = static_cast<double>(got[i].f()) - ref[i];

@@ -89,8 +89,7 @@ std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c) {
   return specs;
 }
 
-Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device device,
-                                              Stream stream) {
+Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device device, Stream stream) {
   const std::vector<Placed> layout = Layout(c);
   std::vector<int64_t> offsets;
   int64_t total = 0;
@@ -102,8 +101,8 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device devi
   ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
   Qwen35Weights w;
   w.config_ = c;
-  ASSIGN_OR_RETURN(w.storage_, Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)},
-                                             stream));
+  ASSIGN_OR_RETURN(w.storage_,
+                   Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)}, stream));
   char* base = static_cast<char*>(w.storage_.data());
   for (size_t i = 0; i < layout.size(); ++i) {
     const std::vector<int64_t>& s = layout[i].spec.shape;
@@ -126,8 +125,8 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device devi
     if (lw.type == HybridLayerType::kLinearAttention) {
       const std::string a = l + "linear_attn.";
       Qwen35LinearAttentionWeights& la = lw.linear;
-      la.in_proj = Block(at(a + "in_proj_qkv.weight"),
-                         c.conv_dim() + c.linear_value_dim() + 2 * hv, h);
+      la.in_proj =
+          Block(at(a + "in_proj_qkv.weight"), c.conv_dim() + c.linear_value_dim() + 2 * hv, h);
       la.conv1d = Block(at(a + "conv1d.weight"), c.conv_dim(), c.linear_conv_kernel_dim);
       la.a_log = at(a + "A_log");
       la.dt_bias = at(a + "dt_bias");

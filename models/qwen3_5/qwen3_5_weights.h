@@ -48,12 +48,12 @@ struct Qwen35AttentionWeights {
 
 struct Qwen35LayerWeights {
   HybridLayerType type = HybridLayerType::kLinearAttention;
-  kernels::TensorView input_norm;  // bf16 [H] (zero-centred)
-  kernels::TensorView post_norm;   // bf16 [H] (zero-centred)
+  kernels::TensorView input_norm;       // bf16 [H] (zero-centred)
+  kernels::TensorView post_norm;        // bf16 [H] (zero-centred)
   Qwen35LinearAttentionWeights linear;  // set for linear_attention layers
   Qwen35AttentionWeights attn;          // set for full_attention layers
-  kernels::TensorView gate_up;     // bf16 [2I, H]: rows [0, I) gate_proj, [I, 2I) up_proj
-  kernels::TensorView down_proj;   // bf16 [H, I]
+  kernels::TensorView gate_up;          // bf16 [2I, H]: rows [0, I) gate_proj, [I, 2I) up_proj
+  kernels::TensorView down_proj;        // bf16 [H, I]
 };
 
 // Every checkpoint tensor the text model needs (HF names under config.weight_prefix, plus
