@@ -103,6 +103,7 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& name) {
     }
     t.added_first_byte_[static_cast<uint8_t>(tok.content[0])] = true;
     t.vocab_bound_ = std::max(t.vocab_bound_, tok.id + 1);
+    t.added_by_id_[tok.id] = t.added_.size();
     t.added_.push_back(std::move(tok));
   }
   return t;
@@ -181,11 +182,9 @@ Result<std::vector<uint32_t>> Tokenizer::Encode(std::string_view text,
 std::string Tokenizer::Decode(const std::vector<uint32_t>& ids, bool skip_special) const {
   std::string bytes;
   for (uint32_t id : ids) {
-    const AddedToken* added = nullptr;
-    for (const auto& a : added_) {
-      if (a.id == id) added = &a;
-    }
-    if (added) {
+    auto it = added_by_id_.find(id);
+    if (it != added_by_id_.end()) {
+      const AddedToken* added = &added_[it->second];
       if (skip_special && added->special) continue;
       auto raw = ByteLevelToBytes(added->content);
       bytes += raw ? *raw : added->content;
@@ -194,6 +193,12 @@ std::string Tokenizer::Decode(const std::vector<uint32_t>& ids, bool skip_specia
     }
   }
   return LossyUtf8(bytes);
+}
+
+const std::string* Tokenizer::TokenBytes(uint32_t id) const {
+  auto it = added_by_id_.find(id);
+  if (it != added_by_id_.end()) return &added_[it->second].content;
+  return bpe_.TokenBytes(id);
 }
 
 int64_t Tokenizer::TokenId(std::string_view text) const {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -63,6 +64,9 @@ class Tokenizer {
   // skip_special.
   std::string Decode(const std::vector<uint32_t>& ids, bool skip_special = false) const;
 
+  // The raw bytes token `id` stands for in text (an added token's content, a vocabulary
+  // entry's bytes), or nullptr when `id` is unknown.
+  const std::string* TokenBytes(uint32_t id) const;
   // The id of an added token or vocabulary entry spelled `text`, or -1.
   int64_t TokenId(std::string_view text) const;
   // Largest id + 1 over the vocabulary and the added tokens.
@@ -80,6 +84,7 @@ class Tokenizer {
   PreTokenizer pre_;
   bool nfc_ = false;
   std::vector<AddedToken> added_;
+  std::unordered_map<uint32_t, size_t> added_by_id_;  // id -> index in added_
   bool added_first_byte_[256] = {};
   uint32_t vocab_bound_ = 0;
 };
