@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/chat_data_command.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   report->add_option("run", job, "the job's metrics file or checkpoint directory")->required();
   report->add_option("--compare", compare, "a second run to overlay");
   report->add_option("-o,--output", report_out, "HTML file to write (default: beside the metrics)");
+  tandem::cli::ChatDataArgs chat;
+  tandem::cli::AddChatDataOptions(data, &chat);
   auto* logs = app.add_subcommand("logs", "a job's log lines");
   logs->add_option("job", job, "job id or name")->required();
   logs->add_option("--actor", actor, "only this actor (or group)");
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
   if (*list) return cli::List(c, what);
   if (*logs) return cli::Logs(c, job, actor, follow);
   if (*report) return cli::Report(c, job, compare, report_out);
+  if (*data && !chat.model.empty()) return cli::ChatData(job, data_out, chat);
   if (*data) return cli::Data(job, data_out, vocab, skip_bad);
   return 2;
 }

@@ -75,18 +75,39 @@ Result<std::string> ChatEncoder::Render(const Conversation& c, size_t count,
 // The first token of the assistant's turn: where the tokens of the generation prompt stop
 // agreeing with the example's tokens. Comparing tokens, not characters, keeps a partial
 // match inside a token (the "<" of "<think>" and "<|im_end|>", a "\n" of "\n\n") out.
-size_t ChatEncoder::TurnStart(const std::string& prompt, const std::vector<uint32_t>& ids,
-                              Scratch& scratch) const {
-  auto p = tok_->Encode(prompt, scratch.tok);
+// Text between added tokens is encoded independently, so only the prompt's text after the
+// last added token inside the common text prefix needs encoding: the k-th added token of the
+// prompt is the k-th added id of `ids` (checked; on any doubt the whole prompt is encoded).
+size_t ChatEncoder::TurnStart(const std::string& prompt, const std::string& text,
+                              const std::vector<uint32_t>& ids, Scratch& scratch) const {
+  size_t common = 0;
+  const size_t n = std::min(prompt.size(), text.size());
+  while (common < n && prompt[common] == text[common]) ++common;
+  const auto matches = tok_->MatchAdded(std::string_view(prompt).substr(0, common));
+  size_t from = 0, j = 0;
+  if (!matches.empty()) {
+    size_t seen = 0;
+    for (; j < ids.size() && seen < matches.size(); ++j) {
+      if (tok_->IsAdded(ids[j]) && ids[j] == matches[seen].id) ++seen;
+      else if (tok_->IsAdded(ids[j])) break;
+    }
+    if (seen == matches.size()) {
+      from = matches.back().end;
+    } else {
+      j = 0;
+    }
+  }
+  auto tail = tok_->Encode(std::string_view(prompt).substr(from), scratch.tok);
   size_t s = 0;
-  while (p.ok() && s < p->size() && s < ids.size() && (*p)[s] == ids[s]) ++s;
-  return s;
+  while (tail.ok() && s < tail->size() && j + s < ids.size() && (*tail)[s] == ids[j + s]) ++s;
+  return j + s;
 }
 
-Status ChatEncoder::MaskTurn(const Conversation& c, size_t i, const std::vector<uint32_t>& ids, Scratch& scratch,
+Status ChatEncoder::MaskTurn(const Conversation& c, size_t i, const std::string& text,
+                             const std::vector<uint32_t>& ids, Scratch& scratch,
                              std::vector<uint8_t>* mask) const {
   ASSIGN_OR_RETURN(std::string prompt, Render(c, i, /*generation_prompt=*/true));
-  const size_t s = TurnStart(prompt, ids, scratch);
+  const size_t s = TurnStart(prompt, text, ids, scratch);
   size_t e = s;
   while (e < ids.size() && ids[e] != eot_) ++e;
   const size_t end = std::min(e + 1, ids.size());
@@ -164,7 +185,7 @@ EncodeOutcome ChatEncoder::Encode(const Conversation& c, Scratch& scratch) const
     }
     ex.mask.assign(ex.ids.size(), 0);
     for (size_t i : turns) {
-      if (Status st = MaskTurn(c, i, ex.ids, scratch, &ex.mask); !st.ok()) {
+      if (Status st = MaskTurn(c, i, *text, ex.ids, scratch, &ex.mask); !st.ok()) {
         fail("template_error", st);
         return out;
       }

@@ -82,12 +82,13 @@ class ChatEncoder {
 
  private:
   Result<std::string> Render(const Conversation& c, size_t count, bool generation_prompt) const;
-  // Sets the mask of assistant message `i` of `c` in *mask for `ids` (a render of
-  // c.messages[:count]).
-  Status MaskTurn(const Conversation& c, size_t i, const std::vector<uint32_t>& ids,
-                  Scratch& scratch, std::vector<uint8_t>* mask) const;
-  size_t TurnStart(const std::string& prompt, const std::vector<uint32_t>& ids,
-                   Scratch& scratch) const;
+  // Sets the mask of assistant message `i` of `c` in *mask for `ids`, the tokens of `text`
+  // (a render of c.messages[:count]).
+  Status MaskTurn(const Conversation& c, size_t i, const std::string& text,
+                  const std::vector<uint32_t>& ids, Scratch& scratch,
+                  std::vector<uint8_t>* mask) const;
+  size_t TurnStart(const std::string& prompt, const std::string& text,
+                   const std::vector<uint32_t>& ids, Scratch& scratch) const;
   void Finish(Example ex, EncodeOutcome* out) const;
 
   std::shared_ptr<const tokenizer::Tokenizer> tok_;

@@ -195,6 +195,19 @@ std::string Tokenizer::Decode(const std::vector<uint32_t>& ids, bool skip_specia
   return LossyUtf8(bytes);
 }
 
+std::vector<Tokenizer::AddedMatch> Tokenizer::MatchAdded(std::string_view text) const {
+  std::vector<AddedMatch> out;
+  size_t pos = 0, at = 0;
+  while (pos < text.size() && !added_.empty()) {
+    const int k = FindAdded(text, pos, &at);
+    if (k < 0) break;
+    const AddedToken& a = added_[size_t(k)];
+    out.push_back({at, at + a.content.size(), a.id});
+    pos = at + a.content.size();
+  }
+  return out;
+}
+
 const std::string* Tokenizer::TokenBytes(uint32_t id) const {
   auto it = added_by_id_.find(id);
   if (it != added_by_id_.end()) return &added_[it->second].content;

@@ -64,6 +64,15 @@ class Tokenizer {
   // skip_special.
   std::string Decode(const std::vector<uint32_t>& ids, bool skip_special = false) const;
 
+  // The added tokens Encode matches in `text` (leftmost, longest), in order: byte spans and
+  // ids. Text between them is encoded independently of the rest.
+  struct AddedMatch {
+    size_t begin, end;
+    uint32_t id;
+  };
+  std::vector<AddedMatch> MatchAdded(std::string_view text) const;
+  bool IsAdded(uint32_t id) const { return added_by_id_.count(id) > 0; }
+
   // The raw bytes token `id` stands for in text (an added token's content, a vocabulary
   // entry's bytes), or nullptr when `id` is unknown.
   const std::string* TokenBytes(uint32_t id) const;

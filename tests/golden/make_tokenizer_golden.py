@@ -13,7 +13,11 @@ an assistant turn's span starts where the render of the conversation up to that 
 add_generation_prompt=True stops agreeing with the full render, and ends after the first
 eos_token at or after that point; a token is in the mask when it overlaps the span.
 mask_no_reasoning also clears tokens overlapping "<think>" .. "</think>" plus the newlines
-that follow it, inside a span. split = i: the example is messages[:i+1] rendered alone
+that follow it, inside a span. With enable_thinking=False the generation prompt ends in an
+empty think block that a turn with reasoning (or an empty turn) contradicts; the character rule
+can then stop inside a token (the "<" of "<|im_end|>"), so tandem's test compares those masks
+only where the rule is well posed, and checks every last turn against the token prefix of the
+add_generation_prompt record instead. split = i: the example is messages[:i+1] rendered alone
 (one example per assistant turn) and only its last assistant turn is masked.
 """
 import hashlib
