@@ -1,5 +1,7 @@
 #include "models/tokenizer/bpe.h"
 
+#include <queue>
+
 #include <nlohmann/json.hpp>
 
 #include "models/tokenizer/byte_level.h"
@@ -144,7 +146,7 @@ void BpeModel::InsertMerge(uint32_t left, uint32_t right, uint32_t rank, uint32_
   table_[i] = MergeSlot{key, rank, merged};
 }
 
-void BpeModel::MergeWord(std::vector<uint32_t>* symbols) const {
+void BpeModel::MergeScan(std::vector<uint32_t>* symbols) const {
   std::vector<uint32_t>& s = *symbols;
   while (s.size() > 1) {
     uint32_t best_rank = UINT32_MAX, best_left = 0, best_right = 0, merged = 0;
@@ -173,6 +175,56 @@ void BpeModel::MergeWord(std::vector<uint32_t>* symbols) const {
   }
 }
 
+void BpeModel::MergeHeap(std::vector<uint32_t>* symbols) const {
+  std::vector<uint32_t>& s = *symbols;
+  const size_t n = s.size();
+  if (n < 2) return;
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> prev(n), next(n);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = i == 0 ? kNone : i - 1;
+    next[i] = i + 1 == n ? kNone : i + 1;
+  }
+  std::vector<uint8_t> alive(n, 1);
+  struct Cand {
+    uint32_t rank;
+    size_t pos;
+    uint32_t left, right;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](size_t i) {
+    if (i == kNone || next[i] == kNone) return;
+    if (const MergeSlot* m = FindMerge(s[i], s[next[i]])) heap.push({m->rank, i, s[i], s[next[i]]});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    const size_t r = next[c.pos];
+    if (!alive[c.pos] || r == kNone || s[c.pos] != c.left || s[r] != c.right) continue;
+    s[c.pos] = FindMerge(c.left, c.right)->merged;
+    alive[r] = 0;
+    next[c.pos] = next[r];
+    if (next[r] != kNone) prev[next[r]] = c.pos;
+    push(prev[c.pos]);
+    push(c.pos);
+  }
+  size_t w = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (alive[i]) s[w++] = s[i];
+  }
+  s.resize(w);
+}
+
+void BpeModel::Merge(std::vector<uint32_t>* symbols, Strategy strategy) const {
+  if (strategy == Strategy::kAuto) {
+    strategy = symbols->size() > 48 ? Strategy::kHeap : Strategy::kScan;
+  }
+  if (strategy == Strategy::kHeap) MergeHeap(symbols);
+  else MergeScan(symbols);
+}
+
 void BpeModel::EncodePiece(std::string_view piece, BpeCache* cache,
                            std::vector<uint32_t>* out) const {
   if (piece.empty()) return;
@@ -193,7 +245,7 @@ void BpeModel::EncodePiece(std::string_view piece, BpeCache* cache,
   } else {
     symbols.reserve(piece.size());
     for (char c : piece) symbols.push_back(byte_ids_[static_cast<uint8_t>(c)]);
-    MergeWord(&symbols);
+    Merge(&symbols);
   }
   if (cache) cache->Insert(piece, symbols);
   out->insert(out->end(), symbols.begin(), symbols.end());

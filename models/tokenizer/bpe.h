@@ -42,6 +42,13 @@ class BpeModel {
   // Appends the ids of one pre-tokenized piece (raw bytes). `cache` may be null.
   void EncodePiece(std::string_view piece, BpeCache* cache, std::vector<uint32_t>* out) const;
 
+  // Merges `symbols` (byte ids) in place. kScan rescans the pairs after every merge
+  // (fast for the short pieces that are nearly all of them), kHeap keeps candidate pairs in
+  // a min-heap by (rank, position) like HF tokenizers (O(n log n) for long pieces); both give
+  // the same result. kAuto picks by length.
+  enum class Strategy { kAuto, kScan, kHeap };
+  void Merge(std::vector<uint32_t>* symbols, Strategy strategy = Strategy::kAuto) const;
+
   // Vocabulary entries: raw bytes of `id`, or nullptr when `id` is not in the vocabulary.
   const std::string* TokenBytes(uint32_t id) const;
   // The id of a vocabulary entry given as raw bytes, or -1.
@@ -57,7 +64,8 @@ class BpeModel {
   };
   const MergeSlot* FindMerge(uint32_t left, uint32_t right) const;
   void InsertMerge(uint32_t left, uint32_t right, uint32_t rank, uint32_t merged);
-  void MergeWord(std::vector<uint32_t>* symbols) const;
+  void MergeScan(std::vector<uint32_t>* symbols) const;
+  void MergeHeap(std::vector<uint32_t>* symbols) const;
 
   std::vector<std::string> id_to_bytes_;  // [vocab]; empty string for an unused id
   std::vector<uint8_t> has_id_;           // [vocab] 1 where the id is in the vocabulary

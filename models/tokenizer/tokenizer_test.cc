@@ -90,6 +90,26 @@ TEST(TokenizerTest, MatchesHfOnRenderedChats) {
   EXPECT_EQ(mismatches, 0);
 }
 
+TEST(TokenizerTest, HeapAndScanMergesAgreeOnLongPieces) {
+  const BpeModel& bpe = Qwen3().model();
+  const char* alphabet[] = {"a", "b", "e", "th", "中", "文", "字", "ü", " ", "1", "🙂", "ing"};
+  uint32_t x = 12345;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string word;
+    const int len = 1 + trial * 3;
+    for (int k = 0; k < len; ++k) {
+      x = x * 1103515245u + 12345u;
+      word += alphabet[(x >> 16) % std::size(alphabet)];
+    }
+    std::vector<uint32_t> a, b;
+    for (char c : word) a.push_back(uint32_t(bpe.IdOfBytes(std::string(1, c))));
+    b = a;
+    bpe.Merge(&a, BpeModel::Strategy::kScan);
+    bpe.Merge(&b, BpeModel::Strategy::kHeap);
+    ASSERT_EQ(a, b) << word;
+  }
+}
+
 TEST(TokenizerTest, SpecialTokensMatchedBeforeSplitting) {
   const Tokenizer& t = Qwen3();
   EncodeScratch scratch;
