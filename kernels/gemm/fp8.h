@@ -6,14 +6,17 @@
 // group takes scale = amax / 448 (1 for an all-zero group) and stores sat_rne(v / scale),
 // so the largest magnitude of every group maps to 448.
 //
-// Layouts (what cuBLASLt's VEC128_32F / BLK128x128_32F modes read on sm_90):
+// Layouts (what cuBLASLt's VEC128_32F / BLK128x128_32F modes read on sm_90; measured on the
+// H200 with cuBLASLt 13.1, bench/fp8_probe):
 //   Fp8BlockWeight      data f8e4m3 [N, K] contiguous; scale f32 [ceil(N/128), ld],
 //                       ld = Fp8WeightScaleLd(K) = ceil(K/128) rounded up to 4; block
-//                       (nb, kb) at scale[nb * ld + kb]; padding columns are unused.
-//   Fp8GroupActivation  data f8e4m3 [M, K] contiguous (M may be below the rows allocated);
-//                       scale f32 flat, the group (m, kb) at scale[kb * Fp8ActScaleLd(M) + m]
-//                       with Fp8ActScaleLd(M) = M rounded up to 4 ("outer-dimension major"),
-//                       so the layout depends on the M of the call.
+//                       (nb, kb) at scale[nb * ld + kb]; padding columns are unused (0).
+//   Fp8GroupActivation  data f8e4m3 [Mp, K] contiguous with Mp a multiple of 4 (cuBLASLt has
+//                       no VEC128 kernel for other M); scale f32 flat, the group (m, kb) at
+//                       scale[kb * Mp + m] ("outer-dimension major"). Quantizing x [M, K]
+//                       with Mp - 4 < M <= Mp fills rows M..Mp-1 with zeros (scale 1), and
+//                       the GEMM then writes Mp rows of its output: callers size row
+//                       buffers with Fp8PaddedRows().
 //
 // Thread-safety: stateless functions ordered on `s`; Fp8Gemm follows GemmContext's rules.
 #pragma once
@@ -30,10 +33,10 @@ inline constexpr int64_t kFp8Block = 128;
 
 constexpr int64_t Fp8Blocks(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
 constexpr int64_t Fp8WeightScaleLd(int64_t k) { return (Fp8Blocks(k) + 3) / 4 * 4; }
-constexpr int64_t Fp8ActScaleLd(int64_t m) { return (m + 3) / 4 * 4; }
+constexpr int64_t Fp8PaddedRows(int64_t m) { return (m + 3) / 4 * 4; }
 // f32 elements an activation scale buffer needs for M rows (at most) of K columns.
 constexpr int64_t Fp8ActScaleElems(int64_t m, int64_t k) {
-  return Fp8Blocks(k) * Fp8ActScaleLd(m);
+  return Fp8Blocks(k) * Fp8PaddedRows(m);
 }
 
 struct Fp8BlockWeight {
@@ -44,20 +47,28 @@ struct Fp8BlockWeight {
 };
 
 struct Fp8GroupActivation {
-  TensorView data;   // f8e4m3 [M, K] (a Narrow()ed row range of a larger buffer is fine)
-  TensorView scale;  // f32 [>= Fp8ActScaleElems(M, K)], contiguous
-  // The first `m` rows (the scale view is kept whole: its layout follows m).
-  Fp8GroupActivation Rows(int64_t m) const { return {data.Narrow(0, 0, m), scale}; }
+  TensorView data;   // f8e4m3 [Mp, K], Mp % 4 == 0 (a Narrow()ed row range is fine)
+  TensorView scale;  // f32 [>= Fp8ActScaleElems(Mp, K)], contiguous
+  // The activation for m logical rows: the first Fp8PaddedRows(m) rows of `data` (the scale
+  // view is kept whole: its layout follows the row count).
+  Fp8GroupActivation Rows(int64_t m) const {
+    return {data.Narrow(0, 0, Fp8PaddedRows(m)), scale};
+  }
 };
 
 // Shape, dtype and device checks shared by the CPU and CUDA versions.
 Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w);
 Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a);
+namespace internal {
+// `t` is bf16 or f32 [rows, cols] with unit column stride.
+Status CheckFloatMatrix(const char* op, const char* what, const TensorView& t, int64_t rows,
+                        int64_t cols);
+}  // namespace internal
 
 namespace cpu {
 // w: bf16 or f32 [N, K] -> out (scale padding columns are written as 0).
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream s);
-// x: bf16 or f32 [M, K] (unit column stride) -> out (rows M of out.data).
+// x: bf16 or f32 [M, K] (unit column stride), Mp - 4 < M <= Mp -> out (pad rows zero).
 Status QuantizeFp8Activation(const TensorView& x, const Fp8GroupActivation& out, Stream s);
 // out: bf16 or f32 [N, K] = data * scale.
 Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Stream s);
@@ -85,7 +96,7 @@ Status CheckFp8Device(int device);
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream s);
 Status QuantizeFp8Activation(const TensorView& x, const Fp8GroupActivation& out, Stream s);
 Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Stream s);
-// y = x W^T (opt.trans_b must be set, trans_a not; no bias). c: [M, N], M = a.data rows.
+// y = x W^T (opt.trans_b must be set, trans_a not; no bias). c: [Mp, N], Mp = a.data rows.
 Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeight& w,
                const TensorView& c, const GemmOptions& opt, Stream s);
 

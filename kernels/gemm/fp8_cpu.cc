@@ -22,16 +22,6 @@ void StoreFloat(const TensorView& t, int64_t r, int64_t c, float v) {
   else t.data_as<bf16>()[i] = bf16(v);
 }
 
-Status CheckFloatMatrix(const char* op, const char* what, const TensorView& t, int64_t rows,
-                        int64_t cols) {
-  if (t.dtype() != DType::kBF16 && t.dtype() != DType::kF32)
-    return InvalidArgumentError("{}: {} must be bf16 or f32, got {}", op, what, t.ToString());
-  if (t.ndim() != 2 || t.dim(0) != rows || t.dim(1) != cols || t.stride(1) != 1)
-    return InvalidArgumentError("{}: {} must be [{}, {}] with unit column stride, got {}", op,
-                                what, rows, cols, t.ToString());
-  return Status::Ok();
-}
-
 float GroupScale(float amax) { return amax > 0.f ? amax / kE4m3Max : 1.f; }
 
 // Quantizes rows [r0, r1) x cols [c0, c1) of `x` with one scale; returns that scale.
@@ -49,6 +39,19 @@ float QuantizeTile(const TensorView& x, const TensorView& q, int64_t r0, int64_t
 
 }  // namespace
 
+namespace internal {
+Status CheckFloatMatrix(const char* op, const char* what, const TensorView& t, int64_t rows,
+                        int64_t cols) {
+  if (t.dtype() != DType::kBF16 && t.dtype() != DType::kF32)
+    return InvalidArgumentError("{}: {} must be bf16 or f32, got {}", op, what, t.ToString());
+  if (t.ndim() != 2 || t.dim(0) != rows || t.dim(1) != cols || t.stride(1) != 1)
+    return InvalidArgumentError("{}: {} must be [{}, {}] with unit column stride, got {}", op,
+                                what, rows, cols, t.ToString());
+  return Status::Ok();
+}
+
+}  // namespace internal
+
 Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w) {
   RETURN_IF_ERROR(ExpectDType(op, "fp8 weight", w.data, DType::kF8E4M3));
   if (w.data.ndim() != 2) return InvalidArgumentError("{}: fp8 weight must be 2-d", op);
@@ -62,9 +65,11 @@ Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w) {
 
 Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a) {
   RETURN_IF_ERROR(ExpectDType(op, "fp8 activation", a.data, DType::kF8E4M3));
-  if (a.data.ndim() != 2 || a.data.stride(1) != 1 || a.data.stride(0) != a.data.dim(1))
-    return InvalidArgumentError("{}: fp8 activation must be a dense 2-d [M, K], got {}", op,
-                                a.data.ToString());
+  if (a.data.ndim() != 2 || a.data.stride(1) != 1 || a.data.stride(0) != a.data.dim(1) ||
+      a.data.dim(0) % 4 != 0)
+    return InvalidArgumentError(
+        "{}: fp8 activation must be a dense 2-d [Mp, K] with Mp a multiple of 4, got {}", op,
+        a.data.ToString());
   RETURN_IF_ERROR(ExpectDType(op, "fp8 activation scale", a.scale, DType::kF32));
   RETURN_IF_ERROR(ExpectContiguous(op, "fp8 activation scale", a.scale));
   const int64_t need = Fp8ActScaleElems(a.data.dim(0), a.data.dim(1));
@@ -79,7 +84,7 @@ namespace cpu {
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream) {
   constexpr const char* kOp = "cpu::QuantizeFp8Weight";
   RETURN_IF_ERROR(CheckFp8Weight(kOp, out));
-  RETURN_IF_ERROR(CheckFloatMatrix(kOp, "w", w, out.rows(), out.cols()));
+  RETURN_IF_ERROR(internal::CheckFloatMatrix(kOp, "w", w, out.rows(), out.cols()));
   const int64_t n = out.rows(), k = out.cols(), ld = out.scale.dim(1);
   float* scale = out.scale.data_as<float>();
   std::fill(scale, scale + out.scale.numel(), 0.f);
@@ -94,20 +99,26 @@ Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream)
 Status QuantizeFp8Activation(const TensorView& x, const Fp8GroupActivation& out, Stream) {
   constexpr const char* kOp = "cpu::QuantizeFp8Activation";
   RETURN_IF_ERROR(CheckFp8Activation(kOp, out));
-  const int64_t m = out.data.dim(0), k = out.data.dim(1), ld = Fp8ActScaleLd(m);
-  RETURN_IF_ERROR(CheckFloatMatrix(kOp, "x", x, m, k));
+  const int64_t mp = out.data.dim(0), k = out.data.dim(1), m = x.dim(0);
+  if (x.ndim() != 2 || Fp8PaddedRows(m) != mp)
+    return InvalidArgumentError("{}: x {} does not fill fp8 rows [{}] (needs {} < M <= {})", kOp,
+                                x.ToString(), mp, mp - 4, mp);
+  RETURN_IF_ERROR(internal::CheckFloatMatrix(kOp, "x", x, m, k));
   float* scale = out.scale.data_as<float>();
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t kb = 0; kb < Fp8Blocks(k); ++kb)
-      scale[kb * ld + r] =
+  for (int64_t kb = 0; kb < Fp8Blocks(k); ++kb) {
+    for (int64_t r = 0; r < m; ++r)
+      scale[kb * mp + r] =
           QuantizeTile(x, out.data, r, r + 1, kb * kFp8Block, std::min(k, (kb + 1) * kFp8Block));
+    for (int64_t r = m; r < mp; ++r) scale[kb * mp + r] = 1.f;
+  }
+  std::fill(out.data.data_as<uint8_t>() + m * k, out.data.data_as<uint8_t>() + mp * k, 0);
   return Status::Ok();
 }
 
 Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Stream) {
   constexpr const char* kOp = "cpu::DequantizeFp8Weight";
   RETURN_IF_ERROR(CheckFp8Weight(kOp, w));
-  RETURN_IF_ERROR(CheckFloatMatrix(kOp, "out", out, w.rows(), w.cols()));
+  RETURN_IF_ERROR(internal::CheckFloatMatrix(kOp, "out", out, w.rows(), w.cols()));
   const uint8_t* q = w.data.data_as<const uint8_t>();
   const float* scale = w.scale.data_as<const float>();
   const int64_t ld = w.scale.dim(1), k = w.cols();
@@ -120,8 +131,8 @@ Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Strea
 Status DequantizeFp8Activation(const Fp8GroupActivation& a, const TensorView& out, Stream) {
   constexpr const char* kOp = "cpu::DequantizeFp8Activation";
   RETURN_IF_ERROR(CheckFp8Activation(kOp, a));
-  const int64_t m = a.data.dim(0), k = a.data.dim(1), ld = Fp8ActScaleLd(m);
-  RETURN_IF_ERROR(CheckFloatMatrix(kOp, "out", out, m, k));
+  const int64_t m = a.data.dim(0), k = a.data.dim(1), ld = m;
+  RETURN_IF_ERROR(internal::CheckFloatMatrix(kOp, "out", out, m, k));
   const uint8_t* q = a.data.data_as<const uint8_t>();
   const float* scale = a.scale.data_as<const float>();
   for (int64_t r = 0; r < m; ++r)
@@ -141,7 +152,7 @@ Status Fp8Gemm(GemmContext*, const Fp8GroupActivation& a, const Fp8BlockWeight& 
   if (w.cols() != k)
     return InvalidArgumentError("{}: activation has K={} but the weight is {}", kOp, k,
                                 w.data.ToString());
-  RETURN_IF_ERROR(CheckFloatMatrix(kOp, "c", c, m, n));
+  RETURN_IF_ERROR(internal::CheckFloatMatrix(kOp, "c", c, m, n));
   const Shape ashape{m, k}, wshape{n, k};
   std::vector<float> xa(static_cast<size_t>(m * k)), xw(static_cast<size_t>(n * k));
   RETURN_IF_ERROR(cpu::DequantizeFp8Activation(a, TensorView(xa.data(), DType::kF32, ashape, Device::Cpu()), s));

@@ -35,11 +35,13 @@ struct HostWeight {
 struct HostAct {
   std::vector<uint8_t> q;
   std::vector<float> s;
+  // Room for m logical rows (padded to 4).
   Fp8GroupActivation View(int64_t m, int64_t k) {
-    q.assign(static_cast<size_t>(m * k), 0xFF);
-    s.assign(static_cast<size_t>(Fp8ActScaleElems(m, k)), -1.f);
-    return {TensorView(q.data(), DType::kF8E4M3, {m, k}),
-            TensorView(s.data(), DType::kF32, {Fp8ActScaleElems(m, k)})};
+    const int64_t mp = Fp8PaddedRows(m);
+    q.assign(static_cast<size_t>(mp * k), 0xFF);
+    s.assign(static_cast<size_t>(Fp8ActScaleElems(mp, k)), -1.f);
+    return {TensorView(q.data(), DType::kF8E4M3, {mp, k}),
+            TensorView(s.data(), DType::kF32, {Fp8ActScaleElems(mp, k)})};
   }
 };
 
@@ -130,10 +132,12 @@ TEST(Fp8Quantize, ActivationRoundTripAndScaleLayout) {
   HostAct ha;
   Fp8GroupActivation q = ha.View(m, k);
   ASSERT_TRUE(QuantizeFp8Activation(TensorView(xb.data(), DType::kBF16, {m, k}), q, nullptr).ok());
-  std::vector<float> deq(x.size()), scale_of(x.size());
-  ASSERT_TRUE(cpu::DequantizeFp8Activation(q, TensorView(deq.data(), DType::kF32, {m, k}), nullptr).ok());
-  const int64_t ld = Fp8ActScaleLd(m);
+  const int64_t ld = Fp8PaddedRows(m);
   ASSERT_EQ(ld, 16);
+  std::vector<float> deq(ld * k), scale_of(x.size());
+  ASSERT_TRUE(cpu::DequantizeFp8Activation(q, TensorView(deq.data(), DType::kF32, {ld, k}), nullptr).ok());
+  for (int64_t i = m * k; i < ld * k; ++i) ASSERT_EQ(deq[i], 0.f) << "pad rows are zero";
+  deq.resize(x.size());
   for (int64_t r = 0; r < m; ++r)
     for (int64_t kb = 0; kb < Fp8Blocks(k); ++kb) {
       float amax = 0;
@@ -197,13 +201,15 @@ TEST(Fp8Gemm, ReferenceMatchesDequantizedProduct) {
     Fp8BlockWeight qw = hw.View(n, k);
     ASSERT_TRUE(QuantizeFp8Activation(TensorView(x.data(), DType::kF32, {m, k}), qa, nullptr).ok());
     ASSERT_TRUE(QuantizeFp8Weight(TensorView(w.data(), DType::kF32, {n, k}), qw, nullptr).ok());
-    std::vector<float> dx(x.size()), dw(w.size()), c = c0;
-    ASSERT_TRUE(cpu::DequantizeFp8Activation(qa, TensorView(dx.data(), DType::kF32, {m, k}), nullptr).ok());
+    const int64_t mp = Fp8PaddedRows(m);
+    std::vector<float> dx(mp * k), dw(w.size()), c = c0;
+    c.resize(mp * n, 0.f);
+    ASSERT_TRUE(cpu::DequantizeFp8Activation(qa, TensorView(dx.data(), DType::kF32, {mp, k}), nullptr).ok());
     ASSERT_TRUE(DequantizeFp8Weight(qw, TensorView(dw.data(), DType::kF32, {n, k}), nullptr).ok());
     GemmOptions opt;
     opt.trans_b = true;
     opt.beta = beta;
-    ASSERT_TRUE(Fp8Gemm(nullptr, qa, qw, TensorView(c.data(), DType::kF32, {m, n}), opt, nullptr).ok());
+    ASSERT_TRUE(Fp8Gemm(nullptr, qa, qw, TensorView(c.data(), DType::kF32, {mp, n}), opt, nullptr).ok());
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double ref = beta * c0[i * n + j];
@@ -229,6 +235,10 @@ TEST(Fp8Gemm, RejectsUnsupportedOptions) {
   Fp8GroupActivation qa = ha.View(4, 128);
   Fp8BlockWeight qw = hw.View(8, 128);
   std::vector<float> c(32);
+  std::vector<bf16> x(3 * 128);
+  EXPECT_FALSE(QuantizeFp8Activation(TensorView(x.data(), DType::kBF16, {3, 128}),
+                                     ha.View(8, 128), nullptr).ok()) << "3 rows cannot fill 8";
+  qa = ha.View(4, 128);
   GemmOptions opt;  // trans_b missing
   EXPECT_FALSE(Fp8Gemm(nullptr, qa, qw, TensorView(c.data(), DType::kF32, {4, 8}), opt, nullptr).ok());
   opt.trans_b = true;

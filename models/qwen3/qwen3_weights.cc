@@ -102,6 +102,36 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device d
   return w;
 }
 
+Status Qwen3Weights::ReleaseProjections(Stream stream) {
+  const Device device = storage_.device();
+  std::vector<TensorView*> keep = {&embed_, &final_norm_};
+  if (!config_.tie_word_embeddings) keep.push_back(&lm_head_);
+  for (Qwen3LayerWeights& l : layers_)
+    for (TensorView* v : {&l.input_norm, &l.q_norm, &l.k_norm, &l.post_norm})
+      if (!v->empty()) keep.push_back(v);
+  int64_t total = 0;
+  for (const TensorView* v : keep) total = AlignUp(total, kParamAlignment) + v->nbytes();
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  ASSIGN_OR_RETURN(Tensor fresh, Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)},
+                                               stream));
+  char* base = static_cast<char*>(fresh.data());
+  int64_t offset = 0;
+  for (TensorView* v : keep) {
+    offset = AlignUp(offset, kParamAlignment);
+    const TensorView moved(base + offset, v->dtype(), v->shape(), device);
+    RETURN_IF_ERROR(kernels::Copy(moved, *v, stream));
+    *v = moved;
+    offset += v->nbytes();
+  }
+  if (config_.tie_word_embeddings) lm_head_ = embed_;
+  for (Qwen3LayerWeights& l : layers_)
+    l.q_proj = l.k_proj = l.v_proj = l.o_proj = l.gate_up = l.down_proj = TensorView();
+  by_name_.clear();  // only Load uses it
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  storage_ = std::move(fresh);
+  return Status::Ok();
+}
+
 TensorView Qwen3Weights::Destination(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? TensorView() : it->second;
