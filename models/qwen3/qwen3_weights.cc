@@ -7,6 +7,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/philox.h"
+#include "models/io/fp8_checkpoint.h"
 #include "models/io/weight_spec.h"
 
 namespace tandem::models {
@@ -140,7 +141,7 @@ TensorView Qwen3Weights::Destination(const std::string& name) const {
 Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
                                         const SafetensorsReader& reader, Device device,
                                         Stream stream) {
-  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config)));
+  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config), config.fp8_block_weights));
   ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
@@ -149,7 +150,11 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
         const TensorView dst = w.Destination(t.name);
         if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
         const void* src = bytes.data();
-        if (t.dtype != DType::kBF16) {
+        if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
+          staging.resize(static_cast<size_t>(dst.numel()));
+          RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
+          src = staging.data();
+        } else if (t.dtype != DType::kBF16) {
           // A pageable-memory copy returns once the source is consumed, so one staging
           // buffer serves every tensor.
           staging.resize(static_cast<size_t>(dst.numel()));

@@ -41,7 +41,10 @@ struct Qwen3LayerWeights {
 class Qwen3Weights {
  public:
   // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
-  // `stream`; returns after they have completed). Extra tensors are ignored.
+  // `stream`; returns after they have completed). Extra tensors are ignored. An FP8
+  // checkpoint (config.fp8_block_weights) has its F8_E4M3 weights dequantized to bf16 with
+  // their 128x128 `*_scale_inv` (models/io/fp8_checkpoint.h); scales that do not match
+  // their weight are DataLoss naming the tensor.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype), OutOfMemory.
   static Result<Qwen3Weights> Load(const TransformerConfig& config,
