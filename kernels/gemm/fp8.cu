@@ -27,7 +27,7 @@ __global__ void quantize_fp8_weight_kernel(const void* w, bool f32, int64_t ldw,
   const int64_t nb = blockIdx.y, kb = blockIdx.x;
   const int64_t r = nb * 128 + threadIdx.x / 2;
   const int64_t c0 = kb * 128 + (threadIdx.x % 2) * 64;
-  const int64_t c1 = min(c0 + 64, k);
+  const int64_t c1 = c0 + 64 < k ? c0 + 64 : k;
   const bool row_ok = r < n;
   float amax = 0.f;
   if (row_ok)
@@ -57,7 +57,7 @@ __global__ void quantize_fp8_act_kernel(const void* x, bool f32, int64_t ldx, in
   for (int64_t item = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32; item < items;
        item += int64_t{gridDim.x} * blockDim.x / 32) {
     const int64_t r = item / groups, g = item % groups;
-    const int len = static_cast<int>(min<int64_t>(128, k - g * 128));
+    const int len = static_cast<int>(k - g * 128 < 128 ? k - g * 128 : 128);
     uint8_t* dst = q + r * k + g * 128;
     if (r >= m) {
       fp8_detail::ZeroGroup128(dst, len, lane);

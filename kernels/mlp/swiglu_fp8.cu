@@ -18,7 +18,7 @@ __global__ void swiglu_fp8_kernel(const __nv_bfloat16* gate, int64_t ldg,
   for (int64_t item = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32; item < items;
        item += int64_t{gridDim.x} * blockDim.x / 32) {
     const int64_t r = item / groups, g = item % groups;
-    const int len = static_cast<int>(min<int64_t>(128, n - g * 128));
+    const int len = static_cast<int>(n - g * 128 < 128 ? n - g * 128 : 128);
     uint8_t* dst = q + r * n + g * 128;
     if (r >= m) {
       fp8_detail::ZeroGroup128(dst, len, lane);

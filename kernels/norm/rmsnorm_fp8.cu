@@ -39,7 +39,7 @@ __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __
   const float rstd = rsqrtf(ss / h + eps);
   const bool packed_ok = h % 4 == 0;
   for (int64_t g = warp; g < groups; g += kThreads / 32) {
-    const int len = static_cast<int>(min<int64_t>(128, h - g * 128));
+    const int len = static_cast<int>(h - g * 128 < 128 ? h - g * 128 : 128);
     float v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
