@@ -96,10 +96,12 @@ struct GemmContext::Impl {
     if (handle) cublasLtDestroy(handle);
   }
 
-  Result<GemmPlan*> GetPlan(const PlanKey& key);
+  // `fp8_scales`: the A/B scale pointers (cuBLASLt order) of the first FP8 call of a shape;
+  // its heuristic refuses block-scaled descriptors without them.
+  Result<GemmPlan*> GetPlan(const PlanKey& key, const void* const* fp8_scales = nullptr);
 };
 
-Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key) {
+Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* const* fp8_scales) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
   if (it != plans.end()) return it->second.get();
@@ -134,6 +136,11 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key) {
         plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
     CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+    if (fp8_scales == nullptr) return InternalError("Gemm: an FP8 plan needs its scale pointers");
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &fp8_scales[0], sizeof(void*)));
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &fp8_scales[1], sizeof(void*)));
   }
   CUBLASLT_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->la, in_type, b_rows, b_cols, key.ldb));
@@ -253,11 +260,12 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
               opt.beta != 0.f, c.dtype(), AlignmentOf(a.data.data()), AlignmentOf(w.data.data()),
               AlignmentOf(c.data()), 0, true};
   GemmContext::Impl* impl = ctx->impl();
-  ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key));
-  // The scale pointers live in the descriptor: hold the plan from setting them to launch.
-  std::lock_guard<std::mutex> lock(plan->mu);
   const void* a_scale = w.scale.data();  // cuBLASLt's A is the weight
   const void* b_scale = a.scale.data();
+  const void* scales[2] = {a_scale, b_scale};
+  ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key, scales));
+  // The scale pointers live in the descriptor: hold the plan from setting them to launch.
+  std::lock_guard<std::mutex> lock(plan->mu);
   CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
   CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
