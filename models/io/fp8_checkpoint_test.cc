@@ -91,9 +91,9 @@ TEST(Fp8Checkpoint, ConfigQuantizationLayouts) {
   nlohmann::json base = {{"model_type", "qwen3"}, {"vocab_size", 32}, {"hidden_size", 8},
                          {"num_hidden_layers", 2}, {"num_attention_heads", 2},
                          {"num_key_value_heads", 1}, {"head_dim", 4}, {"intermediate_size", 12},
-                         {"max_position_embeddings", 64}};
+                         {"max_position_embeddings", 64}, {"rope_theta", 10000}};
   auto ok = ParseTransformerConfig(base, "c");
-  ASSERT_TRUE(ok.ok());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_FALSE(ok->fp8_block_weights);
   nlohmann::json j = base;
   j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
