@@ -49,7 +49,8 @@ std::map<std::string, std::weak_ptr<SharedTarget>> g_targets;  // GUARDED_BY(g_m
 }  // namespace
 
 std::string TargetModelSpec::Key() const {
-  return fmt::format("{}|{}|{}", model, TransformerConfigToJson(config).dump(), seed);
+  return fmt::format("{}|{}|{}|{}", model, TransformerConfigToJson(config).dump(), seed,
+                     models::TargetPrecisionName(precision));
 }
 
 Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& s, int64_t job_seed) {
@@ -59,6 +60,10 @@ Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& s, int64_t job_s
   ASSIGN_OR_RETURN(int64_t seed, s.GetInt("seed", job_seed));
   spec.seed = static_cast<uint64_t>(seed);
   ASSIGN_OR_RETURN(spec.max_tokens, s.GetInt("max_tokens", 4096));
+  ASSIGN_OR_RETURN(std::string precision, s.GetString("precision", "bf16"));
+  Result<models::TargetPrecision> parsed = models::ParseTargetPrecision(precision);
+  if (!parsed.ok()) return InvalidArgumentError("{}: {}", where, parsed.status().ToString());
+  spec.precision = *parsed;
   if (spec.max_tokens < 16)
     return InvalidArgumentError("{}: max_tokens = {} (must be >= 16)", where, spec.max_tokens);
   if (spec.model.empty()) {
@@ -144,7 +149,7 @@ Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec& spec,
     shared->stream_ = s;
   }
 #endif
-  models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_};
+  models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
   if (spec.model == "random") {
     ASSIGN_OR_RETURN(models::Qwen3Weights w,
                      models::Qwen3Weights::Random(spec.config, device, spec.seed,

@@ -29,12 +29,15 @@ struct TargetModelSpec {
   uint64_t seed = 0;                // random weights' Philox stream
   int64_t max_tokens = 0;           // largest packed batch
   std::vector<int64_t> layer_ids;   // captured layers
+  models::TargetPrecision precision = models::TargetPrecision::kBf16;  // `precision` key
   std::string Key() const;          // identifies the weights (not max_tokens)
 };
 
 // Reads `model`, `target_config` (table of HF config.json keys, for model = "random"),
-// `seed` (default: job seed), `max_tokens` and `layers` (default DFlashTargetLayerIds(n,
-// `num_context_layers` default 5)) from a dflash.target section.
+// `seed` (default: job seed), `max_tokens`, `layers` (default DFlashTargetLayerIds(n,
+// `num_context_layers` default 5)) and `precision` ("bf16" default, or "fp8": block-scaled
+// e4m3 projections, sm_90+ only; an FP8 checkpoint with "bf16" is dequantized at load) from
+// a dflash.target section.
 Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& section, int64_t job_seed);
 
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on
