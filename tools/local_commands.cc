@@ -23,6 +23,7 @@
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 #include "tools/default_job.h"
+#include "tools/progress/progress_line.h"
 
 namespace tandem::cli {
 namespace {
@@ -92,7 +93,8 @@ int Run(const Common& c, const std::string& path, int metrics_port) {
       (void)manager.Stop(id);
     }
     if (tty && st.ok()) {
-      std::printf("\r\033[K%s", FormatProgressLine(st->front()).c_str());
+      std::printf("\r\033[K%s",
+                  FormatProgressLine(st->front(), TerminalWidth(STDOUT_FILENO) - 1).c_str());
       std::fflush(stdout);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

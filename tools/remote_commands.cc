@@ -6,11 +6,14 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/job/job_status.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
+#include "tools/progress/progress_line.h"
 
 namespace tandem::cli {
 namespace {
@@ -38,7 +41,7 @@ int FollowJob(const Common& c, const Endpoint& ep, const std::string& id) {
       std::printf("%s\n", c.json ? JobStatusToJson(st).c_str() : FormatJobStatus(st).c_str());
       return st.state == "succeeded" ? kExitOk : kExitFailed;
     }
-    std::string line = FormatProgressLine(st);
+    std::string line = FormatProgressLine(st, TerminalWidth(STDOUT_FILENO) - 1);
     if (tty) {
       std::printf("\r\033[K%s", line.c_str());
       std::fflush(stdout);

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/chat_data_command.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -50,6 +51,13 @@ int main(int argc, char** argv) {
   data->add_option("-o,--output", data_out, "binary set directory to write (default: only check)");
   data->add_option("--vocab", vocab, "every token id must be below this");
   data->add_flag("--skip-bad", skip_bad, "count and skip bad JSONL records instead of failing");
+  std::string compare, report_out;
+  auto* report = app.add_subcommand("report", "write a run's metrics as one HTML page with charts");
+  report->add_option("run", job, "the job's metrics file or checkpoint directory")->required();
+  report->add_option("--compare", compare, "a second run to overlay");
+  report->add_option("-o,--output", report_out, "HTML file to write (default: beside the metrics)");
+  tandem::cli::ChatDataArgs chat;
+  tandem::cli::AddChatDataOptions(data, &chat);
   auto* logs = app.add_subcommand("logs", "a job's log lines");
   logs->add_option("job", job, "job id or name")->required();
   logs->add_option("--actor", actor, "only this actor (or group)");
@@ -69,6 +77,8 @@ int main(int argc, char** argv) {
   if (*status) return cli::ShowStatus(c, job, watch);
   if (*list) return cli::List(c, what);
   if (*logs) return cli::Logs(c, job, actor, follow);
+  if (*report) return cli::Report(c, job, compare, report_out);
+  if (*data && !chat.model.empty()) return cli::ChatData(job, data_out, chat);
   if (*data) return cli::Data(job, data_out, vocab, skip_bad);
   return 2;
 }

@@ -9,7 +9,7 @@
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
 // checkpoint = { dir, every_steps }; resume; max_bad_steps (5); fail_at_step (-1: never);
-// metrics_file (JSON lines, one per log); layer_types (array of "full_attention" /
+// metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
 // stop after this many seconds counted from the end of the first step, the steady state,
 // whose tokens/s the summary reports). CPU or one GPU per replica (drafter_device.h).
@@ -156,6 +156,12 @@ class DrafterActor final : public JobActor {
     if (state.step >= ds.max_steps)
       return fmt::format("steps {} (already done at checkpoint), restarts {}", state.step,
                          restarts);
+    // The job's metrics file (runtime/job/job_metrics.h): by default beside the checkpoints.
+    std::string metrics_file = ds.metrics_file;
+    if (metrics_file.empty() && checkpointer.enabled())
+      metrics_file = ds.checkpoint_dir + "/metrics.jsonl";
+    if (env->metrics != nullptr && !metrics_file.empty())
+      RETURN_IF_ERROR(env->metrics->OpenFile(metrics_file, /*append=*/ds.resume || restarts > 0));
     DrafterParts parts;
     parts.settings = &ds;
     parts.env = env;

@@ -17,7 +17,8 @@ DrafterLoop::DrafterLoop(DrafterParts parts, ResumeState start)
       s_(*p_.settings),
       state_(std::move(start)),
       first_step_(state_.step),
-      metrics_(s_.metrics_file, p_.owner, p_.trainer->drafter().config().block_size),
+      metrics_(p_.env->metrics, p_.owner, p_.trainer->drafter().config().block_size,
+               s_.max_steps),
       get_stage_(p_.env->profile->Stage("drafter.queue_get")),
       fb_stage_(p_.env->profile->Stage("drafter.forward_backward")),
       optim_stage_(p_.env->profile->Stage("drafter.optim")),
@@ -32,6 +33,7 @@ Result<std::string> DrafterLoop::Run() {
   const ChannelSpec* cs = p_.env->job->FindChannel(s_.in);
   const size_t min_ready = cs != nullptr ? static_cast<size_t>(cs->min_ready) : 1;
   t0_ = NowNanos();
+  metrics_.SetStep(state_.step);
   while (!done_) {
     p_.set_stage("drafter.queue_get");
     ScopedTimer wait(get_stage_);
@@ -100,6 +102,7 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   run_tokens_ += t;
   state_.positions[hb.source_replica] = hb.next_position;
   RETURN_IF_ERROR(p_.dev->AfterStep(state_.step, trainer.drafter()));
+  metrics_.SetStep(state_.step);
   RETURN_IF_ERROR(CheckFlags(/*wait=*/false));
   if (steady_t0_ == 0) {
     RETURN_IF_ERROR(p_.dev->Synchronize());  // once: the first step includes warm-up

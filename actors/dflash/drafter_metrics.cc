@@ -10,10 +10,13 @@
 
 namespace tandem::dflash {
 
-DrafterMetricsLog::DrafterMetricsLog(const std::string& file, std::string owner,
-                                     int64_t block_size)
-    : owner_(std::move(owner)), block_size_(block_size) {
-  if (!file.empty()) file_.open(file, std::ios::app);
+DrafterMetricsLog::DrafterMetricsLog(JobMetrics* metrics, std::string owner,
+                                     int64_t block_size, int64_t total_steps)
+    : metrics_(metrics), owner_(std::move(owner)), block_size_(block_size),
+      total_steps_(total_steps) {}
+
+void DrafterMetricsLog::SetStep(int64_t step) {
+  if (metrics_ != nullptr) metrics_->SetStep(owner_, step, total_steps_);
 }
 
 std::string DrafterMetricsLog::Log(int64_t step, const StepMetrics& m, double lr,
@@ -27,7 +30,9 @@ std::string DrafterMetricsLog::Log(int64_t step, const StepMetrics& m, double lr
       R"({{"step": {}, "loss": {:.6f}, "acc": {:.4f}, "tau": {:.3f}, "grad_norm": {:.4f}, "lr": {:.3e}, "tok_s": {:.1f}}})",
       step, loss, a.accuracy, a.tau, m.grad_stats[kernels::kGradStatsNorm], lr, tokens_per_s);
   TLOG_INFO("{}: {}", owner_, line);
-  if (file_.is_open()) file_ << line << "\n" << std::flush;
+  if (metrics_ != nullptr)
+    metrics_->Record(owner_, {step, total_steps_, loss, a.accuracy, a.tau,
+                              m.grad_stats[kernels::kGradStatsNorm], lr, tokens_per_s});
   return line;
 }
 

@@ -27,7 +27,8 @@ struct TargetTable {
 }  // namespace
 
 std::string TargetModelSpec::Key() const {
-  return fmt::format("{}|{}|{}", model, TransformerConfigToJson(config).dump(), seed);
+  return fmt::format("{}|{}|{}|{}", model, TransformerConfigToJson(config).dump(), seed,
+                     models::TargetPrecisionName(precision));
 }
 
 kernels::Device ActorDevice(int gpu) {
@@ -62,7 +63,7 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
     shared->stream_ = s;
   }
 #endif
-  models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_};
+  models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
   if (spec.model == "random") {
     ASSIGN_OR_RETURN(models::Qwen3Weights w,
                      models::Qwen3Weights::Random(spec.config, device, spec.seed,

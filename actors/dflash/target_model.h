@@ -29,6 +29,7 @@ struct TargetModelSpec {
   uint64_t seed = 0;                // random weights' Philox stream
   int64_t max_tokens = 0;           // largest packed batch
   std::vector<int64_t> layer_ids;   // captured layers
+  models::TargetPrecision precision = models::TargetPrecision::kBf16;  // `precision` key
   std::string Key() const;          // identifies the weights (not max_tokens)
 };
 

@@ -44,6 +44,10 @@ Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& s, int64_t job_s
   ASSIGN_OR_RETURN(int64_t seed, s.GetInt("seed", job_seed));
   spec.seed = static_cast<uint64_t>(seed);
   ASSIGN_OR_RETURN(spec.max_tokens, s.GetInt("max_tokens", 4096));
+  ASSIGN_OR_RETURN(std::string precision, s.GetString("precision", "bf16"));
+  Result<models::TargetPrecision> parsed = models::ParseTargetPrecision(precision);
+  if (!parsed.ok()) return InvalidArgumentError("{}: {}", where, parsed.status().ToString());
+  spec.precision = *parsed;
   if (spec.max_tokens < 16)
     return InvalidArgumentError("{}: max_tokens = {} (must be >= 16)", where, spec.max_tokens);
   if (spec.model.empty()) {

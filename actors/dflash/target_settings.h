@@ -24,8 +24,10 @@ struct TargetSettings {
 };
 
 // Reads `model`, `target_config` (table of HF config.json keys, for model = "random"),
-// `seed` (default: job seed), `max_tokens` and `layers` (default DFlashTargetLayerIds(n,
-// `num_context_layers` default 5)) from a dflash.target section.
+// `seed` (default: job seed), `max_tokens`, `layers` (default DFlashTargetLayerIds(n,
+// `num_context_layers` default 5)) and `precision` ("bf16" default, or "fp8": block-scaled
+// e4m3 projections, sm_90+ only; an FP8 checkpoint with "bf16" is dequantized at load) from
+// a dflash.target section.
 Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& section, int64_t job_seed);
 
 // Reads a whole dflash.target section; errors name the actor `name`. A non-synthetic `data`

@@ -37,6 +37,8 @@ Result<ncclDataType_t> NcclType(const char* op, const TensorView& t) {
     case DType::kI32: return ncclInt32;
     case DType::kI64: return ncclInt64;
     case DType::kU8: return ncclUint8;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // no reductions over FP8
   }
   return InvalidArgumentError("{}: unsupported dtype in {}", op, t.ToString());
 }

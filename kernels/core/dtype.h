@@ -14,7 +14,8 @@ namespace tandem::kernels {
 // A CUDA stream, or nullptr (the legacy default stream; CPU references ignore it).
 using Stream = CUstream_st*;
 
-enum class DType : uint8_t { kBF16, kF16, kF32, kI32, kI64, kU8 };
+// kF8E4M3 / kF8E5M2: OCP 8-bit floats (e4m3fn: max 448, no infinities; e5m2: IEEE-like).
+enum class DType : uint8_t { kBF16, kF16, kF32, kI32, kI64, kU8, kF8E4M3, kF8E5M2 };
 
 constexpr int64_t DTypeSize(DType t) {
   switch (t) {
@@ -24,6 +25,8 @@ constexpr int64_t DTypeSize(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kF8E4M3: return 1;
+    case DType::kF8E5M2: return 1;
   }
   return 0;
 }

@@ -12,6 +12,8 @@ std::string_view DTypeName(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kF8E4M3: return "f8e4m3";
+    case DType::kF8E5M2: return "f8e5m2";
   }
   return "?";
 }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "kernels/core/cuda_check.h"
+#include "kernels/gemm/fp8.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/core/thread_annotations.h"
 
@@ -30,6 +31,7 @@ struct PlanKey {
   bool trans_a, trans_b, has_bias, accumulate;
   DType c_type;
   uint16_t align_a, align_b, align_c, align_bias;
+  bool fp8 = false;  // e4m3 A/B with VEC128 (our A) and BLK128x128 (our B) scales
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -39,7 +41,7 @@ struct PlanKeyHash {
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<uint64_t>(v));
     mix(k.trans_a | k.trans_b << 1 | k.has_bias << 2 | k.accumulate << 3 |
-        static_cast<uint64_t>(k.c_type) << 4);
+        static_cast<uint64_t>(k.c_type) << 4 | uint64_t{k.fp8} << 12);
     mix(k.align_a | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 |
         uint64_t{k.align_bias} << 48);
     return h;
@@ -94,10 +96,12 @@ struct GemmContext::Impl {
     if (handle) cublasLtDestroy(handle);
   }
 
-  Result<GemmPlan*> GetPlan(const PlanKey& key);
+  // `fp8_scales`: the A/B scale pointers (cuBLASLt order) of the first FP8 call of a shape;
+  // its heuristic refuses block-scaled descriptors without them.
+  Result<GemmPlan*> GetPlan(const PlanKey& key, const void* const* fp8_scales = nullptr);
 };
 
-Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key) {
+Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* const* fp8_scales) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
   if (it != plans.end()) return it->second.get();
@@ -123,10 +127,25 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key) {
   // is a column-major [c, r] matrix with leading dimension ld.
   uint64_t b_rows = key.trans_b ? key.k : key.n, b_cols = key.trans_b ? key.n : key.k;
   uint64_t a_rows = key.trans_a ? key.m : key.k, a_cols = key.trans_a ? key.k : key.m;
+  const cudaDataType_t in_type = key.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  if (key.fp8) {
+    // cuBLASLt's A is our weight (128x128 blocks), its B our activation (1x128 groups).
+    int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+    if (fp8_scales == nullptr) return InternalError("Gemm: an FP8 plan needs its scale pointers");
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &fp8_scales[0], sizeof(void*)));
+    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &fp8_scales[1], sizeof(void*)));
+  }
   CUBLASLT_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->la, CUDA_R_16BF, b_rows, b_cols, key.ldb));
+      cublasLtMatrixLayoutCreate(&plan->la, in_type, b_rows, b_cols, key.ldb));
   CUBLASLT_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->lb, CUDA_R_16BF, a_rows, a_cols, key.lda));
+      cublasLtMatrixLayoutCreate(&plan->lb, in_type, a_rows, a_cols, key.lda));
   CUBLASLT_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->lc, LtType(key.c_type), key.n, key.m, key.ldc));
 
@@ -155,9 +174,9 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key) {
       handle, plan->desc, plan->la, plan->lb, plan->lc, plan->lc, pref, 1, &result, &found));
   if (found == 0)
     return CudaError("Gemm: cuBLASLt has no algorithm for M={} N={} K={} trans_a={} trans_b={} "
-                     "lda={} ldb={} ldc={} out={}",
+                     "lda={} ldb={} ldc={} out={}{}",
                      key.m, key.n, key.k, key.trans_a, key.trans_b, key.lda, key.ldb, key.ldc,
-                     DTypeName(key.c_type));
+                     DTypeName(key.c_type), key.fp8 ? " (fp8 block-scaled)" : "");
   plan->algo = result.algo;
   GemmPlan* raw = plan.get();
   plans.emplace(key, std::move(plan));
@@ -209,6 +228,50 @@ Status Gemm(GemmContext* ctx, const TensorView& a, const TensorView& b, const Te
   }
   CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, b.data(),
                                           plan->la, a.data(), plan->lb, &opt.beta, c.data(),
+                                          plan->lc, c.data(), plan->lc, &plan->algo,
+                                          impl->workspace, impl->workspace_bytes, s));
+  return Status::Ok();
+}
+
+Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeight& w,
+               const TensorView& c, const GemmOptions& opt, Stream s) {
+  constexpr const char* kOp = "cuda::Fp8Gemm";
+  RETURN_IF_ERROR(CheckFp8Activation(kOp, a));
+  RETURN_IF_ERROR(CheckFp8Weight(kOp, w));
+  if (!opt.trans_b || opt.trans_a || !opt.bias.empty())
+    return InvalidArgumentError("{}: only y = x W^T without bias (trans_b) is implemented", kOp);
+  const int64_t m = a.data.dim(0), k = a.data.dim(1), n = w.rows();
+  if (w.cols() != k)
+    return InvalidArgumentError("{}: activation has K={} but the weight is {}", kOp, k,
+                                w.data.ToString());
+  RETURN_IF_ERROR(ExpectDType(kOp, "c", c, DType::kBF16));
+  RETURN_IF_ERROR(ExpectShape(kOp, "c", c, Shape{m, n}));
+  if (c.stride(1) != 1) return InvalidArgumentError("{}: c needs unit column stride", kOp);
+  if (k % 16 != 0 || n % 16 != 0)
+    return InvalidArgumentError("{}: FP8 GEMMs need K and N multiples of 16, got K={} N={}", kOp,
+                                k, n);
+  if (ctx == nullptr) return InvalidArgumentError("{}: needs a GemmContext", kOp);
+  for (const TensorView* t : {&a.data, &a.scale, &w.data, &w.scale, &c})
+    if (!t->device().is_cuda() || t->device().index != ctx->device())
+      return InvalidArgumentError("{}: {} is not on cuda:{}, the GemmContext's device", kOp,
+                                  t->ToString(), ctx->device());
+  if (m == 0 || n == 0) return Status::Ok();
+  PlanKey key{m, n, k, a.data.stride(0), w.data.stride(0), c.stride(0), false, true, false,
+              opt.beta != 0.f, c.dtype(), AlignmentOf(a.data.data()), AlignmentOf(w.data.data()),
+              AlignmentOf(c.data()), 0, true};
+  GemmContext::Impl* impl = ctx->impl();
+  const void* a_scale = w.scale.data();  // cuBLASLt's A is the weight
+  const void* b_scale = a.scale.data();
+  const void* scales[2] = {a_scale, b_scale};
+  ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key, scales));
+  // The scale pointers live in the descriptor: hold the plan from setting them to launch.
+  std::lock_guard<std::mutex> lock(plan->mu);
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, w.data.data(),
+                                          plan->la, a.data.data(), plan->lb, &opt.beta, c.data(),
                                           plan->lc, c.data(), plan->lc, &plan->algo,
                                           impl->workspace, impl->workspace_bytes, s));
   return Status::Ok();

@@ -1,6 +1,7 @@
 // Host element conversions used when a checkpoint's dtype differs from the one asked for.
 #include <cstring>
 
+#include "kernels/gemm/fp8_format.h"
 #include "models/io/safetensors.h"
 
 namespace tandem::models {
@@ -31,13 +32,20 @@ float LoadAsFloat(DType t, const std::byte* p) {
       std::memcpy(&f, p, 4);
       return f;
     }
+    case DType::kF8E4M3: return kernels::E4m3ToFloat(static_cast<uint8_t>(*p));
+    case DType::kF8E5M2: return kernels::E5m2ToFloat(static_cast<uint8_t>(*p));
     default:
       TANDEM_CHECK_MSG(false, "LoadAsFloat: not a float dtype");
   }
   return 0.0f;
 }
 
-bool IsFloat(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+// F8 tensors convert element by element without any scale (an unscaled FP8 tensor); block-
+// scaled FP8 weights go through DequantizeFp8BlockWeight instead.
+bool IsFloat(DType t) {
+  return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32 || t == DType::kF8E4M3 ||
+         t == DType::kF8E5M2;
+}
 
 }  // namespace
 

@@ -52,7 +52,6 @@ Status RejectUnsupportedKeys(const json& j, std::string_view source) {
     const char* why;
   };
   static const Rule kRules[] = {
-      {"quantization_config", "quantized checkpoints are not supported"},
       {"num_experts", "mixture-of-experts models are not supported"},
       {"num_local_experts", "mixture-of-experts models are not supported"},
       {"linear_num_value_heads", "Gated DeltaNet layers are not supported yet"},
@@ -61,6 +60,33 @@ Status RejectUnsupportedKeys(const json& j, std::string_view source) {
   for (const Rule& r : kRules) {
     if (Find(j, r.key) != nullptr) return KeyError(source, r.key, "{}", r.why);
   }
+  return Status::Ok();
+}
+
+// quantization_config: only the FP8 block layout of the official Qwen / DeepSeek-V3 FP8
+// checkpoints (quant_method "fp8", e4m3, weight_block_size [128, 128], dynamic activations).
+Status ParseQuantization(const json& j, std::string_view source, TransformerConfig* c) {
+  const json* q = Find(j, "quantization_config");
+  if (q == nullptr) return Status::Ok();
+  constexpr const char* kKey = "quantization_config";
+  if (!q->is_object()) return KeyError(source, kKey, "expected an object, got {}", q->dump());
+  const auto str = [q](const char* k) -> std::string {
+    auto it = q->find(k);
+    return it != q->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (str("quant_method") != "fp8")
+    return KeyError(source, kKey, "quant_method {} is not supported (only \"fp8\" with 128x128 "
+                    "weight blocks)", q->contains("quant_method") ? (*q)["quant_method"].dump() : "missing");
+  const json bs = q->value("weight_block_size", json());
+  if (!(bs.is_array() && bs.size() == 2 && bs[0] == 128 && bs[1] == 128))
+    return KeyError(source, kKey, "weight_block_size {} is not supported (only [128, 128]; "
+                    "per-tensor FP8 checkpoints are not implemented)", bs.is_null() ? "missing" : bs.dump());
+  if (q->contains("fmt") && str("fmt") != "e4m3")
+    return KeyError(source, kKey, "fmt {} is not supported (only \"e4m3\")", (*q)["fmt"].dump());
+  if (q->contains("activation_scheme") && str("activation_scheme") != "dynamic")
+    return KeyError(source, kKey, "activation_scheme {} is not supported (only \"dynamic\")",
+                    (*q)["activation_scheme"].dump());
+  c->fp8_block_weights = true;
   return Status::Ok();
 }
 
@@ -274,6 +300,7 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
   RETURN_IF_ERROR(ParseRope(j, source, &c));
   RETURN_IF_ERROR(ParseLayerTypes(j, source, &c));
   RETURN_IF_ERROR(ParseDType(j, source, &c));
+  RETURN_IF_ERROR(ParseQuantization(j, source, &c));
   if (Find(j, "bos_token_id") != nullptr) {
     ASSIGN_OR_RETURN(c.bos_token_id, GetInt(j, source, "bos_token_id"));
   }

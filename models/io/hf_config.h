@@ -51,6 +51,9 @@ struct TransformerConfig {
   std::vector<LayerType> layer_types;     // one per layer
   std::optional<int64_t> sliding_window;  // set iff some layer is sliding
   kernels::DType dtype = kernels::DType::kBF16;  // the checkpoint's dtype
+  // quantization_config {quant_method: fp8, weight_block_size: [128, 128]}: the linear
+  // weights may be F8_E4M3 with `*.weight_scale_inv` (models/io/fp8_checkpoint.h).
+  bool fp8_block_weights = false;
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
 

@@ -137,8 +137,11 @@ Result<DType> ParseSafetensorsDType(std::string_view name) {
   if (name == "I32") return DType::kI32;
   if (name == "I64") return DType::kI64;
   if (name == "U8") return DType::kU8;
-  return InvalidArgumentError("unsupported dtype '{}' (tandem reads BF16, F16, F32, I32, I64, U8)",
-                              name);
+  if (name == "F8_E4M3") return DType::kF8E4M3;
+  if (name == "F8_E5M2") return DType::kF8E5M2;
+  return InvalidArgumentError(
+      "unsupported dtype '{}' (tandem reads BF16, F16, F32, I32, I64, U8, F8_E4M3, F8_E5M2)",
+      name);
 }
 
 std::string_view SafetensorsDTypeName(DType dtype) {
@@ -149,6 +152,8 @@ std::string_view SafetensorsDTypeName(DType dtype) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kF8E5M2: return "F8_E5M2";
   }
   return "?";
 }

@@ -27,7 +27,7 @@ namespace tandem::models {
 
 using kernels::DType;
 
-// "BF16", "F16", "F32", "I32", "I64", "U8" <-> DType. Other safetensors dtypes (F64, F8_*,
+// "BF16", "F16", "F32", "I32", "I64", "U8", "F8_E4M3", "F8_E5M2" <-> DType. Other safetensors dtypes (F64,
 // BOOL, ...) are InvalidArgument: tandem does not use them.
 Result<DType> ParseSafetensorsDType(std::string_view name);
 std::string_view SafetensorsDTypeName(DType dtype);

@@ -1,5 +1,7 @@
 #include "models/io/weight_spec.h"
 
+#include "models/io/fp8_checkpoint.h"
+
 namespace tandem::models {
 
 std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c) {
@@ -27,7 +29,8 @@ std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c) {
   return specs;
 }
 
-Status CheckWeights(const SafetensorsReader& reader, const std::vector<WeightSpec>& specs) {
+Status CheckWeights(const SafetensorsReader& reader, const std::vector<WeightSpec>& specs,
+                    bool fp8_block_weights) {
   for (const WeightSpec& s : specs) {
     const TensorInfo* t = reader.Find(s.name);
     if (t == nullptr) {
@@ -38,6 +41,13 @@ Status CheckWeights(const SafetensorsReader& reader, const std::vector<WeightSpe
       return DataLossError("{}: shape {} but the config needs {}", reader.Where(*t),
                            fmt::format("[{}]", fmt::join(t->shape, ", ")),
                            fmt::format("[{}]", fmt::join(s.shape, ", ")));
+    }
+    if (t->dtype == DType::kF8E4M3 || t->dtype == DType::kF8E5M2) {
+      if (!fp8_block_weights)
+        return DataLossError("{}: dtype {} but config.json has no FP8 quantization_config",
+                             reader.Where(*t), SafetensorsDTypeName(t->dtype));
+      RETURN_IF_ERROR(CheckFp8BlockWeight(reader, *t));
+      continue;
     }
     if (t->dtype != DType::kBF16 && t->dtype != DType::kF16 && t->dtype != DType::kF32) {
       return DataLossError("{}: dtype {} is not a float type", reader.Where(*t),

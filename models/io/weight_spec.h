@@ -27,6 +27,9 @@ std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c);
 // OK when every spec is present with its shape and a floating dtype (BF16/F16/F32).
 // DataLoss naming the tensor and the file otherwise; NotFound for a missing tensor.
 // Extra tensors (e.g. rotary caches some exporters add) are allowed.
-Status CheckWeights(const SafetensorsReader& reader, const std::vector<WeightSpec>& specs);
+// With `fp8_block_weights` (config.json's quantization_config), a 2-d spec may also be an
+// F8_E4M3 weight with its `*_scale_inv` (CheckFp8BlockWeight).
+Status CheckWeights(const SafetensorsReader& reader, const std::vector<WeightSpec>& specs,
+                    bool fp8_block_weights = false);
 
 }  // namespace tandem::models

@@ -71,8 +71,13 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Create(Qwen3Weights weights,
     return InvalidArgumentError("Qwen3Target: rotary_dim {} unsupported (even, <= {})",
                                 c.rotary_dim, kernels::kRopeMaxRotaryDim);
   std::unique_ptr<Qwen3Target> t(new Qwen3Target(std::move(weights), options));
-  RETURN_IF_ERROR(t->AllocateWorkspace());
   const Device device = t->device();
+#ifdef TANDEM_HAVE_CUDA
+  if (device.is_cuda() && options.precision == TargetPrecision::kFp8)
+    RETURN_IF_ERROR(kernels::cuda::CheckFp8Device(device.index));
+#endif
+  RETURN_IF_ERROR(t->AllocateWorkspace());
+  if (options.precision == TargetPrecision::kFp8) RETURN_IF_ERROR(t->PrepareFp8());
   if (device.is_cuda()) {
 #ifdef TANDEM_HAVE_CUDA
     kernels::DeviceGuard guard(device.index);
@@ -96,8 +101,9 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir, D
 
 Status Qwen3Target::AllocateWorkspace() {
   const TransformerConfig& c = config();
-  const int64_t t = options_.max_tokens, h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(),
-                ff = c.intermediate_size;
+  // Rows padded to 4: an FP8 GEMM writes Fp8PaddedRows(T) rows (kernels/gemm/fp8.h).
+  const int64_t t = kernels::Fp8PaddedRows(options_.max_tokens), h = c.hidden_size,
+                qd = c.q_dim(), kvd = c.kv_dim(), ff = c.intermediate_size;
   struct Slot {
     TensorView* view;
     int64_t cols;
@@ -181,8 +187,10 @@ Status Qwen3Target::Forward(const PackedBatch& batch, std::span<const LayerCaptu
   kernels::NvtxRange range("Qwen3Target::Forward");
   const TensorView hidden = act_.hidden.Narrow(0, 0, t);
   RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  const bool fp8 = options_.precision == TargetPrecision::kFp8;
   for (int i = 0; i <= last; ++i) {
-    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, max_seqlen)
+    RETURN_IF_ERROR((fp8 ? LayerFp8(static_cast<size_t>(i), batch, t, max_seqlen)
+                         : Layer(weights_.layers()[i], batch, t, max_seqlen))
                         .WithContext(fmt::format("layer {}", i)));
     for (const LayerCapture& cap : captures) {
       if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
@@ -204,7 +212,6 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
   const TransformerConfig& c = config();
   const kernels::Stream s = options_.stream;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, d = c.head_dim;
   auto rows = [t](const TensorView& v) { return v.Narrow(0, 0, t); };
   const TensorView hidden = rows(act_.hidden), normed = rows(act_.normed);
   kernels::GemmContext* g = gemm_.get();
@@ -219,6 +226,28 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.q_proj, rows(act_.q_raw), linear, s));
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.k_proj, rows(act_.k_raw), linear, s));
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.v_proj, v, linear, s));
+  RETURN_IF_ERROR(AttentionBlockRope(w, batch, t, max_seqlen));
+  const TensorView attn = rows(act_.attn);
+  RETURN_IF_ERROR(kernels::Gemm(g, attn, w.o_proj, hidden, residual, s));
+
+  // MLP block.
+  RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, w.post_norm, eps, s));
+  const TensorView gate_up = rows(act_.gate_up), act = rows(act_.act);
+  RETURN_IF_ERROR(kernels::Gemm(g, normed, w.gate_up, gate_up, linear, s));
+  const auto [gate, up] = kernels::SplitGateUp(gate_up);
+  RETURN_IF_ERROR(kernels::SwiGluForward(act, gate, up, s));
+  return kernels::Gemm(g, act, w.down_proj, hidden, residual, s);
+}
+
+Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch,
+                                       int64_t t, int max_seqlen) {
+  // q_raw, k_raw, v hold the projections; writes attn = attention(norm+RoPE(q, k), v).
+  const TransformerConfig& c = config();
+  const kernels::Stream s = options_.stream;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, d = c.head_dim;
+  auto rows = [t](const TensorView& v) { return v.Narrow(0, 0, t); };
+  const TensorView v = rows(act_.v);
   const TensorView q3 = rows(act_.q).Reshape({t, hq, d});
   const TensorView k3 = rows(act_.k).Reshape({t, hk, d});
   const TensorView q_raw3 = rows(act_.q_raw).Reshape({t, hq, d});
@@ -233,18 +262,8 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
     RETURN_IF_ERROR(kernels::RopeForward(q3, q_raw3, batch.position_ids, rope, s));
     RETURN_IF_ERROR(kernels::RopeForward(k3, k_raw3, batch.position_ids, rope, s));
   }
-  const TensorView attn = rows(act_.attn);
-  RETURN_IF_ERROR(Attention(q3, k3, v.Reshape({t, hk, d}), batch.cu_seqlens, max_seqlen,
-                            attn.Reshape({t, hq, d})));
-  RETURN_IF_ERROR(kernels::Gemm(g, attn, w.o_proj, hidden, residual, s));
-
-  // MLP block.
-  RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, w.post_norm, eps, s));
-  const TensorView gate_up = rows(act_.gate_up), act = rows(act_.act);
-  RETURN_IF_ERROR(kernels::Gemm(g, normed, w.gate_up, gate_up, linear, s));
-  const auto [gate, up] = kernels::SplitGateUp(gate_up);
-  RETURN_IF_ERROR(kernels::SwiGluForward(act, gate, up, s));
-  return kernels::Gemm(g, act, w.down_proj, hidden, residual, s);
+  return Attention(q3, k3, v.Reshape({t, hk, d}), batch.cu_seqlens, max_seqlen,
+                   rows(act_.attn).Reshape({t, hq, d}));
 }
 
 Status Qwen3Target::Attention(const TensorView& q, const TensorView& k, const TensorView& v,

@@ -14,6 +14,14 @@
 // layer; on CUDA a Forward allocates nothing and never synchronises the host (it only
 // enqueues work on the stream given at Create).
 //
+// Precision: bf16 (default) or fp8. With fp8 every projection (q/k/v/o, gate|up, down) runs
+// as a block-scaled e4m3 GEMM (weights quantized at Create with 128x128 blocks, the bf16
+// copies then released; activations quantized per token per 128 columns inside the RMSNorm
+// and SwiGLU kernels that produce them, and in one extra pass over the attention output,
+// which cuDNN writes in bf16). Embedding, norms, RoPE, attention, the residual stream and
+// the LM head stay bf16/fp32. fp8 on CUDA needs sm_90 or newer (InvalidArgument otherwise);
+// on the CPU it runs the FP8 reference kernels.
+//
 // Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
 #pragma once
 
@@ -25,6 +33,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/core/memory.h"
+#include "models/qwen3/qwen3_fp8.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "runtime/core/status.h"
 
@@ -33,6 +42,7 @@ namespace tandem::models {
 struct Qwen3TargetOptions {
   int64_t max_tokens = 16384;       // the largest T a Forward takes; sizes the workspace
   kernels::Stream stream = nullptr;  // every Forward runs on it (CUDA); ignored on the CPU
+  TargetPrecision precision = TargetPrecision::kBf16;
 };
 
 // A packed batch on the model's device.
@@ -78,7 +88,10 @@ class Qwen3Target {
   const Qwen3Weights& weights() const { return weights_; }
   kernels::Device device() const { return weights_.device(); }
   int64_t max_tokens() const { return options_.max_tokens; }
-  int64_t workspace_bytes() const { return workspace_.nbytes(); }
+  int64_t workspace_bytes() const { return workspace_.nbytes() + fp8_workspace_.nbytes(); }
+  TargetPrecision precision() const { return options_.precision; }
+  // Bytes of parameters on the device: the weights plus, with fp8, the e4m3 projections.
+  int64_t weight_bytes() const { return weights_.nbytes() + fp8_.nbytes(); }
 
  private:
   // Activation views over `workspace_`, each with max_tokens rows.
@@ -101,6 +114,12 @@ class Qwen3Target {
                       const kernels::TensorView& logits, int* max_seqlen) const;
   Status Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t tokens,
                int max_seqlen);
+  // fp8: quantizes the projections, releases their bf16 copies, allocates the e4m3
+  // activation buffer (qwen3_target_fp8.cc).
+  Status PrepareFp8();
+  Status LayerFp8(size_t index, const PackedBatch& batch, int64_t tokens, int max_seqlen);
+  Status AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
+                            int max_seqlen);
   Status Attention(const kernels::TensorView& q, const kernels::TensorView& k,
                    const kernels::TensorView& v, const kernels::TensorView& cu_seqlens,
                    int max_seqlen, const kernels::TensorView& out);
@@ -111,6 +130,9 @@ class Qwen3Target {
   Activations act_;
   std::unique_ptr<kernels::GemmContext> gemm_;                   // CUDA only
   std::unique_ptr<kernels::CausalVarlenAttention> attention_;    // CUDA only
+  Qwen3Fp8Projections fp8_;                                      // fp8 only
+  kernels::Tensor fp8_workspace_;                                // fp8 only: u8
+  kernels::Fp8GroupActivation act8_;  // f8 [Tp, max(H, hq*d, I)] as flat storage + scales
 };
 
 }  // namespace tandem::models

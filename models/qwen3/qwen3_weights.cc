@@ -7,6 +7,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/philox.h"
+#include "models/io/fp8_checkpoint.h"
 #include "models/io/weight_spec.h"
 #include "models/qwen3/qwen3_weights_internal.h"
 
@@ -128,6 +129,36 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device d
   return w;
 }
 
+Status Qwen3Weights::ReleaseProjections(Stream stream) {
+  const Device device = storage_.device();
+  std::vector<TensorView*> keep = {&embed_, &final_norm_};
+  if (!config_.tie_word_embeddings) keep.push_back(&lm_head_);
+  for (Qwen3LayerWeights& l : layers_)
+    for (TensorView* v : {&l.input_norm, &l.q_norm, &l.k_norm, &l.post_norm})
+      if (!v->empty()) keep.push_back(v);
+  int64_t total = 0;
+  for (const TensorView* v : keep) total = AlignUp(total, kParamAlignment) + v->nbytes();
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  ASSIGN_OR_RETURN(Tensor fresh, Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)},
+                                               stream));
+  char* base = static_cast<char*>(fresh.data());
+  int64_t offset = 0;
+  for (TensorView* v : keep) {
+    offset = AlignUp(offset, kParamAlignment);
+    const TensorView moved(base + offset, v->dtype(), v->shape(), device);
+    RETURN_IF_ERROR(kernels::Copy(moved, *v, stream));
+    *v = moved;
+    offset += v->nbytes();
+  }
+  if (config_.tie_word_embeddings) lm_head_ = embed_;
+  for (Qwen3LayerWeights& l : layers_)
+    l.q_proj = l.k_proj = l.v_proj = l.o_proj = l.gate_up = l.down_proj = TensorView();
+  by_name_.clear();  // only Load uses it
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  storage_ = std::move(fresh);
+  return Status::Ok();
+}
+
 TensorView Qwen3Weights::Destination(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? TensorView() : it->second;
@@ -136,7 +167,7 @@ TensorView Qwen3Weights::Destination(const std::string& name) const {
 Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
                                         const SafetensorsReader& reader, Device device,
                                         Stream stream) {
-  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config)));
+  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config), config.fp8_block_weights));
   ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
@@ -145,7 +176,11 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
         const TensorView dst = w.Destination(t.name);
         if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
         const void* src = bytes.data();
-        if (t.dtype != DType::kBF16) {
+        if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
+          staging.resize(static_cast<size_t>(dst.numel()));
+          RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
+          src = staging.data();
+        } else if (t.dtype != DType::kBF16) {
           // A pageable-memory copy returns once the source is consumed, so one staging
           // buffer serves every tensor.
           staging.resize(static_cast<size_t>(dst.numel()));

@@ -41,7 +41,10 @@ struct Qwen3LayerWeights {
 class Qwen3Weights {
  public:
   // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
-  // `stream`; returns after they have completed). Extra tensors are ignored.
+  // `stream`; returns after they have completed). Extra tensors are ignored. An FP8
+  // checkpoint (config.fp8_block_weights) has its F8_E4M3 weights dequantized to bf16 with
+  // their 128x128 `*_scale_inv` (models/io/fp8_checkpoint.h); scales that do not match
+  // their weight are DataLoss naming the tensor.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype), OutOfMemory.
   static Result<Qwen3Weights> Load(const TransformerConfig& config,
@@ -52,6 +55,12 @@ class Qwen3Weights {
   // `device` from Philox stream `seed` (same values on the CPU and the GPU).
   static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Device device,
                                      uint64_t seed, kernels::Stream stream, float scale = 1.f);
+
+  // Drops the bf16 q/k/v/o, gate|up and down weights (after an FP8 copy was made of them:
+  // models/qwen3/qwen3_fp8.h): the remaining parameters move to a new, smaller allocation
+  // and the layers' projection views become empty. Returns once the copies are done.
+  Status ReleaseProjections(kernels::Stream stream);
+  bool has_projections() const { return layers_.empty() || !layers_[0].q_proj.empty(); }
 
   Qwen3Weights() = default;
   Qwen3Weights(Qwen3Weights&&) = default;

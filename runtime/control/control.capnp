@@ -78,6 +78,20 @@ struct JobStatus {
   channels @11 :List(ChannelStatus);
   store @12 :StoreStatus;
   stages @13 :List(StageStatus);
+  training @14 :TrainingStatus;
+}
+
+struct TrainingStatus {         # what training actors publish (runtime/job/job_metrics.h)
+  active @0 :Bool;
+  step @1 :Int64;
+  totalSteps @2 :Int64;
+  stepsPerSecond @3 :Float64;
+  hasMetrics @4 :Bool;
+  metricsStep @5 :Int64;
+  loss @6 :Float64;
+  acc @7 :Float64;
+  tau @8 :Float64;
+  tokensPerSecond @9 :Float64;
 }
 
 struct ActorStatus {

@@ -111,6 +111,17 @@ void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
     o.setP99Ms(st.p99_ms);
     o.setPercentOfWall(st.percent_of_wall);
   }
+  auto t = b.initTraining();
+  t.setActive(j.training.active);
+  t.setStep(j.training.step);
+  t.setTotalSteps(j.training.total_steps);
+  t.setStepsPerSecond(j.training.steps_per_s);
+  t.setHasMetrics(j.training.has_metrics);
+  t.setMetricsStep(j.training.metrics_step);
+  t.setLoss(j.training.loss);
+  t.setAcc(j.training.acc);
+  t.setTau(j.training.tau);
+  t.setTokensPerSecond(j.training.tok_s);
 }
 
 JobStatus GetJob(wire::JobStatus::Reader r) {
@@ -143,6 +154,10 @@ JobStatus GetJob(wire::JobStatus::Reader r) {
     j.stages.push_back({st.getName(), st.getCount(), st.getTotalSeconds(), st.getMeanMs(),
                         st.getP50Ms(), st.getP99Ms(), st.getPercentOfWall()});
   }
+  auto t = r.getTraining();
+  j.training = {t.getActive(), t.getStep(),        t.getTotalSteps(), t.getStepsPerSecond(),
+                t.getHasMetrics(), t.getMetricsStep(), t.getLoss(),   t.getAcc(),
+                t.getTau(),    t.getTokensPerSecond()};
   return j;
 }
 

@@ -98,6 +98,26 @@ std::string FormatPrometheus(const std::vector<JobStatus>& jobs) {
   for (const auto& j : jobs)
     for (const auto& s : j.stages)
       w.Sample(fmt::format("{},stage=\"{}\"", job_label(j), Esc(s.name)), s.p99_ms * 1e-3);
+  // Training jobs only (TrainingStatus::active): what the drafter read at its last log step.
+  auto training = [&](const char* name, const char* type, const char* help, auto value) {
+    w.Family(name, type, help);
+    for (const auto& j : jobs)
+      if (j.training.active) w.Sample(job_label(j), value(j.training));
+  };
+  training("tandem_train_step", "gauge", "training steps done (the slowest replica)",
+           [](const TrainingStatus& t) { return static_cast<double>(t.step); });
+  training("tandem_train_total_steps", "gauge", "the job's max_steps (0: unknown)",
+           [](const TrainingStatus& t) { return static_cast<double>(t.total_steps); });
+  training("tandem_train_steps_per_second", "gauge", "training steps per second",
+           [](const TrainingStatus& t) { return t.steps_per_s; });
+  training("tandem_train_loss", "gauge", "drafter loss at the last log step",
+           [](const TrainingStatus& t) { return t.loss; });
+  training("tandem_train_accuracy", "gauge", "drafter top-1 accuracy at the last log step",
+           [](const TrainingStatus& t) { return t.acc; });
+  training("tandem_train_tau", "gauge", "estimated acceptance length tau at the last log step",
+           [](const TrainingStatus& t) { return t.tau; });
+  training("tandem_train_tokens_per_second", "gauge", "tokens trained per second",
+           [](const TrainingStatus& t) { return t.tok_s; });
   return w.Take();
 }
 

@@ -19,6 +19,7 @@
 
 #include "runtime/actor/actor.h"
 #include "runtime/channel/channel_registry.h"
+#include "runtime/job/job_metrics.h"
 #include "runtime/job/job_registry.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/profile/profile_stats.h"
@@ -31,6 +32,7 @@ struct JobEnv {
   ObjectStore* store = nullptr;
   ChannelRegistry* channels = nullptr;
   ProfileStats* profile = nullptr;
+  JobMetrics* metrics = nullptr;  // training numbers for status and the metrics file
   std::shared_ptr<JobRegistry> registry;  // per-job shared objects (never null in a job)
   uint64_t run_id = 0;            // unique per JobRunner::Run in this process
   std::atomic<bool> stop{false};  // set on Ctrl-C or when the job fails

@@ -58,6 +58,11 @@ nlohmann::json ToJson(const JobStatus& j) {
                              {"mean_ms", st.mean_ms}, {"p50_ms", st.p50_ms},
                              {"p99_ms", st.p99_ms}, {"percent_of_wall", st.percent_of_wall}});
   }
+  const TrainingStatus& t = j.training;
+  out["training"] = {{"active", t.active}, {"step", t.step}, {"total_steps", t.total_steps},
+                     {"steps_per_s", t.steps_per_s}, {"has_metrics", t.has_metrics},
+                     {"metrics_step", t.metrics_step}, {"loss", t.loss}, {"acc", t.acc},
+                     {"tau", t.tau}, {"tok_s", t.tok_s}};
   return out;
 }
 
@@ -108,18 +113,17 @@ std::string BottleneckVerdict(const JobStatus& job) {
                      100 * kWaitThreshold, stage_note);
 }
 
-std::string FormatProgressLine(const JobStatus& j) {
-  std::string chans;
-  for (const auto& c : j.channels) chans += fmt::format(" {} {}/{}", c.name, c.depth, c.capacity);
-  std::string total = j.items_total ? fmt::format("/{}", j.items_total) : "";
-  return fmt::format("[{}] {} {:.1f}s items {}{} ({:.0f}/s){}; store {}/{}{}", j.name, j.state,
-                     j.seconds, j.items_done, total, j.items_per_s, chans.empty() ? "" : ";" + chans,
-                     FormatBytes(j.store.used), FormatBytes(j.store.capacity), Eta(j));
-}
-
 std::string FormatJobStatus(const JobStatus& j) {
   std::string out = fmt::format("job {} '{}': {} after {:.1f}s, {} items ({:.0f}/s){}\n", j.id,
                                 j.name, j.state, j.seconds, j.items_done, j.items_per_s, Eta(j));
+  if (const TrainingStatus& t = j.training; t.active) {
+    out += fmt::format("training: step {}{}", t.step,
+                       t.total_steps ? fmt::format("/{}", t.total_steps) : "");
+    if (t.has_metrics)
+      out += fmt::format(", at step {}: loss {:.4f} acc {:.3f} tau {:.2f}, {:.0f} tok/s",
+                         t.metrics_step, t.loss, t.acc, t.tau, t.tok_s);
+    out += "\n";
+  }
   if (!j.error.empty()) out += fmt::format("error: {}\n", j.error);
   out += fmt::format("verdict: {}\n\nactors:\n", j.verdict);
   out += fmt::format("  {:<14} {:<15} {:>3} {:>4} {:<10} {:>8} {:>7} {:<18} {}\n", "NAME", "CLASS",

@@ -62,6 +62,20 @@ struct StageStatus {
   double percent_of_wall = 0;
 };
 
+// Training progress as the job's actors publish it (runtime/job/job_metrics.h).
+struct TrainingStatus {
+  bool active = false;       // some actor publishes steps; false for job kinds without them
+  int64_t step = 0;          // the slowest actor's step
+  int64_t total_steps = 0;   // its max_steps (0: unknown)
+  double steps_per_s = 0;    // since the first step this process saw
+  bool has_metrics = false;  // loss/acc/tau/tok_s below were read at least once
+  int64_t metrics_step = 0;  // the step they were read at
+  double loss = 0;
+  double acc = 0;
+  double tau = 0;
+  double tok_s = 0;
+};
+
 struct JobStatus {
   std::string id;     // "j1"
   std::string name;   // [job] name
@@ -77,6 +91,7 @@ struct JobStatus {
   std::vector<ChannelStatus> channels;
   StoreStatus store;
   std::vector<StageStatus> stages;
+  TrainingStatus training;
 
   bool finished() const { return state != "pending" && state != "running"; }
 };
@@ -92,8 +107,6 @@ std::string FormatJobStatus(const JobStatus& job);
 std::string FormatJobList(const std::vector<JobStatus>& jobs);
 // One line per actor of every job, for `tandem list actors`.
 std::string FormatActorList(const std::vector<JobStatus>& jobs);
-// The live progress line of `tandem run` and `tandem submit --wait`.
-std::string FormatProgressLine(const JobStatus& job);
 // JSON (an object for one job, an array for a list). Keys are the struct fields' names.
 std::string JobStatusToJson(const JobStatus& job, int indent = 2);
 std::string JobListToJson(const std::vector<JobStatus>& jobs, int indent = 2);

@@ -23,6 +23,7 @@ struct JobRunner::Live {
   const ChannelRegistry* channels = nullptr;
   const ObjectStore* store = nullptr;
   ProfileStats* profile = nullptr;
+  const JobMetrics* metrics = nullptr;
   TimePoint start;
 };
 
@@ -127,6 +128,7 @@ JobStatus BuildStatus(const JobRunner::Live& live, const ProfileSnapshot& snap) 
   table.window_start_ns = table.window_end_ns - static_cast<int64_t>(wall_ns);
   st.profile_table = FormatProfileTable(table);
   st.verdict = BottleneckVerdict(st);
+  if (live.metrics != nullptr) st.training = live.metrics->Training();
   return st;
 }
 
@@ -216,7 +218,9 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
                                               : std::nullopt));
   auto reporter = std::make_unique<ProfileReporter>(&profile, interval);
 
+  JobMetrics metrics(&job, start);
   JobEnv env;
+  env.metrics = &metrics;
   env.job = &job;
   env.store = store.get();
   env.channels = &channels;
@@ -243,7 +247,7 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       actors.push_back(std::move(d));
     }
   }
-  Live live{&job, &system, &channels, store.get(), &profile, start};
+  Live live{&job, &system, &channels, store.get(), &profile, &metrics, start};
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_ = &live;
@@ -274,6 +278,15 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       unfinished_writers[*out] += static_cast<int>(g.replicas);
 
   TimePoint last_progress = SteadyClock::now();
+  TimePoint last_sample = SteadyClock::now();
+  auto sample_metrics = [&] {
+    last_sample = SteadyClock::now();
+    if (metrics.path().empty()) return;
+    uint64_t popped = 0;
+    std::vector<ChannelStats> cs = channels.Snapshot();
+    for (const ChannelStats& c : cs) popped += c.total_popped;
+    metrics.Sample(store->Stats(), cs, profile.RollWindow(), popped);
+  };
   size_t finished = 0;
   while (finished < actors.size()) {
     if (stop_requested_.load() && !env.stopping()) {
@@ -322,11 +335,13 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       last_progress = SteadyClock::now();
       TLOG_INFO("{}", ProgressLine(env, actors, SecondsSince(start)));
     }
+    if (SecondsSince(last_sample) >= kMetricsSampleSeconds) sample_metrics();
     if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
   Status stop_st = system.StopAll();
   if (!stop_st.ok()) fail_job(stop_st);
+  sample_metrics();
   reporter->Stop();
   ProfileSnapshot snap = profile.RollWindow();
   JobStatus final_status = BuildStatus(live, snap);
@@ -364,6 +379,7 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
                         report.store.channel.refs, report.store.HoldersSummary()};
   final_status.state = !report.status.ok() ? "failed" : stop_requested_.load() ? "stopped" : "succeeded";
   final_status.error = report.status.ok() ? "" : report.status.ToString();
+  metrics.End(final_status.state, final_status.error);
   {
     std::lock_guard<std::mutex> lock(mu_);
     final_ = std::move(final_status);

@@ -1,0 +1,123 @@
+// CUDA block-scaled FP8 quantizers. Algorithms:
+//   weight: one 256-thread block per 128x128 tile; each thread scans 64 elements of one
+//     row for the amax, the block reduces it, then the same thread writes its 64 codes.
+//   activation: one warp per (row, 128-column group), four values per lane
+//     (fp8_device.cuh); grid-stride over rows x groups, padding rows written as zeros.
+//   dequantize: grid-stride elementwise.
+#include <cuda_bf16.h>
+
+#include "kernels/gemm/fp8_device.cuh"
+#include "kernels/gemm/fp8_kernels.h"
+
+namespace tandem::kernels {
+namespace {
+
+using fp8_detail::QuantizeGroup128;
+using fp8_detail::ToE4m3;
+using fp8_detail::WarpMax;
+
+__device__ __forceinline__ float Load(const void* p, bool f32, int64_t i) {
+  return f32 ? static_cast<const float*>(p)[i]
+             : __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+__global__ void quantize_fp8_weight_kernel(const void* w, bool f32, int64_t ldw, int64_t n,
+                                           int64_t k, uint8_t* q, float* scale, int64_t lds) {
+  __shared__ float warp_max[8];
+  const int64_t nb = blockIdx.y, kb = blockIdx.x;
+  const int64_t r = nb * 128 + threadIdx.x / 2;
+  const int64_t c0 = kb * 128 + (threadIdx.x % 2) * 64;
+  const int64_t c1 = c0 + 64 < k ? c0 + 64 : k;
+  const bool row_ok = r < n;
+  float amax = 0.f;
+  if (row_ok)
+    for (int64_t c = c0; c < c1; ++c) amax = fmaxf(amax, fabsf(Load(w, f32, r * ldw + c)));
+  amax = WarpMax(amax);
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, warp_max[i]);
+  const float sc = amax > 0.f ? amax / 448.f : 1.f;
+  if (threadIdx.x == 0) {
+    scale[nb * lds + kb] = sc;
+    // The last K block of a row of blocks also zeroes the padding columns of the scales.
+    if (kb == gridDim.x - 1)
+      for (int64_t p = kb + 1; p < lds; ++p) scale[nb * lds + p] = 0.f;
+  }
+  if (row_ok)
+    for (int64_t c = c0; c < c1; ++c) q[r * k + c] = ToE4m3(Load(w, f32, r * ldw + c) / sc);
+}
+
+__global__ void quantize_fp8_act_kernel(const void* x, bool f32, int64_t ldx, int64_t m,
+                                        int64_t mp, int64_t k, uint8_t* q, float* scale) {
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = (k + 127) / 128, items = mp * groups;
+  const bool packed_ok = k % 4 == 0;
+  for (int64_t item = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32; item < items;
+       item += int64_t{gridDim.x} * blockDim.x / 32) {
+    const int64_t r = item / groups, g = item % groups;
+    const int len = static_cast<int>(k - g * 128 < 128 ? k - g * 128 : 128);
+    uint8_t* dst = q + r * k + g * 128;
+    if (r >= m) {
+      fp8_detail::ZeroGroup128(dst, len, lane);
+      if (lane == 0) scale[g * mp + r] = 1.f;
+      continue;
+    }
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = lane * 4 + j;
+      v[j] = c < len ? Load(x, f32, r * ldx + g * 128 + c) : 0.f;
+    }
+    const float sc = QuantizeGroup128(v, dst, len, lane, packed_ok);
+    if (lane == 0) scale[g * mp + r] = sc;
+  }
+}
+
+__global__ void dequantize_fp8_weight_kernel(const uint8_t* q, const float* scale, int64_t lds,
+                                             int64_t n, int64_t k, void* out, bool f32) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * k;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / k, c = i % k;
+    __nv_fp8_e4m3 code;
+    code.__x = q[i];
+    const float v = static_cast<float>(code) * scale[(r / 128) * lds + c / 128];
+    if (f32) static_cast<float*>(out)[i] = v;
+    else static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16(v);
+  }
+}
+
+unsigned GridFor(int64_t threads_needed, int block) {
+  int64_t g = (threads_needed + block - 1) / block;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > 65535 * 8 ? 65535 * 8 : g));
+}
+
+}  // namespace
+
+cudaError_t LaunchQuantizeFp8Weight(const void* w, bool w_is_f32, int64_t ldw, int64_t n,
+                                    int64_t k, uint8_t* q, float* scale, int64_t lds,
+                                    cudaStream_t s) {
+  dim3 grid(static_cast<unsigned>((k + 127) / 128), static_cast<unsigned>((n + 127) / 128));
+  quantize_fp8_weight_kernel<<<grid, 256, 0, s>>>(w, w_is_f32, ldw, n, k, q, scale, lds);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantizeFp8Activation(const void* x, bool x_is_f32, int64_t ldx, int64_t m,
+                                        int64_t mp, int64_t k, uint8_t* q, float* scale,
+                                        cudaStream_t s) {
+  const int64_t warps = mp * ((k + 127) / 128);
+  quantize_fp8_act_kernel<<<GridFor(warps * 32, 256), 256, 0, s>>>(x, x_is_f32, ldx, m, mp, k,
+                                                                   q, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDequantizeFp8Weight(const uint8_t* q, const float* scale, int64_t lds,
+                                      int64_t n, int64_t k, void* out, bool out_is_f32,
+                                      cudaStream_t s) {
+  dequantize_fp8_weight_kernel<<<GridFor(n * k, 256), 256, 0, s>>>(q, scale, lds, n, k, out,
+                                                                   out_is_f32);
+  return cudaGetLastError();
+}
+
+}  // namespace tandem::kernels

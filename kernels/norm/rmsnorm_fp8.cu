@@ -1,0 +1,67 @@
+// CUDA RMSNorm -> e4m3. Algorithm: one 256-thread block per row: the block reduces the sum
+// of squares, then each warp takes 128-column groups (four values per lane), forms
+// bf16(x * rstd * w) and quantizes the group (fp8_device.cuh). Padding rows are zeroed.
+#include <cuda_bf16.h>
+
+#include "kernels/gemm/fp8_device.cuh"
+#include "kernels/norm/rmsnorm_fp8_kernels.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
+                                   int64_t m, int64_t mp, int64_t h, float eps, uint8_t* q,
+                                   float* scale) {
+  __shared__ float partial[kThreads / 32];
+  const int64_t r = blockIdx.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t groups = (h + 127) / 128;
+  if (r >= m) {
+    for (int64_t i = threadIdx.x; i < h; i += kThreads) q[r * h + i] = 0;
+    for (int64_t g = threadIdx.x; g < groups; g += kThreads) scale[g * mp + r] = 1.f;
+    return;
+  }
+  const __nv_bfloat16* xr = x + r * ldx;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < h; i += kThreads) {
+    const float v = __bfloat162float(xr[i]);
+    ss += v * v;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) partial[warp] = ss;
+  __syncthreads();
+  ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) ss += partial[i];
+  const float rstd = rsqrtf(ss / h + eps);
+  const bool packed_ok = h % 4 == 0;
+  for (int64_t g = warp; g < groups; g += kThreads / 32) {
+    const int len = static_cast<int>(h - g * 128 < 128 ? h - g * 128 : 128);
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t c = g * 128 + lane * 4 + j;
+      v[j] = lane * 4 + j < len
+                 ? __bfloat162float(__float2bfloat16(__bfloat162float(xr[c]) * rstd *
+                                                     __bfloat162float(w[c])))
+                 : 0.f;
+    }
+    const float sc = fp8_detail::QuantizeGroup128(v, q + r * h + g * 128, len, lane, packed_ok);
+    if (lane == 0) scale[g * mp + r] = sc;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNormFp8(const void* x, int64_t ldx, const void* w, int64_t m, int64_t mp,
+                             int64_t h, float eps, uint8_t* q, float* scale, cudaStream_t s) {
+  rmsnorm_fp8_kernel<<<static_cast<unsigned>(mp), kThreads, 0, s>>>(
+      static_cast<const __nv_bfloat16*>(x), ldx, static_cast<const __nv_bfloat16*>(w), m, mp, h,
+      eps, q, scale);
+  return cudaGetLastError();
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,44 @@
+// Chat conversations read from JSONL, one per line, in either of two formats:
+//   OpenAI:   {"messages": [{"role": "system"|"user"|"assistant"|"tool", "content": "...",
+//              "reasoning_content"?: "...", "tool_calls"?: [...]}], "tools"?: [...]}
+//   ShareGPT: {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}]}
+// Both become OpenAI-style messages (ShareGPT's human/gpt are user/assistant). A bad line is
+// an error with a reason code that the caller counts: not_json, not_object, invalid_utf8,
+// wrong_format, no_messages, unknown_role, missing_content, no_assistant.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/status.h"
+
+namespace tandem::chat_data {
+
+enum class ChatFormat { kAuto, kOpenAI, kShareGpt };
+
+// "auto", "openai", "sharegpt"; InvalidArgument otherwise.
+Result<ChatFormat> ParseChatFormat(std::string_view name);
+const char* ChatFormatName(ChatFormat f);
+
+struct Conversation {
+  nlohmann::ordered_json messages;  // array of OpenAI-style message objects
+  nlohmann::ordered_json tools;     // null or the line's "tools"
+};
+
+struct BadLine {
+  std::string reason;   // a code from the list above
+  std::string message;  // what is wrong, without the file and line
+};
+
+// The format of a line (by its top-level key), or kAuto when it has neither key or is not
+// a JSON object.
+ChatFormat DetectFormat(std::string_view line);
+
+// Parses one line in `format` (not kAuto). On failure fills *bad and returns false.
+bool ParseConversation(std::string_view line, ChatFormat format, Conversation* out, BadLine* bad);
+
+}  // namespace tandem::chat_data

@@ -1,0 +1,52 @@
+// The FP8 form of a Qwen3 target's projections (precision = "fp8"): q/k/v/o, gate|up and
+// down of every layer as e4m3 with one fp32 scale per 128x128 block (kernels/gemm/fp8.h),
+// in one allocation on the weights' device. Embeddings, norms and the LM head stay bf16.
+//
+// Made by quantizing the bf16 weights on their device (Quantize), after which the caller
+// may drop the bf16 copies (Qwen3Weights::ReleaseProjections), halving the projections'
+// memory: Qwen3-8B's 12.9 GiB of bf16 projections become 6.5 GiB of e4m3 (+ 1/4096 for scales).
+//
+// Thread-safety: immutable after Quantize; views may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "kernels/core/memory.h"
+#include "kernels/gemm/fp8.h"
+#include "models/qwen3/qwen3_weights.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+// Numeric precision of the frozen target's linear layers.
+enum class TargetPrecision : uint8_t { kBf16, kFp8 };
+// "bf16" | "fp8"; InvalidArgument naming the allowed values otherwise.
+Result<TargetPrecision> ParseTargetPrecision(std::string_view s);
+std::string_view TargetPrecisionName(TargetPrecision p);
+
+struct Qwen3Fp8Layer {
+  kernels::Fp8BlockWeight q_proj, k_proj, v_proj, o_proj, gate_up, down_proj;
+};
+
+class Qwen3Fp8Projections {
+ public:
+  // Quantizes every layer's projections of `weights` (which must still hold them) on the
+  // weights' device, ordered on `stream`; returns once done. All of K, N must be multiples
+  // of 16 on CUDA (every Qwen3 size is).
+  static Result<Qwen3Fp8Projections> Quantize(const Qwen3Weights& weights, kernels::Stream stream);
+
+  Qwen3Fp8Projections() = default;
+  Qwen3Fp8Projections(Qwen3Fp8Projections&&) = default;
+  Qwen3Fp8Projections& operator=(Qwen3Fp8Projections&&) = default;
+
+  const std::vector<Qwen3Fp8Layer>& layers() const { return layers_; }
+  int64_t nbytes() const { return storage_.nbytes(); }
+
+ private:
+  kernels::Tensor storage_;  // u8: every code and scale
+  std::vector<Qwen3Fp8Layer> layers_;
+};
+
+}  // namespace tandem::models

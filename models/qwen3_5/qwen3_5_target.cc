@@ -1,0 +1,295 @@
+#include "models/qwen3_5/qwen3_5_target.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "kernels/core/stream.h"
+#include "kernels/elementwise/embedding.h"
+#include "kernels/linear_attention/gated_delta_rule.h"
+#include "kernels/linear_attention/hybrid_ops.h"
+#include "kernels/mlp/swiglu.h"
+#include "kernels/rope/rope.h"
+
+namespace tandem::models {
+
+using kernels::Device;
+using kernels::DType;
+using kernels::GemmOptions;
+using kernels::Shape;
+using kernels::Tensor;
+using kernels::TensorView;
+
+namespace {
+
+constexpr int64_t kActivationAlignment = 256;  // bytes
+constexpr const char* kOp = "Qwen35Target::Forward";
+
+Status CheckIds(const char* what, const TensorView& t, int64_t len, Device device) {
+  if (t.empty()) return InvalidArgumentError("{}: {} is missing", kOp, what);
+  if (t.device() != device)
+    return InvalidArgumentError("{}: {} is on the wrong device ({})", kOp, what, t.ToString());
+  RETURN_IF_ERROR(kernels::ExpectDType(kOp, what, t, DType::kI32));
+  if (t.ndim() != 1 || (len >= 0 && t.dim(0) != len))
+    return InvalidArgumentError("{}: {} must be i32 [{}], got {}", kOp, what,
+                                len >= 0 ? len : t.dim(0), t.ToString());
+  return kernels::ExpectContiguous(kOp, what, t);
+}
+
+std::string DeviceName(Device d) { return d.is_cpu() ? "cpu" : fmt::format("cuda:{}", d.index); }
+
+GemmOptions Linear(float beta = 0.f) {
+  GemmOptions o;
+  o.trans_b = true;
+  o.beta = beta;  // 1: C = x W^T + C, the residual add fused into the GEMM
+  return o;
+}
+
+}  // namespace
+
+Qwen35Target::Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options)
+    : weights_(std::move(weights)), options_(options) {}
+
+Qwen35Target::~Qwen35Target() = default;
+
+Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights,
+                                                           const Qwen35TargetOptions& options) {
+  if (options.max_tokens <= 0)
+    return InvalidArgumentError("Qwen35Target: max_tokens must be positive, got {}",
+                                options.max_tokens);
+  const Qwen35Config& c = weights.config();
+  if (c.rotary_dim > kernels::kRopeMaxRotaryDim)
+    return InvalidArgumentError("Qwen35Target: rotary_dim {} exceeds {}", c.rotary_dim,
+                                kernels::kRopeMaxRotaryDim);
+  std::unique_ptr<Qwen35Target> t(new Qwen35Target(std::move(weights), options));
+  RETURN_IF_ERROR(t->AllocateWorkspace());
+  const Device device = t->device();
+  if (device.is_cuda()) {
+#ifdef TANDEM_HAVE_CUDA
+    kernels::DeviceGuard guard(device.index);
+    ASSIGN_OR_RETURN(t->gemm_, kernels::GemmContext::Create(device.index));
+    ASSIGN_OR_RETURN(t->attention_, kernels::CausalVarlenAttention::Create(device.index));
+#else
+    return UnavailableError("Qwen35Target: weights on {} in a build without CUDA",
+                            DeviceName(device));
+#endif
+  }
+  return t;
+}
+
+Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir, Device device,
+                                                         const Qwen35TargetOptions& options) {
+  ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(dir));
+  ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
+  ASSIGN_OR_RETURN(Qwen35Weights weights,
+                   Qwen35Weights::Load(config, reader, device, options.stream));
+  return Create(std::move(weights), options);
+}
+
+Status Qwen35Target::AllocateWorkspace() {
+  const Qwen35Config& c = config();
+  const int64_t hv = c.linear_num_value_heads;
+  const int64_t proj = std::max(c.conv_dim() + c.linear_value_dim() + 2 * hv, 2 * c.q_dim());
+  // Bytes per token of each slot, in Slot order.
+  const int64_t per_token[kNumSlots] = {2 * c.hidden_size,
+                                        2 * c.hidden_size,
+                                        2 * proj,
+                                        2 * c.conv_dim(),
+                                        4 * hv,
+                                        4 * hv,
+                                        2 * c.linear_value_dim(),
+                                        2 * c.linear_value_dim(),
+                                        2 * c.q_dim(),
+                                        2 * c.kv_dim(),
+                                        2 * c.kv_dim(),
+                                        2 * c.kv_dim(),
+                                        2 * c.q_dim(),
+                                        4 * c.intermediate_size,
+                                        2 * c.intermediate_size};
+  int64_t offsets[kNumSlots], total = 0;
+  for (int s = 0; s < kNumSlots; ++s) {
+    total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
+    offsets[s] = total;
+    total += options_.max_tokens * per_token[s];
+  }
+  kernels::Allocator* alloc = &kernels::HostAllocator();
+  if (device().is_cuda()) {
+    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device().index));
+    alloc = pool;
+  }
+  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(*alloc, DType::kU8, {total}, options_.stream));
+  for (int s = 0; s < kNumSlots; ++s)
+    slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
+  return Status::Ok();
+}
+
+TensorView Qwen35Target::View(Slot slot, int64_t rows, int64_t cols) const {
+  const DType dtype = slot == kGate || slot == kBeta ? DType::kF32 : DType::kBF16;
+  return TensorView(slots_[slot], dtype, {rows, cols}, device());
+}
+
+Status Qwen35Target::CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
+                                  int* max_seqlen) const {
+  const Qwen35Config& c = config();
+  const Device dev = device();
+  RETURN_IF_ERROR(CheckIds("input_ids", batch.input_ids, -1, dev));
+  const int64_t t = batch.input_ids.dim(0);
+  if (t < 1 || t > options_.max_tokens)
+    return InvalidArgumentError("{}: {} tokens; this target takes 1..{}", kOp, t,
+                                options_.max_tokens);
+  RETURN_IF_ERROR(CheckIds("position_ids", batch.position_ids, t, dev));
+  RETURN_IF_ERROR(CheckIds("cu_seqlens", batch.cu_seqlens, -1, dev));
+  RETURN_IF_ERROR(kernels::internal::CheckCuSeqlensShape(kOp, batch.cu_seqlens));
+  if (dev.is_cpu()) {
+    RETURN_IF_ERROR(kernels::internal::CheckHostCuSeqlens(kOp, batch.cu_seqlens, t));
+    const int32_t* cu = batch.cu_seqlens.data_as<int32_t>();
+    int longest = 0;
+    for (int64_t i = 0; i + 1 < batch.cu_seqlens.dim(0); ++i)
+      longest = std::max(longest, cu[i + 1] - cu[i]);
+    if (batch.max_seqlen != 0 && batch.max_seqlen < longest)
+      return InvalidArgumentError("{}: max_seqlen {} is below the longest document ({})", kOp,
+                                  batch.max_seqlen, longest);
+    *max_seqlen = longest;
+  } else {
+    if (batch.max_seqlen <= 0 || batch.max_seqlen > t)
+      return InvalidArgumentError(
+          "{}: max_seqlen must be given in 1..T on CUDA (reading cu_seqlens would synchronise "
+          "the host), got {}",
+          kOp, batch.max_seqlen);
+    *max_seqlen = batch.max_seqlen;
+  }
+  std::vector<bool> seen(static_cast<size_t>(c.num_hidden_layers), false);
+  for (const HybridCapture& cap : captures) {
+    if (cap.layer < 0 || cap.layer >= c.num_hidden_layers)
+      return InvalidArgumentError("{}: capture layer {} not in [0, {})", kOp, cap.layer,
+                                  c.num_hidden_layers);
+    if (seen[cap.layer]) return InvalidArgumentError("{}: layer {} captured twice", kOp, cap.layer);
+    seen[cap.layer] = true;
+    const TensorView& o = cap.out;
+    if (o.device() != dev || o.dtype() != DType::kBF16 || !(o.shape() == Shape{t, c.hidden_size}) ||
+        !o.is_contiguous())
+      return InvalidArgumentError(
+          "{}: layer {}: the capture buffer must be a contiguous bf16 [{}, {}] on {}, got {}", kOp,
+          cap.layer, t, c.hidden_size, DeviceName(dev), o.ToString());
+  }
+  return Status::Ok();
+}
+
+Status Qwen35Target::Forward(const HybridBatch& batch, std::span<const HybridCapture> captures) {
+  int max_seqlen = 0;
+  RETURN_IF_ERROR(CheckForward(batch, captures, &max_seqlen));
+  const Qwen35Config& c = config();
+  const kernels::Stream s = options_.stream;
+  const int64_t t = batch.input_ids.dim(0);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  int last = -1;
+  for (const HybridCapture& cap : captures) last = std::max(last, cap.layer);
+  if (last < 0) return Status::Ok();
+  std::optional<kernels::DeviceGuard> guard;
+  if (device().is_cuda()) guard.emplace(device().index);
+  kernels::NvtxRange range(kOp);
+  const TensorView hidden = View(kHidden, t, c.hidden_size);
+  const TensorView normed = View(kNormed, t, c.hidden_size);
+  RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  for (int i = 0; i <= last; ++i) {
+    const Qwen35LayerWeights& w = weights_.layers()[i];
+    Status st = kernels::ZeroCentredRmsNormForward(normed, hidden, w.input_norm, eps, s);
+    if (st.ok())
+      st = w.type == HybridLayerType::kLinearAttention
+               ? LinearAttention(w.linear, batch, t)
+               : FullAttention(w.attn, batch, t, max_seqlen);
+    if (st.ok()) st = Mlp(w, t);
+    RETURN_IF_ERROR(st.WithContext(fmt::format("layer {} ({})", i, HybridLayerTypeName(w.type))));
+    for (const HybridCapture& cap : captures) {
+      if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
+                                     const HybridBatch& batch, int64_t t) {
+  const Qwen35Config& c = config();
+  const kernels::Stream s = options_.stream;
+  const int64_t conv = c.conv_dim(), vd = c.linear_value_dim(), kd = c.linear_key_dim(),
+                hv = c.linear_num_value_heads;
+  const TensorView proj = View(kProj, t, conv + vd + 2 * hv);  // qkv | z | b | a
+  RETURN_IF_ERROR(
+      kernels::Gemm(gemm_.get(), View(kNormed, t, c.hidden_size), w.in_proj, proj, Linear(), s));
+  const TensorView mixed = View(kConv, t, conv);  // q | k | v after conv + SiLU
+  RETURN_IF_ERROR(kernels::CausalConv1dSiluForward(mixed, proj.Narrow(1, 0, conv), w.conv1d,
+                                                   batch.cu_seqlens, s));
+  const TensorView g = View(kGate, t, hv), beta = View(kBeta, t, hv);
+  RETURN_IF_ERROR(kernels::GatedDeltaGates(g, beta, proj.Narrow(1, conv + vd + hv, hv),
+                                           proj.Narrow(1, conv + vd, hv), w.a_log, w.dt_bias, s));
+  kernels::GatedDeltaRuleArgs rule;
+  rule.q = mixed.Narrow(1, 0, kd);
+  rule.k = mixed.Narrow(1, kd, kd);
+  rule.v = mixed.Narrow(1, 2 * kd, vd);
+  rule.g = g;
+  rule.beta = beta;
+  rule.cu_seqlens = batch.cu_seqlens;
+  rule.out = View(kCore, t, vd);
+  rule.key_heads = c.linear_num_key_heads;
+  rule.value_heads = hv;
+  rule.key_dim = c.linear_key_head_dim;
+  rule.value_dim = c.linear_value_head_dim;
+  RETURN_IF_ERROR(kernels::GatedDeltaRuleForward(rule, s));
+  const TensorView gated = View(kGated, t, vd);
+  RETURN_IF_ERROR(kernels::GatedRmsNormForward(gated, rule.out, proj.Narrow(1, conv, vd), w.norm,
+                                               static_cast<float>(c.rms_norm_eps), s));
+  return kernels::Gemm(gemm_.get(), gated, w.out_proj, View(kHidden, t, c.hidden_size), Linear(1.f),
+                       s);
+}
+
+Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const HybridBatch& batch,
+                                   int64_t t, int max_seqlen) {
+  const Qwen35Config& c = config();
+  const kernels::Stream s = options_.stream;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, d = c.head_dim;
+  const TensorView normed = View(kNormed, t, c.hidden_size);
+  const TensorView qg = View(kProj, t, 2 * c.q_dim());  // per head: query d | gate d
+  const TensorView k_raw = View(kKRaw, t, c.kv_dim()), v = View(kV, t, c.kv_dim());
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.q_proj, qg, Linear(), s));
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.k_proj, k_raw, Linear(), s));
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.v_proj, v, Linear(), s));
+  const TensorView qg_rows = qg.Reshape({t * hq, 2 * d});
+  const TensorView q = View(kQ, t * hq, d), k = View(kK, t * hk, d);
+  RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(q, qg_rows.Narrow(1, 0, d), w.q_norm, eps, s));
+  RETURN_IF_ERROR(
+      kernels::ZeroCentredRmsNormForward(k, k_raw.Reshape({t * hk, d}), w.k_norm, eps, s));
+  const TensorView q3 = q.Reshape({t, hq, d}), k3 = k.Reshape({t, hk, d});
+  const kernels::RopeConfig rope{c.rotary_dim, c.rope_theta};
+  RETURN_IF_ERROR(kernels::RopeForward(q3, q3, batch.position_ids, rope, s));
+  RETURN_IF_ERROR(kernels::RopeForward(k3, k3, batch.position_ids, rope, s));
+  const TensorView attn = View(kAttn, t * hq, d);
+  const TensorView v3 = v.Reshape({t, hk, d}), attn3 = attn.Reshape({t, hq, d});
+  if (device().is_cpu()) {
+    RETURN_IF_ERROR(kernels::CausalVarlenAttentionForwardCpu(q3, k3, v3, batch.cu_seqlens,
+                                                             max_seqlen, 0.f, attn3, {}, s));
+  } else {
+    RETURN_IF_ERROR(
+        attention_->Forward(q3, k3, v3, batch.cu_seqlens, max_seqlen, 0.f, attn3, {}, s));
+  }
+  RETURN_IF_ERROR(kernels::SigmoidGateForward(attn, attn, qg_rows.Narrow(1, d, d), s));
+  return kernels::Gemm(gemm_.get(), attn.Reshape({t, c.q_dim()}), w.o_proj,
+                       View(kHidden, t, c.hidden_size), Linear(1.f), s);
+}
+
+Status Qwen35Target::Mlp(const Qwen35LayerWeights& w, int64_t t) {
+  const Qwen35Config& c = config();
+  const kernels::Stream s = options_.stream;
+  const TensorView hidden = View(kHidden, t, c.hidden_size),
+                   normed = View(kNormed, t, c.hidden_size);
+  RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(normed, hidden, w.post_norm,
+                                                     static_cast<float>(c.rms_norm_eps), s));
+  const TensorView gate_up = View(kGateUp, t, 2 * c.intermediate_size);
+  const TensorView act = View(kAct, t, c.intermediate_size);
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.gate_up, gate_up, Linear(), s));
+  const auto [gate, up] = kernels::SplitGateUp(gate_up);
+  RETURN_IF_ERROR(kernels::SwiGluForward(act, gate, up, s));
+  return kernels::Gemm(gemm_.get(), act, w.down_proj, hidden, Linear(1.f), s);
+}
+
+}  // namespace tandem::models

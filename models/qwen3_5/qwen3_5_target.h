@@ -1,0 +1,122 @@
+// The frozen Qwen3.5 / Qwen3.6 dense hybrid target of a DFlash job: the text model's forward
+// over a packed batch of documents, writing the outputs of chosen decoder layers into caller
+// buffers. Same contract as models/qwen3's Qwen3Target: layer i's output is the residual
+// stream after decoder layer i (before the final norm), HF `hidden_states[i + 1]`; positions
+// restart in every document; no LM head; no layer after the last captured one runs.
+//
+// Per layer: zero-centred RMSNorm `(1 + w)` -> token mixer added to the residual ->
+// zero-centred RMSNorm -> gate|up GEMM -> SwiGLU -> down_proj added to the residual.
+// Token mixers:
+//   * Gated DeltaNet (linear_attention): one GEMM for qkv | z | b | a; causal depthwise
+//     conv1d + SiLU over qkv, restarting at every document; beta = sigmoid(b),
+//     g = -exp(A_log) softplus(a + dt_bias); the gated delta rule (q, k L2-normalised, state
+//     restarting at every document); gated RMSNorm rmsnorm(o) * w * silu(z) per head;
+//     out_proj.
+//   * gated attention (full_attention): q_proj gives per head a query and a gate; q_norm and
+//     k_norm (zero-centred) per head; RoPE on the first rotary_dim dims; causal GQA attention
+//     inside each document (scale head_dim^-1/2); times sigmoid(gate); o_proj.
+//
+// Device: the weights' device (CPU references or CUDA ops, chosen by the tensors). All
+// activations live in one workspace sized at Create for `max_tokens`; a Forward allocates
+// nothing, and on CUDA it only enqueues work on the stream given at Create (max_seqlen must
+// then be given). The CUDA path uses the simple kernels of kernels/linear_attention (the
+// recurrent gated delta rule) and is checked by qwen3_5_target_gpu_test.
+//
+// Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kernels/attention/attention.h"
+#include "kernels/core/memory.h"
+#include "kernels/gemm/gemm.h"
+#include "models/qwen3_5/qwen3_5_weights.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct Qwen35TargetOptions {
+  int64_t max_tokens = 16384;        // the largest T a Forward takes; sizes the workspace
+  kernels::Stream stream = nullptr;  // every Forward runs on it (CUDA); ignored on the CPU
+};
+
+// A packed batch on the model's device (the same fields as the Qwen3 target's PackedBatch).
+struct HybridBatch {
+  kernels::TensorView input_ids;     // i32 [T]
+  kernels::TensorView position_ids;  // i32 [T], restarting at 0 in every document
+  kernels::TensorView cu_seqlens;    // i32 [docs+1], 0 .. T: document boundaries
+  int max_seqlen = 0;                // >= the longest document; 0: computed (CPU only)
+};
+
+struct HybridCapture {
+  int layer = 0;            // DFlash layer id in [0, num_hidden_layers)
+  kernels::TensorView out;  // bf16 [T, H], contiguous, on the model's device
+};
+
+class Qwen35Target {
+ public:
+  static Result<std::unique_ptr<Qwen35Target>> Create(Qwen35Weights weights,
+                                                      const Qwen35TargetOptions& options);
+  // Reads `dir`/config.json and the checkpoint beside it onto `device`, then Create.
+  static Result<std::unique_ptr<Qwen35Target>> Load(const std::string& dir, kernels::Device device,
+                                                    const Qwen35TargetOptions& options);
+  ~Qwen35Target();
+  Qwen35Target(const Qwen35Target&) = delete;
+  Qwen35Target& operator=(const Qwen35Target&) = delete;
+
+  // Runs the layers up to the last captured one and writes each capture. Capture layer ids
+  // must be distinct and in range. InvalidArgument for bad shapes, devices, documents or
+  // layer ids, checked before any work.
+  Status Forward(const HybridBatch& batch, std::span<const HybridCapture> captures);
+
+  const Qwen35Config& config() const { return weights_.config(); }
+  const Qwen35Weights& weights() const { return weights_; }
+  kernels::Device device() const { return weights_.device(); }
+  int64_t max_tokens() const { return options_.max_tokens; }
+  int64_t workspace_bytes() const { return workspace_.nbytes(); }
+
+ private:
+  // Base pointers of the activation slots in `workspace_`, each sized for max_tokens rows.
+  enum Slot {
+    kHidden,
+    kNormed,
+    kProj,
+    kConv,
+    kGate,
+    kBeta,
+    kCore,
+    kGated,
+    kQ,
+    kKRaw,
+    kK,
+    kV,
+    kAttn,
+    kGateUp,
+    kAct,
+    kNumSlots
+  };
+
+  Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options);
+  Status AllocateWorkspace();
+  // A contiguous [rows, cols] view of `slot` (bf16, or f32 for the gates).
+  kernels::TensorView View(Slot slot, int64_t rows, int64_t cols) const;
+  Status CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
+                      int* max_seqlen) const;
+  Status LinearAttention(const Qwen35LinearAttentionWeights& w, const HybridBatch& batch,
+                         int64_t t);
+  Status FullAttention(const Qwen35AttentionWeights& w, const HybridBatch& batch, int64_t t,
+                       int max_seqlen);
+  Status Mlp(const Qwen35LayerWeights& w, int64_t t);
+
+  Qwen35Weights weights_;
+  Qwen35TargetOptions options_;
+  kernels::Tensor workspace_;  // u8: every activation
+  char* slots_[kNumSlots] = {};
+  std::unique_ptr<kernels::GemmContext> gemm_;                 // CUDA only
+  std::unique_ptr<kernels::CausalVarlenAttention> attention_;  // CUDA only
+};
+
+}  // namespace tandem::models

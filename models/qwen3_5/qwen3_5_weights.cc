@@ -1,0 +1,184 @@
+#include "models/qwen3_5/qwen3_5_weights.h"
+
+#include <algorithm>
+
+namespace tandem::models {
+
+using kernels::bf16;
+using kernels::Device;
+using kernels::DType;
+using kernels::Shape;
+using kernels::Stream;
+using kernels::Tensor;
+using kernels::TensorView;
+
+namespace {
+
+constexpr int64_t kParamAlignment = 256;  // bytes; keeps every GEMM operand 16-byte aligned
+
+// A checkpoint tensor and where it goes: `packed` tensors sit directly after the previous
+// one, so consecutive rows form one matrix (one GEMM).
+struct Placed {
+  WeightSpec spec;
+  bool packed = false;
+};
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<Placed> Layout(const Qwen35Config& c) {
+  const int64_t h = c.hidden_size, ff = c.intermediate_size, hv = c.linear_num_value_heads;
+  std::vector<Placed> out;
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool packed = false) {
+    out.push_back({{std::move(name), std::move(shape)}, packed});
+  };
+  const std::string& p = c.weight_prefix;
+  add(p + "embed_tokens.weight", {c.vocab_size, h});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = fmt::format("{}layers.{}.", p, i);
+    add(l + "input_layernorm.weight", {h});
+    if (c.layer_types[i] == HybridLayerType::kLinearAttention) {
+      const std::string a = l + "linear_attn.";
+      add(a + "in_proj_qkv.weight", {c.conv_dim(), h});
+      add(a + "in_proj_z.weight", {c.linear_value_dim(), h}, true);
+      add(a + "in_proj_b.weight", {hv, h}, true);
+      add(a + "in_proj_a.weight", {hv, h}, true);
+      add(a + "conv1d.weight", {c.conv_dim(), 1, c.linear_conv_kernel_dim});
+      add(a + "A_log", {hv});
+      add(a + "dt_bias", {hv});
+      add(a + "norm.weight", {c.linear_value_head_dim});
+      add(a + "out_proj.weight", {h, c.linear_value_dim()});
+    } else {
+      const std::string a = l + "self_attn.";
+      add(a + "q_proj.weight", {2 * c.q_dim(), h});
+      add(a + "k_proj.weight", {c.kv_dim(), h});
+      add(a + "v_proj.weight", {c.kv_dim(), h});
+      add(a + "q_norm.weight", {c.head_dim});
+      add(a + "k_norm.weight", {c.head_dim});
+      add(a + "o_proj.weight", {h, c.q_dim()});
+    }
+    add(l + "post_attention_layernorm.weight", {h});
+    add(l + "mlp.gate_proj.weight", {ff, h});
+    add(l + "mlp.up_proj.weight", {ff, h}, true);
+    add(l + "mlp.down_proj.weight", {h, ff});
+  }
+  add(p + "norm.weight", {h});
+  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h});
+  return out;
+}
+
+Result<kernels::Allocator*> AllocatorFor(Device device) {
+  if (device.is_cpu()) return static_cast<kernels::Allocator*>(&kernels::HostAllocator());
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
+  return static_cast<kernels::Allocator*>(pool);
+}
+
+// A view of `rows` rows starting at `first` (packed members follow it in memory).
+TensorView Block(const TensorView& first, int64_t rows, int64_t cols) {
+  return TensorView(first.data(), DType::kBF16, {rows, cols}, first.device());
+}
+
+}  // namespace
+
+std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c) {
+  std::vector<WeightSpec> specs;
+  for (Placed& p : Layout(c)) specs.push_back(std::move(p.spec));
+  return specs;
+}
+
+Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device device, Stream stream) {
+  const std::vector<Placed> layout = Layout(c);
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const Placed& p : layout) {
+    if (!p.packed) total = (total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    offsets.push_back(total);
+    total += Numel(p.spec.shape) * 2;
+  }
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  Qwen35Weights w;
+  w.config_ = c;
+  ASSIGN_OR_RETURN(w.storage_,
+                   Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)}, stream));
+  char* base = static_cast<char*>(w.storage_.data());
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const std::vector<int64_t>& s = layout[i].spec.shape;
+    w.by_name_[layout[i].spec.name] =
+        TensorView(base + offsets[i], DType::kBF16,
+                   Shape::FromArray(s.data(), static_cast<int>(s.size())), device);
+  }
+  auto at = [&](const std::string& name) { return w.by_name_.at(name); };
+  const std::string& p = c.weight_prefix;
+  const int64_t h = c.hidden_size, hv = c.linear_num_value_heads;
+  w.embed_ = at(p + "embed_tokens.weight");
+  w.final_norm_ = at(p + "norm.weight");
+  w.lm_head_ = c.tie_word_embeddings ? w.embed_ : at("lm_head.weight");
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = fmt::format("{}layers.{}.", p, i);
+    Qwen35LayerWeights lw;
+    lw.type = c.layer_types[i];
+    lw.input_norm = at(l + "input_layernorm.weight");
+    lw.post_norm = at(l + "post_attention_layernorm.weight");
+    if (lw.type == HybridLayerType::kLinearAttention) {
+      const std::string a = l + "linear_attn.";
+      Qwen35LinearAttentionWeights& la = lw.linear;
+      la.in_proj =
+          Block(at(a + "in_proj_qkv.weight"), c.conv_dim() + c.linear_value_dim() + 2 * hv, h);
+      la.conv1d = Block(at(a + "conv1d.weight"), c.conv_dim(), c.linear_conv_kernel_dim);
+      la.a_log = at(a + "A_log");
+      la.dt_bias = at(a + "dt_bias");
+      la.norm = at(a + "norm.weight");
+      la.out_proj = at(a + "out_proj.weight");
+    } else {
+      const std::string a = l + "self_attn.";
+      lw.attn = {at(a + "q_proj.weight"), at(a + "k_proj.weight"), at(a + "v_proj.weight"),
+                 at(a + "q_norm.weight"), at(a + "k_norm.weight"), at(a + "o_proj.weight")};
+    }
+    lw.gate_up = Block(at(l + "mlp.gate_proj.weight"), 2 * c.intermediate_size, h);
+    lw.down_proj = at(l + "mlp.down_proj.weight");
+    w.layers_.push_back(lw);
+  }
+  return w;
+}
+
+TensorView Qwen35Weights::Destination(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? TensorView() : it->second;
+}
+
+Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
+                                          const SafetensorsReader& reader, Device device,
+                                          Stream stream) {
+  RETURN_IF_ERROR(CheckWeights(reader, Qwen35WeightSpecs(config)));
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, device, stream));
+  std::vector<bf16> staging;  // converted fp32/fp16 tensors
+  int64_t loaded = 0;
+  RETURN_IF_ERROR(reader.ForEachInFileOrder(
+      [&](const TensorInfo& t, std::span<const std::byte> bytes) -> Status {
+        const TensorView dst = w.Destination(t.name);
+        if (dst.empty()) return Status::Ok();  // vision tower, MTP head, caches
+        const void* src = bytes.data();
+        if (t.dtype != DType::kBF16) {
+          // A pageable copy returns once the source is consumed: one staging buffer serves all.
+          staging.resize(static_cast<size_t>(dst.numel()));
+          if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))
+            return DataLossError("{}: cannot convert {} to bf16", reader.Where(t),
+                                 SafetensorsDTypeName(t.dtype));
+          src = staging.data();
+        }
+        RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
+        ++loaded;
+        return Status::Ok();
+      }));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  const int64_t expected = static_cast<int64_t>(w.by_name_.size());
+  if (loaded != expected)
+    return DataLossError("{}: loaded {} of the {} weights the config needs (duplicate names?)",
+                         reader.files().empty() ? "" : reader.files().front(), loaded, expected);
+  return w;
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,97 @@
+// The frozen text weights of a Qwen3.5 / Qwen3.6 dense hybrid, in one device allocation.
+//
+// Every parameter is a bf16 view carved from a single buffer laid out once from the config.
+// Projections that read the same input are packed at load into one matrix, so each is one
+// GEMM: a Gated DeltaNet layer's in_proj_qkv | in_proj_z | in_proj_b | in_proj_a, and every
+// layer's gate_proj | up_proj. Loading reads the checkpoint in one pass over its files,
+// converting fp32/fp16 tensors to bf16; names and shapes are checked against the config
+// before anything is copied, and a missing or mis-shaped tensor is an error naming the
+// tensor and its file. Tensors outside the text model (`model.visual.*`, `mtp.*`, caches)
+// are not read.
+//
+// Thread-safety: immutable after Load; views may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/core/memory.h"
+#include "kernels/core/tensor.h"
+#include "models/io/safetensors.h"
+#include "models/io/weight_spec.h"
+#include "models/qwen3_5/qwen3_5_config.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+// Gated DeltaNet token mixer (hk/hv key/value heads of dk/dv, C = 2*hk*dk + hv*dv).
+struct Qwen35LinearAttentionWeights {
+  kernels::TensorView in_proj;   // bf16 [C + hv*dv + 2*hv, H]: qkv | z | b | a rows
+  kernels::TensorView conv1d;    // bf16 [C, K] (checkpoint [C, 1, K])
+  kernels::TensorView a_log;     // bf16 [hv]
+  kernels::TensorView dt_bias;   // bf16 [hv]
+  kernels::TensorView norm;      // bf16 [dv]: the gated RMSNorm's plain weight
+  kernels::TensorView out_proj;  // bf16 [H, hv*dv]
+};
+
+// Gated attention token mixer (hq/hk heads of d).
+struct Qwen35AttentionWeights {
+  kernels::TensorView q_proj;  // bf16 [2*hq*d, H]: per head d query rows then d gate rows
+  kernels::TensorView k_proj;  // bf16 [hk*d, H]
+  kernels::TensorView v_proj;  // bf16 [hk*d, H]
+  kernels::TensorView q_norm;  // bf16 [d] (zero-centred)
+  kernels::TensorView k_norm;  // bf16 [d] (zero-centred)
+  kernels::TensorView o_proj;  // bf16 [H, hq*d]
+};
+
+struct Qwen35LayerWeights {
+  HybridLayerType type = HybridLayerType::kLinearAttention;
+  kernels::TensorView input_norm;       // bf16 [H] (zero-centred)
+  kernels::TensorView post_norm;        // bf16 [H] (zero-centred)
+  Qwen35LinearAttentionWeights linear;  // set for linear_attention layers
+  Qwen35AttentionWeights attn;          // set for full_attention layers
+  kernels::TensorView gate_up;          // bf16 [2I, H]: rows [0, I) gate_proj, [I, 2I) up_proj
+  kernels::TensorView down_proj;        // bf16 [H, I]
+};
+
+// Every checkpoint tensor the text model needs (HF names under config.weight_prefix, plus
+// lm_head.weight unless tied), in layer order.
+std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c);
+
+class Qwen35Weights {
+ public:
+  // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
+  // `stream`; returns after they have completed). Other tensors are ignored.
+  // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
+  // float dtype), OutOfMemory.
+  static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
+                                    kernels::Device device, kernels::Stream stream);
+
+  Qwen35Weights() = default;
+  Qwen35Weights(Qwen35Weights&&) = default;
+  Qwen35Weights& operator=(Qwen35Weights&&) = default;
+
+  const Qwen35Config& config() const { return config_; }
+  kernels::Device device() const { return storage_.device(); }
+  int64_t nbytes() const { return storage_.nbytes(); }
+
+  kernels::TensorView embed() const { return embed_; }            // bf16 [V, H]
+  kernels::TensorView final_norm() const { return final_norm_; }  // bf16 [H] (zero-centred)
+  kernels::TensorView lm_head() const { return lm_head_; }        // bf16 [V, H]
+  const std::vector<Qwen35LayerWeights>& layers() const { return layers_; }
+
+ private:
+  static Result<Qwen35Weights> Allocate(const Qwen35Config& config, kernels::Device device,
+                                        kernels::Stream stream);
+  kernels::TensorView Destination(const std::string& name) const;
+
+  Qwen35Config config_;
+  kernels::Tensor storage_;  // u8 [nbytes]: every parameter
+  kernels::TensorView embed_, final_norm_, lm_head_;
+  std::vector<Qwen35LayerWeights> layers_;
+  std::unordered_map<std::string, kernels::TensorView> by_name_;  // HF name -> parameter
+};
+
+}  // namespace tandem::models
