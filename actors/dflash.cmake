@@ -3,12 +3,14 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_settings.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/synthetic_source.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc)
 target_link_libraries(tandem_actors PUBLIC tandem::models)
 
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole)

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "actors/dflash/target_model.h"
+#include "actors/dflash/target_settings.h"
 #include "bench/bench.h"
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/job/job_spec.h"

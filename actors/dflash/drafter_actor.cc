@@ -38,10 +38,12 @@
 
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_device.h"
+#include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
+#include "actors/dflash/target_settings.h"
 #include "kernels/optim/adamw_types.h"
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_checkpoint.h"
@@ -89,27 +91,17 @@ class DrafterActor final : public JobActor {
   Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
     const std::string key = fmt::format("{}#{}", env->run_id, name());
     const bool restarted = !Once(g_started, key);
-    ASSIGN_OR_RETURN(std::string in, s_.GetString("in", ""));
-    ASSIGN_OR_RETURN(std::string target_group, s_.GetString("target", "target"));
-    ASSIGN_OR_RETURN(int64_t num_layers, s_.GetInt("num_layers", 2));
-    ASSIGN_OR_RETURN(int64_t max_steps, s_.GetInt("max_steps", 0));
-    ASSIGN_OR_RETURN(int64_t total_steps, s_.GetInt("total_steps", max_steps));
-    ASSIGN_OR_RETURN(int64_t log_every, s_.GetInt("log_every", 10));
-    ASSIGN_OR_RETURN(int64_t max_bad, s_.GetInt("max_bad_steps", 5));
-    ASSIGN_OR_RETURN(int64_t fail_at, s_.GetInt("fail_at_step", -1));
-    ASSIGN_OR_RETURN(bool resume, s_.GetBool("resume", false));
-    ASSIGN_OR_RETURN(std::string metrics_file, s_.GetString("metrics_file", ""));
-    ASSIGN_OR_RETURN(double max_seconds, s_.GetDouble("max_seconds", 0.0));
-    ASSIGN_OR_RETURN(int64_t sliding_window, s_.GetInt("sliding_window", 0));
-    ASSIGN_OR_RETURN(std::string ck_dir, CheckpointDir(s_));
-    int64_t ck_every = 0;
-    if (const ConfigValue* ck = s_.Find("checkpoint"); ck != nullptr) {
-      ASSIGN_OR_RETURN(ck_every, ck->GetInt("every_steps", 0));
-    }
-    if (in.empty()) return InvalidArgumentError("{}: dflash.drafter needs `in`", name());
-    if (max_steps < 1 || total_steps < max_steps || log_every < 1)
-      return InvalidArgumentError("{}: need max_steps >= 1, total_steps >= max_steps, "
-                                  "log_every >= 1", name());
+    ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s_, name(), env->job->seed));
+    const std::string& in = ds.in;
+    const std::string& target_group = ds.target_group;
+    const int64_t num_layers = ds.num_layers, max_steps = ds.max_steps;
+    const int64_t total_steps = ds.total_steps, log_every = ds.log_every;
+    const int64_t max_bad = ds.max_bad_steps, fail_at = ds.fail_at_step;
+    const bool resume = ds.resume;
+    const std::string& metrics_file = ds.metrics_file;
+    const double max_seconds = ds.max_seconds;
+    const std::string& ck_dir = ds.checkpoint_dir;
+    const int64_t ck_every = ds.checkpoint_every;
     const ActorGroupSpec* tg = nullptr;
     for (const ActorGroupSpec& g : env->job->actors)
       if (g.name == target_group) tg = &g;
@@ -135,47 +127,23 @@ class DrafterActor final : public JobActor {
     dc.layers = spec.config;
     dc.layers.architectures = {"DFlashDraftModel"};
     dc.layers.num_hidden_layers = num_layers;
-    dc.layers.layer_types.assign(num_layers, models::LayerType::kFullAttention);
+    dc.layers.layer_types = ds.layer_types;
     dc.layers.sliding_window.reset();
-    if (const ConfigValue* lt = s_.Find("layer_types"); lt != nullptr) {
-      if (!lt->is_array() || static_cast<int64_t>(lt->array().size()) != num_layers)
-        return InvalidArgumentError("{}: layer_types must list num_layers = {} entries", name(),
-                                    num_layers);
-      for (int64_t i = 0; i < num_layers; ++i) {
-        ASSIGN_OR_RETURN(std::string t, lt->array()[i].AsString());
-        if (t == "sliding_attention") {
-          dc.layers.layer_types[i] = models::LayerType::kSlidingAttention;
-        } else if (t != "full_attention") {
-          return InvalidArgumentError("{}: layer_types[{}] = \"{}\" (full_attention or "
-                                      "sliding_attention)", name(), i, t);
-        }
-      }
-    }
-    const bool any_sliding =
-        std::count(dc.layers.layer_types.begin(), dc.layers.layer_types.end(),
-                   models::LayerType::kSlidingAttention) > 0;
-    if (any_sliding != (sliding_window > 0))
-      return InvalidArgumentError("{}: sliding_window > 0 is needed exactly when some layer "
-                                  "is sliding_attention", name());
-    if (any_sliding) dc.layers.sliding_window = sliding_window;
+    if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
     dc.layers.tie_word_embeddings = false;
     dc.layers.rotary_dim = dc.layers.head_dim;
-    ASSIGN_OR_RETURN(int64_t mask_id, s_.GetInt("mask_token_id", spec.config.vocab_size - 1));
-    dc.mask_token_id = mask_id;
+    dc.mask_token_id = ds.mask_token_id.value_or(spec.config.vocab_size - 1);
     dc.num_target_layers = spec.config.num_hidden_layers;
     dc.target_layer_ids = spec.layer_ids;
 
     models::DFlashTrainOptions to;
     to.max_tokens = spec.max_tokens;
     to.total_steps = total_steps;
-    ASSIGN_OR_RETURN(to.anchors_per_batch, s_.GetInt("anchors_per_batch", 64));
-    ASSIGN_OR_RETURN(double lr, s_.GetDouble("lr", 6e-4));
-    ASSIGN_OR_RETURN(to.warmup_ratio, s_.GetDouble("warmup_ratio", 0.04));
-    ASSIGN_OR_RETURN(double noise, s_.GetDouble("noise_std", 0.05));
-    ASSIGN_OR_RETURN(int64_t seed, s_.GetInt("seed", env->job->seed));
-    to.lr = static_cast<float>(lr);
-    to.noise_std = static_cast<float>(noise);
-    to.seed = static_cast<uint64_t>(seed);
+    to.anchors_per_batch = ds.anchors_per_batch;
+    to.warmup_ratio = ds.warmup_ratio;
+    to.lr = static_cast<float>(ds.lr);
+    to.noise_std = static_cast<float>(ds.noise_std);
+    to.seed = static_cast<uint64_t>(ds.seed);
     ASSIGN_OR_RETURN(std::unique_ptr<DrafterDevice> dev,
                      DrafterDevice::Create(device, static_cast<int64_t>(spec.layer_ids.size()),
                                            spec.max_tokens, spec.config.hidden_size, env));

@@ -16,30 +16,20 @@
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_postprocess.h"
+#include "actors/dflash/target_settings.h"
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
 
 namespace tandem::dflash {
 namespace {
 
-Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s, const JobEnv& env,
-                                                      const TargetModelSpec& spec, int replica,
+Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s,
+                                                      const TargetSettings& t,
+                                                      const JobEnv& env, int replica,
                                                       int replicas) {
-  SyntheticOptions o;
-  o.vocab = spec.config.vocab_size;
-  o.max_tokens = spec.max_tokens;
-  o.seed = static_cast<uint64_t>(env.job->seed);
-  ASSIGN_OR_RETURN(std::string kind, s.GetString("data", "synthetic"));
   // Files (JSONL or a binary set, docs/data-format.md) go through the data layer's packer.
-  if (kind != "synthetic") return data::MakeBatchSource(s, replica, replicas, env.job->seed);
-  ASSIGN_OR_RETURN(o.doc_len, s.GetInt("doc_len", 64));
-  ASSIGN_OR_RETURN(o.batches_per_epoch, s.GetInt("batches_per_epoch", 64));
-  ASSIGN_OR_RETURN(o.epochs, s.GetInt("epochs", 1));
-  ASSIGN_OR_RETURN(o.noise, s.GetDouble("noise", 0.05));
-  if (o.doc_len < 8 || o.doc_len > o.max_tokens || o.batches_per_epoch < 1 || o.epochs < 1)
-    return InvalidArgumentError("{}: need 8 <= doc_len <= max_tokens, batches_per_epoch >= 1, "
-                                "epochs >= 1", s.location());
-  return std::unique_ptr<data::BatchSource>(new SyntheticSource(o, replica, replicas));
+  if (t.data != "synthetic") return data::MakeBatchSource(s, replica, replicas, env.job->seed);
+  return std::unique_ptr<data::BatchSource>(new SyntheticSource(t.synthetic, replica, replicas));
 }
 
 // The data position a resumed drafter saved for this shard, if the job resumes.
@@ -63,17 +53,16 @@ class TargetActor final : public JobActor {
   TargetActor(const ConfigValue& s, const ActorContext& ctx) : settings_(s) {}
 
   Result<std::string> Run(JobEnv* env) override {
-    ASSIGN_OR_RETURN(std::string out, settings_.GetString("out", ""));
-    if (out.empty()) return InvalidArgumentError("{}: dflash.target needs `out`", name());
-    ASSIGN_OR_RETURN(TargetModelSpec spec, ParseTargetModelSpec(settings_, env->job->seed));
+    ASSIGN_OR_RETURN(TargetSettings ts, ParseTargetSettings(settings_, name(), env->job->seed));
+    const TargetModelSpec& spec = ts.model;
     const ActorGroupSpec* group = nullptr;
     for (const ActorGroupSpec& g : env->job->actors)
       if (g.name == context().group) group = &g;
     const int replicas = group != nullptr ? static_cast<int>(group->replicas) : 1;
-    ASSIGN_OR_RETURN(auto source, MakeSource(settings_, *env, spec, context().replica, replicas));
+    ASSIGN_OR_RETURN(auto source, MakeSource(settings_, ts, *env, context().replica, replicas));
     ASSIGN_OR_RETURN(auto pos, ResumePosition(*env, context().replica));
     if (pos) RETURN_IF_ERROR(source->Seek(*pos));
-    ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(out));
+    ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(ts.out));
     const kernels::Device device = ActorDevice(context().gpu);
     ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device));
     if (!target->ClaimForward())

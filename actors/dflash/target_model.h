@@ -18,7 +18,6 @@
 #include "kernels/core/dtype.h"
 #include "models/io/hf_config.h"
 #include "models/qwen3/qwen3_target.h"
-#include "runtime/actor/config.h"
 #include "runtime/core/status.h"
 
 namespace tandem::dflash {
@@ -31,11 +30,6 @@ struct TargetModelSpec {
   std::vector<int64_t> layer_ids;   // captured layers
   std::string Key() const;          // identifies the weights (not max_tokens)
 };
-
-// Reads `model`, `target_config` (table of HF config.json keys, for model = "random"),
-// `seed` (default: job seed), `max_tokens` and `layers` (default DFlashTargetLayerIds(n,
-// `num_context_layers` default 5)) from a dflash.target section.
-Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& section, int64_t job_seed);
 
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on
 // CUDA, created with the model; null on the CPU).
