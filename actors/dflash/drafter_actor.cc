@@ -50,6 +50,7 @@
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
+#include "runtime/job/job_spec_keys.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
 
@@ -91,7 +92,8 @@ class DrafterActor final : public JobActor {
   Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
     const std::string key = fmt::format("{}#{}", env->run_id, name());
     const bool restarted = !Once(g_started, key);
-    ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s_, name(), env->job->seed));
+    ASSIGN_OR_RETURN(const DrafterSettings ds,
+                     ParseDrafterSettings(s_, JobSectionContext(*env->job, context().group)));
     const std::string& in = ds.in;
     const std::string& target_group = ds.target_group;
     const int64_t num_layers = ds.num_layers, max_steps = ds.max_steps;
@@ -132,7 +134,8 @@ class DrafterActor final : public JobActor {
     if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
     dc.layers.tie_word_embeddings = false;
     dc.layers.rotary_dim = dc.layers.head_dim;
-    dc.mask_token_id = ds.mask_token_id.value_or(spec.config.vocab_size - 1);
+    dc.mask_token_id = ds.mask_token_id;
+    dc.block_size = ds.block_size;
     dc.num_target_layers = spec.config.num_hidden_layers;
     dc.target_layer_ids = spec.layer_ids;
 
@@ -143,6 +146,7 @@ class DrafterActor final : public JobActor {
     to.warmup_ratio = ds.warmup_ratio;
     to.lr = static_cast<float>(ds.lr);
     to.noise_std = static_cast<float>(ds.noise_std);
+    to.grad_clip = static_cast<float>(ds.grad_clip);
     to.seed = static_cast<uint64_t>(ds.seed);
     ASSIGN_OR_RETURN(std::unique_ptr<DrafterDevice> dev,
                      DrafterDevice::Create(device, static_cast<int64_t>(spec.layer_ids.size()),
@@ -357,6 +361,6 @@ class DrafterActor final : public JobActor {
 
 }  // namespace
 
-TANDEM_REGISTER_ACTOR(DrafterActor, "dflash.drafter");
+TANDEM_REGISTER_ACTOR(DrafterActor, "dflash.drafter", DrafterKeys());
 
 }  // namespace tandem::dflash
