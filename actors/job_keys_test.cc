@@ -148,7 +148,7 @@ TEST(JobKeysTest, TargetKeysAreChecked) {
   std::string text = kTiny;
   text.replace(text.find("doc_len = 64"), 12, "doc_len = 1024\nmax_tokenz = 512");
   const std::string msg = Check(text).ToString();
-  EXPECT_CONTAINS(msg, "job.toml:15: actors.target.max_tokenz: unknown key; did you mean max_tokens?");
+  EXPECT_CONTAINS(msg, "job.toml:16: actors.target.max_tokenz: unknown key; did you mean max_tokens?");
   text = kTiny;
   text.replace(text.find("layers = [1, 4]"), 15, "layers = [1, 6]");
   EXPECT_CONTAINS(Check(text).ToString(),
@@ -193,10 +193,19 @@ TEST(JobKeysTest, DocListsEveryDeclaredKey) {
   ASSERT_NE(b, std::string::npos) << "docs/job-file.md lacks the marker " << begin;
   ASSERT_NE(e, std::string::npos);
   const std::string embedded = doc.substr(b + begin.size(), e - b - begin.size());
-  std::string expected = KeyReferenceMarkdown();
   // test.undeclared declares nothing, so it is not part of the reference either way.
-  EXPECT_EQ(embedded, expected) << "docs/job-file.md is out of date: regenerate it with "
-                                   "scripts/gen-job-keys-doc.sh";
+  const std::string expected = KeyReferenceMarkdown();
+  if (embedded != expected) {
+    std::istringstream a(embedded), b(expected);
+    std::string la, lb;
+    int line = 0;
+    while (++line, std::getline(a, la) && std::getline(b, lb) && la == lb) {
+    }
+    ADD_FAILURE() << "docs/job-file.md is out of date (regenerate it with "
+                     "scripts/gen-job-keys-doc.sh); first difference at line " << line
+                  << " of the key reference:\n  doc:          " << la
+                  << "\n  declarations: " << lb;
+  }
   for (const char* cls : {"dflash.target", "dflash.drafter", "demo.producer", "demo.consumer"})
     EXPECT_CONTAINS(embedded, fmt::format("### `{}`", cls));
 }

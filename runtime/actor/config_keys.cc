@@ -357,7 +357,8 @@ std::string DidYouMean(const std::string& word, const std::vector<std::string>& 
   size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
   for (const auto& c : candidates) {
     size_t d = EditDistance(word, c);
-    if (d < best_d) {
+    // Not a suggestion if it rewrites the whole of either word ("k8" is not a typo of "in").
+    if (d < best_d && d < word.size() && d < c.size()) {
       best_d = d;
       best = c;
     }

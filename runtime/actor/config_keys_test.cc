@@ -141,6 +141,8 @@ TEST(KeyTableTest, DidYouMean) {
   EXPECT_EQ(DidYouMean("anchor_per_batch", {"anchors_per_batch", "block_size"}),
             "anchors_per_batch");
   EXPECT_EQ(DidYouMean("zzzzzz", {"replicas", "class"}), "");
+  EXPECT_EQ(DidYouMean("k8", {"in", "out"}), "");
+  EXPECT_EQ(DidYouMean("nmae", {"name", "seed"}), "name");
 }
 
 }  // namespace
