@@ -2,6 +2,9 @@
 target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_checkpointer.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_loop.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_settings.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce.cc

@@ -157,9 +157,11 @@ Status Run(int seconds) {
   ASSIGN_OR_RETURN(int64_t doc_len, tg->settings.GetInt("doc_len", 4096));
   const HostBatch hb = MakeBatch(spec.max_tokens, spec.max_tokens / doc_len,
                                  spec.config.vocab_size);
-  // Held through (c): the job's actors reuse this copy of the weights (same key).
+  // Held through (c): the job's actors reuse this copy of the weights (same key, and the
+  // job runs with this registry).
+  auto registry = std::make_shared<JobRegistry>();
   ASSIGN_OR_RETURN(std::shared_ptr<dflash::SharedTarget> target,
-                   dflash::AcquireTarget(spec, kernels::Device::Cuda(0)));
+                   dflash::AcquireTarget(*registry, spec, kernels::Device::Cuda(0)));
   ASSIGN_OR_RETURN(double t_target, TargetSecondsPerToken(*target, spec, hb, 10));
   fmt::print("(a) target standalone : {:.3f} us/token ({:.0f} tok/s)\n", t_target * 1e6,
              1 / t_target);
@@ -169,7 +171,9 @@ Status Run(int seconds) {
   const double ideal = 1 / (t_target + t_drafter);
   fmt::print("    ideal colocated   : {:.0f} tok/s\n", ideal);
   std::fflush(stdout);
-  JobRunner runner;
+  RunOptions run_options;
+  run_options.registry = registry;
+  JobRunner runner(run_options);
   ASSIGN_OR_RETURN(JobReport report, runner.Run(job));
   fmt::print("(c) job:\n{}\n", report.ToString());
   RETURN_IF_ERROR(report.status);

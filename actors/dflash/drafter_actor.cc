@@ -25,45 +25,60 @@
 // max_seconds needs replicas = 1 (replicas must stop at the same step).
 // Profile stages: drafter.queue_get, drafter.h2d (the upload), drafter.forward_backward,
 // drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue.
-#include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <stdexcept>
+//
+// This file builds the parts of a run (settings: drafter_settings.h; the target's
+// embedding and LM head; the trainer; the device; the all-reduce; checkpoints:
+// drafter_checkpointer.h) and hands them to the loop (drafter_loop.h).
+#include <memory>
+#include <string>
 
 #include <fmt/format.h>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/drafter_checkpointer.h"
 #include "actors/dflash/drafter_device.h"
+#include "actors/dflash/drafter_loop.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
-#include "actors/dflash/hidden_batch.h"
-#include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_settings.h"
-#include "kernels/optim/adamw_types.h"
-#include "kernels/core/memory.h"
-#include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
 #include "runtime/job/job_spec_keys.h"
-#include "runtime/core/clock.h"
-#include "runtime/core/logging.h"
 
 namespace tandem::dflash {
 namespace {
 
-std::mutex g_mu;
-std::set<std::string> g_started;  // run#name of drafters that started before (restarts)
-std::set<std::string> g_failed;   // run#name that already threw at fail_at_step
+// The drafter's model config: the target's layer shapes, `num_layers` of them, with the
+// settings' attention pattern and the target's layers as context.
+models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelSpec& spec) {
+  models::DFlashConfig dc;
+  dc.layers = spec.config;
+  dc.layers.architectures = {"DFlashDraftModel"};
+  dc.layers.num_hidden_layers = ds.num_layers;
+  dc.layers.layer_types = ds.layer_types;
+  dc.layers.sliding_window.reset();
+  if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
+  dc.layers.tie_word_embeddings = false;
+  dc.layers.rotary_dim = dc.layers.head_dim;
+  dc.mask_token_id = ds.mask_token_id;
+  dc.block_size = ds.block_size;
+  dc.num_target_layers = spec.config.num_hidden_layers;
+  dc.target_layer_ids = spec.layer_ids;
+  return dc;
+}
 
-bool Once(std::set<std::string>& set, const std::string& key) {
-  std::lock_guard lock(g_mu);
-  return set.insert(key).second;
+models::DFlashTrainOptions TrainOptions(const DrafterSettings& ds, const TargetModelSpec& spec) {
+  models::DFlashTrainOptions to;
+  to.max_tokens = spec.max_tokens;
+  to.total_steps = ds.total_steps;
+  to.anchors_per_batch = ds.anchors_per_batch;
+  to.warmup_ratio = ds.warmup_ratio;
+  to.lr = static_cast<float>(ds.lr);
+  to.noise_std = static_cast<float>(ds.noise_std);
+  to.grad_clip = static_cast<float>(ds.grad_clip);
+  to.seed = static_cast<uint64_t>(ds.seed);
+  return to;
 }
 
 class DrafterActor final : public JobActor {
@@ -78,282 +93,67 @@ class DrafterActor final : public JobActor {
   }
 
  private:
-  // FNV-1a over the bytes of the fp32 master weights (waits for the device).
-  Result<uint64_t> WeightsHash(models::DFlashDrafter& d) {
-    const kernels::TensorView m = d.params().master.view();
-    std::vector<uint8_t> host(m.nbytes());
-    RETURN_IF_ERROR(kernels::CopyToHost(host.data(), m, d.stream()));
-    RETURN_IF_ERROR(kernels::SynchronizeStream(d.device(), d.stream()));
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (uint8_t b : host) h = (h ^ b) * 0x100000001b3ull;
-    return h;
+  // The dflash.target group this drafter trains against, and its replica count.
+  Result<TargetModelSpec> TargetOf(const JobEnv& env, const DrafterSettings& ds, int* nranks) {
+    const ActorGroupSpec* tg = nullptr;
+    for (const ActorGroupSpec& g : env.job->actors)
+      if (g.name == ds.target_group) tg = &g;
+    if (tg == nullptr || tg->class_name != "dflash.target")
+      return InvalidArgumentError("{}: target = \"{}\" is not a dflash.target group", name(),
+                                  ds.target_group);
+    *nranks = 1;
+    for (const ActorGroupSpec& g : env.job->actors)
+      if (g.name == context().group) *nranks = static_cast<int>(g.replicas);
+    if (*nranks > 1 && ds.max_seconds > 0)
+      return InvalidArgumentError("{}: max_seconds needs replicas = 1 (data-parallel "
+                                  "replicas must stop at the same step)", name());
+    return ParseTargetModelSpec(tg->settings, env.job->seed);
   }
 
   Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
-    const std::string key = fmt::format("{}#{}", env->run_id, name());
-    const bool restarted = !Once(g_started, key);
-    ASSIGN_OR_RETURN(const DrafterSettings ds,
-                     ParseDrafterSettings(s_, JobSectionContext(*env->job, context().group)));
-    const std::string& in = ds.in;
-    const std::string& target_group = ds.target_group;
-    const int64_t num_layers = ds.num_layers, max_steps = ds.max_steps;
-    const int64_t total_steps = ds.total_steps, log_every = ds.log_every;
-    const int64_t max_bad = ds.max_bad_steps, fail_at = ds.fail_at_step;
-    const bool resume = ds.resume;
-    const std::string& metrics_file = ds.metrics_file;
-    const double max_seconds = ds.max_seconds;
-    const std::string& ck_dir = ds.checkpoint_dir;
-    const int64_t ck_every = ds.checkpoint_every;
-    const ActorGroupSpec* tg = nullptr;
-    for (const ActorGroupSpec& g : env->job->actors)
-      if (g.name == target_group) tg = &g;
-    if (tg == nullptr || tg->class_name != "dflash.target")
-      return InvalidArgumentError("{}: target = \"{}\" is not a dflash.target group", name(),
-                                  target_group);
+    const int restarts = context().restarts;
+    ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(
+                                            s_, JobSectionContext(*env->job, context().group)));
     int nranks = 1;
-    for (const ActorGroupSpec& g : env->job->actors)
-      if (g.name == context().group) nranks = static_cast<int>(g.replicas);
-    if (nranks > 1 && max_seconds > 0)
-      return InvalidArgumentError("{}: max_seconds needs replicas = 1 (data-parallel "
-                                  "replicas must stop at the same step)", name());
-    const bool writes_checkpoints = context().replica == 0;
-    ASSIGN_OR_RETURN(TargetModelSpec spec, ParseTargetModelSpec(tg->settings, env->job->seed));
+    ASSIGN_OR_RETURN(const TargetModelSpec spec, TargetOf(*env, ds, &nranks));
     const kernels::Device device = ActorDevice(context().gpu);
-    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device));
+    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target,
+                     AcquireTarget(*env->registry, spec, device));
     if (nranks > 1) {
-      ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(env->run_id, context().group, nranks,
+      ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(*env->registry, context().group, nranks,
                                                  context().replica, device));
     }
-
-    models::DFlashConfig dc;
-    dc.layers = spec.config;
-    dc.layers.architectures = {"DFlashDraftModel"};
-    dc.layers.num_hidden_layers = num_layers;
-    dc.layers.layer_types = ds.layer_types;
-    dc.layers.sliding_window.reset();
-    if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
-    dc.layers.tie_word_embeddings = false;
-    dc.layers.rotary_dim = dc.layers.head_dim;
-    dc.mask_token_id = ds.mask_token_id;
-    dc.block_size = ds.block_size;
-    dc.num_target_layers = spec.config.num_hidden_layers;
-    dc.target_layer_ids = spec.layer_ids;
-
-    models::DFlashTrainOptions to;
-    to.max_tokens = spec.max_tokens;
-    to.total_steps = total_steps;
-    to.anchors_per_batch = ds.anchors_per_batch;
-    to.warmup_ratio = ds.warmup_ratio;
-    to.lr = static_cast<float>(ds.lr);
-    to.noise_std = static_cast<float>(ds.noise_std);
-    to.grad_clip = static_cast<float>(ds.grad_clip);
-    to.seed = static_cast<uint64_t>(ds.seed);
+    const models::DFlashTrainOptions to = TrainOptions(ds, spec);
     ASSIGN_OR_RETURN(std::unique_ptr<DrafterDevice> dev,
                      DrafterDevice::Create(device, static_cast<int64_t>(spec.layer_ids.size()),
                                            spec.max_tokens, spec.config.hidden_size, env));
-    ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, device, dev->stream()));
+    ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(DrafterConfig(ds, spec), to,
+                                                                 device, dev->stream()));
     RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, dev->stream()));
 
+    DrafterCheckpointer checkpointer(ds.checkpoint_dir, context().replica == 0, name());
     ResumeState state;
-    if (resume || restarted) {
-      ASSIGN_OR_RETURN(std::optional<ResumeState> latest, ReadLatestState(ck_dir));
-      if (latest) {
-        models::DFlashTrainerState ts;
-        RETURN_IF_ERROR(models::LoadDFlashCheckpoint(latest->path, trainer->drafter(), &ts));
-        trainer->Restore(ts);
-        state = *latest;
-        TLOG_INFO("{}: resumed from {} at step {}", name(), latest->path, state.step);
-      }
+    if (ds.resume || restarts > 0) {
+      ASSIGN_OR_RETURN(state, checkpointer.Resume(*trainer));
     }
-    const int64_t first_step = state.step;
-    if (first_step >= max_steps)
-      return fmt::format("steps {} (already done at checkpoint), restarts {}", first_step,
-                         restarted ? 1 : 0);
-
-    std::ofstream metrics;
-    if (!metrics_file.empty()) metrics.open(metrics_file, std::ios::app);
-    ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(in));
-    const ChannelSpec* cs = env->job->FindChannel(in);
-    const size_t min_ready = cs != nullptr ? static_cast<size_t>(cs->min_ready) : 1;
-    StageHandle get = env->profile->Stage("drafter.queue_get");
-    StageHandle fb_stage = env->profile->Stage("drafter.forward_backward");
-    StageHandle optim_stage = env->profile->Stage("drafter.optim");
-    StageHandle h2d_stage = env->profile->Stage("drafter.h2d");
-    std::optional<StageHandle> ar_stage;
-    if (ar != nullptr) ar_stage = env->profile->Stage("drafter.allreduce");
-    const models::DFlashTargetHead head{target->model().weights().embed(),
-                                        target->model().weights().lm_head()};
-    const int64_t rows = trainer->drafter().rows();
-    const int64_t bs = dc.block_size;
-    double first_loss = NAN, last_loss = NAN;
-    int64_t bad_in_row = 0, bad_total = 0, mismatches = 0, run_tokens = 0;
-    const int64_t t0 = NowNanos();
-    int64_t steady_t0 = 0, steady_tokens = 0;  // from the end of the first step
-    // Applies the finite/non-finite flags of finished steps (read back without a sync).
-    auto check_flags = [&](bool wait) -> Status {
-      ASSIGN_OR_RETURN(std::vector<StepFlags> flags, dev->Resolved(wait));
-      for (const StepFlags& f : flags) {
-        if (f.finite) {
-          bad_in_row = 0;
-          continue;
-        }
-        ++bad_total;
-        if (++bad_in_row >= max_bad)
-          return InternalError("{}: {} non-finite steps in a row, the last at step {} "
-                               "(stages drafter.forward_backward / drafter.allreduce: loss or gradients NaN/Inf)", name(),
-                               bad_in_row, f.step);
-      }
-      return Status::Ok();
-    };
-    auto checkpoint = [&]() -> Status {
-      if (ck_dir.empty() || !writes_checkpoints) return Status::Ok();
-      RETURN_IF_ERROR(dev->Synchronize());
-      state.path = fmt::format("{}/step_{:08d}", ck_dir, state.step);
-      RETURN_IF_ERROR(models::SaveDFlashCheckpoint(state.path, trainer->drafter(),
-                                                   trainer->state()));
-      return CommitState(ck_dir, state);
-    };
-    // A stop request (Ctrl-C on `tandem run`, `tandem stop`) ends the run gracefully: the
-    // steps done so far are checkpointed, so `resume = true` continues from here.
-    int64_t last_saved_step = first_step;
-    auto stopped = [&]() -> Status {
-      if (state.step > last_saved_step) RETURN_IF_ERROR(checkpoint());
-      return CancelledError("{}: stopped at step {}{}", name(), state.step,
-                            ck_dir.empty() || !writes_checkpoints
-                                ? std::string()
-                                : fmt::format("; checkpoint in {}", ck_dir));
-    };
-    bool done = false;
-    while (!done) {
-      SetStage("drafter.queue_get");
-      ScopedTimer wait(get);
-      Result<std::vector<HiddenBatch>> popped =
-          channel->PopBatch(min_ready, std::max<size_t>(min_ready, 1) * 4,
-                            std::chrono::milliseconds(200));
-      wait.Stop();
-      if (!popped.ok()) {
-        if (popped.status().code() == StatusCode::kDeadlineExceeded) {
-          if (env->stopping() || stop_requested()) return stopped();
-          continue;
-        }
-        break;  // closed and drained
-      }
-      for (HiddenBatch& hb : *popped) {
-        if (done) break;  // leftovers are dropped; their refs go with them
-        if (MetadataChecksum(hb.tokens) != hb.checksum) {
-          ++mismatches;
-          return DataLossError("{}: batch {} from target/{} fails its metadata checksum",
-                               name(), hb.tokens.index, hb.source_replica);
-        }
-        if (hb.layer_ids != spec.layer_ids)
-          return InvalidArgumentError("{}: batch carries layers [{}], expected [{}]", name(),
-                                      fmt::join(hb.layer_ids, ","),
-                                      fmt::join(spec.layer_ids, ","));
-        const int64_t t = hb.tokens.tokens();
-        SetStage("drafter.h2d");
-        ScopedTimer h2d_timer(h2d_stage);
-        ASSIGN_OR_RETURN(std::vector<kernels::TensorView> ctx, dev->Upload(hb));
-        h2d_timer.Stop();
-        {
-          SetStage("drafter.forward_backward");
-          ScopedTimer timer(fb_stage);
-          const auto& b = hb.tokens;
-          models::PackedBatchMeta meta{b.input_ids, b.position_ids, b.cu_seqlens, b.loss_mask};
-          RETURN_IF_ERROR(trainer->ForwardBackward(head, meta, ctx));
-        }
-        if (ar != nullptr) {
-          SetStage("drafter.allreduce");
-          ScopedTimer timer(*ar_stage);
-          RETURN_IF_ERROR(ar->AllReduceAvg(trainer->drafter().params().grads.view(),
-                                           dev->stream()));
-        }
-        {
-          SetStage("drafter.optim");
-          ScopedTimer timer(optim_stage);
-          RETURN_IF_ERROR(trainer->OptimizerStep());
-        }
-        if (fail_at >= 0 && state.step + 1 == fail_at && Once(g_failed, key))
-          throw std::runtime_error(fmt::format("fail_at_step={} reached (deliberate)", fail_at));
-        ++state.step;
-        state.tokens += t;
-        run_tokens += t;
-        state.positions[hb.source_replica] = hb.next_position;
-        RETURN_IF_ERROR(dev->AfterStep(state.step, trainer->drafter()));
-        RETURN_IF_ERROR(check_flags(/*wait=*/false));
-        if (steady_t0 == 0) {
-          RETURN_IF_ERROR(dev->Synchronize());  // once: the first step includes warm-up
-          steady_t0 = NowNanos();
-        } else {
-          steady_tokens += t;
-        }
-        if (max_seconds > 0 && (NowNanos() - steady_t0) * 1e-9 >= max_seconds) done = true;
-        if (state.step % log_every == 0 || state.step == max_steps || done) {
-          ASSIGN_OR_RETURN(StepMetrics m, dev->ReadMetrics(trainer->drafter()));
-          RETURN_IF_ERROR(check_flags(/*wait=*/true));
-          const float* gs = m.grad_stats;
-          const double loss = m.loss;
-          if (std::isnan(first_loss)) first_loss = loss;
-          last_loss = loss;
-          // tau = 1 + sum over block slots j >= 1 of the fraction of blocks whose first j
-          // predictions are all correct (acceptance length estimate).
-          const uint8_t* c = m.correct.data();
-          const int64_t nb = rows / bs;
-          double tau = 1.0, acc = 0.0;
-          std::vector<int> alive(nb, 1);
-          for (int64_t j = 1; j < bs; ++j) {
-            int64_t ok = 0, hit = 0;
-            for (int64_t blk = 0; blk < nb; ++blk) {
-              alive[blk] &= c[blk * bs + j];
-              ok += alive[blk];
-              hit += c[blk * bs + j];
-            }
-            tau += static_cast<double>(ok) / nb;
-            acc += static_cast<double>(hit) / nb / (bs - 1);
-          }
-          const double secs = (NowNanos() - t0) * 1e-9;
-          const std::string line = fmt::format(
-              R"({{"step": {}, "loss": {:.6f}, "acc": {:.4f}, "tau": {:.3f}, "grad_norm": {:.4f}, "lr": {:.3e}, "tok_s": {:.1f}}})",
-              state.step, loss, acc, tau, gs[kernels::kGradStatsNorm],
-              trainer->LearningRate(state.step - 1), run_tokens / std::max(secs, 1e-9));
-          TLOG_INFO("{}: {}", name(), line);
-          if (metrics.is_open()) metrics << line << "\n" << std::flush;
-        }
-        if (ck_every > 0 && state.step % ck_every == 0) {
-          RETURN_IF_ERROR(checkpoint());
-          last_saved_step = state.step;
-        }
-        if (state.step >= max_steps) done = true;
-        if (env->stopping() || stop_requested()) return stopped();
-      }
-    }
-    if (ar != nullptr && state.step < max_steps)
-      return UnavailableError("{}: its input channel closed at step {}, before max_steps = {}; "
-                              "the other data-parallel replicas cannot go on without it",
-                              name(), state.step, max_steps);
-    // Done: the targets may still be pushing; closing the channel tells them (their Push
-    // fails with Unavailable) and draining it releases the batches nobody will train on.
-    channel->Close();
-    while (channel->TryPop().ok()) {
-    }
-    RETURN_IF_ERROR(dev->Synchronize());
-    RETURN_IF_ERROR(check_flags(/*wait=*/true));
-    const int64_t t_end = NowNanos();
-    const double secs = (t_end - t0) * 1e-9;
-    const double steady_secs = steady_t0 > 0 ? (t_end - steady_t0) * 1e-9 : 0.0;
-    RETURN_IF_ERROR(checkpoint());
-    std::string replicas_note;
-    if (ar != nullptr) {
-      ASSIGN_OR_RETURN(uint64_t hash, WeightsHash(trainer->drafter()));
-      replicas_note = fmt::format(", replica {} of {}, weights fnv1a {:016x}", ar->rank(),
-                                  ar->size(), hash);
-    }
-    return fmt::format("steps {} (from {}), loss {:.4f} -> {:.4f}, {:.1f} tok/s, steady "
-                       "{:.1f} tok/s over {:.1f} s, {} skipped non-finite, checksum "
-                       "mismatches {}, restarts {}{}",
-                       state.step, first_step, first_loss, last_loss,
-                       run_tokens / std::max(secs, 1e-9),
-                       steady_tokens / std::max(steady_secs, 1e-9), steady_secs, bad_total,
-                       mismatches, restarted ? 1 : 0, replicas_note);
+    if (state.step >= ds.max_steps)
+      return fmt::format("steps {} (already done at checkpoint), restarts {}", state.step,
+                         restarts);
+    DrafterParts parts;
+    parts.settings = &ds;
+    parts.env = env;
+    parts.owner = name();
+    parts.restarts = restarts;
+    parts.layer_ids = spec.layer_ids;
+    parts.head = {target->model().weights().embed(), target->model().weights().lm_head()};
+    parts.trainer = trainer.get();
+    parts.dev = dev.get();
+    parts.allreduce = ar.get();
+    parts.checkpointer = &checkpointer;
+    parts.set_stage = [this](std::string stage) { SetStage(std::move(stage)); };
+    parts.stop_requested = [this] { return stop_requested(); };
+    DrafterLoop loop(std::move(parts), std::move(state));
+    return loop.Run();
   }
 
   ConfigValue s_;

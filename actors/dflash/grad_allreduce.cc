@@ -92,55 +92,58 @@ class Rendezvous {
   std::vector<float> average_;  // [n]; slices written between the barriers, read after
 };
 
-// Rendezvous by (run_id, group). An entry stays until every rank has joined it and all
-// joined replicas have let go, so a replica that fails before another joins still leaves
-// its reason for the late one (and a restarted replica finds the group broken).
+// The job's rendezvous by group (in its JobRegistry). An entry stays until every rank has
+// joined it and all joined replicas have let go, so a replica that fails before another
+// joins still leaves its reason for the late one (and a restarted replica finds the group
+// broken).
 struct Entry {
   std::shared_ptr<Rendezvous> rv;
   int joined = 0;   // joins so far (restarts count again)
   int holders = 0;  // replicas holding it now
 };
-std::mutex g_mu;
-std::map<std::pair<uint64_t, std::string>, Entry> g_rendezvous;
+struct RendezvousTable {
+  std::mutex mu;
+  std::map<std::string, Entry> by_group;  // GUARDED_BY(mu)
 
-Result<std::shared_ptr<Rendezvous>> Acquire(uint64_t run_id, const std::string& group,
-                                            int nranks, bool cuda) {
-  std::lock_guard lock(g_mu);
-  Entry& e = g_rendezvous[{run_id, group}];
-  if (e.rv == nullptr) {
-    kernels::NcclUniqueId id{};
-    if (cuda) {
-      ASSIGN_OR_RETURN(id, kernels::NcclComm::NewUniqueId());
+  Result<std::shared_ptr<Rendezvous>> Acquire(const std::string& group, int nranks,
+                                              bool cuda) {
+    std::lock_guard lock(mu);
+    Entry& e = by_group[group];
+    if (e.rv == nullptr) {
+      kernels::NcclUniqueId id{};
+      if (cuda) {
+        ASSIGN_OR_RETURN(id, kernels::NcclComm::NewUniqueId());
+      }
+      e.rv = std::make_shared<Rendezvous>(nranks, id);
     }
-    e.rv = std::make_shared<Rendezvous>(nranks, id);
+    if (e.rv->nranks() != nranks)
+      return InvalidArgumentError("gradient all-reduce {}: {} replicas joined a group of {}",
+                                  group, nranks, e.rv->nranks());
+    ++e.joined;
+    ++e.holders;
+    return e.rv;
   }
-  if (e.rv->nranks() != nranks)
-    return InvalidArgumentError("gradient all-reduce {}: {} replicas joined a group of {}",
-                                group, nranks, e.rv->nranks());
-  ++e.joined;
-  ++e.holders;
-  return e.rv;
-}
 
-void Release(uint64_t run_id, const std::string& group) {
-  std::lock_guard lock(g_mu);
-  auto it = g_rendezvous.find({run_id, group});
-  if (it == g_rendezvous.end()) return;
-  if (--it->second.holders == 0 && it->second.joined >= it->second.rv->nranks())
-    g_rendezvous.erase(it);
-}
+  void Release(const std::string& group) {
+    std::lock_guard lock(mu);
+    auto it = by_group.find(group);
+    if (it == by_group.end()) return;
+    if (--it->second.holders == 0 && it->second.joined >= it->second.rv->nranks())
+      by_group.erase(it);
+  }
+};
 
 // Common part: the rendezvous membership and leaving it exactly once.
 class Member : public GradientAllReduce {
  public:
-  Member(uint64_t run_id, std::string group, int nranks, int rank,
+  Member(RendezvousTable* table, std::string group, int nranks, int rank,
          std::shared_ptr<Rendezvous> rv)
-      : GradientAllReduce(rank, nranks), run_id_(run_id), group_(std::move(group)),
+      : GradientAllReduce(rank, nranks), table_(table), group_(std::move(group)),
         rv_(std::move(rv)) {}
   ~Member() override {
     Leave(std::uncaught_exceptions() > 0 ? "it threw an exception" : "it finished its steps");
     rv_.reset();
-    Release(run_id_, group_);
+    table_->Release(group_);
   }
   void Leave(const std::string& why) override {
     if (left_) return;
@@ -157,7 +160,7 @@ class Member : public GradientAllReduce {
   }
 
  private:
-  uint64_t run_id_;
+  RendezvousTable* table_;  // the job's; outlives its replicas
   std::string group_;
   std::shared_ptr<Rendezvous> rv_;
   bool left_ = false;
@@ -205,19 +208,20 @@ class NcclAllReduce final : public Member {
 
 }  // namespace
 
-Result<std::unique_ptr<GradientAllReduce>> JoinGradientAllReduce(uint64_t run_id,
+Result<std::unique_ptr<GradientAllReduce>> JoinGradientAllReduce(JobRegistry& registry,
                                                                  const std::string& group,
                                                                  int nranks, int rank,
                                                                  kernels::Device device) {
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return InvalidArgumentError("gradient all-reduce {}: rank {} of {}", group, rank, nranks);
+  RendezvousTable& table = registry.Get<RendezvousTable>();
   ASSIGN_OR_RETURN(std::shared_ptr<Rendezvous> rv,
-                   Acquire(run_id, group, nranks, device.is_cuda()));
+                   table.Acquire(group, nranks, device.is_cuda()));
   RETURN_IF_ERROR(rv->left());
   if (device.is_cpu())
     return std::unique_ptr<GradientAllReduce>(
-        new CpuAllReduce(run_id, group, nranks, rank, std::move(rv)));
-  auto nccl = std::make_unique<NcclAllReduce>(run_id, group, nranks, rank, std::move(rv));
+        new CpuAllReduce(&table, group, nranks, rank, std::move(rv)));
+  auto nccl = std::make_unique<NcclAllReduce>(&table, group, nranks, rank, std::move(rv));
   RETURN_IF_ERROR(nccl->Init(device.index));
   return std::unique_ptr<GradientAllReduce>(std::move(nccl));
 }

@@ -2,8 +2,8 @@
 // one dflash.drafter group (data parallelism), between backward and the optimizer step, so
 // that every replica applies the same update and keeps the same weights.
 //
-// The replicas of a group are threads of one process; they meet in a rendezvous keyed by
-// (JobEnv::run_id, group name) that lives only while some replica holds it.
+// The replicas of a group are threads of one process; they meet in a rendezvous of their
+// job's JobRegistry, keyed by group name, that lives only while some replica holds it.
 //   CPU replicas: an in-process all-reduce. Each step the replicas meet on a barrier, each
 //     averages its own slice of the elements over all replicas in rank order (0, 1, ...)
 //     into a shared buffer, meet again, and copy the whole average back: every replica gets
@@ -28,6 +28,7 @@
 
 #include "kernels/core/tensor.h"
 #include "runtime/core/status.h"
+#include "runtime/job/job_registry.h"
 
 namespace tandem::dflash {
 
@@ -51,10 +52,10 @@ class GradientAllReduce {
   int rank_, size_;
 };
 
-// Joins rank `rank` of `nranks` of the rendezvous (run_id, group). `device` says which
+// Joins rank `rank` of `nranks` of the rendezvous of `group` in the job of `registry`. `device` says which
 // implementation: CPU or NCCL on that CUDA device. Blocks until all ranks joined (NCCL)
 // or returns at once (CPU). Fails if the rendezvous was already left by some replica.
-Result<std::unique_ptr<GradientAllReduce>> JoinGradientAllReduce(uint64_t run_id,
+Result<std::unique_ptr<GradientAllReduce>> JoinGradientAllReduce(JobRegistry& registry,
                                                                  const std::string& group,
                                                                  int nranks, int rank,
                                                                  kernels::Device device);

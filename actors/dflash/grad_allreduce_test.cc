@@ -24,9 +24,10 @@ TEST(GradAllReduceTest, ThreeCpuReplicasGetTheBitIdenticalAverage) {
   std::vector<std::vector<float>> grads(kRanks, std::vector<float>(kN));
   std::vector<Status> status(kRanks);
   std::vector<std::thread> threads;
+  JobRegistry job;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      auto ar = JoinGradientAllReduce(7, "drafter", kRanks, r, kernels::Device::Cpu());
+      auto ar = JoinGradientAllReduce(job, "drafter", kRanks, r, kernels::Device::Cpu());
       if (!ar.ok()) {
         status[r] = ar.status();
         return;
@@ -52,13 +53,14 @@ TEST(GradAllReduceTest, ThreeCpuReplicasGetTheBitIdenticalAverage) {
 TEST(GradAllReduceTest, ALeavingReplicaReleasesTheOthersWithAnError) {
   std::vector<float> g0(8, 1.f), g1(8, 2.f);
   Status waiting;
+  JobRegistry job;
   std::thread t([&] {
     // Joining after rank 0 left fails at once, with the same message.
-    auto ar = JoinGradientAllReduce(8, "drafter", 2, 1, kernels::Device::Cpu());
+    auto ar = JoinGradientAllReduce(job, "drafter", 2, 1, kernels::Device::Cpu());
     waiting = ar.ok() ? (*ar)->AllReduceAvg(View(g1), nullptr) : ar.status();
   });
   {
-    auto ar = JoinGradientAllReduce(8, "drafter", 2, 0, kernels::Device::Cpu());
+    auto ar = JoinGradientAllReduce(job, "drafter", 2, 0, kernels::Device::Cpu());
     ASSERT_TRUE(ar.ok());
     (*ar)->Leave("its channel closed");
   }
@@ -66,6 +68,26 @@ TEST(GradAllReduceTest, ALeavingReplicaReleasesTheOthersWithAnError) {
   EXPECT_EQ(waiting.code(), StatusCode::kUnavailable);
   EXPECT_NE(waiting.message().find("replica 0 left after 0 all-reduces: its channel closed"),
             std::string::npos) << waiting.ToString();
+}
+
+TEST(GradAllReduceTest, EachJobHasItsOwnRendezvous) {
+  // Job A's group "drafter" is left broken (rank 0 of 2 gone, rank 1 never came).
+  JobRegistry a, b;
+  {
+    auto ar = JoinGradientAllReduce(a, "drafter", 2, 0, kernels::Device::Cpu());
+    ASSERT_TRUE(ar.ok());
+    (*ar)->Leave("job A failed");
+  }
+  // Job B's group of the same name is a different one: one replica averages on its own.
+  auto ar = JoinGradientAllReduce(b, "drafter", 1, 0, kernels::Device::Cpu());
+  ASSERT_TRUE(ar.ok()) << ar.status().ToString();
+  std::vector<float> g(5, 3.f);
+  ASSERT_TRUE((*ar)->AllReduceAvg(View(g), nullptr).ok());
+  EXPECT_EQ(g[4], 3.f);
+  // While job A's group stays broken for a late joiner.
+  auto late = JoinGradientAllReduce(a, "drafter", 2, 1, kernels::Device::Cpu());
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("job A failed"), std::string::npos);
 }
 
 }  // namespace

@@ -10,13 +10,19 @@
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "kernels/core/cuda_check.h"
+#include "kernels/core/stream.h"
 #endif
 
 namespace tandem::dflash {
 namespace {
 
-std::mutex g_mu;
-std::map<std::string, std::weak_ptr<SharedTarget>> g_targets;  // GUARDED_BY(g_mu)
+// The targets of one job, by weights and device (in its JobRegistry).
+struct TargetTable {
+  std::mutex mu;
+  std::map<std::string, std::weak_ptr<SharedTarget>> by_key;  // GUARDED_BY(mu)
+};
 
 }  // namespace
 
@@ -38,31 +44,21 @@ SharedTarget::~SharedTarget() {
   model_.reset();
 #ifdef TANDEM_HAVE_CUDA
   if (stream_ != nullptr) {
-    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
-    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+    const auto s = static_cast<cudaStream_t>(stream_);
+    CUDA_LOG_IF_ERROR(cudaStreamSynchronize(s));
+    CUDA_LOG_IF_ERROR(cudaStreamDestroy(s));
   }
 #endif
 }
 
-Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec& spec,
-                                                    kernels::Device device) {
-  const std::string key =
-      fmt::format("{}|{}:{}", spec.Key(), device.is_cuda() ? "cuda" : "cpu", device.index);
-  // Held while loading, so a colocated drafter waits for the target's copy instead of
-  // loading a second one.
-  std::lock_guard lock(g_mu);
-  if (auto existing = g_targets[key].lock()) {
-    if (existing->model().max_tokens() < spec.max_tokens)
-      return InvalidArgumentError("target {} is already loaded with max_tokens {} < {}",
-                                  spec.model, existing->model().max_tokens(), spec.max_tokens);
-    return existing;
-  }
+Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
+                                                 kernels::Device device) {
   auto shared = std::make_shared<SharedTarget>();
 #ifdef TANDEM_HAVE_CUDA
   if (device.is_cuda()) {
+    kernels::DeviceGuard guard(device.index);
     cudaStream_t s = nullptr;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-      return InternalError("cudaStreamCreate failed on device {}", device.index);
+    CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     shared->stream_ = s;
   }
 #endif
@@ -76,7 +72,26 @@ Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec& spec,
     ASSIGN_OR_RETURN(shared->model_, models::Qwen3Target::Load(spec.model, device, options));
   }
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, shared->stream_));
-  g_targets[key] = shared;
+  return shared;
+}
+
+Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
+                                                    const TargetModelSpec& spec,
+                                                    kernels::Device device) {
+  const std::string key =
+      fmt::format("{}|{}:{}", spec.Key(), device.is_cuda() ? "cuda" : "cpu", device.index);
+  TargetTable& table = registry.Get<TargetTable>();
+  // Held while loading, so a second actor waits for the first one's copy instead of loading
+  // another.
+  std::lock_guard lock(table.mu);
+  if (auto existing = table.by_key[key].lock()) {
+    if (existing->model().max_tokens() < spec.max_tokens)
+      return InvalidArgumentError("target {} is already loaded with max_tokens {} < {}",
+                                  spec.model, existing->model().max_tokens(), spec.max_tokens);
+    return existing;
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> shared, LoadTarget(spec, device));
+  table.by_key[key] = shared;
   return shared;
 }
 

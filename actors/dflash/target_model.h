@@ -1,8 +1,7 @@
 // The frozen target of a DFlash job as actors share it: which model a job names (an HF
-// directory, or random weights of a given config for tests and benchmarks), and a
-// process-wide table that loads each (model, device) once, so a target and a drafter that
-// share a GPU (colocation) share one copy of the weights. The drafter reads the target's
-// embedding and LM head from it; the first TargetActor on a device claims its forward.
+// directory, or random weights of a given config for tests and benchmarks), and the job's
+// table (in its JobRegistry) that loads each (model, device) once, so the target replicas of
+// a job never load one twice. The first TargetActor on a device claims its forward.
 //
 // Thread-safety: AcquireTarget and the Claim methods are safe from any thread; a
 // SharedTarget's model is immutable after load except through Forward, which only the
@@ -19,6 +18,7 @@
 #include "models/io/hf_config.h"
 #include "models/qwen3/qwen3_target.h"
 #include "runtime/core/status.h"
+#include "runtime/job/job_registry.h"
 
 namespace tandem::dflash {
 
@@ -43,16 +43,21 @@ class SharedTarget {
   void ReleaseForward() { forward_claimed_.store(false); }
 
  private:
-  friend Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec&,
-                                                             kernels::Device);
+  friend Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec&,
+                                                          kernels::Device);
   std::unique_ptr<models::Qwen3Target> model_;
   kernels::Stream stream_ = nullptr;
   std::atomic<bool> forward_claimed_{false};
 };
 
-// The target of `spec` on `device`, loaded on first use and shared while anyone holds it.
-Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec& spec,
+// The target of `spec` on `device` in the job of `registry`, loaded on first use and shared
+// while anyone holds it.
+Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
+                                                    const TargetModelSpec& spec,
                                                     kernels::Device device);
+// A new copy of the target of `spec` on `device`, not shared.
+Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
+                                                 kernels::Device device);
 
 // The device an actor on GPU `gpu` (-1: none) runs its model on.
 kernels::Device ActorDevice(int gpu);

@@ -59,6 +59,7 @@ struct ActorContext {
   std::string class_name;  // "dflash.drafter"
   int replica = 0;
   int gpu = -1;            // CUDA device index made current on the actor's thread; -1: CPU actor
+  int restarts = 0;        // restarts before this instance was built (0: the first one)
   ActorAddress address;
   ActorSystem* system = nullptr;  // to look up peers; outlives the actor
 };

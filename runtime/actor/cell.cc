@@ -214,13 +214,18 @@ void ActorCell::Drain() {
 }
 
 Status ActorCell::StartInstance() {
+  ActorContext ctx = ctx_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx.restarts = restarts_;  // what a rebuilt instance's factory and context() see
+  }
   if (!instance_) {
     Result<std::unique_ptr<Actor>> made =
-        InvokeToResult([this] { return factory_(section_, ctx_); });
+        InvokeToResult([&] { return factory_(section_, ctx); });
     if (!made.ok()) return made.status().WithContext("factory");
     instance_ = std::move(made).value();
   }
-  instance_->ctx_ = ctx_;
+  instance_->ctx_ = std::move(ctx);
   instance_->cell_ = this;
   Result<Unit> started = InvokeToResult([this] { return instance_->OnStart(); });
   if (!started.ok()) return started.status().WithContext("OnStart");

@@ -31,6 +31,7 @@ class Flaky : public Actor, public LiveCounted {
   int Boom() { throw std::runtime_error("boom"); }
   Status Fail() { return DataLossError("corrupt batch 17"); }
   int Generation() { return generation_; }
+  int RestartsSeen() { return context().restarts; }
   void Block(Gate* gate) { gate->Wait(); }
 
  private:
@@ -50,6 +51,7 @@ TEST_F(ActorFixture, RestartsAfterThrowUpToMaxThenFailsWithCause) {
   auto h = sys.SpawnActor<Flaky>("flaky", Restarts(2));
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(*h->call(&Flaky::Generation).Get(), 1);
+  EXPECT_EQ(*h->call(&Flaky::RestartsSeen).Get(), 0);
   for (int attempt = 1; attempt <= 3; ++attempt) {
     Result<int> r = h->call(&Flaky::Boom).Get();
     ASSERT_FALSE(r.ok());
@@ -58,6 +60,7 @@ TEST_F(ActorFixture, RestartsAfterThrowUpToMaxThenFailsWithCause) {
       // A fresh instance (OnStart ran again) serves the next call.
       EXPECT_EQ(*h->call(&Flaky::Generation).Get(), attempt + 1);
       EXPECT_EQ(h->Info().restarts, attempt);
+      EXPECT_EQ(*h->call(&Flaky::RestartsSeen).Get(), attempt);  // in its context
     }
   }
   ActorInfo info = h->Info();

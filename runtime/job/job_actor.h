@@ -9,13 +9,17 @@
 // once stop_requested() or env->stopping() is true.
 //
 // Thread-safety: JobEnv's members are thread-safe objects shared by all actors of a job.
+// What actors share beyond the store and the channels goes in `registry` (job_registry.h),
+// never in a process-global table.
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "runtime/actor/actor.h"
 #include "runtime/channel/channel_registry.h"
+#include "runtime/job/job_registry.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/profile/profile_stats.h"
 #include "runtime/store/object_store.h"
@@ -27,6 +31,7 @@ struct JobEnv {
   ObjectStore* store = nullptr;
   ChannelRegistry* channels = nullptr;
   ProfileStats* profile = nullptr;
+  std::shared_ptr<JobRegistry> registry;  // per-job shared objects (never null in a job)
   uint64_t run_id = 0;            // unique per JobRunner::Run in this process
   std::atomic<bool> stop{false};  // set on Ctrl-C or when the job fails
 

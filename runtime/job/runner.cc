@@ -223,6 +223,8 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
   env.store = store.get();
   env.channels = &channels;
   env.profile = &profile;
+  env.registry = options_.registry != nullptr ? options_.registry
+                                              : std::make_shared<JobRegistry>();
   static std::atomic<uint64_t> next_run_id{1};
   env.run_id = next_run_id.fetch_add(1);
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "runtime/actor/actor.h"
 #include "runtime/channel/channel_base.h"
+#include "runtime/job/job_registry.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_status.h"
 #include "runtime/core/thread_annotations.h"
@@ -47,6 +49,9 @@ struct JobReport {
 struct RunOptions {
   // Called with a one-line progress message about once per `progress_interval_s`.
   double progress_interval_s = 5;
+  // The job's registry (job_registry.h); null: a fresh one. A caller passes its own to share
+  // objects it made with the job's actors (a benchmark's loaded target).
+  std::shared_ptr<JobRegistry> registry;
 };
 
 class JobRunner {
