@@ -13,7 +13,8 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/data/source_keys.cc)
 target_link_libraries(tandem_actors PUBLIC tandem::models)
 
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole)

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::cli {
 
@@ -24,6 +25,9 @@ struct Common {
 
 int Run(const Common& c, const std::string& job_path, int metrics_port);
 int Validate(const Common& c, const std::string& job_path);
+// `tandem keys`: every declared job-file key (job sections, actor groups, each actor class,
+// after loading `plugins`) as Markdown, the reference docs/job-file.md embeds.
+int Keys(const Common& c, const std::vector<std::string>& plugins);
 int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port);
 int Submit(const Common& c, const std::string& job_path, bool wait);
 int Stop(const Common& c, const std::string& job);

@@ -1,4 +1,4 @@
-// The commands that run a runtime in this process: run, validate, start.
+// The commands that run a runtime in this process: run, validate, start; and keys.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,7 +17,9 @@
 #include "runtime/control/daemon.h"
 #include "runtime/control/home.h"
 #include "runtime/control/job_manager.h"
+#include "runtime/actor/plugin.h"
 #include "runtime/job/job_spec.h"
+#include "runtime/job/job_spec_keys.h"
 #include "runtime/job/runner.h"
 #include "runtime/control/server.h"
 #include "tools/cli_util.h"
@@ -54,7 +56,10 @@ int Data(const std::string& input, const std::string& output, int64_t vocab, boo
 int Validate(const Common& c, const std::string& path) {
   auto job = LoadJobFile(path);
   if (!job.ok()) return Fail(c, "validate", job.status(), kExitUsage);
-  if (Status st = JobRunner::Check(*job); !st.ok()) return Fail(c, "validate", st, kExitUsage);
+  std::vector<std::string> notes;
+  if (Status st = JobRunner::Check(*job, &notes); !st.ok())
+    return Fail(c, "validate", st, kExitUsage);
+  for (const std::string& n : notes) std::fprintf(stderr, "tandem validate: note: %s\n", n.c_str());
   if (c.json) {
     std::printf("{\"ok\": true, \"channels\": %zu, \"actor_groups\": %zu}\n", job->channels.size(),
                 job->actors.size());
@@ -62,6 +67,15 @@ int Validate(const Common& c, const std::string& path) {
     std::printf("%s: ok (%zu channels, %zu actor groups)\n", path.c_str(), job->channels.size(),
                 job->actors.size());
   }
+  return kExitOk;
+}
+
+int Keys(const Common& c, const std::vector<std::string>& plugins) {
+  for (const std::string& p : plugins) {
+    auto loaded = LoadPlugin(p);
+    if (!loaded.ok()) return Fail(c, "keys", loaded.status(), kExitUsage);
+  }
+  std::printf("%s", KeyReferenceMarkdown().c_str());
   return kExitOk;
 }
 

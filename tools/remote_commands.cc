@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/job/job_spec.h"
 #include "runtime/job/job_status.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -54,16 +55,14 @@ int FollowJob(const Common& c, const Endpoint& ep, const std::string& id) {
 }  // namespace
 
 int Submit(const Common& c, const std::string& path, bool wait) {
-  std::ifstream in(path);
-  if (!in) return Fail(c, "submit", NotFoundError("job file '{}' cannot be opened", path), kExitUsage);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = ReadJobFile(path);  // size-capped: /dev/zero or a directory is refused here
+  if (!text.ok()) return Fail(c, "submit", text.status(), kExitUsage);
   auto ep = FindServer(c, /*allow_run=*/false);
   if (!ep.ok()) return Fail(c, "submit", ep.status(), FindCode(ep.status()));
   ControlRequest req;
   req.kind = ControlRequest::Kind::kSubmit;
   req.path = std::filesystem::absolute(path).string();
-  req.text = ss.str();
+  req.text = std::move(*text);
   auto r = Ask(c, *ep, req);
   if (!r.ok()) {
     int code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : CodeFor(r.status());

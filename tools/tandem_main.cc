@@ -2,6 +2,7 @@
 // `tandem --help` and `tandem COMMAND --help` describe every command; exit codes are listed
 // in commands.h and docs/cli.md.
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
   run->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
   auto* validate = app.add_subcommand("validate", "check a job file without running it");
   validate->add_option("job", job, "job file (TOML)")->required();
+  std::vector<std::string> key_plugins;
+  auto* keys = app.add_subcommand("keys", "list every job-file key of every actor class (Markdown)");
+  keys->add_option("--plugin", key_plugins, "also load this plugin and list its classes");
   auto* start = app.add_subcommand("start", "start the daemon");
   start->add_flag("--foreground", foreground, "stay in the foreground, logging to stderr");
   start->add_option("--listen-tcp", listen_port, "also accept TCP on this port (token required)");
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
   namespace cli = tandem::cli;
   if (*run) return cli::Run(c, job, metrics_port);
   if (*validate) return cli::Validate(c, job);
+  if (*keys) return cli::Keys(c, key_plugins);
   if (*start) return cli::Start(c, foreground, listen_port, metrics_port);
   if (*submit) return cli::Submit(c, job, wait);
   if (*stop) return cli::Stop(c, job);

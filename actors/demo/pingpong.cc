@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "runtime/actor/registry.h"
+#include "runtime/actor/system.h"
 #include "runtime/job/job_actor.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
@@ -46,17 +47,33 @@ void FillObject(uint8_t* data, uint64_t bytes, uint64_t seed, uint64_t replica, 
 
 namespace {
 
+KeyTable ProducerKeys() {
+  KeyTable t("demo.producer", "fills store objects with seeded bytes and pushes their refs");
+  t.String("out", "channel the refs of filled objects go to").Required();
+  t.Int("objects", "objects per replica; also gives `tandem status` its item total")
+      .Default(1000).Min(0);
+  t.Int("object_bytes", "bytes per object").Default(65536).Range(1, int64_t{1} << 32);
+  return t;
+}
+
+KeyTable ConsumerKeys() {
+  KeyTable t("demo.consumer", "pops refs, verifies every object's checksum, releases them");
+  t.String("in", "channel the refs come from").Required();
+  t.Int("fail_at", "testing: throw once after this many objects, to show restarts (-1: never)")
+      .Default(-1).Min(-1);
+  return t;
+}
+
 class Producer final : public JobActor {
  public:
   explicit Producer(const ConfigValue& s, const ActorContext& ctx) : settings_(s) {}
 
   Result<std::string> Run(JobEnv* env) override {
-    ASSIGN_OR_RETURN(std::string out, settings_.GetString("out", ""));
-    ASSIGN_OR_RETURN(int64_t objects, settings_.GetInt("objects", 1000));
-    ASSIGN_OR_RETURN(int64_t bytes, settings_.GetInt("object_bytes", 65536));
-    if (out.empty()) return InvalidArgumentError("{}: demo.producer needs `out`", name());
-    if (objects < 0 || bytes < 1)
-      return InvalidArgumentError("{}: objects must be >= 0 and object_bytes >= 1", name());
+    static const KeyTable keys = ProducerKeys();
+    RETURN_IF_ERROR(keys.Check(settings_, "actors." + context().group, &ActorGroupKeys()));
+    const std::string out = keys.GetString(settings_, "out");
+    const int64_t objects = keys.GetInt(settings_, "objects");
+    const int64_t bytes = keys.GetInt(settings_, "object_bytes");
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<DemoItem>(out));
     StageHandle fill = env->profile->Stage("demo.produce");
     StageHandle push_wait = env->profile->Stage("demo.push_wait");
@@ -92,9 +109,10 @@ class Consumer final : public JobActor {
   explicit Consumer(const ConfigValue& s, const ActorContext& ctx) : settings_(s) {}
 
   Result<std::string> Run(JobEnv* env) override {
-    ASSIGN_OR_RETURN(std::string in, settings_.GetString("in", ""));
-    ASSIGN_OR_RETURN(int64_t fail_at, settings_.GetInt("fail_at", -1));
-    if (in.empty()) return InvalidArgumentError("{}: demo.consumer needs `in`", name());
+    static const KeyTable keys = ConsumerKeys();
+    RETURN_IF_ERROR(keys.Check(settings_, "actors." + context().group, &ActorGroupKeys()));
+    const std::string in = keys.GetString(settings_, "in");
+    const int64_t fail_at = keys.GetInt(settings_, "fail_at");
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<DemoItem>(in));
     const ChannelSpec* spec = env->job->FindChannel(in);
     StageHandle get = env->profile->Stage("demo.queue_get");
@@ -143,7 +161,7 @@ class Consumer final : public JobActor {
 
 }  // namespace
 
-TANDEM_REGISTER_ACTOR(Producer, "demo.producer");
-TANDEM_REGISTER_ACTOR(Consumer, "demo.consumer");
+TANDEM_REGISTER_ACTOR(Producer, "demo.producer", ProducerKeys());
+TANDEM_REGISTER_ACTOR(Consumer, "demo.consumer", ConsumerKeys());
 
 }  // namespace tandem::demo

@@ -47,6 +47,7 @@
 #include "runtime/actor/registry.h"
 #include "runtime/actor/system.h"
 #include "runtime/job/job_actor.h"
+#include "runtime/job/job_spec_keys.h"
 
 namespace tandem::dflash {
 namespace {
@@ -63,7 +64,8 @@ models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelS
   if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
   dc.layers.tie_word_embeddings = false;
   dc.layers.rotary_dim = dc.layers.head_dim;
-  dc.mask_token_id = ds.mask_token_id.value_or(spec.config.vocab_size - 1);
+  dc.mask_token_id = ds.mask_token_id;
+  dc.block_size = ds.block_size;
   dc.num_target_layers = spec.config.num_hidden_layers;
   dc.target_layer_ids = spec.layer_ids;
   return dc;
@@ -77,6 +79,7 @@ models::DFlashTrainOptions TrainOptions(const DrafterSettings& ds, const TargetM
   to.warmup_ratio = ds.warmup_ratio;
   to.lr = static_cast<float>(ds.lr);
   to.noise_std = static_cast<float>(ds.noise_std);
+  to.grad_clip = static_cast<float>(ds.grad_clip);
   to.seed = static_cast<uint64_t>(ds.seed);
   return to;
 }
@@ -120,7 +123,8 @@ class DrafterActor final : public JobActor {
 
   Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
     const int restarts = context().restarts;
-    ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s_, name(), env->job->seed));
+    ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(
+                                            s_, JobSectionContext(*env->job, context().group)));
     int nranks = 1;
     ASSIGN_OR_RETURN(const TargetModelSpec spec, TargetOf(*env, ds, &nranks));
     const kernels::Device device = ActorDevice(context().gpu);
@@ -184,6 +188,6 @@ class DrafterActor final : public JobActor {
 
 }  // namespace
 
-TANDEM_REGISTER_ACTOR(DrafterActor, "dflash.drafter");
+TANDEM_REGISTER_ACTOR(DrafterActor, "dflash.drafter", DrafterKeys());
 
 }  // namespace tandem::dflash

@@ -1,65 +1,166 @@
 #include "actors/dflash/drafter_settings.h"
 
 #include <algorithm>
+#include <filesystem>
 
-#include "actors/dflash/checkpoint_state.h"
+#include <fmt/format.h>
+
+#include "actors/dflash/target_settings.h"
+#include "runtime/actor/system.h"
 
 namespace tandem::dflash {
+namespace {
 
-Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& s_, const std::string& name,
-                                             int64_t job_seed) {
-  DrafterSettings d;
-  ASSIGN_OR_RETURN(d.in, s_.GetString("in", ""));
-  ASSIGN_OR_RETURN(d.target_group, s_.GetString("target", "target"));
-  ASSIGN_OR_RETURN(d.num_layers, s_.GetInt("num_layers", 2));
-  ASSIGN_OR_RETURN(d.max_steps, s_.GetInt("max_steps", 0));
-  ASSIGN_OR_RETURN(d.total_steps, s_.GetInt("total_steps", d.max_steps));
-  ASSIGN_OR_RETURN(d.log_every, s_.GetInt("log_every", 10));
-  ASSIGN_OR_RETURN(d.max_bad_steps, s_.GetInt("max_bad_steps", 5));
-  ASSIGN_OR_RETURN(d.fail_at_step, s_.GetInt("fail_at_step", -1));
-  ASSIGN_OR_RETURN(d.resume, s_.GetBool("resume", false));
-  ASSIGN_OR_RETURN(d.metrics_file, s_.GetString("metrics_file", ""));
-  ASSIGN_OR_RETURN(d.max_seconds, s_.GetDouble("max_seconds", 0.0));
-  ASSIGN_OR_RETURN(d.sliding_window, s_.GetInt("sliding_window", 0));
-  ASSIGN_OR_RETURN(d.checkpoint_dir, CheckpointDir(s_));
-  if (const ConfigValue* ck = s_.Find("checkpoint"); ck != nullptr) {
-    ASSIGN_OR_RETURN(d.checkpoint_every, ck->GetInt("every_steps", 0));
-  }
-  if (d.in.empty()) return InvalidArgumentError("{}: dflash.drafter needs `in`", name);
-  if (d.max_steps < 1 || d.total_steps < d.max_steps || d.log_every < 1)
-    return InvalidArgumentError("{}: need max_steps >= 1, total_steps >= max_steps, "
-                                "log_every >= 1", name);
-  const int64_t num_layers = d.num_layers;
-  d.layer_types.assign(num_layers, models::LayerType::kFullAttention);
-  if (const ConfigValue* lt = s_.Find("layer_types"); lt != nullptr) {
-    if (!lt->is_array() || static_cast<int64_t>(lt->array().size()) != num_layers)
-      return InvalidArgumentError("{}: layer_types must list num_layers = {} entries", name,
-                                  num_layers);
-    for (int64_t i = 0; i < num_layers; ++i) {
-      ASSIGN_OR_RETURN(std::string t, lt->array()[i].AsString());
-      if (t == "sliding_attention") {
-        d.layer_types[i] = models::LayerType::kSlidingAttention;
-      } else if (t != "full_attention") {
-        return InvalidArgumentError("{}: layer_types[{}] = \"{}\" (full_attention or "
-                                    "sliding_attention)", name, i, t);
-      }
-    }
-  }
-  const bool any_sliding = std::count(d.layer_types.begin(), d.layer_types.end(),
+KeyTable CheckpointKeys() {
+  KeyTable t("checkpoint");
+  t.String("dir", "directory of step_N checkpoints and `latest`; must not be a file")
+      .Default("");
+  t.Int("every_steps", "checkpoint every N steps (0: only at the end)").Default(0).Min(0);
+  return t;
+}
+
+// The settings that need more than one key, another group or the filesystem.
+Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
+                      const DrafterSettings& s) {
+  auto at = [&](std::string_view key) { return KeyPath(section, prefix, key); };
+  if (s.total_steps < s.max_steps)
+    return InvalidArgumentError("{}: {} is less than max_steps = {}", at("total_steps"),
+                                s.total_steps, s.max_steps);
+  if (static_cast<int64_t>(s.layer_types.size()) != s.num_layers)
+    return InvalidArgumentError("{}: lists {} entries; num_layers = {}", at("layer_types"),
+                                s.layer_types.size(), s.num_layers);
+  const bool any_sliding = std::count(s.layer_types.begin(), s.layer_types.end(),
                                       models::LayerType::kSlidingAttention) > 0;
-  if (any_sliding != (d.sliding_window > 0))
-    return InvalidArgumentError("{}: sliding_window > 0 is needed exactly when some layer "
-                                "is sliding_attention", name);
-  if (s_.Find("mask_token_id") != nullptr) {
-    ASSIGN_OR_RETURN(int64_t mask_id, s_.GetInt("mask_token_id", 0));
-    d.mask_token_id = mask_id;
+  if (any_sliding != (s.sliding_window > 0))
+    return InvalidArgumentError("{}: sliding_window > 0 is needed exactly when some layer is "
+                                "sliding_attention", at("sliding_window"));
+  const int64_t vocab = s.target.config.vocab_size;
+  if (s.mask_token_id < 0 || s.mask_token_id >= vocab)
+    return InvalidArgumentError("{}: {} is outside the target's vocab [0, {})",
+                                at("mask_token_id"), s.mask_token_id, vocab);
+  if (s.nranks > 1 && s.max_seconds > 0)
+    return InvalidArgumentError("{}: needs replicas = 1 (data-parallel replicas must stop at "
+                                "the same step)", at("max_seconds"));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!s.metrics_file.empty()) {
+    fs::path dir = fs::path(s.metrics_file).parent_path();
+    if (dir.empty()) dir = ".";
+    if (!fs::is_directory(dir, ec))
+      return InvalidArgumentError("{}: the directory '{}' does not exist", at("metrics_file"),
+                                  dir.string());
+    if (fs::is_directory(s.metrics_file, ec))
+      return InvalidArgumentError("{}: '{}' is a directory, not a file", at("metrics_file"),
+                                  s.metrics_file);
   }
-  ASSIGN_OR_RETURN(d.anchors_per_batch, s_.GetInt("anchors_per_batch", 64));
-  ASSIGN_OR_RETURN(d.lr, s_.GetDouble("lr", 6e-4));
-  ASSIGN_OR_RETURN(d.warmup_ratio, s_.GetDouble("warmup_ratio", 0.04));
-  ASSIGN_OR_RETURN(d.noise_std, s_.GetDouble("noise_std", 0.05));
-  ASSIGN_OR_RETURN(d.seed, s_.GetInt("seed", job_seed));
-  return d;
+  if (!s.checkpoint_dir.empty() && fs::exists(s.checkpoint_dir, ec) &&
+      !fs::is_directory(s.checkpoint_dir, ec))
+    return InvalidArgumentError("{}.dir: '{}' exists and is not a directory",
+                                KeyPath(section, prefix, "checkpoint"), s.checkpoint_dir);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KeyTable& DrafterKeys() {
+  static const KeyTable* keys = [] {
+    auto* t = new KeyTable("dflash.drafter",
+                           "trains the DFlash drafter on the target's hidden states "
+                           "(actors/dflash/drafter_actor.cc); replicas > 1 are data parallel");
+    t->String("in", "channel of HiddenBatches it trains from").Required();
+    t->String("target", "the dflash.target group whose model it trains against")
+        .Default("target");
+    t->Int("num_layers", "drafter decoder layers").Default(2).Range(1, 64);
+    t->StringArray("layer_types", "attention kind per drafter layer (num_layers entries)")
+        .OneOf({"full_attention", "sliding_attention"}).DefaultIs("all full_attention");
+    t->Int("sliding_window", "tokens a sliding_attention layer attends back (0: no sliding "
+           "layer)").Default(0).Min(0);
+    t->Int("block_size", "tokens per draft block (anchor + masks); the block attention kernel "
+           "takes 16").Default(16).Range(16, 16);
+    t->Int("mask_token_id", "token id of the mask slots").Min(0)
+        .DefaultIs("the target's vocab_size - 1");
+    t->Int("max_steps", "training steps per replica").Required().Min(1);
+    t->Int("total_steps", "LR schedule length (>= max_steps)").Min(1).DefaultIs("max_steps");
+    t->Int("anchors_per_batch", "draft blocks per step").Default(64).Range(1, 1 << 20);
+    t->Number("lr", "peak learning rate (cosine schedule with warmup)").Default(6e-4).Range(0, 1);
+    t->Number("warmup_ratio", "share of total_steps spent warming up").Default(0.04).Range(0, 1);
+    t->Number("grad_clip", "clip the global gradient norm to this (0: no clipping)")
+        .Default(1.0).Min(0);
+    t->Number("noise_std", "std of the noise added to the target's hidden states")
+        .Default(0.05).Range(0, 100);
+    t->Int("seed", "seed of the drafter init and the noise").Min(0).DefaultIs("[job] seed");
+    t->Int("log_every", "read loss/accuracy/tau from the device every N steps")
+        .Default(10).Min(1);
+    t->Int("max_bad_steps", "abort after this many non-finite steps in a row").Default(5).Min(1);
+    t->Int("fail_at_step", "testing: fail once at this step, to show restarts (-1: never)")
+        .Default(-1).Min(-1);
+    t->Bool("resume", "continue from checkpoint.dir's latest checkpoint").Default(false);
+    t->String("metrics_file", "JSON lines, one per log; its directory must exist (\"\": none)")
+        .Default("");
+    t->Number("max_seconds", "stop after this many seconds of steady state (0: no limit; "
+              "needs replicas = 1)").Default(0.0).Min(0);
+    t->Table("checkpoint", "checkpointing: { dir, every_steps }").Keys(CheckpointKeys())
+        .DefaultIs("none: no checkpoints");
+    t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
+      return ParseDrafterSettings(s, ctx).status();
+    });
+    return t;
+  }();
+  return *keys;
+}
+
+Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
+                                             const SectionContext& ctx) {
+  const KeyTable& k = DrafterKeys();
+  const std::string prefix = "actors." + ctx.group;
+  RETURN_IF_ERROR(k.Check(section, prefix, &ActorGroupKeys()));
+  DrafterSettings s;
+  s.in = k.GetString(section, "in");
+  s.target_group = k.GetString(section, "target");
+  const SectionContext::Group* tg = ctx.Find(s.target_group);
+  if (tg == nullptr || tg->class_name != "dflash.target" || tg->settings == nullptr)
+    return InvalidArgumentError("{}: \"{}\" is not a dflash.target group of this job",
+                                KeyPath(section, prefix, "target"), s.target_group);
+  SectionContext target_ctx = ctx;
+  target_ctx.group = tg->name;
+  ASSIGN_OR_RETURN(TargetSettings target, ParseTargetSettings(*tg->settings, target_ctx));
+  s.target = std::move(target.model);
+  if (const SectionContext::Group* own = ctx.Find(ctx.group))
+    s.nranks = static_cast<int>(own->replicas);
+  s.num_layers = k.GetInt(section, "num_layers");
+  s.layer_types.assign(s.num_layers, models::LayerType::kFullAttention);
+  if (const ConfigValue* lt = section.Find("layer_types")) {
+    s.layer_types.clear();
+    for (const ConfigValue& v : lt->array())
+      s.layer_types.push_back(*v.AsString() == "sliding_attention"
+                                  ? models::LayerType::kSlidingAttention
+                                  : models::LayerType::kFullAttention);
+  }
+  s.sliding_window = k.GetInt(section, "sliding_window");
+  s.block_size = k.GetInt(section, "block_size");
+  s.mask_token_id =
+      k.GetOptInt(section, "mask_token_id").value_or(s.target.config.vocab_size - 1);
+  s.max_steps = k.GetInt(section, "max_steps");
+  s.total_steps = k.GetOptInt(section, "total_steps").value_or(s.max_steps);
+  s.anchors_per_batch = k.GetInt(section, "anchors_per_batch");
+  s.lr = k.GetNumber(section, "lr");
+  s.warmup_ratio = k.GetNumber(section, "warmup_ratio");
+  s.grad_clip = k.GetNumber(section, "grad_clip");
+  s.noise_std = k.GetNumber(section, "noise_std");
+  s.seed = static_cast<uint64_t>(k.GetOptInt(section, "seed").value_or(ctx.job_seed));
+  s.log_every = k.GetInt(section, "log_every");
+  s.max_bad_steps = k.GetInt(section, "max_bad_steps");
+  s.fail_at_step = k.GetInt(section, "fail_at_step");
+  s.resume = k.GetBool(section, "resume");
+  s.metrics_file = k.GetString(section, "metrics_file");
+  s.max_seconds = k.GetNumber(section, "max_seconds");
+  if (const ConfigValue* ck = section.Find("checkpoint")) {
+    const KeySpec* spec = k.Find("checkpoint");
+    s.checkpoint_dir = spec->sub->GetString(*ck, "dir");
+    s.checkpoint_every = spec->sub->GetInt(*ck, "every_steps");
+  }
+  RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));
+  return s;
 }
 
 }  // namespace tandem::dflash

@@ -1,46 +1,58 @@
-// The settings of a dflash.drafter section, parsed and validated in one place so the actor
-// only trains (see drafter_actor.cc for what each key does).
+// Settings of a dflash.drafter group, declared once (DrafterKeys: name, type, range, default,
+// doc) and parsed and validated in one place (ParseDrafterSettings), both when the job is
+// checked (`tandem validate`, `run`, `submit`) and when the actor starts, so a bad value is
+// refused before any work starts and every default exists once.
 //
-// Thread-safety: a function of its arguments.
+// Beyond each key's own type and range, the parse checks what spans keys or groups:
+// total_steps >= max_steps; layer_types has num_layers entries and sliding_window > 0 exactly
+// when one is sliding; `target` names a dflash.target group, whose config gives the vocab
+// that mask_token_id must fall in; max_seconds needs replicas = 1; metrics_file's directory
+// exists; checkpoint.dir is not a file.
+//
+// Thread-safety: the table is immutable; ParseDrafterSettings is reentrant.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/dflash/target_model.h"
 #include "models/io/hf_config.h"
-#include "runtime/actor/config.h"
-#include "runtime/core/status.h"
+#include "runtime/actor/config_keys.h"
 
 namespace tandem::dflash {
 
 struct DrafterSettings {
-  std::string in;                       // channel of HiddenBatches
-  std::string target_group = "target";  // the dflash.target group it trains against
-  int64_t num_layers = 2;
-  int64_t max_steps = 0;                // required, >= 1
-  int64_t total_steps = 0;              // LR schedule length, default max_steps
-  int64_t log_every = 10;
-  int64_t max_bad_steps = 5;            // non-finite steps in a row before it fails
-  int64_t fail_at_step = -1;            // tests: throw once at this step (-1: never)
+  std::string in;                 // channel of HiddenBatches
+  std::string target_group;       // the dflash.target group trained against
+  TargetModelSpec target;         // that group's model (config, captured layers, max_tokens)
+  int nranks = 1;                 // replicas of this group (data parallel)
+  int64_t num_layers = 0;
+  std::vector<models::LayerType> layer_types;  // num_layers entries
+  int64_t sliding_window = 0;     // > 0 exactly when a layer is sliding
+  int64_t block_size = 0;
+  int64_t mask_token_id = 0;      // in [0, target vocab)
+  int64_t max_steps = 0;
+  int64_t total_steps = 0;        // LR schedule length, >= max_steps
+  int64_t anchors_per_batch = 0;
+  double lr = 0;
+  double warmup_ratio = 0;
+  double grad_clip = 0;
+  double noise_std = 0;
+  uint64_t seed = 0;
+  int64_t log_every = 0;
+  int64_t max_bad_steps = 0;
+  int64_t fail_at_step = -1;      // testing: throw once at this step (-1: never)
   bool resume = false;
-  std::string metrics_file;             // JSON lines, one per log ("": none)
-  double max_seconds = 0.0;             // 0: no limit
-  std::vector<models::LayerType> layer_types;  // num_layers entries (default all full)
-  int64_t sliding_window = 0;           // > 0 exactly when some layer slides
-  std::string checkpoint_dir;           // checkpoint.dir ("": no checkpoints)
-  int64_t checkpoint_every = 0;         // checkpoint.every_steps (0: only at the end)
-  std::optional<int64_t> mask_token_id; // default: the target's vocab_size - 1
-  int64_t anchors_per_batch = 64;
-  double lr = 6e-4;
-  double warmup_ratio = 0.04;
-  double noise_std = 0.05;
-  int64_t seed = 0;                     // default: the job seed
+  std::string metrics_file;       // "" = none
+  double max_seconds = 0;         // 0 = no limit
+  std::string checkpoint_dir;     // "" = no checkpoints
+  int64_t checkpoint_every = 0;   // 0 = only at the end
 };
 
-// Reads a dflash.drafter section; errors name the actor `name`.
-Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& s, const std::string& name,
-                                             int64_t job_seed);
+const KeyTable& DrafterKeys();
+
+Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
+                                             const SectionContext& ctx);
 
 }  // namespace tandem::dflash

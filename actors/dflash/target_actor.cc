@@ -19,6 +19,7 @@
 #include "actors/dflash/target_settings.h"
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
+#include "runtime/job/job_spec_keys.h"
 
 namespace tandem::dflash {
 namespace {
@@ -28,7 +29,8 @@ Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s,
                                                       const JobEnv& env, int replica,
                                                       int replicas) {
   // Files (JSONL or a binary set, docs/data-format.md) go through the data layer's packer.
-  if (t.data != "synthetic") return data::MakeBatchSource(s, replica, replicas, env.job->seed);
+  if (t.data != "synthetic")
+    return data::MakeBatchSource(t.source_section, replica, replicas, env.job->seed);
   return std::unique_ptr<data::BatchSource>(new SyntheticSource(t.synthetic, replica, replicas));
 }
 
@@ -53,7 +55,8 @@ class TargetActor final : public JobActor {
   TargetActor(const ConfigValue& s, const ActorContext& ctx) : settings_(s) {}
 
   Result<std::string> Run(JobEnv* env) override {
-    ASSIGN_OR_RETURN(TargetSettings ts, ParseTargetSettings(settings_, name(), env->job->seed));
+    ASSIGN_OR_RETURN(TargetSettings ts, ParseTargetSettings(settings_, JobSectionContext(
+                                                               *env->job, context().group)));
     const TargetModelSpec& spec = ts.model;
     const ActorGroupSpec* group = nullptr;
     for (const ActorGroupSpec& g : env->job->actors)
@@ -107,6 +110,6 @@ class TargetActor final : public JobActor {
 
 }  // namespace
 
-TANDEM_REGISTER_ACTOR(TargetActor, "dflash.target");
+TANDEM_REGISTER_ACTOR(TargetActor, "dflash.target", TargetKeys());
 
 }  // namespace tandem::dflash

@@ -1,9 +1,13 @@
 #include "actors/dflash/target_settings.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/data/source_keys.h"
 #include "models/dflash/dflash_config.h"
+#include "runtime/actor/system.h"
 
 namespace tandem::dflash {
 namespace {
@@ -35,82 +39,136 @@ Result<nlohmann::json> ToJson(const ConfigValue& v) {
   return nlohmann::json();
 }
 
-}  // namespace
-
-Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& s, int64_t job_seed) {
+// The model of a section already checked against TargetKeys(); `prefix` names it.
+Result<TargetModelSpec> ParseModel(const ConfigValue& s, const std::string& prefix,
+                                   int64_t job_seed) {
+  const KeyTable& k = TargetKeys();
   TargetModelSpec spec;
-  const std::string& where = s.location();
-  ASSIGN_OR_RETURN(spec.model, s.GetString("model", ""));
-  ASSIGN_OR_RETURN(int64_t seed, s.GetInt("seed", job_seed));
-  spec.seed = static_cast<uint64_t>(seed);
-  ASSIGN_OR_RETURN(spec.max_tokens, s.GetInt("max_tokens", 4096));
-  ASSIGN_OR_RETURN(std::string precision, s.GetString("precision", "bf16"));
-  Result<models::TargetPrecision> parsed = models::ParseTargetPrecision(precision);
-  if (!parsed.ok()) return InvalidArgumentError("{}: {}", where, parsed.status().ToString());
-  spec.precision = *parsed;
-  if (spec.max_tokens < 16)
-    return InvalidArgumentError("{}: max_tokens = {} (must be >= 16)", where, spec.max_tokens);
-  if (spec.model.empty()) {
-    return InvalidArgumentError(
-        "{}: dflash.target needs `model` (an HF directory, or \"random\" with target_config)",
-        where);
-  }
+  spec.model = k.GetString(s, "model");
+  spec.seed = static_cast<uint64_t>(k.GetOptInt(s, "seed").value_or(job_seed));
+  spec.max_tokens = k.GetInt(s, "max_tokens");
+  Result<models::TargetPrecision> precision =
+      models::ParseTargetPrecision(k.GetString(s, "precision"));
+  if (!precision.ok())
+    return InvalidArgumentError("{}: {}", KeyPath(s, prefix, "precision"),
+                                precision.status().ToString());
+  spec.precision = *precision;
   if (spec.model == "random") {
     const ConfigValue* tc = s.Find("target_config");
-    if (tc == nullptr || !tc->is_table())
+    if (tc == nullptr)
       return InvalidArgumentError("{}: model = \"random\" needs a `target_config` table of "
-                                  "HF config.json keys (vocab_size, hidden_size, ...)", where);
+                                  "HF config.json keys (vocab_size, hidden_size, ...)",
+                                  KeyPath(s, prefix, "model"));
     ASSIGN_OR_RETURN(nlohmann::json j, ToJson(*tc));
     if (!j.contains("model_type")) j["model_type"] = "qwen3";
     if (!j.contains("architectures")) j["architectures"] = {"Qwen3ForCausalLM"};
     if (!j.contains("rope_theta")) j["rope_theta"] = 1000000.0;
     if (!j.contains("rms_norm_eps")) j["rms_norm_eps"] = 1e-6;
-    ASSIGN_OR_RETURN(spec.config,
-                     models::ParseTransformerConfig(j, fmt::format("{} target_config", where)));
+    ASSIGN_OR_RETURN(spec.config, models::ParseTransformerConfig(
+                                      j, KeyPath(s, prefix, "target_config")));
   } else {
-    ASSIGN_OR_RETURN(spec.config, models::LoadTransformerConfig(spec.model));
+    if (s.Has("target_config"))
+      return InvalidArgumentError("{}: only model = \"random\" takes a target_config (an HF "
+                                  "directory has its config.json)",
+                                  KeyPath(s, prefix, "target_config"));
+    auto config = models::LoadTransformerConfig(spec.model);
+    if (!config.ok()) return config.status().WithContext(KeyPath(s, prefix, "model"));
+    spec.config = std::move(config).value();
   }
   const int64_t n = spec.config.num_hidden_layers;
-  if (const ConfigValue* layers = s.Find("layers"); layers != nullptr) {
-    if (!layers->is_array())
-      return InvalidArgumentError("{}: `layers` must be an array of layer ids", where);
+  if (const ConfigValue* layers = s.Find("layers")) {
     for (const ConfigValue& v : layers->array()) {
-      ASSIGN_OR_RETURN(int64_t id, v.AsInt());
-      if (id < 0 || id >= n)
-        return InvalidArgumentError("{}: layers: {} is not in [0, {})", where, id, n);
+      const int64_t id = *v.AsInt();
+      if (id >= n)
+        return InvalidArgumentError("{}: {} is not a layer of the target (it has {})",
+                                    KeyPath(s, prefix, "layers"), id, n);
       spec.layer_ids.push_back(id);
     }
+    if (spec.layer_ids.empty())
+      return InvalidArgumentError("{}: is empty", KeyPath(s, prefix, "layers"));
   } else {
-    ASSIGN_OR_RETURN(int64_t k, s.GetInt("num_context_layers", 5));
-    if (n < 5 || k < 1)
-      return InvalidArgumentError("{}: give `layers = [...]` explicitly: the default rule "
-                                  "needs >= 5 target layers and num_context_layers >= 1", where);
-    spec.layer_ids = models::DFlashTargetLayerIds(n, k);
+    if (n < 5)
+      return InvalidArgumentError("{}: give `layers = [...]` explicitly: the default rule needs "
+                                  ">= 5 target layers, the target has {}", prefix, n);
+    spec.layer_ids = models::DFlashTargetLayerIds(n, k.GetInt(s, "num_context_layers"));
   }
-  if (spec.layer_ids.empty()) return InvalidArgumentError("{}: `layers` is empty", where);
   return spec;
 }
 
-Result<TargetSettings> ParseTargetSettings(const ConfigValue& s, const std::string& name,
-                                           int64_t job_seed) {
-  TargetSettings t;
-  ASSIGN_OR_RETURN(t.out, s.GetString("out", ""));
-  if (t.out.empty()) return InvalidArgumentError("{}: dflash.target needs `out`", name);
-  ASSIGN_OR_RETURN(t.model, ParseTargetModelSpec(s, job_seed));
-  SyntheticOptions& o = t.synthetic;
-  o.vocab = t.model.config.vocab_size;
-  o.max_tokens = t.model.max_tokens;
-  o.seed = static_cast<uint64_t>(job_seed);
-  ASSIGN_OR_RETURN(t.data, s.GetString("data", "synthetic"));
-  if (t.data != "synthetic") return t;
-  ASSIGN_OR_RETURN(o.doc_len, s.GetInt("doc_len", 64));
-  ASSIGN_OR_RETURN(o.batches_per_epoch, s.GetInt("batches_per_epoch", 64));
-  ASSIGN_OR_RETURN(o.epochs, s.GetInt("epochs", 1));
-  ASSIGN_OR_RETURN(o.noise, s.GetDouble("noise", 0.05));
-  if (o.doc_len < 8 || o.doc_len > o.max_tokens || o.batches_per_epoch < 1 || o.epochs < 1)
-    return InvalidArgumentError("{}: need 8 <= doc_len <= max_tokens, batches_per_epoch >= 1, "
-                                "epochs >= 1", s.location());
-  return t;
+}  // namespace
+
+const KeyTable& TargetKeys() {
+  static const KeyTable* keys = [] {
+    auto* t = new KeyTable("dflash.target",
+                           "the frozen target: per packed batch, a forward that captures "
+                           "hidden states, pushed to `out` (actors/dflash/target_actor.cc)");
+    t->String("out", "channel the HiddenBatches go to").Required();
+    t->String("model", "an HF directory (config.json + *.safetensors), or \"random\" for random "
+              "weights of target_config").Required();
+    t->Table("target_config", "for model = \"random\": HF config.json keys (vocab_size, "
+             "hidden_size, num_hidden_layers, ...)").DefaultIs("none");
+    t->Int("seed", "seed of the random weights").DefaultIs("[job] seed").Min(0);
+    t->Int("max_tokens", "tokens per packed batch").Default(4096).Range(16, 1 << 24);
+    t->IntArray("layers", "captured target layer ids").Min(0)
+        .DefaultIs("the DFlash rule for num_context_layers");
+    t->Int("num_context_layers", "captured layers when `layers` is not given")
+        .Default(5).Range(1, 64);
+    t->String("precision", "the projections' precision: bf16, or fp8 (block-scaled e4m3, sm_90+)")
+        .Default("bf16").OneOf({"bf16", "fp8"});
+    t->Include(data::DataSourceKeys());
+    t->Int("doc_len", "data = \"synthetic\": tokens per document (at most max_tokens)")
+        .Default(64).Range(8, 1 << 24);
+    t->Int("batches_per_epoch", "data = \"synthetic\": batches per epoch, split over replicas")
+        .Default(64).Min(1);
+    t->Number("noise", "data = \"synthetic\": rate of fresh random tokens in a document")
+        .Default(0.05).Range(0, 1);
+    t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
+      return ParseTargetSettings(s, ctx).status();
+    });
+    return t;
+  }();
+  return *keys;
+}
+
+Result<TargetSettings> ParseTargetSettings(const ConfigValue& section, const SectionContext& ctx) {
+  const KeyTable& k = TargetKeys();
+  const std::string prefix = "actors." + ctx.group;
+  RETURN_IF_ERROR(k.Check(section, prefix, &ActorGroupKeys()));
+  TargetSettings s;
+  s.out = k.GetString(section, "out");
+  // actors/data reads the data-source keys from the section: hand it the declared defaults.
+  s.source_section = k.WithDefaults(section);
+  ASSIGN_OR_RETURN(s.model, ParseModel(section, prefix, ctx.job_seed));
+  s.data = k.GetString(section, "data");
+  if (s.data == "synthetic") {
+    SyntheticOptions& o = s.synthetic;
+    o.vocab = s.model.config.vocab_size;
+    o.max_tokens = s.model.max_tokens;
+    o.seed = static_cast<uint64_t>(ctx.job_seed);
+    o.doc_len = k.GetInt(section, "doc_len");
+    o.batches_per_epoch = k.GetInt(section, "batches_per_epoch");
+    o.epochs = k.GetInt(section, "epochs");
+    o.noise = k.GetNumber(section, "noise");
+    if (o.doc_len > o.max_tokens)
+      return InvalidArgumentError("{}: {} is more than max_tokens = {}",
+                                  KeyPath(section, prefix, "doc_len"), o.doc_len, o.max_tokens);
+    if (o.epochs < 1)
+      return InvalidArgumentError("{}: data = \"synthetic\" needs epochs >= 1",
+                                  KeyPath(section, prefix, "epochs"));
+    return s;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(s.data, ec)) {
+    return InvalidArgumentError("{}: '{}' does not exist (give a .jsonl file, a binary set "
+                                "directory made by `tandem data`, or \"synthetic\")",
+                                KeyPath(section, prefix, "data"), s.data);
+  }
+  return s;
+}
+
+Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& section, int64_t job_seed) {
+  RETURN_IF_ERROR(TargetKeys().Check(section, "dflash.target", &ActorGroupKeys()));
+  return ParseModel(section, "dflash.target", job_seed);
 }
 
 }  // namespace tandem::dflash

@@ -1,38 +1,43 @@
-// The settings of a dflash.target section, parsed and validated in one place: the model it
-// runs (TargetModelSpec, also read by the drafter and the pipeline bench from the target's
-// section) and where its batches come from.
+// Settings of a dflash.target group, declared once (TargetKeys: name, type, range, default,
+// doc) and parsed and validated in one place (ParseTargetSettings), both when the job is
+// checked (`tandem validate`, `run`, `submit`) and when the actor starts.
 //
-// Thread-safety: functions of their arguments.
+// Keys: out; model, target_config, seed, max_tokens, layers, num_context_layers (the frozen
+// target, target_model.h); data and the data-source keys (actors/data/source_keys.h); doc_len,
+// batches_per_epoch, noise (data = "synthetic", synthetic_source.h).
+//
+// Thread-safety: the table is immutable; ParseTargetSettings is reentrant.
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
-#include "runtime/actor/config.h"
-#include "runtime/core/status.h"
+#include "runtime/actor/config_keys.h"
 
 namespace tandem::dflash {
 
 struct TargetSettings {
-  std::string out;             // channel the HiddenBatches go to
-  TargetModelSpec model;
-  std::string data = "synthetic";  // "synthetic", or a file for actors/data's MakeBatchSource
-  SyntheticOptions synthetic;  // when data = "synthetic" (doc_len, batches_per_epoch, epochs,
-                               // noise; vocab, max_tokens and seed follow the model and job)
+  std::string out;              // channel the HiddenBatches go to
+  TargetModelSpec model;        // which target, its config, captured layers, max_tokens
+  std::string data;             // "synthetic", or a file for actors/data's MakeBatchSource
+  SyntheticOptions synthetic;   // when data = "synthetic" (vocab, max_tokens, seed filled in)
+  ConfigValue source_section;   // the section with declared defaults, for data::MakeBatchSource
 };
 
-// Reads `model`, `target_config` (table of HF config.json keys, for model = "random"),
-// `seed` (default: job seed), `max_tokens`, `layers` (default DFlashTargetLayerIds(n,
-// `num_context_layers` default 5)) and `precision` ("bf16" default, or "fp8": block-scaled
-// e4m3 projections, sm_90+ only; an FP8 checkpoint with "bf16" is dequantized at load) from
-// a dflash.target section.
+const KeyTable& TargetKeys();
+
+// The model keys of a dflash.target section (model, target_config, seed, max_tokens, layers,
+// num_context_layers): the config loads from `model` (an HF directory) or is built from
+// target_config (model = "random"); the layers must exist in it; `precision` is "bf16"
+// (default) or "fp8" (block-scaled e4m3 projections, sm_90+; an FP8 checkpoint is dequantized
+// at load with either precision, docs/fp8.md). Also what the drafter and
+// the pipeline bench read from the target's section.
 Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& section, int64_t job_seed);
 
-// Reads a whole dflash.target section; errors name the actor `name`. A non-synthetic `data`
-// is parsed by actors/data from the section itself.
-Result<TargetSettings> ParseTargetSettings(const ConfigValue& section, const std::string& name,
-                                           int64_t job_seed);
+// `section` checked against TargetKeys() (plus the group keys) and parsed; also the checks
+// that need more than one key: the model's config loads (or target_config builds one), the
+// layers exist in it, doc_len fits max_tokens, a data file exists.
+Result<TargetSettings> ParseTargetSettings(const ConfigValue& section, const SectionContext& ctx);
 
 }  // namespace tandem::dflash

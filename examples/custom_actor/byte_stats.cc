@@ -6,7 +6,9 @@
 // should give a mean near 127.5 and close to 8 bits per byte; `min_entropy` turns a lower
 // entropy into an error (e.g. to catch a producer writing constant data).
 //
-// Settings: `in` (channel name, required), `min_entropy` (bits per byte, default 0 = off).
+// Settings: `in` (channel name, required), `min_entropy` (bits per byte, default 0 = off),
+// declared once in ByteStatsKeys(): the job layer refuses any other key, or a value out of
+// range, before the job starts, and the actor reads its settings through the same table.
 // Thread-safety: each replica runs on its own executor and owns all of its state.
 #include <algorithm>
 #include <array>
@@ -21,6 +23,7 @@
 
 #include "actors/demo/pingpong.h"
 #include "runtime/actor/registry.h"
+#include "runtime/actor/system.h"
 #include "runtime/job/job_actor.h"
 #include "runtime/core/clock.h"
 
@@ -28,15 +31,24 @@ namespace byte_stats {
 
 using tandem::demo::DemoItem;
 
+tandem::KeyTable ByteStatsKeys() {
+  tandem::KeyTable t("stats.bytes", "byte statistics and entropy of a pingpong channel");
+  t.String("in", "channel of demo::DemoItem refs to drain").Required();
+  t.Number("min_entropy", "fail when the bytes carry fewer bits per byte (0: off)")
+      .Default(0.0).Range(0, 8);
+  return t;
+}
+
 class ByteStats final : public tandem::JobActor {
  public:
   ByteStats(const tandem::ConfigValue& settings, const tandem::ActorContext& ctx)
       : settings_(settings) {}
 
   tandem::Result<std::string> Run(tandem::JobEnv* env) override {
-    ASSIGN_OR_RETURN(std::string in, settings_.GetString("in", ""));
-    ASSIGN_OR_RETURN(double min_entropy, settings_.GetDouble("min_entropy", 0.0));
-    if (in.empty()) return tandem::InvalidArgumentError("{}: stats.bytes needs `in`", name());
+    static const tandem::KeyTable keys = ByteStatsKeys();
+    RETURN_IF_ERROR(keys.Check(settings_, "actors." + context().group, &tandem::ActorGroupKeys()));
+    const std::string in = keys.GetString(settings_, "in");
+    const double min_entropy = keys.GetNumber(settings_, "min_entropy");
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<DemoItem>(in));
     const tandem::ChannelSpec* spec = env->job->FindChannel(in);
     tandem::StageHandle scan = env->profile->Stage("stats.scan");
@@ -119,6 +131,6 @@ class ByteStats final : public tandem::JobActor {
   double max_mean_ = 0;
 };
 
-TANDEM_REGISTER_ACTOR(ByteStats, "stats.bytes");
+TANDEM_REGISTER_ACTOR(ByteStats, "stats.bytes", ByteStatsKeys());
 
 }  // namespace byte_stats

@@ -82,6 +82,7 @@ struct ActorInfo {
   int gpu = -1;
   int restarts = 0;
   int max_restarts = 0;
+  Duration restart_backoff{};  // delay before the first restart (ActorOptions)
   Status last_error;       // the failure that caused the last restart or the final failure
   std::string stage;       // set by the actor with SetStage()
   size_t mailbox_depth = 0;

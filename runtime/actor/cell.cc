@@ -302,6 +302,7 @@ ActorInfo ActorCell::Info() const {
   info.gpu = ctx_.gpu;
   info.restarts = restarts_;
   info.max_restarts = opts_.max_restarts;
+  info.restart_backoff = opts_.restart_backoff;
   info.last_error = last_error_;
   info.stage = stage_;
   info.mailbox_depth = mailbox_.size();

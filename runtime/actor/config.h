@@ -39,6 +39,13 @@ class ConfigValue {
   ConfigValue(std::string v) : v_(std::move(v)) {}           // NOLINT
   ConfigValue(Array v) : v_(std::move(v)) {}                 // NOLINT
   static ConfigValue MakeTable() { return ConfigValue(TableTag{}); }
+  // A table of `entries`, kept in their order, in time linear in their number (Set looks each
+  // key up first). REQUIRES: the keys are distinct (a TOML parser guarantees it).
+  static ConfigValue MakeTable(Table entries) {
+    ConfigValue v(TableTag{});
+    std::get<Table>(v.v_) = std::move(entries);
+    return v;
+  }
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   bool is_null() const { return kind() == Kind::kNull; }
@@ -63,7 +70,8 @@ class ConfigValue {
   // Table access. Find returns nullptr when absent (or when this is not a table).
   const ConfigValue* Find(std::string_view key) const;
   bool Has(std::string_view key) const { return Find(key) != nullptr; }
-  // Inserts or replaces `key`. REQUIRES: is_table().
+  // Inserts or replaces `key` (a linear search: build large tables with MakeTable(entries)).
+  // REQUIRES: is_table().
   ConfigValue& Set(std::string key, ConfigValue value);
 
   // Typed table getters: the value under `key`, `fallback` if absent, or InvalidArgument

@@ -8,7 +8,13 @@
 //     MyActor(const ConfigValue& section);
 //     MyActor();
 //   };
-//   TANDEM_REGISTER_ACTOR(MyActor, "my.actor");   // at namespace scope in a .cc file
+//   TANDEM_REGISTER_ACTOR(MyActor, "my.actor", MyActorKeys());   // at namespace scope in a .cc file
+//
+// The third argument, a KeyTable (config_keys.h), declares the keys the class reads from its
+// [actors.NAME] section; the job layer rejects any other key, an ill-typed or an out-of-range
+// value before the job starts, and `tandem keys` lists them. It may be left out
+// (TANDEM_REGISTER_ACTOR(MyActor, "my.actor")): the class still works, but its keys go
+// unchecked and `tandem validate` says so.
 //
 // Registration runs in a static initialiser, also inside plugins loaded with LoadPlugin().
 // A second class under a taken name is refused and remembered as a conflict (LoadPlugin
@@ -27,6 +33,7 @@
 #include "runtime/actor/actor.h"
 #include "runtime/actor/cell.h"
 #include "runtime/actor/config.h"
+#include "runtime/actor/config_keys.h"
 #include "runtime/core/status.h"
 #include "runtime/core/thread_annotations.h"
 
@@ -36,6 +43,7 @@ struct ActorClass {
   std::string name;                            // "my.actor"
   ActorFactory factory;                        // builds a fresh instance
   std::type_index type = typeid(void);         // the C++ class, for typed handles
+  std::shared_ptr<const KeyTable> keys;        // its declared keys; null: declares none
 };
 
 class ActorRegistry {
@@ -55,6 +63,8 @@ class ActorRegistry {
   // An ActorClass for A built from whichever constructor or Create() A offers (see above).
   template <typename A>
   static ActorClass ClassOf(std::string name);
+  template <typename A>
+  static ActorClass ClassOf(std::string name, KeyTable keys);
 
  private:
   mutable std::mutex mu_;
@@ -90,13 +100,23 @@ Result<std::unique_ptr<Actor>> BuildActor(const ConfigValue& section, const Acto
 
 template <typename A>
 ActorClass ActorRegistry::ClassOf(std::string name) {
-  return ActorClass{std::move(name), &internal::BuildActor<A>, std::type_index(typeid(A))};
+  return ActorClass{std::move(name), &internal::BuildActor<A>, std::type_index(typeid(A)),
+                    nullptr};
+}
+
+template <typename A>
+ActorClass ActorRegistry::ClassOf(std::string name, KeyTable keys) {
+  ActorClass cls = ClassOf<A>(std::move(name));
+  cls.keys = std::make_shared<const KeyTable>(std::move(keys));
+  return cls;
 }
 
 }  // namespace tandem
 
-// Registers actor class `Type` under `name` at program (or plugin) load.
-#define TANDEM_REGISTER_ACTOR(Type, name)                                      \
+// Registers actor class `Type` at program (or plugin) load: TANDEM_REGISTER_ACTOR(Type, name)
+// or TANDEM_REGISTER_ACTOR(Type, name, key_table).
+#define TANDEM_REGISTER_ACTOR(Type, ...)                                       \
   [[maybe_unused]] static const bool TANDEM_CONCAT(tandem_actor_registered_, \
                                                    __COUNTER__) =            \
-      ::tandem::internal::RegisterActorAtStartup(::tandem::ActorRegistry::ClassOf<Type>(name))
+      ::tandem::internal::RegisterActorAtStartup(                            \
+          ::tandem::ActorRegistry::ClassOf<Type>(__VA_ARGS__))

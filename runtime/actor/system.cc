@@ -118,23 +118,36 @@ Result<ActorRef> ActorSystem::Spawn(std::string_view class_name, std::string nam
   return Spawn(cls, std::move(name), section, options);
 }
 
+const KeyTable& ActorGroupKeys() {
+  static const KeyTable* keys = [] {
+    auto* t = new KeyTable("actors.NAME", "keys of every actor group, whatever its class");
+    t->String("class", "registered actor class (`dflash.target`, or a plugin's)").Required();
+    t->Int("replicas", "copies of the actor, named NAME/0, NAME/1, ...").Default(1).Range(1, 4096);
+    t->Number("gpus", "GPUs per replica: 0, a share in (0, 1) such as 0.5, or a whole number")
+        .Default(0.0).Range(0, 1024);
+    t->Number("cpus", "CPU slots per replica, counted against the node's hardware threads")
+        .Default(0.0).Range(0, 65536);
+    t->Int("pinned_bytes", "pinned host memory per replica, for placement").Default(0).Min(0);
+    t->Int("max_restarts", "restarts allowed after a failure before the job fails")
+        .Default(0).Range(0, 1000000);
+    t->Number("restart_backoff_s", "delay before the first restart in seconds; it doubles per "
+              "restart up to max(5 s, this)").Default(0.1).Range(0, 600);
+    return t;
+  }();
+  return *keys;
+}
+
 Result<std::vector<ActorRef>> ActorSystem::SpawnGroup(const std::string& group,
                                                       const ConfigValue& section,
                                                       const std::vector<int>& gpus,
                                                       bool make_device_current) {
-  std::string where = section.location().empty() ? "" : section.location() + ": ";
-  ASSIGN_OR_RETURN(std::string class_name, section.RequireString("class"));
-  ASSIGN_OR_RETURN(int64_t replicas, section.GetInt("replicas", 1));
-  ASSIGN_OR_RETURN(int64_t max_restarts, section.GetInt("max_restarts", 0));
-  ASSIGN_OR_RETURN(int64_t backoff_ms, section.GetInt("restart_backoff_ms", 100));
-  if (replicas < 1) {
-    return InvalidArgumentError("{}actors.{}: replicas must be >= 1, got {}", where, group,
-                                replicas);
-  }
-  if (max_restarts < 0 || backoff_ms < 0) {
-    return InvalidArgumentError("{}actors.{}: max_restarts and restart_backoff_ms must be >= 0",
-                                where, group);
-  }
+  const KeyTable& keys = ActorGroupKeys();
+  RETURN_IF_ERROR(keys.Check(section, "actors." + group, nullptr, /*unknown_ok=*/true));
+  const std::string class_name = keys.GetString(section, "class");
+  const int64_t replicas = keys.GetInt(section, "replicas");
+  const int64_t max_restarts = keys.GetInt(section, "max_restarts");
+  const auto backoff = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(keys.GetNumber(section, "restart_backoff_s")));
   if (!gpus.empty() && static_cast<int64_t>(gpus.size()) != replicas) {
     return InvalidArgumentError("actors.{}: {} replicas but {} GPU assignments", group, replicas,
                                 gpus.size());
@@ -146,7 +159,8 @@ Result<std::vector<ActorRef>> ActorSystem::SpawnGroup(const std::string& group,
     opts.gpu = gpus.empty() ? -1 : gpus[i];
     opts.make_device_current = make_device_current;
     opts.max_restarts = static_cast<int>(max_restarts);
-    opts.restart_backoff = std::chrono::milliseconds(backoff_ms);
+    opts.restart_backoff = backoff;
+    opts.max_restart_backoff = std::max(opts.max_restart_backoff, backoff);
     Result<ActorRef> ref = Spawn(cls, fmt::format("{}/{}", group, i), section, opts);
     if (!ref.ok()) {
       for (const ActorRef& r : refs) {
@@ -154,7 +168,9 @@ Result<std::vector<ActorRef>> ActorSystem::SpawnGroup(const std::string& group,
         if (!st.ok()) TLOG_WARN("rolling back group '{}': {}", group, st.ToString());
       }
       for (const ActorRef& r : refs) Forget(r.address(), r.name());
-      return ref.status().WithContext(fmt::format("{}actors.{}", where, group));
+      const std::string& loc = section.location();
+      return ref.status().WithContext(
+          fmt::format("{}actors.{}", loc.empty() ? "" : loc + ": ", group));
     }
     refs.push_back(*ref);
   }

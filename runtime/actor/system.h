@@ -40,6 +40,11 @@
 
 namespace tandem {
 
+// The keys every [actors.NAME] section takes whatever its class: what SpawnGroup reads
+// (class, replicas, max_restarts, restart_backoff_s) and what placement reads (gpus, cpus,
+// pinned_bytes). Declared once here; a class's table must not redeclare them.
+const KeyTable& ActorGroupKeys();
+
 class ActorSystem {
  public:
   struct Options {
@@ -73,7 +78,8 @@ class ActorSystem {
   }
 
   // Spawns the replicas "group/0" .. "group/{n-1}" of a job file's actor section. Keys read:
-  // class (required), replicas (default 1), max_restarts (0), restart_backoff_ms (100).
+  // those of ActorGroupKeys() (class, replicas, max_restarts, restart_backoff_s), checked
+  // there; the class's own keys are the class's business.
   // `gpus`, when not empty, holds the device of each replica (from sched's placement) and
   // must have one entry per replica. All-or-nothing: on an error, the replicas already
   // spawned are stopped and removed.

@@ -93,11 +93,13 @@ TEST_F(ActorFixture, SpawnErrorsAreClear) {
   ConfigValue bad_type = CounterSection(1);
   bad_type.Set("replicas", "three");
   r = sys.SpawnGroup("x", bad_type);
-  EXPECT_EQ(r.status().message(), "job.toml:3: key 'replicas': expected an integer, got a string");
+  EXPECT_EQ(r.status().message(), "job.toml:3: actors.x.replicas: expected an integer in "
+                                  "[1, 4096], got a string \"three\"");
 
   ConfigValue no_class = ConfigValue::MakeTable();
   r = sys.SpawnGroup("x", no_class);
-  EXPECT_EQ(r.status().message(), "missing required key 'class'");
+  EXPECT_EQ(r.status().message().find("actors.x: missing required key 'class'"), 0u)
+      << r.status().message();
 
   ASSERT_TRUE(sys.Spawn("test.other", "dup", ConfigValue::MakeTable()).ok());
   Result<ActorRef> dup = sys.Spawn("test.other", "dup", ConfigValue::MakeTable());
@@ -113,6 +115,30 @@ TEST_F(ActorFixture, SpawnErrorsAreClear) {
   auto gpu_thrown = sys.SpawnActor<Throwing>("throwing-gpu", gpu);
   EXPECT_NE(gpu_thrown.status().message().find("constructor failed"), std::string::npos);
   EXPECT_EQ(sys.Snapshot().size(), 1u);  // only "dup"
+}
+
+// restart_backoff_s (seconds) is the one backoff key, and it reaches the supervisor.
+TEST_F(ActorFixture, SpawnGroupAppliesRestartBackoff) {
+  ActorSystem sys(ActorSystem::Options{.cpu_threads = 2});
+  ConfigValue s = CounterSection(2);
+  s.Set("max_restarts", 3);
+  s.Set("restart_backoff_s", 0.25);
+  ASSERT_TRUE(sys.SpawnGroup("counter", s).ok());
+  ConfigValue d = CounterSection(1);
+  ASSERT_TRUE(sys.SpawnGroup("default", d).ok());
+  for (const ActorInfo& i : sys.Snapshot()) {
+    EXPECT_EQ(i.restart_backoff, i.name.rfind("counter", 0) == 0
+                                     ? std::chrono::milliseconds(250)
+                                     : std::chrono::milliseconds(100))
+        << i.name;
+  }
+  ConfigValue bad = CounterSection(1);
+  bad.Set("restart_backoff_s", -1);
+  Result<std::vector<ActorRef>> r = sys.SpawnGroup("bad", bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("restart_backoff_s: -1 is out of range"), std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(sys.StopAll(10s).ok());
 }
 
 TEST_F(ActorFixture, SpawnGroupIsAllOrNothing) {

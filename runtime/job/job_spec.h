@@ -2,8 +2,13 @@
 // named channels, actor groups (class, replicas, resources, restart policy, settings),
 // plugins, object-store size and profiling interval. See docs/job-file.md.
 //
+// Every key of [job], [store], [profile], [channels.*] and the top level is declared once in
+// job_spec_keys.cc, and each actor group's keys in ActorGroupKeys() (system.h) plus its class's
+// table (registry.h). Parsing checks the job-level keys and the group keys; the class keys
+// need the class, so CheckActorSections (job_spec_keys.h) checks them once plugins are loaded.
 // Errors name the file, the line and the key ("job.toml:14: actors.drafter.replicas:
-// expected an integer >= 1, got -2") and, for unknown keys, suggest the closest known one.
+// 0 is out of range; expected an integer in [1, 4096]") and, for unknown keys, suggest the
+// closest known one. Parsing takes time linear in the file's size, which is capped.
 // Thread-safety: value types; LoadJobFile is reentrant.
 #pragma once
 
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "runtime/actor/config.h"
+#include "runtime/actor/config_keys.h"
 #include "runtime/core/status.h"
 
 namespace tandem {
@@ -27,11 +33,10 @@ struct ActorGroupSpec {
   std::string class_name;    // registered actor class ("dflash.target")
   int64_t replicas = 1;
   double gpus = 0.0;         // per replica; fractional shares allowed (0.5 = half a GPU)
-  int64_t cpus = 1;          // CPU slots per replica
+  double cpus = 0;           // CPU slots per replica
   int64_t max_restarts = 0;
-  double restart_backoff_s = 0.1;
   std::string where;         // "job.toml:12", for messages
-  ConfigValue settings;      // the whole section, including the keys above
+  ConfigValue settings;      // the whole section, with the group keys' defaults filled in
 };
 
 struct JobSpec {
@@ -47,12 +52,18 @@ struct JobSpec {
   const ChannelSpec* FindChannel(const std::string& name) const;
 };
 
-// Parses and validates a job file. `path` names it in errors.
-Result<JobSpec> LoadJobFile(const std::string& path);
-// Same, from text already in memory (the embedded default job, tests).
-Result<JobSpec> ParseJobText(const std::string& text, const std::string& path);
+inline constexpr int64_t kDefaultMaxJobFileBytes = 1 << 20;
+// The job file size limit: $TANDEM_MAX_JOB_FILE_BYTES when it holds a positive integer,
+// else kDefaultMaxJobFileBytes.
+int64_t MaxJobFileBytes();
 
-// The closest of `candidates` to `word` by edit distance, or "" if none is close.
-std::string DidYouMean(const std::string& word, const std::vector<std::string>& candidates);
+// Reads a job file of at most `max_bytes`: NotFound if missing; InvalidArgument for a
+// directory or anything longer (/dev/zero stops at the limit).
+Result<std::string> ReadJobFile(const std::string& path, int64_t max_bytes = MaxJobFileBytes());
+// Parses and validates a job file. `path` names it in errors.
+Result<JobSpec> LoadJobFile(const std::string& path, int64_t max_bytes = MaxJobFileBytes());
+// Same, from text already in memory (the embedded default job, a submitted job, tests).
+Result<JobSpec> ParseJobText(const std::string& text, const std::string& path,
+                             int64_t max_bytes = MaxJobFileBytes());
 
 }  // namespace tandem

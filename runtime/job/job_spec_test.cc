@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
 namespace tandem {
 namespace {
 
@@ -59,16 +65,101 @@ TEST(JobSpecTest, ErrorsNameFileLineAndKey) {
   ExpectError("[job\nname = 1", "bad.toml:1");
   ExpectError("[actors.a]\nclass = \"x\"\nreplicas = \"two\"\n", "bad.toml:3");
   ExpectError("[actors.a]\nclass = \"x\"\nreplicas = \"two\"\n", "replicas");
-  ExpectError("[actors.a]\nclass = \"x\"\nreplicas = 0\n", "expected an integer >= 1");
+  ExpectError("[actors.a]\nclass = \"x\"\nreplicas = 0\n",
+              "bad.toml:3: actors.a.replicas: 0 is out of range; expected an integer in [1, 4096]");
   ExpectError("[actors.a]\nreplicas = 1\n", "class");
-  ExpectError("[job]\nnmae = \"x\"\n[actors.a]\nclass = \"x\"\n", "did you mean 'name'");
-  ExpectError("[chanels.h]\ncapacity = 1\n", "did you mean 'channels'");
+  ExpectError("[job]\nnmae = \"x\"\n[actors.a]\nclass = \"x\"\n", "bad.toml:2: job.nmae: unknown key; did you mean name?");
+  ExpectError("[chanels.h]\ncapacity = 1\n", "bad.toml:1: chanels: unknown key; did you mean channels?");
+  ExpectError("[channels.h]\ncapacty = 1\n[actors.a]\nclass = \"x\"\n",
+              "bad.toml:2: channels.h.capacty: unknown key; did you mean capacity?");
+  ExpectError("[job]\nplugins = [1]\n[actors.a]\nclass = \"x\"\n",
+              "bad.toml:2: job.plugins[0]: expected a string, got an integer 1");
+  ExpectError("[actors.a]\nclass = \"x\"\nrestart_backoff_s = \"1s\"\n",
+              "bad.toml:3: actors.a.restart_backoff_s: expected a finite number in [0, 600]");
+  ExpectError("[profile]\ninterval_s = -1\n[actors.a]\nclass = \"x\"\n",
+              "bad.toml:2: profile.interval_s: -1 is out of range");
+  ExpectError("job = 3\n[actors.a]\nclass = \"x\"\n", "bad.toml:1: job: expected a table");
   ExpectError("[channels.hidden]\ncapacity = 4\n[actors.a]\nclass = \"x\"\nin = \"hiden\"\n",
               "did you mean 'hidden'");
   ExpectError("[channels.h]\ncapacity = 4\nmin_ready = 5\n[actors.a]\nclass = \"x\"\n",
               "min_ready");
   ExpectError("[job]\nname = \"x\"\n", "no [actors.NAME]");
   ExpectError("[actors.a]\nclass = \"x\"\ngpus = 1.5\n", "gpus");
+}
+
+// capacity_mb is shifted into bytes: a value that would overflow the shift is refused (it
+// used to wrap to a 1 MiB store), the largest accepted one gives the exact byte count.
+TEST(JobSpecTest, StoreCapacityCannotOverflow) {
+  ExpectError("[store]\ncapacity_mb = 17592186044416\n[actors.a]\nclass = \"x\"\n",
+              "bad.toml:2: store.capacity_mb: 17592186044416 is out of range; expected an "
+              "integer in [1, 16777216]");
+  ExpectError("[store]\ncapacity_mb = 0\n[actors.a]\nclass = \"x\"\n", "store.capacity_mb");
+  auto job = ParseJobText("[store]\ncapacity_mb = 16777216\n[actors.a]\nclass = \"x\"\n", "j");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->store_bytes, int64_t{1} << 44);
+}
+
+// The group keys' declared defaults are filled into the section every reader gets.
+TEST(JobSpecTest, GroupDefaultsAreFilledIn) {
+  auto job = ParseJobText("[actors.a]\nclass = \"x\"\n", "j.toml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const ConfigValue& s = job->actors[0].settings;
+  EXPECT_EQ(*s.GetInt("replicas", -1), 1);
+  EXPECT_DOUBLE_EQ(*s.GetDouble("restart_backoff_s", -1), 0.1);
+  EXPECT_DOUBLE_EQ(*s.GetDouble("gpus", -1), 0);
+  EXPECT_EQ(job->store_bytes, 256 << 20);
+}
+
+// 80K keys in one table (1.2 MB) used to take 9 s: every key was inserted after a linear
+// search of the ones before. They now parse in one pass; all are kept, in file order.
+TEST(JobSpecTest, ManyKeysParseInOnePassAndKeepTheirOrder) {
+  constexpr int kKeys = 80000;
+  std::string text = "[actors.a]\nclass = \"x\"\n";
+  for (int i = kKeys - 1; i >= 0; --i) text += fmt::format("k{} = {}\n", i, i);
+  ASSERT_GT(text.size(), size_t{kDefaultMaxJobFileBytes});
+  auto capped = ParseJobText(text, "big.toml");
+  ASSERT_FALSE(capped.ok());
+  EXPECT_NE(capped.status().message().find("larger than the limit of 1048576 bytes"),
+            std::string::npos) << capped.status().message();
+  auto job = ParseJobText(text, "big.toml", 16 << 20);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const ConfigValue::Table& t = job->actors[0].settings.table();
+  ASSERT_GE(t.size(), size_t{kKeys} + 1);
+  EXPECT_EQ(t[0].first, "class");
+  EXPECT_EQ(t[1].first, fmt::format("k{}", kKeys - 1));  // file order, not name order
+  EXPECT_EQ(t[kKeys].first, "k0");
+  EXPECT_EQ(t[kKeys].second.location(), fmt::format("big.toml:{}", kKeys + 2));
+}
+
+TEST(JobSpecTest, JobFileSizeIsCapped) {
+  // /dev/zero never ends: reading stops at the limit.
+  Result<std::string> zero = ReadJobFile("/dev/zero", 4096);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("/dev/zero: the job file is larger than the limit of "
+                                         "4096 bytes"), std::string::npos)
+      << zero.status().message();
+  auto dir = LoadJobFile(::testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos)
+      << dir.status().message();
+  const std::string path = ::testing::TempDir() + "/job_spec_test_small.toml";
+  {
+    std::ofstream f(path);
+    f << "[actors.a]\nclass = \"x\"\n";
+  }
+  EXPECT_TRUE(LoadJobFile(path, 64).ok());
+  auto big = LoadJobFile(path, 16);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("larger than the limit of 16 bytes"), std::string::npos);
+  std::filesystem::remove(path);
+
+  ASSERT_EQ(setenv("TANDEM_MAX_JOB_FILE_BYTES", "2048", 1), 0);
+  EXPECT_EQ(MaxJobFileBytes(), 2048);
+  ASSERT_EQ(setenv("TANDEM_MAX_JOB_FILE_BYTES", "lots", 1), 0);
+  EXPECT_EQ(MaxJobFileBytes(), kDefaultMaxJobFileBytes);
+  ASSERT_EQ(unsetenv("TANDEM_MAX_JOB_FILE_BYTES"), 0);
+  EXPECT_EQ(MaxJobFileBytes(), kDefaultMaxJobFileBytes);
 }
 
 TEST(JobSpecTest, MissingFile) {

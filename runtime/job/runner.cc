@@ -10,6 +10,7 @@
 #include "runtime/actor/registry.h"
 #include "runtime/actor/system.h"
 #include "runtime/job/job_actor.h"
+#include "runtime/job/job_spec_keys.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
 #include "runtime/profile/profile_reporter.h"
@@ -167,13 +168,14 @@ std::string JobReport::ToString() const {
   return out;
 }
 
-Status JobRunner::Check(const JobSpec& job) {
+Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes) {
   for (const auto& plugin : job.plugins) {
     auto loaded = LoadPlugin(plugin);
     if (!loaded.ok()) return loaded.status().WithContext(fmt::format("{}: plugin", job.path));
     TLOG_DEBUG("plugin {}: {}", plugin, fmt::join(*loaded, ", "));
   }
   RETURN_IF_ERROR(CheckClasses(job));
+  RETURN_IF_ERROR(CheckActorSections(job, notes));
   bool fake_gpus = false;
   return PlaceJob(job, &fake_gpus).status();
 }

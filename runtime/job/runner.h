@@ -61,9 +61,11 @@ class JobRunner {
   // the Result itself is an error only when the job could not start (placement, plugins).
   Result<JobReport> Run(const JobSpec& job);
   // What Run() checks before it starts anything: loads the job's plugins, then checks that
-  // every actor class is registered and that the job fits this node (GPUs, CPU slots,
-  // pinned bytes). Errors name the file and the group.
-  static Status Check(const JobSpec& job);
+  // every actor class is registered, that every group's keys are declared by its class and
+  // valid (CheckActorSections), and that the job fits this node (GPUs, CPU slots, pinned
+  // bytes). Errors name the file and the group. `notes` (may be null) gets the warnings
+  // (a class that declares no keys).
+  static Status Check(const JobSpec& job, std::vector<std::string>* notes = nullptr);
   void RequestStop();
   bool stop_requested() const { return stop_requested_.load(); }
 

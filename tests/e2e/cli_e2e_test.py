@@ -176,7 +176,15 @@ class DaemonTest(TandemCase):
             "malformed.toml": ("[job\nname = 1\n", "malformed TOML"),
             "wrongtype.toml": (base.replace("replicas = 3", 'replicas = "three"'), "replicas"),
             "unknownkey.toml": (base.replace("capacity = 64", "capacty = 64"),
-                                "did you mean 'capacity'"),
+                                "channels.objects.capacty: unknown key; did you mean capacity?"),
+            # An actor class's own keys are checked too (issue 13), by validate and submit.
+            "actorkey.toml": (base.replace("object_bytes = 65536", "object_byte = 65536"),
+                              "actors.producer.object_byte: unknown key; did you mean "
+                              "object_bytes?"),
+            "actorrange.toml": (base.replace("object_bytes = 65536", "object_bytes = 0"),
+                                "actors.producer.object_bytes: 0 is out of range"),
+            "storeoverflow.toml": (base.replace("capacity_mb = 16", "capacity_mb = 17592186044416"),
+                                   "store.capacity_mb: 17592186044416 is out of range"),
             "unknownclass.toml": (base.replace('"demo.consumer"', '"demo.consumr"'),
                                   "did you mean 'demo.consumer'"),
             "toomanygpus.toml": (base.replace("replicas = 3", "replicas = 3\ngpus = 1"), "GPU"),
@@ -190,6 +198,12 @@ class DaemonTest(TandemCase):
                 self.assertEqual(p.returncode, 2, f"{cmd}: {p.stdout} {p.stderr}")
                 self.assertIn(want, p.stderr, cmd)
                 self.assertIn(name, p.stderr, cmd)  # errors name the file
+        # Not a job file at all: a directory, and a device that never ends (issue 18).
+        for path, want in ((d, "is a directory"), ("/dev/zero", "larger than the limit")):
+            for cmd in (["validate", path], ["submit", path]):
+                p = self.cli(*cmd, check=False, timeout=30)
+                self.assertEqual(p.returncode, 2, f"{cmd}: {p.stdout} {p.stderr}")
+                self.assertIn(want, p.stderr, cmd)
         self.assertEqual(self.status_json(), [])  # nothing was started, the daemon still serves
 
     def test_garbage_and_oversized_frames(self):

@@ -1,0 +1,214 @@
+// Every job key is declared and checked: misspelled, ill-typed and out-of-range keys of the
+// built-in actor classes are refused by JobRunner::Check (what `tandem validate`, `run` and
+// `submit` call) before anything runs, with the file, the line, the key and the nearest valid
+// key; the example jobs pass; docs/job-file.md carries the generated key reference.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/actor/registry.h"
+#include "runtime/job/job_actor.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/job_spec_keys.h"
+#include "runtime/job/runner.h"
+
+namespace tandem {
+namespace {
+
+// A class that declares no keys: it works, and validation says its keys go unchecked.
+class Undeclared final : public JobActor {
+ public:
+  explicit Undeclared(const ConfigValue&) {}
+  Result<std::string> Run(JobEnv*) override { return std::string("ran"); }
+};
+TANDEM_REGISTER_ACTOR(Undeclared, "test.undeclared");
+
+// The tiny CPU job; the drafter section is last, so appended keys land in it.
+constexpr const char* kTiny = R"([job]
+name = "tiny"
+seed = 1
+
+[channels.hidden]
+capacity = 8
+
+[actors.target]
+class = "dflash.target"
+out = "hidden"
+model = "random"
+target_config = { vocab_size = 512, hidden_size = 64, num_hidden_layers = 6, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 16, intermediate_size = 128, max_position_embeddings = 512 }
+layers = [1, 4]
+max_tokens = 512
+doc_len = 64
+
+[actors.drafter]
+class = "dflash.drafter"
+in = "hidden"
+max_steps = 10
+)";
+constexpr int kTinyLines = 20;  // the next appended line is job.toml:21
+
+Status Check(const std::string& text, std::vector<std::string>* notes = nullptr) {
+  auto job = ParseJobText(text, "job.toml");
+  if (!job.ok()) return job.status();
+  return JobRunner::Check(*job, notes);
+}
+
+std::string Problems(const std::string& appended) {
+  Status st = Check(std::string(kTiny) + appended);
+  return st.ok() ? "accepted" : std::string(st.message());
+}
+
+#define EXPECT_CONTAINS(haystack, needle)                                       \
+  do {                                                                          \
+    const std::string h_ = (haystack);                                          \
+    EXPECT_NE(h_.find(needle), std::string::npos) << h_ << "\nlacks: " << (needle); \
+  } while (0)
+
+TEST(JobKeysTest, TinyJobIsValid) {
+  std::vector<std::string> notes;
+  Status st = Check(kTiny, &notes);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(notes.empty());
+}
+
+// The issue's example: these two used to be ignored, and the job trained with the defaults.
+TEST(JobKeysTest, MisspelledActorKeysAreRejectedWithFileLineAndSuggestion) {
+  const std::string msg = Problems("anchor_per_batch = 128\nblok_size = 8\n");
+  EXPECT_CONTAINS(msg, fmt::format("job.toml:{}: actors.drafter.anchor_per_batch: unknown key; "
+                                   "did you mean anchors_per_batch?", kTinyLines + 1));
+  EXPECT_CONTAINS(msg, fmt::format("job.toml:{}: actors.drafter.blok_size: unknown key; did you "
+                                   "mean block_size?", kTinyLines + 2));
+  // The old backoff key is not silently ignored either.
+  EXPECT_CONTAINS(Problems("restart_backoff_ms = 10\n"),
+                  "actors.drafter.restart_backoff_ms: unknown key; did you mean restart_backoff_s?");
+  // A target key in the drafter's section is unknown there.
+  EXPECT_CONTAINS(Problems("doc_len = 64\n"), "actors.drafter.doc_len: unknown key");
+}
+
+TEST(JobKeysTest, IllTypedKeysAreRejected) {
+  EXPECT_CONTAINS(Problems("lr = \"fast\"\n"),
+                  fmt::format("job.toml:{}: actors.drafter.lr: expected a finite number in "
+                              "[0, 1], got a string \"fast\"", kTinyLines + 1));
+  EXPECT_CONTAINS(Problems("num_layers = 2.5\n"), "actors.drafter.num_layers: expected an integer");
+  EXPECT_CONTAINS(Problems("resume = 1\n"), "actors.drafter.resume: expected a boolean");
+  EXPECT_CONTAINS(Problems("layer_types = [\"full_attention\", \"sliding\"]\n"),
+                  "actors.drafter.layer_types[1]: \"sliding\" is out of range");
+  EXPECT_CONTAINS(Problems("checkpoint = { dir = \"/tmp/x\", evry_steps = 5 }\n"),
+                  "actors.drafter.checkpoint.evry_steps: unknown key; did you mean every_steps?");
+}
+
+// Issue 18 item 6: values that used to pass validation and fail (or train wrongly) later.
+TEST(JobKeysTest, OutOfRangeValuesAreRejectedBeforeWorkStarts) {
+  EXPECT_CONTAINS(Problems("lr = -0.001\n"),
+                  "actors.drafter.lr: -0.001 is out of range; expected a finite number in [0, 1]");
+  EXPECT_CONTAINS(Problems("warmup_ratio = 1.5\n"), "actors.drafter.warmup_ratio: 1.5 is out of range");
+  EXPECT_CONTAINS(Problems("warmup_ratio = -0.1\n"), "actors.drafter.warmup_ratio: -0.1 is out of range");
+  EXPECT_CONTAINS(Problems("num_layers = 0\n"),
+                  "actors.drafter.num_layers: 0 is out of range; expected an integer in [1, 64]");
+  EXPECT_CONTAINS(Problems("block_size = 8\n"), "actors.drafter.block_size: 8 is out of range");
+  EXPECT_EQ(Problems("block_size = 16\n"), "accepted");
+  // mask_token_id must fall in the target's vocab (512, from its config).
+  EXPECT_CONTAINS(Problems("mask_token_id = 512\n"),
+                  fmt::format("job.toml:{}: actors.drafter.mask_token_id: 512 is outside the "
+                              "target's vocab [0, 512)", kTinyLines + 1));
+  EXPECT_EQ(Problems("mask_token_id = 511\n"), "accepted");
+  EXPECT_CONTAINS(Problems("total_steps = 5\n"), "actors.drafter.total_steps: 5 is less than max_steps = 10");
+  EXPECT_CONTAINS(Check(std::string(kTiny).replace(std::string(kTiny).find("max_steps = 10"), 14,
+                                                    "max_steps = 0")).ToString(),
+                  "actors.drafter.max_steps: 0 is out of range");
+  EXPECT_CONTAINS(Problems("[store]\ncapacity_mb = 17592186044416\n"),
+                  "store.capacity_mb: 17592186044416 is out of range");
+}
+
+TEST(JobKeysTest, PathsAreCheckedBeforeWorkStarts) {
+  EXPECT_CONTAINS(Problems("metrics_file = \"/nonexistent-tandem-dir/metrics.jsonl\"\n"),
+                  fmt::format("job.toml:{}: actors.drafter.metrics_file: the directory "
+                              "'/nonexistent-tandem-dir' does not exist", kTinyLines + 1));
+  const std::string file = ::testing::TempDir() + "/job_keys_test_not_a_dir";
+  { std::ofstream(file) << "x"; }
+  EXPECT_CONTAINS(Problems(fmt::format("checkpoint = {{ dir = \"{}\" }}\n", file)),
+                  fmt::format("actors.drafter.checkpoint.dir: '{}' exists and is not a directory",
+                              file));
+  std::filesystem::remove(file);
+  EXPECT_EQ(Problems(fmt::format("metrics_file = \"{}/m.jsonl\"\ncheckpoint = {{ dir = \"{}/ck\" }}\n",
+                                 ::testing::TempDir(), ::testing::TempDir())),
+            "accepted");
+  // The target's data file must exist.
+  std::string text = kTiny;
+  text.replace(text.find("doc_len = 64"), 12, "data = \"/nonexistent-tandem-dir/train.jsonl\"");
+  EXPECT_CONTAINS(Check(text).ToString(),
+                  "actors.target.data: '/nonexistent-tandem-dir/train.jsonl' does not exist");
+}
+
+TEST(JobKeysTest, TargetKeysAreChecked) {
+  std::string text = kTiny;
+  text.replace(text.find("doc_len = 64"), 12, "doc_len = 1024\nmax_tokenz = 512");
+  const std::string msg = Check(text).ToString();
+  EXPECT_CONTAINS(msg, "job.toml:16: actors.target.max_tokenz: unknown key; did you mean max_tokens?");
+  text = kTiny;
+  text.replace(text.find("layers = [1, 4]"), 15, "layers = [1, 6]");
+  EXPECT_CONTAINS(Check(text).ToString(),
+                  "actors.target.layers: 6 is not a layer of the target (it has 6)");
+}
+
+TEST(JobKeysTest, ClassWithoutDeclaredKeysRunsButIsReported) {
+  std::vector<std::string> notes;
+  Status st = Check("[actors.u]\nclass = \"test.undeclared\"\nanything = 1\n", &notes);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_CONTAINS(notes[0], "job.toml:1: actors.u: class 'test.undeclared' declares no keys");
+  // Its group keys are still checked.
+  EXPECT_CONTAINS(Check("[actors.u]\nclass = \"test.undeclared\"\nreplicas = 0\n").ToString(),
+                  "actors.u.replicas: 0 is out of range");
+}
+
+TEST(JobKeysTest, ExampleJobsAreValid) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(TANDEM_SOURCE_DIR "/examples")) {
+    if (entry.path().extension() != ".toml") continue;
+    auto job = LoadJobFile(entry.path().string());
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    Status st = CheckActorSections(*job);  // not placement: the examples want up to 8 GPUs
+    EXPECT_TRUE(st.ok()) << entry.path() << ": " << st.ToString();
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+// docs/job-file.md embeds `tandem keys` between two markers; a declaration changed without the
+// doc (or the other way round) fails here. Regenerate with scripts/gen-job-keys-doc.sh.
+TEST(JobKeysTest, DocListsEveryDeclaredKey) {
+  std::ifstream in(TANDEM_SOURCE_DIR "/docs/job-file.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- BEGIN KEYS: generated by `tandem keys`; do not edit -->\n";
+  const std::string end = "<!-- END KEYS -->";
+  const size_t b = doc.find(begin), e = doc.find(end);
+  ASSERT_NE(b, std::string::npos) << "docs/job-file.md lacks the marker " << begin;
+  ASSERT_NE(e, std::string::npos);
+  const std::string embedded = doc.substr(b + begin.size(), e - b - begin.size());
+  // test.undeclared declares nothing, so it is not part of the reference either way.
+  const std::string expected = KeyReferenceMarkdown();
+  if (embedded != expected) {
+    std::istringstream a(embedded), b(expected);
+    std::string la, lb;
+    int line = 0;
+    while (++line, std::getline(a, la) && std::getline(b, lb) && la == lb) {
+    }
+    ADD_FAILURE() << "docs/job-file.md is out of date (regenerate it with "
+                     "scripts/gen-job-keys-doc.sh); first difference at line " << line
+                  << " of the key reference:\n  doc:          " << la
+                  << "\n  declarations: " << lb;
+  }
+  for (const char* cls : {"dflash.target", "dflash.drafter", "demo.producer", "demo.consumer"})
+    EXPECT_CONTAINS(embedded, fmt::format("### `{}`", cls));
+}
+
+}  // namespace
+}  // namespace tandem
