@@ -36,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/dflash/checkpoint_cleanup.h"
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/grad_allreduce.h"
@@ -182,6 +183,7 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, device, dev->stream()));
     RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, dev->stream()));
 
+    if (writes_checkpoints && !restarted) RETURN_IF_ERROR(CleanCheckpointDir(ck_dir).status());
     ResumeState state;
     if (resume || restarted) {
       ASSIGN_OR_RETURN(std::optional<ResumeState> latest, ReadLatestState(ck_dir));

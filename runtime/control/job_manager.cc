@@ -58,7 +58,8 @@ ControlResponse Jobs(std::vector<JobStatus> jobs) {
 
 }  // namespace
 
-JobManager::JobManager(std::string server, bool echo_logs) : server_(std::move(server)) {
+JobManager::JobManager(std::string server, bool echo_logs, CheckFn check)
+    : server_(std::move(server)), check_(check ? std::move(check) : CheckFn(&JobRunner::Check)) {
   log::SetSink([this, echo_logs](log::Level, std::string_view line) {
     if (echo_logs) std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     Route(std::string(line));
@@ -66,6 +67,14 @@ JobManager::JobManager(std::string server, bool echo_logs) : server_(std::move(s
 }
 
 JobManager::~JobManager() {
+  std::thread submitter;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    submitter = std::move(submit_thread_);
+  }
+  submit_cv_.notify_all();
+  if (submitter.joinable()) submitter.join();
   StopAll();
   std::vector<std::shared_ptr<Job>> jobs;
   {
@@ -190,7 +199,7 @@ ControlResponse JobManager::Handle(const ControlRequest& req) {
         return ControlResponse::Error(UnavailableError("the daemon is shutting down"));
       auto spec = ParseJobText(req.text, req.path);
       if (!spec.ok()) return ControlResponse::Error(spec.status());
-      if (Status st = JobRunner::Check(*spec); !st.ok()) return ControlResponse::Error(st);
+      if (Status st = check_(*spec); !st.ok()) return ControlResponse::Error(st);
       ControlResponse r;
       r.kind = ControlResponse::Kind::kSubmitted;
       r.job_id = Submit(std::move(*spec));
@@ -216,6 +225,41 @@ ControlResponse JobManager::Handle(const ControlRequest& req) {
     }
   }
   return ControlResponse::Error(InternalError("unhandled request"));
+}
+
+void JobManager::HandleAsync(ControlRequest req, Reply reply) {
+  if (req.kind != ControlRequest::Kind::kSubmit) return reply(Handle(req));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) return reply(ControlResponse::Error(UnavailableError("the server is stopping")));
+    if (submits_.size() >= kMaxQueuedSubmits) {
+      return reply(ControlResponse::Error(UnavailableError(
+          "busy: {} submitted jobs are waiting to be checked; retry later", submits_.size())));
+    }
+    submits_.push_back({std::move(req), std::move(reply)});
+    if (!submit_thread_.joinable()) submit_thread_ = std::thread([this] { SubmitLoop(); });
+  }
+  submit_cv_.notify_one();
+}
+
+void JobManager::SubmitLoop() {
+  log::SetThreadPrefix("submit");
+  while (true) {
+    QueuedSubmit next;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      submit_cv_.wait(lock, [&] { return closing_ || !submits_.empty(); });
+      if (submits_.empty()) return;
+      next = std::move(submits_.front());
+      submits_.pop_front();
+      if (closing_) {
+        lock.unlock();
+        next.reply(ControlResponse::Error(UnavailableError("the server is stopping")));
+        continue;
+      }
+    }
+    next.reply(Handle(next.req));
+  }
 }
 
 void JobManager::RequestShutdown() {
