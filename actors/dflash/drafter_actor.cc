@@ -126,7 +126,7 @@ class DrafterActor final : public JobActor {
     const bool writes_checkpoints = context().replica == 0;
     ASSIGN_OR_RETURN(TargetModelSpec spec, ParseTargetModelSpec(tg->settings, env->job->seed));
     const kernels::Device device = ActorDevice(context().gpu);
-    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device));
+    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device, env->run_id));
     if (nranks > 1) {
       ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(env->run_id, context().group, nranks,
                                                  context().replica, device));

@@ -75,7 +75,7 @@ class TargetActor final : public JobActor {
     if (pos) RETURN_IF_ERROR(source->Seek(*pos));
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(out));
     const kernels::Device device = ActorDevice(context().gpu);
-    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device));
+    ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(spec, device, env->run_id));
     if (!target->ClaimForward())
       return InvalidArgumentError("{}: another target actor already runs forwards of {} on "
                                   "this device; give each target replica its own GPU", name(),

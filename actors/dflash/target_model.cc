@@ -128,9 +128,9 @@ SharedTarget::~SharedTarget() {
 }
 
 Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec& spec,
-                                                    kernels::Device device) {
-  const std::string key =
-      fmt::format("{}|{}:{}", spec.Key(), device.is_cuda() ? "cuda" : "cpu", device.index);
+                                                    kernels::Device device, uint64_t run_id) {
+  const std::string key = fmt::format("run{}|{}|{}:{}", run_id, spec.Key(),
+                                      device.is_cuda() ? "cuda" : "cpu", device.index);
   // Held while loading, so a colocated drafter waits for the target's copy instead of
   // loading a second one.
   std::lock_guard lock(g_mu);

@@ -1,7 +1,8 @@
 // The frozen target of a DFlash job as actors share it: which model a job names (an HF
 // directory, or random weights of a given config for tests and benchmarks), and a
-// process-wide table that loads each (model, device) once, so a target and a drafter that
-// share a GPU (colocation) share one copy of the weights. The drafter reads the target's
+// process-wide table that loads each (job run, model, device) once, so a target and a drafter
+// of one job that share a GPU (colocation) share one copy of the weights. Jobs never share
+// an entry: two jobs of one daemon each get their own target and forward claim. The drafter reads the target's
 // embedding and LM head from it; the first TargetActor on a device claims its forward.
 //
 // Thread-safety: AcquireTarget and the Claim methods are safe from any thread; a
@@ -53,15 +54,16 @@ class SharedTarget {
 
  private:
   friend Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec&,
-                                                             kernels::Device);
+                                                             kernels::Device, uint64_t);
   std::unique_ptr<models::Qwen3Target> model_;
   kernels::Stream stream_ = nullptr;
   std::atomic<bool> forward_claimed_{false};
 };
 
-// The target of `spec` on `device`, loaded on first use and shared while anyone holds it.
+// The target of `spec` on `device` for the job run `run_id` (JobEnv::run_id), loaded on
+// first use and shared while anyone holds it.
 Result<std::shared_ptr<SharedTarget>> AcquireTarget(const TargetModelSpec& spec,
-                                                    kernels::Device device);
+                                                    kernels::Device device, uint64_t run_id);
 
 // The device an actor on GPU `gpu` (-1: none) runs its model on.
 kernels::Device ActorDevice(int gpu);

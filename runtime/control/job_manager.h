@@ -26,6 +26,7 @@
 #include "runtime/control/messages.h"
 #include "runtime/job/runner.h"
 #include "runtime/core/thread_annotations.h"
+#include "runtime/sched/resources.h"
 
 namespace tandem {
 
@@ -41,7 +42,9 @@ class JobManager {
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
 
-  // Starts `job` on a new thread; returns its id ("j1", "j2", ...).
+  // Starts `job` on a new thread, or queues it while GPUs it needs are held by running jobs
+  // (state "queued", the verdict says what it waits for); queued jobs start in arrival
+  // order as jobs end. Returns its id ("j1", "j2", ...).
   std::string Submit(JobSpec job) EXCLUDES(mu_);
   // Asks a job to stop (graceful: actors see Cancelled). NotFound names the known jobs.
   Status Stop(const std::string& job) EXCLUDES(mu_);
@@ -73,6 +76,14 @@ class JobManager {
   Result<std::shared_ptr<Job>> Find(const std::string& job) EXCLUDES(mu_);
   void Route(const std::string& line) EXCLUDES(mu_);
   void SubmitLoop() EXCLUDES(mu_);
+  // Returns lines to log once mu_ is released (the log sink takes mu_).
+  std::vector<std::string> StartQueued() REQUIRES(mu_);
+  // This node's resources without the GPUs running jobs hold, if `job` fits on them (then
+  // job.gpus says which it takes); else the placement error, and *why for the status.
+  Result<sched::NodeResources> FreeResources(Job& job, std::string* why) REQUIRES(mu_);
+  void RunJob(const std::shared_ptr<Job>& job) EXCLUDES(mu_);
+  void CancelQueued(const std::shared_ptr<Job>& job) REQUIRES(mu_);
+  static void Finish(Job& job, Result<JobReport> report);
 
   struct QueuedSubmit {
     ControlRequest req;
@@ -84,6 +95,7 @@ class JobManager {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Job>> queue_ GUARDED_BY(mu_);  // submitted, not started
   int next_id_ GUARDED_BY(mu_) = 1;
   bool shutdown_ GUARDED_BY(mu_) = false;
   std::condition_variable submit_cv_;
