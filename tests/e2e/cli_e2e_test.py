@@ -235,8 +235,8 @@ class HardeningTest(TandemCase):
             if code != 0:
                 self.assertEqual(code, 1, err)
                 self.assertIn("already", err)
-        log = open(os.path.join(self.home, "daemon.log")).read()
-        self.assertIn(f"tandem daemon (pid {ok[0]['pid']}) serving", log)
+        with open(os.path.join(self.home, "daemon.log")) as f:
+            self.assertIn(f"tandem daemon (pid {ok[0]['pid']}) serving", f.read())
 
     def test_idle_connections_announcing_big_frames_cost_no_memory(self):
         out = self.cli("--json", "start")
@@ -244,9 +244,10 @@ class HardeningTest(TandemCase):
         pid = json.loads(out.stdout)["pid"]
 
         def rss_kib():
-            for line in open(f"/proc/{pid}/status"):
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
             return 0
 
         before = rss_kib()
@@ -258,7 +259,7 @@ class HardeningTest(TandemCase):
             s.sendall(b"TNDM" + struct.pack("<I", 16 << 20) + b"x")
             idle.append(s)
         self.assertEqual(self.status_json(), [])  # still answers, after reading those headers
-        time.sleep(0.5)
+        time.sleep(0.5)  # room for a server that allocates what headers announce to show it
         grown_mib = (rss_kib() - before) / 1024
         for s in idle:
             s.close()
@@ -272,8 +273,8 @@ class HardeningTest(TandemCase):
         p = self.cli("--tcp-port", str(port), "submit", PINGPONG, check=False, env=bad)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("unauthenticated", p.stderr)
-        log = open(os.path.join(self.home, "daemon.log")).read()
-        self.assertIn("token check failed for a request from 127.0.0.1:", log)
+        with open(os.path.join(self.home, "daemon.log")) as f:
+            self.assertIn("token check failed for a request from 127.0.0.1:", f.read())
 
     def test_job_name_with_control_characters_is_escaped(self):
         self.start_daemon()
