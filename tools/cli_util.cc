@@ -43,9 +43,11 @@ Result<Endpoint> FindServer(const Common& c, bool allow_run) {
                           "`tandem start` or `tandem run JOB.toml`)", home);
 }
 
-Result<ControlResponse> Ask(const Common& c, const Endpoint& ep, ControlRequest req) {
+Result<ControlResponse> Ask(const Common& c, const Endpoint& ep, ControlRequest req,
+                            bool* unauthenticated) {
   auto timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.timeout_s));
   ASSIGN_OR_RETURN(ControlResponse r, Call(ep, std::move(req), timeout));
+  if (unauthenticated != nullptr) *unauthenticated = r.unauthenticated;
   if (r.kind == ControlResponse::Kind::kError) return r.error;
   return r;
 }
@@ -74,5 +76,41 @@ int FindCode(const Status& st) {
 }
 
 bool StdoutIsTty() { return ::isatty(STDOUT_FILENO) == 1; }
+
+}  // namespace tandem::cli
+
+namespace tandem::cli {
+
+std::string EscapeControl(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+void EscapeForTerminal(std::vector<JobStatus>& jobs) {
+  for (JobStatus& j : jobs) {
+    for (std::string* s : {&j.id, &j.name, &j.state, &j.error, &j.verdict}) *s = EscapeControl(*s);
+    for (ActorStatus& a : j.actors) {
+      for (std::string* s : {&a.name, &a.class_name, &a.group, &a.state, &a.stage, &a.last_error})
+        *s = EscapeControl(*s);
+    }
+    for (ChannelStatus& ch : j.channels) ch.name = EscapeControl(ch.name);
+    for (StageStatus& st : j.stages) st.name = EscapeControl(st.name);
+  }
+}
 
 }  // namespace tandem::cli

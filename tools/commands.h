@@ -4,12 +4,15 @@
 //   1  the job failed, or the server refused the request (unknown job, bad token, ...)
 //   2  bad usage or a bad job file
 //   3  no server answers (no daemon, no `tandem run`), or it did not answer in time
+//   130 / 143  `tandem run` stopped by Ctrl-C / SIGTERM (128 + the signal)
 // Thread-safety: called from main() only.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runtime/control/server.h"
 
 namespace tandem::cli {
 
@@ -28,7 +31,8 @@ int Validate(const Common& c, const std::string& job_path);
 // `tandem keys`: every declared job-file key (job sections, actor groups, each actor class,
 // after loading `plugins`) as Markdown, the reference docs/job-file.md embeds.
 int Keys(const Common& c, const std::vector<std::string>& plugins);
-int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port);
+int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port,
+          const ServerLimits& limits);
 int Submit(const Common& c, const std::string& job_path, bool wait);
 int Stop(const Common& c, const std::string& job);
 int Shutdown(const Common& c);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -30,9 +31,54 @@
 namespace tandem::cli {
 namespace {
 
-volatile std::sig_atomic_t g_signalled = 0;
+volatile std::sig_atomic_t g_signalled = 0;  // the signal that asked `run` to stop, or 0
 
-void OnSignal(int) { g_signalled = 1; }
+void OnSignal(int sig) { g_signalled = sig; }
+
+// Everything readable from `fd` until EOF.
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+// `tandem start`'s parent: reports success only when the daemon that answers is the child it
+// started; when the child exits (another daemon won the race, a bad port, ...) it says why.
+// `why_fd` is the read end of a pipe the child writes its error to before it exits.
+int AwaitDaemon(const Common& c, pid_t pid, int why_fd, const std::string& socket,
+                const std::string& log_path) {
+  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<Duration>(
+                                                 std::chrono::duration<double>(c.timeout_s));
+  while (SteadyClock::now() < deadline) {
+    int wstatus = 0;
+    if (::waitpid(pid, &wstatus, WNOHANG) == pid) {
+      std::string why = ReadAll(why_fd);
+      ::close(why_fd);
+      return Fail(c, "start",
+                  UnavailableError("the daemon (pid {}) exited at start: {}", pid,
+                                   why.empty() ? "see " + log_path : why),
+                  kExitFailed);
+    }
+    if (std::optional<int64_t> answering = ServerPid(socket); answering && *answering == pid) {
+      ::close(why_fd);
+      if (c.json) {
+        std::printf("{\"pid\": %d, \"socket\": \"%s\"}\n", pid, socket.c_str());
+      } else {
+        std::printf("tandem daemon started (pid %d), socket %s, log %s\n", pid, socket.c_str(),
+                    log_path.c_str());
+      }
+      return kExitOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::close(why_fd);
+  return Fail(c, "start", DeadlineExceededError("the daemon (pid {}) did not answer; see {}", pid,
+                                                log_path),
+              kExitUnreachable);
+}
 
 Result<JobSpec> LoadJob(const std::string& path) {
   if (path.empty()) return ParseJobText(kDefaultJobText, kDefaultJobName);
@@ -86,12 +132,13 @@ int Run(const Common& c, const std::string& path, int metrics_port) {
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);
   const bool tty = StdoutIsTty() && !c.json;
+  CleanStaleFiles(*home);
   JobManager manager("run", /*echo_logs=*/!tty, /*log_reports=*/false);
   ServerOptions so;
   so.unix_path = RunSocketPath(*home, static_cast<int>(::getpid()));
   so.metrics_port = metrics_port;
   auto server = ControlServer::Start(
-      so, [&manager](const ControlRequest& r) { return manager.Handle(r); },
+      so, ControlServer::Inline([&manager](const ControlRequest& r) { return manager.Handle(r); }),
       [&manager] { return manager.Metrics(); });
   if (!server.ok()) return Fail(c, "run", server.status(), kExitFailed);
   std::signal(SIGINT, OnSignal);
@@ -123,16 +170,20 @@ int Run(const Common& c, const std::string& path, int metrics_port) {
   } else {
     std::printf("%s", report->ToString().c_str());
   }
+  if (g_signalled != 0) return kExitSignalBase + g_signalled;  // stopped by Ctrl-C or SIGTERM
   return report->status.ok() ? kExitOk : kExitFailed;
 }
 
-int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port) {
+int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_port,
+          const ServerLimits& limits) {
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "start", home.status(), kExitUsage);
+  if (Status st = limits.Check(); !st.ok()) return Fail(c, "start", st, kExitUsage);
   DaemonOptions opts;
   opts.home = *home;
   opts.tcp_port = listen_tcp_port;
   opts.metrics_port = metrics_port;
+  opts.limits = limits;
   if (listen_tcp_port >= 0) {
     auto token = LoadToken(*home, c.token_file);
     if (!token.ok()) return Fail(c, "start", token.status(), kExitUsage);
@@ -142,9 +193,10 @@ int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_por
                   kExitUsage);
     opts.token = *token;
   }
-  if (ServerAnswers(DaemonSocketPath(*home)))
-    return Fail(c, "start", UnavailableError("a daemon already serves {}",
-                                             DaemonSocketPath(*home)), kExitFailed);
+  const std::string socket = DaemonSocketPath(*home);
+  if (std::optional<int64_t> other = ServerPid(socket))
+    return Fail(c, "start", UnavailableError("a daemon (pid {}) already serves {}", *other, socket),
+                kExitFailed);
   if (foreground) {
     std::signal(SIGINT, [](int) { RequestDaemonShutdown(); });
     std::signal(SIGTERM, [](int) { RequestDaemonShutdown(); });
@@ -152,9 +204,12 @@ int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_por
     return st.ok() ? kExitOk : Fail(c, "start", st, kExitFailed);
   }
   const std::string log_path = *home + "/daemon.log";
+  int why[2];
+  if (::pipe2(why, O_CLOEXEC) != 0) return Fail(c, "start", InternalError("pipe failed"), kExitFailed);
   pid_t pid = ::fork();
   if (pid < 0) return Fail(c, "start", InternalError("fork failed"), kExitFailed);
   if (pid == 0) {
+    ::close(why[0]);
     ::setsid();
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     int null = ::open("/dev/null", O_RDONLY);
@@ -164,32 +219,21 @@ int Start(const Common& c, bool foreground, int listen_tcp_port, int metrics_por
     }
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     std::signal(SIGTERM, [](int) { RequestDaemonShutdown(); });
-    Status st = RunDaemon(opts);
-    if (!st.ok()) std::fprintf(stderr, "tandem daemon: %s\n", st.ToString().c_str());
+    int why_fd = why[1];
+    Status st = RunDaemon(opts, [&why_fd] {  // serving: nothing more to explain
+      ::close(why_fd);
+      why_fd = -1;
+    });
+    if (!st.ok()) {
+      const std::string msg = st.ToString();
+      std::fprintf(stderr, "tandem daemon: %s\n", msg.c_str());
+      if (why_fd >= 0) (void)!::write(why_fd, msg.data(), msg.size());
+    }
     std::fflush(nullptr);
     ::_exit(st.ok() ? 0 : 1);
   }
-  // Parent: wait until the daemon answers, or report why it did not.
-  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<Duration>(
-                                                 std::chrono::duration<double>(c.timeout_s));
-  while (SteadyClock::now() < deadline) {
-    if (ServerAnswers(DaemonSocketPath(*home))) {
-      if (c.json) {
-        std::printf("{\"pid\": %d, \"socket\": \"%s\"}\n", pid, DaemonSocketPath(*home).c_str());
-      } else {
-        std::printf("tandem daemon started (pid %d), socket %s, log %s\n", pid,
-                    DaemonSocketPath(*home).c_str(), log_path.c_str());
-      }
-      return kExitOk;
-    }
-    int wstatus = 0;
-    if (::waitpid(pid, &wstatus, WNOHANG) == pid)
-      return Fail(c, "start", UnavailableError("the daemon exited at start; see {}", log_path),
-                  kExitFailed);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Fail(c, "start", DeadlineExceededError("the daemon did not answer; see {}", log_path),
-              kExitUnreachable);
+  ::close(why[1]);
+  return AwaitDaemon(c, pid, why[0], socket, log_path);
 }
 
 }  // namespace tandem::cli

@@ -36,6 +36,7 @@ int FollowJob(const Common& c, const Endpoint& ep, const std::string& id) {
     req.job = id;
     auto r = Ask(c, ep, req);
     if (!r.ok()) return Fail(c, "submit", r.status(), CodeFor(r.status()));
+    if (!c.json) EscapeForTerminal(r->jobs);
     const JobStatus& st = r->jobs.front();
     if (st.finished()) {
       if (tty) std::printf("\r\033[K");
@@ -63,9 +64,13 @@ int Submit(const Common& c, const std::string& path, bool wait) {
   req.kind = ControlRequest::Kind::kSubmit;
   req.path = std::filesystem::absolute(path).string();
   req.text = std::move(*text);
-  auto r = Ask(c, *ep, req);
+  bool unauthenticated = false;
+  auto r = Ask(c, *ep, req, &unauthenticated);
   if (!r.ok()) {
-    int code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : CodeFor(r.status());
+    // A job file the daemon refuses is bad usage (2); a refused token is a refusal (1).
+    int code = r.status().code() == StatusCode::kInvalidArgument && !unauthenticated
+                   ? kExitUsage
+                   : CodeFor(r.status());
     return Fail(c, "submit", r.status(), code);
   }
   if (!wait || !c.json) {
@@ -109,6 +114,7 @@ int ShowStatus(const Common& c, const std::string& job, bool watch) {
     req.job = job;
     auto r = Ask(c, *ep, req);
     if (!r.ok()) return Fail(c, "status", r.status(), CodeFor(r.status()));
+    if (!c.json) EscapeForTerminal(r->jobs);
     std::string out;
     if (c.json) {
       out = job.empty() ? JobListToJson(r->jobs) : JobStatusToJson(r->jobs.front());
@@ -154,6 +160,7 @@ int List(const Common& c, const std::string& what) {
     }
     std::printf("%s\n", out.dump(2).c_str());
   } else {
+    EscapeForTerminal(r->jobs);
     std::printf("%s", what == "jobs" ? FormatJobList(r->jobs).c_str() : FormatActorList(r->jobs).c_str());
   }
   return kExitOk;

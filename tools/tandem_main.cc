@@ -1,6 +1,8 @@
 // tandem: the command-line front end. Thin: parses flags and calls tools/commands.h.
 // `tandem --help` and `tandem COMMAND --help` describe every command; exit codes are listed
 // in commands.h and docs/cli.md.
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,17 @@ int main(int argc, char** argv) {
   start->add_flag("--foreground", foreground, "stay in the foreground, logging to stderr");
   start->add_option("--listen-tcp", listen_port, "also accept TCP on this port (token required)");
   start->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
+  tandem::ServerLimits limits;
+  size_t max_pending_mb = limits.max_pending_bytes >> 20;
+  size_t max_request_mb = limits.max_request_bytes >> 20;
+  double idle_timeout_s = std::chrono::duration<double>(limits.idle_timeout).count();
+  start->add_option("--max-connections", limits.max_connections,
+                    "connections per listener at once (default 64)");
+  start->add_option("--idle-timeout", idle_timeout_s,
+                    "seconds a connection may take to send a request or read a reply (default 30)");
+  start->add_option("--max-request-mb", max_request_mb, "largest request in MiB (default 16)");
+  start->add_option("--max-pending-mb", max_pending_mb,
+                    "request MiB buffered over all connections (default 64)");
   auto* submit = app.add_subcommand("submit", "submit a job to the daemon; prints its id");
   submit->add_option("job", job, "job file (TOML)")->required();
   submit->add_flag("--wait", wait, "follow its progress until it ends");
@@ -75,7 +88,13 @@ int main(int argc, char** argv) {
   if (*run) return cli::Run(c, job, metrics_port);
   if (*validate) return cli::Validate(c, job);
   if (*keys) return cli::Keys(c, key_plugins);
-  if (*start) return cli::Start(c, foreground, listen_port, metrics_port);
+  if (*start) {
+    limits.max_pending_bytes = max_pending_mb << 20;
+    limits.max_request_bytes = max_request_mb << 20;
+    limits.idle_timeout = std::chrono::duration_cast<tandem::Duration>(
+        std::chrono::duration<double>(std::max(idle_timeout_s, 0.0)));
+    return cli::Start(c, foreground, listen_port, metrics_port, limits);
+  }
   if (*submit) return cli::Submit(c, job, wait);
   if (*stop) return cli::Stop(c, job);
   if (*shutdown) return cli::Shutdown(c);

@@ -36,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/dflash/checkpoint_cleanup.h"
 #include "actors/dflash/drafter_checkpointer.h"
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/drafter_loop.h"
@@ -153,6 +154,8 @@ class DrafterActor final : public JobActor {
     }
 
     DrafterCheckpointer checkpointer(ds.checkpoint_dir, context().replica == 0, name());
+    if (checkpointer.enabled() && restarts == 0)
+      RETURN_IF_ERROR(CleanCheckpointDir(ds.checkpoint_dir).status());
     ResumeState state;
     if (ds.resume || restarts > 0) {
       ASSIGN_OR_RETURN(state, checkpointer.Resume(*trainer));

@@ -43,6 +43,7 @@ struct Response {
 struct Error {
   code @0 :UInt16;              # tandem::StatusCode
   message @1 :Text;
+  unauthenticated @2 :Bool;     # refused by the TCP token check (the CLI exits 1, not 2)
 }
 
 struct Pong {

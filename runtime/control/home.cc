@@ -1,13 +1,17 @@
 #include "runtime/control/home.h"
 
 #include <sys/stat.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+
+#include "runtime/core/logging.h"
 
 namespace tandem {
 
@@ -55,6 +59,40 @@ std::vector<std::string> RunSocketPaths(const std::string& home) {
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
+}
+
+namespace {
+
+// The pid in "run-PID.sock", or -1.
+int RunSocketPid(const std::string& name) {
+  if (name.size() <= 9 || name.rfind("run-", 0) != 0 || name.substr(name.size() - 5) != ".sock")
+    return -1;
+  const std::string digits = name.substr(4, name.size() - 9);
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoi(digits);
+}
+
+bool ProcessExists(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
+
+}  // namespace
+
+std::vector<std::string> CleanStaleFiles(const std::string& home) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(home, ec)) {
+    const std::string name = e.path().filename().string();
+    const int pid = RunSocketPid(name);
+    if (pid < 0 || ProcessExists(pid)) continue;
+    std::error_code rm_ec;
+    if (fs::remove(e.path(), rm_ec)) {
+      TLOG_INFO("removed {}: left by `tandem run` process {}, which no longer exists",
+                e.path().string(), pid);
+      removed.push_back(e.path().string());
+    }
+  }
+  return removed;
 }
 
 Result<std::string> LoadToken(const std::string& home, const std::string& token_file) {

@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -11,6 +14,7 @@
 #include "runtime/control/log_ring.h"
 #include "runtime/control/metrics.h"
 #include "runtime/core/logging.h"
+#include "runtime/sched/resources.h"
 
 namespace tandem {
 
@@ -21,9 +25,12 @@ struct JobManager::Job {
   LogRing logs;
   std::thread thread;
   std::atomic<bool> done{false};
+  std::atomic<bool> queued{true};  // waiting for GPUs other jobs hold
+  std::vector<int> gpus;           // held while it runs; written under the manager's mu_
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Result<JobReport>> report GUARDED_BY(mu);
+  std::string waiting_for GUARDED_BY(mu);  // while queued: what it waits for
 
   bool HasActor(const std::string& actor) const {
     std::string group = actor.substr(0, actor.rfind('/'));
@@ -38,8 +45,12 @@ struct JobManager::Job {
     st.name = spec.name;
     std::lock_guard<std::mutex> lock(mu);
     if (report && !report->ok()) {
-      st.state = "failed";
+      // Stopped while queued: it never ran.
+      st.state = report->status().code() == StatusCode::kCancelled ? "stopped" : "failed";
       st.error = report->status().ToString();
+    } else if (queued.load()) {
+      st.state = "queued";
+      st.verdict = "waiting for " + waiting_for;
     }
     return st;
   }
@@ -58,8 +69,11 @@ ControlResponse Jobs(std::vector<JobStatus> jobs) {
 
 }  // namespace
 
-JobManager::JobManager(std::string server, bool echo_logs, bool log_reports)
-    : server_(std::move(server)), log_reports_(log_reports) {
+JobManager::JobManager(std::string server, bool echo_logs, bool log_reports, CheckFn check)
+    : server_(std::move(server)),
+      log_reports_(log_reports),
+      check_(check ? std::move(check)
+                   : CheckFn([](const JobSpec& j) { return JobRunner::Check(j); })) {
   log::SetSink([this, echo_logs](log::Level, std::string_view line) {
     if (echo_logs) std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     Route(std::string(line));
@@ -67,6 +81,14 @@ JobManager::JobManager(std::string server, bool echo_logs, bool log_reports)
 }
 
 JobManager::~JobManager() {
+  std::thread submitter;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    submitter = std::move(submit_thread_);
+  }
+  submit_cv_.notify_all();
+  if (submitter.joinable()) submitter.join();
   StopAll();
   std::vector<std::shared_ptr<Job>> jobs;
   {
@@ -93,30 +115,92 @@ void JobManager::Route(const std::string& line) {
 std::string JobManager::Submit(JobSpec spec) {
   auto job = std::make_shared<Job>();
   job->spec = std::move(spec);
+  std::vector<std::string> notes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     job->id = fmt::format("j{}", next_id_++);
     jobs_.push_back(job);
+    queue_.push_back(job);
+    notes = StartQueued();
   }
-  job->thread = std::thread([job, log_report = log_reports_] {
-    tls_job = job.get();
-    log::SetThreadPrefix("job " + job->id);
-    TLOG_INFO("job '{}' ({}) starting", job->spec.name, job->spec.path);
-    Result<JobReport> report = job->runner.Run(job->spec);
-    if (report.ok()) {
-      if (log_report) TLOG_INFO("{}", report->ToString());
-    } else {
-      TLOG_ERROR("job '{}' could not start: {}", job->spec.name, report.status().ToString());
-    }
-    {
-      std::lock_guard<std::mutex> lock(job->mu);
-      job->report = std::move(report);
-    }
-    job->done.store(true);
-    job->cv.notify_all();
-    tls_job = nullptr;
-  });
+  for (const auto& n : notes) TLOG_INFO("{}", n);  // not under mu_: the log sink takes it
   return job->id;
+}
+
+Result<sched::NodeResources> JobManager::FreeResources(Job& job, std::string* why) {
+  ASSIGN_OR_RETURN(sched::NodeResources node, sched::DiscoverResources());
+  std::map<int, std::string> held;  // GPU index -> the job holding it
+  for (const auto& j : jobs_)
+    if (!j->queued.load() && !j->done.load())
+      for (int g : j->gpus) held[g] = j->id;
+  sched::NodeResources free = node;
+  free.gpus.clear();
+  for (const sched::GpuInfo& g : node.gpus)
+    if (held.count(g.index) == 0) free.gpus.push_back(g);
+  auto placed = JobRunner::PlaceOn(job.spec, free);
+  if (!placed.ok()) {
+    std::vector<std::string> holders;
+    for (const auto& [gpu, id] : held) holders.push_back(fmt::format("GPU {} by {}", gpu, id));
+    *why = fmt::format("GPUs that running jobs hold ({}): {}", fmt::join(holders, ", "),
+                       placed.status().message());
+    return placed.status();
+  }
+  std::set<int> used;
+  for (const auto& r : placed->replicas) used.insert(r.gpus.begin(), r.gpus.end());
+  job.gpus.assign(used.begin(), used.end());
+  return free;
+}
+
+// Starts queued jobs in arrival order while the first of them fits; a job that does not
+// fit now waits (later jobs wait behind it, so it cannot starve).
+std::vector<std::string> JobManager::StartQueued() {
+  std::vector<std::string> notes;
+  while (!queue_.empty() && !closing_) {
+    std::shared_ptr<Job> job = queue_.front();
+    std::string why;
+    auto free = FreeResources(*job, &why);
+    if (!free.ok()) {
+      std::lock_guard<std::mutex> lock(job->mu);
+      if (job->waiting_for != why) notes.push_back(fmt::format("job {} queued: waiting for {}", job->id, why));
+      job->waiting_for = why;
+      return notes;
+    }
+    queue_.pop_front();
+    job->runner.set_resources(std::move(*free));
+    job->queued.store(false);
+    job->thread = std::thread([this, job] { RunJob(job); });
+  }
+  return notes;
+}
+
+void JobManager::RunJob(const std::shared_ptr<Job>& job) {
+  tls_job = job.get();
+  log::SetThreadPrefix("job " + job->id);
+  TLOG_INFO("job '{}' ({}) starting{}", job->spec.name, job->spec.path,
+            job->gpus.empty() ? "" : fmt::format(" on GPUs {}", fmt::join(job->gpus, ",")));
+  Result<JobReport> report = job->runner.Run(job->spec);
+  if (report.ok()) {
+    if (log_reports_) TLOG_INFO("{}", report->ToString());
+  } else {
+    TLOG_ERROR("job '{}' could not start: {}", job->spec.name, report.status().ToString());
+  }
+  Finish(*job, std::move(report));
+  tls_job = nullptr;
+  std::vector<std::string> notes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notes = StartQueued();  // its GPUs are free now
+  }
+  for (const auto& n : notes) TLOG_INFO("{}", n);
+}
+
+void JobManager::Finish(Job& job, Result<JobReport> report) {
+  {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.report = std::move(report);
+  }
+  job.done.store(true);
+  job.cv.notify_all();
 }
 
 Result<std::shared_ptr<JobManager::Job>> JobManager::Find(const std::string& name) {
@@ -133,13 +217,28 @@ Result<std::shared_ptr<JobManager::Job>> JobManager::Find(const std::string& nam
 
 Status JobManager::Stop(const std::string& name) {
   ASSIGN_OR_RETURN(std::shared_ptr<Job> job, Find(name));
-  job->runner.RequestStop();
+  std::vector<std::string> notes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job->runner.RequestStop();
+    CancelQueued(job);
+    notes = StartQueued();  // the jobs behind it may fit
+  }
+  for (const auto& n : notes) TLOG_INFO("{}", n);
   return Status::Ok();
+}
+
+void JobManager::CancelQueued(const std::shared_ptr<Job>& job) {
+  auto it = std::find(queue_.begin(), queue_.end(), job);
+  if (it == queue_.end()) return;
+  queue_.erase(it);
+  Finish(*job, CancelledError("job {} was stopped while queued; it never ran", job->id));
 }
 
 void JobManager::StopAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& j : jobs_) j->runner.RequestStop();
+  while (!queue_.empty()) CancelQueued(queue_.front());
 }
 
 Result<JobReport> JobManager::Wait(const std::string& name) {
@@ -191,7 +290,7 @@ ControlResponse JobManager::Handle(const ControlRequest& req) {
         return ControlResponse::Error(UnavailableError("the daemon is shutting down"));
       auto spec = ParseJobText(req.text, req.path);
       if (!spec.ok()) return ControlResponse::Error(spec.status());
-      if (Status st = JobRunner::Check(*spec); !st.ok()) return ControlResponse::Error(st);
+      if (Status st = check_(*spec); !st.ok()) return ControlResponse::Error(st);
       ControlResponse r;
       r.kind = ControlResponse::Kind::kSubmitted;
       r.job_id = Submit(std::move(*spec));
@@ -217,6 +316,41 @@ ControlResponse JobManager::Handle(const ControlRequest& req) {
     }
   }
   return ControlResponse::Error(InternalError("unhandled request"));
+}
+
+void JobManager::HandleAsync(ControlRequest req, Reply reply) {
+  if (req.kind != ControlRequest::Kind::kSubmit) return reply(Handle(req));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) return reply(ControlResponse::Error(UnavailableError("the server is stopping")));
+    if (submits_.size() >= kMaxQueuedSubmits) {
+      return reply(ControlResponse::Error(UnavailableError(
+          "busy: {} submitted jobs are waiting to be checked; retry later", submits_.size())));
+    }
+    submits_.push_back({std::move(req), std::move(reply)});
+    if (!submit_thread_.joinable()) submit_thread_ = std::thread([this] { SubmitLoop(); });
+  }
+  submit_cv_.notify_one();
+}
+
+void JobManager::SubmitLoop() {
+  log::SetThreadPrefix("submit");
+  while (true) {
+    QueuedSubmit next;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      submit_cv_.wait(lock, [&] { return closing_ || !submits_.empty(); });
+      if (submits_.empty()) return;
+      next = std::move(submits_.front());
+      submits_.pop_front();
+      if (closing_) {
+        lock.unlock();
+        next.reply(ControlResponse::Error(UnavailableError("the server is stopping")));
+        continue;
+      }
+    }
+    next.reply(Handle(next.req));
+  }
 }
 
 void JobManager::RequestShutdown() {

@@ -198,6 +198,7 @@ std::string EncodeResponse(const ControlResponse& resp) {
       auto e = b.initError();
       e.setCode(static_cast<uint16_t>(resp.error.code()));
       e.setMessage(resp.error.message());
+      e.setUnauthenticated(resp.unauthenticated);
       break;
     }
     case ControlResponse::Kind::kOk: b.setOk(); break;
@@ -282,8 +283,10 @@ Result<ControlResponse> DecodeResponse(const std::string& payload) {
         uint16_t code = r.getError().getCode();
         if (code == 0 || code > static_cast<uint16_t>(StatusCode::kCudaError))
           code = static_cast<uint16_t>(StatusCode::kInternal);
-        return ControlResponse::Error(
-            Status(static_cast<StatusCode>(code), r.getError().getMessage()));
+        ControlResponse err =
+            ControlResponse::Error(Status(static_cast<StatusCode>(code), r.getError().getMessage()));
+        err.unauthenticated = r.getError().getUnauthenticated();
+        return err;
       }
       case wire::Response::OK: resp.kind = ControlResponse::Kind::kOk; break;
       case wire::Response::PONG:

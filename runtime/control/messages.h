@@ -20,6 +20,9 @@ namespace tandem {
 
 inline constexpr uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr size_t kFrameHeaderBytes = 8;
+// On TCP the first request of a connection must fit in this many bytes (and carry the
+// token); a client with a larger request sends a ping first (client.h).
+inline constexpr uint32_t kMaxUnauthenticatedFrameBytes = 64u << 10;
 
 struct ControlRequest {
   enum class Kind { kPing, kStatus, kSubmit, kStop, kShutdown, kLogs };
@@ -43,6 +46,7 @@ struct ControlResponse {
   enum class Kind { kError, kOk, kPong, kJobs, kSubmitted, kLogs };
   Kind kind = Kind::kOk;
   Status error;                  // kError
+  bool unauthenticated = false;  // kError: refused by the token check, before any handling
   std::string server;            // kPong: "daemon" or "run"
   int64_t pid = 0;               // kPong
   std::vector<JobStatus> jobs;   // kJobs
@@ -55,6 +59,11 @@ struct ControlResponse {
     ControlResponse r;
     r.kind = Kind::kError;
     r.error = std::move(st);
+    return r;
+  }
+  static ControlResponse Unauthenticated(Status st) {
+    ControlResponse r = Error(std::move(st));
+    r.unauthenticated = true;
     return r;
   }
 };

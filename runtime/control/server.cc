@@ -1,14 +1,16 @@
 #include "runtime/control/server.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <future>
 #include <optional>
 #include <thread>
 
-#include "runtime/control/asio.h"
+#include "runtime/control/metrics_http.h"
+#include "runtime/control/server_core.h"
 #include "runtime/core/logging.h"
 
 namespace tandem {
@@ -16,165 +18,182 @@ namespace tandem {
 namespace asio = boost::asio;
 using LocalProtocol = asio::local::stream_protocol;
 using Tcp = asio::ip::tcp;
+using namespace control_internal;
 
 namespace {
-
-// Compares without an early exit, so the time taken does not reveal a token's prefix.
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 Status FromAsio(const boost::system::error_code& ec, const std::string& what) {
   return UnavailableError("{}: {}", what, ec.message());
 }
 
-// One connection: reads frames and answers them until the peer closes or a frame is bad.
-template <typename Socket>
-class Session : public std::enable_shared_from_this<Session<Socket>> {
- public:
-  Session(Socket socket, const ControlServer::Handler* handler, const std::string* token)
-      : socket_(std::move(socket)), handler_(handler), token_(token) {}
+constexpr Duration kFirstAcceptRetry = std::chrono::milliseconds(10);
+constexpr Duration kMaxAcceptRetry = std::chrono::seconds(1);
 
-  void Begin() { ReadHeader(); }
+// One listening endpoint: accepts connections up to the limit and hands each to `serve`.
+// When accept() fails (EMFILE, ENFILE, ENOBUFS) it retries after a backoff that doubles up
+// to a second, rather than spinning on a connection it cannot take.
+template <typename Protocol>
+class Listener {
+ public:
+  using Socket = typename Protocol::socket;
+  using Serve = std::function<void(Socket, ConnectionSlot)>;
+
+  Listener(asio::io_context& io, std::string name, ServerCore* core, ListenerId id,
+           std::string refusal, Serve serve)
+      : acceptor(io),
+        name_(std::move(name)),
+        core_(core),
+        id_(id),
+        refusal_(std::move(refusal)),
+        serve_(std::move(serve)),
+        retry_(io) {}
+
+  void Accept() {
+    acceptor.async_accept([this](const boost::system::error_code& ec, Socket s) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+      if (ec) return BackOff(ec);
+      if (failures_ > 0) {
+        TLOG_INFO("control: accepting on {} again after {} failed attempts", name_, failures_);
+        failures_ = 0;
+      }
+      if (core_->connections[id_] >= core_->limits.max_connections) {
+        TLOG_DEBUG("control: refusing a connection on {}: {} open (the limit)", name_,
+                   core_->connections[id_]);
+        ++core_->refused_connections;
+        RefuseConnection(s, refusal_);
+      } else {
+        serve_(std::move(s), ConnectionSlot(&core_->connections[id_]));
+      }
+      Accept();
+    });
+  }
+
+  void Close() {
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    retry_.cancel();
+  }
+
+  typename Protocol::acceptor acceptor;
 
  private:
-  void ReadHeader() {
-    auto self = this->shared_from_this();
-    asio::async_read(socket_, asio::buffer(header_),
-                     [self](const boost::system::error_code& ec, size_t) {
-                       if (ec) return;  // peer closed or server stopping
-                       Result<uint32_t> size = ParseFrameHeader(self->header_);
-                       if (!size.ok()) {
-                         self->Reply(ControlResponse::Error(size.status()), /*close=*/true);
-                         return;
-                       }
-                       self->ReadPayload(*size);
-                     });
-  }
-
-  void ReadPayload(uint32_t size) {
-    payload_.assign(size, '\0');
-    auto self = this->shared_from_this();
-    asio::async_read(socket_, asio::buffer(payload_),
-                     [self](const boost::system::error_code& ec, size_t) {
-                       if (ec) return;
-                       self->Dispatch();
-                     });
-  }
-
-  void Dispatch() {
-    Result<ControlRequest> req = DecodeRequest(payload_);
-    if (!req.ok()) {
-      Reply(ControlResponse::Error(req.status()), /*close=*/true);
-      return;
+  void BackOff(const boost::system::error_code& ec) {
+    ++core_->accept_failures;
+    backoff_ = failures_ == 0 ? kFirstAcceptRetry : std::min(backoff_ * 2, kMaxAcceptRetry);
+    if (failures_++ == 0) {
+      TLOG_WARN("control: accept on {} failed: {}; retrying with a backoff of up to {} ms",
+                name_, ec.message(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(kMaxAcceptRetry).count());
     }
-    if (token_ != nullptr && !SameToken(req->token, *token_)) {
-      Reply(ControlResponse::Error(InvalidArgumentError(
-                "unauthenticated: wrong or missing token (set TANDEM_TOKEN or the token file)")),
-            /*close=*/false);
-      return;
-    }
-    Reply((*handler_)(*req), /*close=*/false);
+    retry_.expires_after(backoff_);
+    retry_.async_wait([this](const boost::system::error_code& wait_ec) {
+      if (!wait_ec && acceptor.is_open()) Accept();
+    });
   }
 
-  void Reply(const ControlResponse& resp, bool close) {
-    out_ = EncodeResponse(resp);
-    auto self = this->shared_from_this();
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self, close](const boost::system::error_code& ec, size_t) {
-                        if (ec) return;
-                        if (close) {
-                          boost::system::error_code ignored;
-                          self->socket_.shutdown(Socket::shutdown_both, ignored);
-                          return;
-                        }
-                        self->ReadHeader();
-                      });
-  }
-
-  Socket socket_;
-  const ControlServer::Handler* handler_;
-  const std::string* token_;  // nullptr: no token needed (Unix socket)
-  std::array<uint8_t, kFrameHeaderBytes> header_{};
-  std::string payload_;
-  std::string out_;
+  const std::string name_;
+  ServerCore* const core_;
+  const ListenerId id_;
+  const std::string refusal_;  // written to a connection over the limit
+  Serve serve_;
+  asio::steady_timer retry_;
+  Duration backoff_{};
+  int failures_ = 0;
 };
 
-// One HTTP/1.0 exchange on the metrics port: GET /metrics, or 404.
-class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
- public:
-  MetricsSession(Tcp::socket socket, const ControlServer::MetricsFn* fn)
-      : socket_(std::move(socket)), fn_(fn), request_(8192) {}
-
-  void Begin() {
-    auto self = shared_from_this();
-    asio::async_read_until(socket_, request_, "\r\n\r\n",
-                           [self](const boost::system::error_code& ec, size_t) {
-                             if (ec) return;
-                             std::string head(asio::buffers_begin(self->request_.data()),
-                                              asio::buffers_end(self->request_.data()));
-                             self->Answer(head.rfind("GET /metrics", 0) == 0);
-                           });
-  }
-
- private:
-  void Answer(bool found) {
-    std::string body = found ? (*fn_)() : "not found: try GET /metrics\n";
-    out_ = std::string(found ? "HTTP/1.0 200 OK\r\n" : "HTTP/1.0 404 Not Found\r\n") +
-           "Content-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-    auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self](const boost::system::error_code&, size_t) {
-                        boost::system::error_code ignored;
-                        self->socket_.shutdown(Tcp::socket::shutdown_both, ignored);
-                      });
-  }
-
-  Tcp::socket socket_;
-  const ControlServer::MetricsFn* fn_;
-  asio::streambuf request_;
-  std::string out_;
-};
+// Leaves room for the jobs' own files: connections may take half the open-file limit.
+size_t ConnectionsThatFit(size_t listeners) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  return std::max<size_t>(4, static_cast<size_t>(rl.rlim_cur) / 2 / std::max<size_t>(1, listeners));
+}
 
 }  // namespace
 
+Status ServerLimits::Check() const {
+  if (max_connections == 0) return InvalidArgumentError("max_connections must be at least 1");
+  if (max_request_bytes == 0 || max_request_bytes > kMaxFrameBytes)
+    return InvalidArgumentError("max_request_bytes must be in [1, {}], got {}", kMaxFrameBytes,
+                                max_request_bytes);
+  if (max_pending_bytes < max_request_bytes)
+    return InvalidArgumentError("max_pending_bytes ({}) must be at least max_request_bytes ({})",
+                                max_pending_bytes, max_request_bytes);
+  if (idle_timeout <= Duration::zero())
+    return InvalidArgumentError("idle_timeout must be positive");
+  if (auth_failure_delay < Duration::zero() || max_auth_failure_delay < auth_failure_delay)
+    return InvalidArgumentError("auth failure delays must satisfy 0 <= delay <= max delay");
+  return Status::Ok();
+}
+
+ControlServer::Handler ControlServer::Inline(
+    std::function<ControlResponse(const ControlRequest&)> fn) {
+  return [fn = std::move(fn)](ControlRequest req, Reply reply) { reply(fn(req)); };
+}
+
 class ControlServer::Impl {
  public:
-  Impl(ServerOptions options, Handler handler, MetricsFn metrics)
-      : options_(std::move(options)), handler_(std::move(handler)), metrics_(std::move(metrics)) {}
+  Impl(ServerOptions options, Handler handler, MetricsFn metrics) : options_(std::move(options)) {
+    core_.limits = options_.limits;
+    core_.handler = std::move(handler);
+    core_.metrics = std::move(metrics);
+    core_.token = options_.token;
+    core_.gate = std::make_shared<ReplyGate>(&io_);
+  }
+  ~Impl() { Stop(); }
 
   Status Bind() {
-    boost::system::error_code ec;
+    RETURN_IF_ERROR(options_.limits.Check());
+    if (options_.tcp_port >= 0 && options_.token.empty())
+      return InvalidArgumentError("TCP control needs a token (TANDEM_TOKEN or a token file)");
+    const size_t listeners = (options_.unix_path.empty() ? 0 : 1) + (options_.tcp_port >= 0 ? 1 : 0) +
+                             (options_.metrics_port >= 0 && core_.metrics ? 1 : 0);
+    const size_t fit = ConnectionsThatFit(listeners);
+    if (core_.limits.max_connections > fit) {
+      TLOG_WARN("control: max_connections {} lowered to {} to fit the open-file limit "
+                "(ulimit -n)", core_.limits.max_connections, fit);
+      core_.limits.max_connections = fit;
+    }
+    const std::string busy = EncodeResponse(ControlResponse::Error(UnavailableError(
+        "server busy: {} connections open (the limit); retry later", core_.limits.max_connections)));
     if (!options_.unix_path.empty()) {
+      unix_.emplace(io_, options_.unix_path, &core_, kUnixListener, busy,
+                    [this](LocalProtocol::socket s, ConnectionSlot slot) {
+                      StartControlSession(std::move(s), &core_, std::move(slot));
+                    });
       ::unlink(options_.unix_path.c_str());
-      unix_.emplace(io_);
+      boost::system::error_code ec;
       LocalProtocol::endpoint ep(options_.unix_path);
-      unix_->open(ep.protocol(), ec);
-      if (!ec) unix_->bind(ep, ec);
-      if (!ec) unix_->listen(asio::socket_base::max_listen_connections, ec);
+      unix_->acceptor.open(ep.protocol(), ec);
+      if (!ec) unix_->acceptor.bind(ep, ec);
+      if (!ec) unix_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
       if (ec) return FromAsio(ec, "cannot listen on " + options_.unix_path);
       ::chmod(options_.unix_path.c_str(), 0600);
     }
     if (options_.tcp_port >= 0) {
-      if (options_.token.empty())
-        return InvalidArgumentError("TCP control needs a token (TANDEM_TOKEN or a token file)");
-      ASSIGN_OR_RETURN(tcp_port_, ListenTcp(tcp_, options_.tcp_host, options_.tcp_port));
+      tcp_.emplace(io_, "tcp", &core_, kTcpListener, busy,
+                   [this](Tcp::socket s, ConnectionSlot slot) {
+                     StartControlSession(std::move(s), &core_, std::move(slot));
+                   });
+      ASSIGN_OR_RETURN(tcp_port_, ListenTcp(tcp_->acceptor, options_.tcp_host, options_.tcp_port));
     }
-    if (options_.metrics_port >= 0 && metrics_) {
-      ASSIGN_OR_RETURN(metrics_port_,
-                       ListenTcp(metrics_acceptor_, options_.metrics_host, options_.metrics_port));
+    if (options_.metrics_port >= 0 && core_.metrics) {
+      HttpAnswer unavailable;
+      unavailable.code = 503;
+      metrics_.emplace(io_, "metrics", &core_, kMetricsListener,
+                       FormatHttpResponse(unavailable, ""),
+                       [this](Tcp::socket s, ConnectionSlot slot) {
+                         StartMetricsSession(std::move(s), &core_, std::move(slot));
+                       });
+      ASSIGN_OR_RETURN(metrics_port_, ListenTcp(metrics_->acceptor, options_.metrics_host,
+                                                options_.metrics_port));
     }
     return Status::Ok();
   }
 
   void Run() {
-    if (unix_) AcceptControl(*unix_, nullptr);
-    if (tcp_) AcceptControl(*tcp_, &options_.token);
-    if (metrics_acceptor_) AcceptMetrics();
+    if (unix_) unix_->Accept();
+    if (tcp_) tcp_->Accept();
+    if (metrics_) metrics_->Accept();
     thread_ = std::thread([this] {
       log::SetThreadPrefix("control");
       io_.run();
@@ -182,68 +201,64 @@ class ControlServer::Impl {
     });
   }
 
-  // Closes the acceptors, lets replies being written finish (the I/O thread ends once no
+  // Closes the listeners, lets replies being written finish (the I/O thread ends once no
   // connection has work left), and cuts connections still open after a grace period.
   void Stop() {
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
-      boost::system::error_code ignored;
-      if (unix_) unix_->close(ignored);
-      if (tcp_) tcp_->close(ignored);
-      if (metrics_acceptor_) metrics_acceptor_->close(ignored);
+      if (unix_) unix_->Close();
+      if (tcp_) tcp_->Close();
+      if (metrics_) metrics_->Close();
     });
     if (exited_.get_future().wait_for(std::chrono::seconds(1)) != std::future_status::ready)
       io_.stop();
     thread_.join();
+    core_.gate->Close();
+    core_.waiting.clear();  // while io_ exists: their sockets belong to it
     if (!options_.unix_path.empty()) ::unlink(options_.unix_path.c_str());
+  }
+
+  ServerStats Stats() {
+    auto take = [this] {
+      ServerStats st;
+      st.connections = core_.connections[kUnixListener] + core_.connections[kTcpListener];
+      st.pending_bytes = core_.pending_bytes;
+      st.refused_connections = core_.refused_connections;
+      st.accept_failures = core_.accept_failures;
+      st.auth_failures = core_.auth_failures_total;
+      return st;
+    };
+    if (!thread_.joinable()) return ServerStats{};
+    auto p = std::make_shared<std::promise<ServerStats>>();
+    auto f = p->get_future();
+    asio::post(io_, [p, take] { p->set_value(take()); });
+    if (f.wait_for(std::chrono::seconds(30)) != std::future_status::ready) return ServerStats{};
+    return f.get();
   }
 
   int tcp_port_ = -1;
   int metrics_port_ = -1;
+  ServerCore core_;  // before io_: sessions destroyed with io_ still release into it
 
  private:
-  Result<int> ListenTcp(std::optional<Tcp::acceptor>& acceptor, const std::string& host, int port) {
+  Result<int> ListenTcp(Tcp::acceptor& acceptor, const std::string& host, int port) {
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(host, ec);
     if (ec) return InvalidArgumentError("bad listen address '{}': {}", host, ec.message());
     Tcp::endpoint ep(addr, static_cast<unsigned short>(port));
-    acceptor.emplace(io_);
-    acceptor->open(ep.protocol(), ec);
-    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor->bind(ep, ec);
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    acceptor.open(ep.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(ep, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return FromAsio(ec, fmt::format("cannot listen on {}:{}", host, port));
-    return static_cast<int>(acceptor->local_endpoint().port());
-  }
-
-  template <typename Acceptor>
-  void AcceptControl(Acceptor& acceptor, const std::string* token) {
-    acceptor.async_accept([this, &acceptor, token](const boost::system::error_code& ec,
-                                                   typename Acceptor::protocol_type::socket s) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        using Socket = typename Acceptor::protocol_type::socket;
-        std::make_shared<Session<Socket>>(std::move(s), &handler_, token)->Begin();
-      }
-      AcceptControl(acceptor, token);
-    });
-  }
-
-  void AcceptMetrics() {
-    metrics_acceptor_->async_accept([this](const boost::system::error_code& ec, Tcp::socket s) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) std::make_shared<MetricsSession>(std::move(s), &metrics_)->Begin();
-      AcceptMetrics();
-    });
+    return static_cast<int>(acceptor.local_endpoint().port());
   }
 
   ServerOptions options_;
-  Handler handler_;
-  MetricsFn metrics_;
   asio::io_context io_;
-  std::optional<LocalProtocol::acceptor> unix_;
-  std::optional<Tcp::acceptor> tcp_;
-  std::optional<Tcp::acceptor> metrics_acceptor_;
+  std::optional<Listener<LocalProtocol>> unix_;
+  std::optional<Listener<Tcp>> tcp_;
+  std::optional<Listener<Tcp>> metrics_;
   std::promise<void> exited_;
   std::thread thread_;
 };
@@ -260,6 +275,8 @@ ControlServer::ControlServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 ControlServer::~ControlServer() { Stop(); }
 int ControlServer::tcp_port() const { return impl_->tcp_port_; }
 int ControlServer::metrics_port() const { return impl_->metrics_port_; }
+const ServerLimits& ControlServer::limits() const { return impl_->core_.limits; }
+ServerStats ControlServer::Stats() const { return impl_->Stats(); }
 void ControlServer::Stop() { impl_->Stop(); }
 
 }  // namespace tandem

@@ -79,7 +79,7 @@ struct TrainingStatus {
 struct JobStatus {
   std::string id;     // "j1"
   std::string name;   // [job] name
-  std::string state;  // pending, running, succeeded, failed, stopped
+  std::string state;  // queued (waiting for GPUs), pending, running, succeeded, failed, stopped
   std::string error;  // why it failed; "" otherwise
   double seconds = 0;
   uint64_t items_done = 0;   // items popped from the job's channels
@@ -93,7 +93,7 @@ struct JobStatus {
   std::vector<StageStatus> stages;
   TrainingStatus training;
 
-  bool finished() const { return state != "pending" && state != "running"; }
+  bool finished() const { return state != "pending" && state != "queued" && state != "running"; }
 };
 
 // Which side of the job waits on which, from the channels' blocked time and the stage

@@ -133,18 +133,16 @@ JobStatus BuildStatus(const JobRunner::Live& live, const ProfileSnapshot& snap) 
   return st;
 }
 
-// Places the job's groups on this node (all or nothing): the GPU of each replica by group.
-Result<sched::Placement> PlaceJob(const JobSpec& job, bool* fake_gpus) {
-  ASSIGN_OR_RETURN(sched::NodeResources node, sched::DiscoverResources());
-  std::vector<sched::GroupRequest> requests;
-  for (const auto& g : job.actors) {
-    ASSIGN_OR_RETURN(sched::GroupRequest r, sched::GroupRequestFromConfig(g.name, g.settings));
-    requests.push_back(std::move(r));
+// Places the job's groups on `node` (all of this node's resources when null).
+Result<sched::Placement> PlaceJob(const JobSpec& job, const sched::NodeResources* node,
+                                  bool* fake_gpus) {
+  sched::NodeResources discovered;
+  if (node == nullptr) {
+    ASSIGN_OR_RETURN(discovered, sched::DiscoverResources());
+    node = &discovered;
   }
-  *fake_gpus = node.fake_gpus();
-  auto placed = sched::Place(node, requests);
-  if (!placed.ok()) return placed.status().WithContext(job.path);
-  return placed;
+  *fake_gpus = node->fake_gpus();
+  return JobRunner::PlaceOn(job, *node);
 }
 
 }  // namespace
@@ -168,6 +166,20 @@ std::string JobReport::ToString() const {
   return out;
 }
 
+Result<sched::Placement> JobRunner::PlaceOn(const JobSpec& job, const sched::NodeResources& node) {
+  std::vector<sched::GroupRequest> requests;
+  for (const auto& g : job.actors) {
+    ASSIGN_OR_RETURN(sched::GroupRequest r, sched::GroupRequestFromConfig(g.name, g.settings));
+    requests.push_back(std::move(r));
+  }
+  auto placed = sched::Place(node, requests);
+  if (!placed.ok()) return placed.status().WithContext(job.path);
+  // Place counts GPUs by position in node.gpus; a replica needs the device's own index.
+  for (sched::ReplicaAssignment& r : placed->replicas)
+    for (int& g : r.gpus) g = node.gpus[static_cast<size_t>(g)].index;
+  return placed;
+}
+
 Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes) {
   for (const auto& plugin : job.plugins) {
     auto loaded = LoadPlugin(plugin);
@@ -177,7 +189,7 @@ Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes) {
   RETURN_IF_ERROR(CheckClasses(job));
   RETURN_IF_ERROR(CheckActorSections(job, notes));
   bool fake_gpus = false;
-  return PlaceJob(job, &fake_gpus).status();
+  return PlaceJob(job, nullptr, &fake_gpus).status();
 }
 
 void JobRunner::RequestStop() { stop_requested_.store(true); }
@@ -199,7 +211,8 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
   const TimePoint start = SteadyClock::now();
   RETURN_IF_ERROR(Check(job));
   bool fake_gpus = false;
-  ASSIGN_OR_RETURN(sched::Placement placement, PlaceJob(job, &fake_gpus));
+  ASSIGN_OR_RETURN(sched::Placement placement,
+                   PlaceJob(job, options_.resources ? &*options_.resources : nullptr, &fake_gpus));
 
   StoreOptions so;
   so.name = job.name;

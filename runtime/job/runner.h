@@ -23,6 +23,8 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_status.h"
 #include "runtime/core/thread_annotations.h"
+#include "runtime/sched/placement.h"
+#include "runtime/sched/resources.h"
 #include "runtime/store/store_stats.h"
 
 namespace tandem {
@@ -52,11 +54,16 @@ struct RunOptions {
   // The job's registry (job_registry.h); null: a fresh one. A caller passes its own to share
   // objects it made with the job's actors (a benchmark's loaded target).
   std::shared_ptr<JobRegistry> registry;
+  // Place the job on these resources instead of all of this node's (a daemon passes the
+  // GPUs no other job holds). GpuInfo::index is the device each replica gets.
+  std::optional<sched::NodeResources> resources;
 };
 
 class JobRunner {
  public:
-  explicit JobRunner(RunOptions options = {}) : options_(options) {}
+  explicit JobRunner(RunOptions options = {}) : options_(std::move(options)) {}
+  // REQUIRES: before Run().
+  void set_resources(sched::NodeResources node) { options_.resources = std::move(node); }
   // Runs `job` to completion. The returned report's status says whether the job succeeded;
   // the Result itself is an error only when the job could not start (placement, plugins).
   Result<JobReport> Run(const JobSpec& job);
@@ -66,6 +73,9 @@ class JobRunner {
   // bytes). Errors name the file and the group. `notes` (may be null) gets the warnings
   // (a class that declares no keys).
   static Status Check(const JobSpec& job, std::vector<std::string>* notes = nullptr);
+  // Places `job`'s actor groups on `node` (all or nothing); replicas get the GpuInfo::index
+  // of the GPUs they are placed on. InvalidArgument, naming the file, when it does not fit.
+  static Result<sched::Placement> PlaceOn(const JobSpec& job, const sched::NodeResources& node);
   void RequestStop();
   bool stop_requested() const { return stop_requested_.load(); }
 

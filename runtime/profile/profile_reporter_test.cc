@@ -79,10 +79,14 @@ TEST(ProfileReporterTest, ReportsPeriodicallyAndOnStop) {
   ProfileReporter reporter(&prof, 20ms);
   step.Record(2'000'000);
   const auto deadline = SteadyClock::now() + 10s;
+  // The reporter publishes the snapshot before it logs the table, so wait for both: the
+  // log line may come a moment after the snapshot (it did under ASan on a loaded machine).
   while (true) {
     auto s = prof.LatestSnapshot();
-    if (s && s->stages.size() == 1 && s->stages[0].cumulative.count == 1) break;
-    ASSERT_LT(SteadyClock::now(), deadline) << "no report within 10 s";
+    if (s && s->stages.size() == 1 && s->stages[0].cumulative.count == 1 &&
+        logs.All().find("loop.step") != std::string::npos)
+      break;
+    ASSERT_LT(SteadyClock::now(), deadline) << "no report within 10 s: " << logs.All();
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_NE(logs.All().find("loop.step"), std::string::npos) << logs.All();

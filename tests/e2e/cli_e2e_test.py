@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 TANDEM = None
@@ -230,6 +231,79 @@ class DaemonTest(TandemCase):
             self.assertEqual(self.status_json(), [])
 
 
+class HardeningTest(TandemCase):
+    """Issue 18: what a hostile or careless client could do to a daemon."""
+
+    def test_concurrent_starts_report_the_real_outcome(self):
+        os.makedirs(self.home, mode=0o700)
+        procs = [subprocess.Popen([TANDEM, "--json", "start"], env=self.env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(3)]
+        results = [(p.wait(timeout=DEADLINE_S), *p.communicate()) for p in procs]
+        self.daemon_started = True
+        ok = [json.loads(out) for code, out, _ in results if code == 0]
+        self.assertEqual(len(ok), 1, results)  # exactly one daemon, and one start says so
+        pong = self.cli("--json", "status")  # it answers
+        self.assertEqual(json.loads(pong.stdout), [])
+        for code, out, err in results:
+            if code != 0:
+                self.assertEqual(code, 1, err)
+                self.assertIn("already", err)
+        with open(os.path.join(self.home, "daemon.log")) as f:
+            self.assertIn(f"tandem daemon (pid {ok[0]['pid']}) serving", f.read())
+
+    def test_idle_connections_announcing_big_frames_cost_no_memory(self):
+        out = self.cli("--json", "start")
+        self.daemon_started = True
+        pid = json.loads(out.stdout)["pid"]
+
+        def rss_kib():
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+            return 0
+
+        before = rss_kib()
+        path = os.path.join(self.home, "tandem.sock")
+        idle = []
+        for _ in range(30):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            s.sendall(b"TNDM" + struct.pack("<I", 16 << 20) + b"x")
+            idle.append(s)
+        self.assertEqual(self.status_json(), [])  # still answers, after reading those headers
+        time.sleep(0.5)  # room for a server that allocates what headers announce to show it
+        grown_mib = (rss_kib() - before) / 1024
+        for s in idle:
+            s.close()
+        self.assertLess(grown_mib, 64, f"30 idle connections took {grown_mib:.0f} MiB")
+
+    def test_wrong_token_submit_exits_1_and_is_logged(self):
+        port = free_port()
+        env = dict(self.env, TANDEM_TOKEN="s3cret-token")
+        self.start_daemon("--listen-tcp", str(port), env=env)
+        bad = dict(self.env, TANDEM_TOKEN="wrong")
+        p = self.cli("--tcp-port", str(port), "submit", PINGPONG, check=False, env=bad)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("unauthenticated", p.stderr)
+        with open(os.path.join(self.home, "daemon.log")) as f:
+            self.assertIn("token check failed for a request from 127.0.0.1:", f.read())
+
+    def test_job_name_with_control_characters_is_escaped(self):
+        self.start_daemon()
+        with open(PINGPONG) as f:
+            text = f.read().replace('name = "pingpong"', 'name = "evil\\nname\\u001b[31m"')
+        path = os.path.join(self.tmp.name, "evil.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        self.cli("submit", path, "--wait")
+        table = self.cli("list", "jobs").stdout
+        self.assertIn("evil\\nname\\x1b[31m", table)
+        self.assertNotIn("\x1b", table)
+        self.assertEqual(self.status_json()[0]["name"], "evil\nname\x1b[31m")
+
+
 class TokenAndMetricsTest(TandemCase):
     def test_tcp_token_and_metrics(self):
         port, mport = free_port(), free_port()
@@ -260,6 +334,14 @@ class TokenAndMetricsTest(TandemCase):
         self.assertIn('stage="demo.produce"', text)
         self.assertIn(f"tandem_store_capacity_bytes{{job=\"j1\",job_name=\"pingpong\"}} {16 << 20}",
                       text)
+        for path, code in (("/metricsXYZ", 404), ("/metrics/../../etc/passwd", 404)):
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(f"http://127.0.0.1:{mport}{path}", timeout=30)
+            self.assertEqual(e.exception.code, code, path)
+        req = urllib.request.Request(f"http://127.0.0.1:{mport}/metrics", method="POST", data=b"")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(e.exception.code, 405)
 
 
 class RunTest(TandemCase):
@@ -283,7 +365,7 @@ class RunTest(TandemCase):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(proc.returncode, 130, err)  # 128 + SIGINT (docs/cli.md)
         self.assertIn("job 'pingpong' finished", out)
         self.assertIn("0 live objects", out)
 
