@@ -21,7 +21,8 @@ TEST(PowerSamplerGpu, SamplesPowerAndClockWhileBusy) {
   EXPECT_LE(s.max_watts, 1.5 * s.limit_watts);  // short spikes above the limit are normal
   EXPECT_GT(s.min_sm_mhz, 0);
   EXPECT_GT(s.max_sm_mhz_supported, 0);
-  EXPECT_LE(s.mean_sm_mhz, s.max_sm_mhz_supported);
+  // A mean of samples all at the maximum clock can exceed it by a rounding error of the sum.
+  EXPECT_LE(s.mean_sm_mhz, s.max_sm_mhz_supported * (1 + 1e-9));
   EXPECT_NE(s.ToString().find("W limit"), std::string::npos) << s.ToString();
 }
 
