@@ -1,5 +1,6 @@
 # actors/dflash: the DFlash pipeline as actors (TargetActor, DrafterActor) and its job tests.
 target_sources(tandem_actors PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_resume.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
@@ -14,3 +15,5 @@ target_link_libraries(tandem_actors PUBLIC tandem::models)
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole)
 tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::actors_whole)
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
+tandem_add_test(checkpoint_resume_test SOURCES dflash/checkpoint_resume_test.cc
+                LIBS tandem::actors_whole)

@@ -36,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/dflash/checkpoint_resume.h"
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/grad_allreduce.h"
@@ -97,7 +98,7 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(int64_t log_every, s_.GetInt("log_every", 10));
     ASSIGN_OR_RETURN(int64_t max_bad, s_.GetInt("max_bad_steps", 5));
     ASSIGN_OR_RETURN(int64_t fail_at, s_.GetInt("fail_at_step", -1));
-    ASSIGN_OR_RETURN(bool resume, s_.GetBool("resume", false));
+    ASSIGN_OR_RETURN(ResumeMode resume, ParseResumeMode(s_));
     ASSIGN_OR_RETURN(std::string metrics_file, s_.GetString("metrics_file", ""));
     ASSIGN_OR_RETURN(double max_seconds, s_.GetDouble("max_seconds", 0.0));
     ASSIGN_OR_RETURN(int64_t sliding_window, s_.GetInt("sliding_window", 0));
@@ -182,16 +183,25 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, device, dev->stream()));
     RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, dev->stream()));
 
+    // What this run is, saved with every checkpoint and compared on resume (issue 18).
+    RunIdentity identity{to.seed, spec.model, spec.layer_ids, tg->replicas, spec.max_tokens, ""};
+    ASSIGN_OR_RETURN(identity.data, tg->settings.GetString("data", "synthetic"));
     ResumeState state;
-    if (resume || restarted) {
-      ASSIGN_OR_RETURN(std::optional<ResumeState> latest, ReadLatestState(ck_dir));
-      if (latest) {
-        models::DFlashTrainerState ts;
-        RETURN_IF_ERROR(models::LoadDFlashCheckpoint(latest->path, trainer->drafter(), &ts));
-        trainer->Restore(ts);
-        state = *latest;
-        TLOG_INFO("{}: resumed from {} at step {}", name(), latest->path, state.step);
-      }
+    state.identity = identity;
+    ASSIGN_OR_RETURN(std::optional<ResumePoint> point,
+                     OpenCheckpointDir(ck_dir, resume, restarted, writes_checkpoints, identity,
+                                       dc, name()));
+    int64_t committed_step = -1;  // the step directory this run last wrote or resumed from
+    if (point) {
+      models::DFlashTrainerState ts;
+      RETURN_IF_ERROR(models::LoadDFlashCheckpoint(point->state.path, trainer->drafter(), &ts));
+      if (ts.step != point->state.step)
+        return DataLossError("{}: trainer_state.json says step {}, tandem_state.json step {}",
+                             point->state.path, ts.step, point->state.step);
+      trainer->Restore(ts);
+      state = point->state;
+      state.identity = identity;
+      committed_step = state.step;
     }
     const int64_t first_step = state.step;
     if (first_step >= max_steps)
@@ -239,10 +249,14 @@ class DrafterActor final : public JobActor {
     auto checkpoint = [&]() -> Status {
       if (ck_dir.empty() || !writes_checkpoints) return Status::Ok();
       RETURN_IF_ERROR(dev->Synchronize());
-      state.path = fmt::format("{}/step_{:08d}", ck_dir, state.step);
+      if (state.step == committed_step) return Status::Ok();  // already saved
+      state.path = fmt::format("{}/{}", ck_dir, StepDirName(state.step));
+      RETURN_IF_ERROR(CheckStepDirIsNew(state.path));
       RETURN_IF_ERROR(models::SaveDFlashCheckpoint(state.path, trainer->drafter(),
                                                    trainer->state()));
-      return CommitState(ck_dir, state);
+      RETURN_IF_ERROR(CommitState(ck_dir, state));
+      committed_step = state.step;
+      return Status::Ok();
     };
     // A stop request (Ctrl-C on `tandem run`, `tandem stop`) ends the run gracefully: the
     // steps done so far are checkpointed, so `resume = true` continues from here.
