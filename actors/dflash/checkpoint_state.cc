@@ -246,7 +246,9 @@ Result<ResumeState> ParseResumeState(std::string_view text, const std::string& f
                                          format.substr(0, 40), kFormat));
   }
   int64_t version = 1;
-  if (f.Find("version") != nullptr) ASSIGN_OR_RETURN(version, f.Int("version", 1, kVersion));
+  if (f.Find("version") != nullptr) {
+    ASSIGN_OR_RETURN(version, f.Int("version", 1, kVersion));
+  }
   RETURN_IF_ERROR(f.OnlyKnown({"format", "version", "step", "tokens", "positions", "identity",
                                "files"}));
   ResumeState st;
@@ -324,11 +326,12 @@ Result<std::optional<ResumeState>> ReadLatestState(const std::string& dir) {
 Status CommitState(const std::string& dir, const ResumeState& state) {
   ResumeState st = state;
   st.files.clear();
-  std::error_code ec;
+  std::error_code ec, file_ec;
   for (const auto& e : std::filesystem::directory_iterator(state.path, ec)) {
     const std::string name = e.path().filename().string();
+    if (!e.is_regular_file(file_ec)) continue;
     // Left out: the state file itself and temp files of interrupted atomic writes.
-    if (!e.is_regular_file() || name == kStateFile || name.find(".tmp.") != std::string::npos) {
+    if (name == kStateFile || name.find(".tmp.") != std::string::npos) {
       continue;
     }
     FileDigest d;

@@ -8,7 +8,8 @@
 // Settings: in; target (the dflash.target group whose model it trains against, default
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
-// checkpoint = { dir, every_steps }; resume; max_bad_steps (5); fail_at_step (-1: never);
+// checkpoint = { dir, every_steps }; resume (true, false or "force": checkpoint_resume.h);
+// max_bad_steps (5); fail_at_step (-1: never);
 // metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
 // stop after this many seconds counted from the end of the first step, the steady state,

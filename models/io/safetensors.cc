@@ -92,10 +92,13 @@ Status ParseEntry(const std::string& file, const std::string& name, const json& 
     return DataLossError("{}: bad data_offsets {}", where(), off->dump());
   }
   int64_t want;
-  if (__builtin_mul_overflow(numel, kernels::DTypeSize(t->dtype), &want) || want != e - b) {
+  if (__builtin_mul_overflow(numel, kernels::DTypeSize(t->dtype), &want)) {
+    return DataLossError("{}: shape {} of {} needs more than 2^63 bytes", where(), sh->dump(),
+                         dt->get<std::string>());
+  }
+  if (want != e - b) {
     return DataLossError("{}: shape {} of {} needs {} bytes but data_offsets {} hold {}", where(),
-                         sh->dump(), dt->get<std::string>(), numel * kernels::DTypeSize(t->dtype),
-                         off->dump(), e - b);
+                         sh->dump(), dt->get<std::string>(), want, off->dump(), e - b);
   }
   if (e > data_size) {
     return DataLossError("{}: data_offsets {} run past the end of the data ({} bytes; "
