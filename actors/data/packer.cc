@@ -42,17 +42,30 @@ Result<std::unique_ptr<Packer>> Packer::Create(std::shared_ptr<const Corpus> cor
   return p;
 }
 
+// Ids are handed out as int32: without a vocab, 2^31 bounds them (a binary set may hold any
+// uint32).
+constexpr int64_t kInt32Ids = int64_t{1} << 31;
+
+int64_t Packer::IdLimit() const {
+  return opt_.vocab > 0 && opt_.vocab < kInt32Ids ? opt_.vocab : kInt32Ids;
+}
+
+std::string Packer::IdLimitOrigin() const {
+  return IdLimit() == opt_.vocab ? opt_.vocab_origin : std::string("token ids are int32");
+}
+
 Status Packer::ExcludeOutOfVocab() {
-  if (opt_.vocab <= 0 || int64_t{corpus_->vocab_bound()} <= opt_.vocab) return Status::Ok();
+  const int64_t limit = IdLimit();
+  if (int64_t{corpus_->vocab_bound()} <= limit) return Status::Ok();
   const int64_t n = corpus_->documents();
   int64_t kept = 0;
   for (int64_t d = 0; d < n; ++d) {
-    std::optional<OutOfVocab> bad = FindOutOfVocab(*corpus_, d, opt_.vocab);
+    std::optional<OutOfVocab> bad = FindOutOfVocab(*corpus_, d, limit);
     if (!bad) {
       ++kept;
       continue;
     }
-    const std::string message = DescribeOutOfVocab(*corpus_, *bad, opt_.vocab, opt_.vocab_origin);
+    const std::string message = DescribeOutOfVocab(*corpus_, *bad, limit, IdLimitOrigin());
     if (!opt_.skip_bad) {
       return InvalidArgumentError("{} (set skip_bad to count and skip such documents)", message);
     }
@@ -62,7 +75,7 @@ Status Packer::ExcludeOutOfVocab() {
   }
   if (kept == 0) {
     return InvalidArgumentError("{}: every document holds an id not below vocab {}; {}",
-                                corpus_->source(), opt_.vocab, vocab_skips_.ToString());
+                                corpus_->source(), limit, vocab_skips_.ToString());
   }
   return Status::Ok();
 }
@@ -163,12 +176,12 @@ Result<TokenBatch> Packer::Build(int64_t global_index) const {
     const Piece& piece = pieces_[p];
     const Document doc = corpus_->doc(static_cast<int64_t>(piece.doc));
     for (uint64_t t = piece.begin; t < piece.begin + piece.len; ++t) {
-      if (opt_.vocab > 0 && int64_t{doc.ids[t]} >= opt_.vocab) {
+      if (int64_t{doc.ids[t]} >= IdLimit()) {
         return DataLossError("{} (the set's header claims every id is below {})",
                              DescribeOutOfVocab(*corpus_,
                                                 {static_cast<int64_t>(piece.doc),
                                                  static_cast<int64_t>(t), doc.ids[t]},
-                                                opt_.vocab, opt_.vocab_origin),
+                                                IdLimit(), IdLimitOrigin()),
                              corpus_->vocab_bound());
       }
       b.input_ids.push_back(static_cast<int32_t>(doc.ids[t]));
@@ -220,7 +233,7 @@ std::string Packer::Describe() const {
   }
   s += "; " + corpus_->skips().ToString();
   if (vocab_skips_.skipped > 0) {
-    s += fmt::format("; vocab {}: {}", opt_.vocab, vocab_skips_.ToString());
+    s += fmt::format("; vocab {}: {}", IdLimit(), vocab_skips_.ToString());
   }
   return s;
 }

@@ -48,7 +48,7 @@ struct PackerOptions {
   // > 0: every id handed out must be below it (the target model's vocab_size: a larger id
   // has no embedding row and would train to a silent loss of 0). A document holding one is
   // InvalidArgument naming the corpus, document and token, or with skip_bad left out of
-  // every epoch and counted in Describe(). 0: unchecked.
+  // every epoch and counted in Describe(). 0: only ids below 2^31 (they travel as int32).
   int64_t vocab = 0;
   bool skip_bad = false;
   std::string vocab_origin;  // where `vocab` came from, for messages
@@ -80,6 +80,8 @@ class Packer final : public BatchSource {
   int64_t ShardBatches() const;  // of the planned epoch, for this replica
   Status CheckEnoughBatches() const;
   Status ExcludeOutOfVocab();  // fills excluded_ (or fails) per options.vocab / skip_bad
+  int64_t IdLimit() const;     // ids must be below it: options.vocab, or 2^31
+  std::string IdLimitOrigin() const;
   Result<TokenBatch> Build(int64_t global_index) const;
 
   std::shared_ptr<const Corpus> corpus_;

@@ -149,5 +149,26 @@ TEST(SourceVocabTest, TheJobsVocabMayNotExceedTheModels) {
       << (*synthetic)->Describe();
 }
 
+// Found by data_set_fuzz: a binary set may hold any uint32 id; without a vocab one at or
+// above 2^31 came out of the packer as a negative int32 id.
+TEST(SourceVocabTest, IdsThatDoNotFitInt32AreRefusedWithoutAVocab) {
+  ScratchDir dir;
+  const std::string set = dir.Path("d.bin");
+  ASSERT_TRUE(WriteBinary(Corpus::FromVectors({1, 2, 3, 4, 0xfffffffbu, 6}, {0, 3, 6}, {}, "mem"),
+                          set)
+                  .ok());
+  auto src = MakeBatchSource(Section({{"data", set}, {"max_tokens", 8}, {"shuffle", false}}), 0,
+                             1, 0);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find(set + ": document 1, token 1: id 4294967291 is not "
+                                              "below vocab 2147483648 (token ids are int32)"),
+            std::string::npos)
+      << src.status().message();
+  auto skipped = MakeBatchSource(
+      Section({{"data", set}, {"max_tokens", 8}, {"skip_bad", true}}), 0, 1, 0);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  EXPECT_EQ(AllIds(**skipped), (std::vector<int32_t>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace tandem::data
