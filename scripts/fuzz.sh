@@ -28,10 +28,11 @@ failed=()
 for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/logs/$t.log
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
-  # -timeout: one input taking 10 s is a finding (a hang or a quadratic parse).
+  # -timeout: one input taking 60 s is a finding (a hang, a quadratic parse); shorter limits
+  # fail on a loaded machine, where a descheduled process can take 10 s for 100 bytes.
   if ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-     "build-fuzz/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+     "build-fuzz/fuzz/$t" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 \
        -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_FLAGS:-} \
        "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
     status=ok
