@@ -15,5 +15,7 @@ target_link_libraries(tandem_actors PUBLIC tandem::models)
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole)
 tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::actors_whole)
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
-tandem_add_test(checkpoint_resume_test SOURCES dflash/checkpoint_resume_test.cc
+# Issue 18: resume checks and the target's vocab reaching the data layer.
+tandem_add_test(dflash_trust_test
+                SOURCES dflash/checkpoint_resume_test.cc dflash/target_vocab_test.cc
                 LIBS tandem::actors_whole)
