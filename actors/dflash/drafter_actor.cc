@@ -213,7 +213,8 @@ class DrafterActor final : public JobActor {
     if (metrics_file.empty() && !ck_dir.empty() && writes_checkpoints)
       metrics_file = ck_dir + "/metrics.jsonl";
     if (env->metrics != nullptr && !metrics_file.empty())
-      RETURN_IF_ERROR(env->metrics->OpenFile(metrics_file, /*append=*/resume || restarted));
+      RETURN_IF_ERROR(env->metrics->OpenFile(
+          metrics_file, /*append=*/resume != ResumeMode::kOff || restarted));
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(in));
     const ChannelSpec* cs = env->job->FindChannel(in);
     const size_t min_ready = cs != nullptr ? static_cast<size_t>(cs->min_ready) : 1;
