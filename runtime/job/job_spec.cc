@@ -72,6 +72,11 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 Status CheckKeys(const ConfigValue& table, const std::string& section,
                  const std::vector<std::string>& known) {
+  // `store = "x"` where [store] belongs (found by fuzz/job_spec_fuzz: table() CHECK-failed).
+  if (!table.is_table()) {
+    return InvalidArgumentError("{}: [{}] must be a table, got {}", table.location(), section,
+                                table.ToString());
+  }
   for (const auto& [k, v] : table.table()) {
     if (std::find(known.begin(), known.end(), k) != known.end()) continue;
     std::string hint = DidYouMean(k, known);

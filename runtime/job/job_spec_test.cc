@@ -57,6 +57,11 @@ void ExpectError(const std::string& text, const std::string& needle) {
 
 TEST(JobSpecTest, ErrorsNameFileLineAndKey) {
   ExpectError("[job\nname = 1", "bad.toml:1");
+  // Issue 18 (job_spec_fuzz): a section given as a value aborted the process (the daemon).
+  ExpectError("store=\"j\"", "[store] must be a table");
+  ExpectError("job = 1\n", "[job] must be a table");
+  ExpectError("profile = [1]\n", "[profile] must be a table");
+  ExpectError("[channels]\nhidden = 3\n", "must be a table");
   ExpectError("[actors.a]\nclass = \"x\"\nreplicas = \"two\"\n", "bad.toml:3");
   ExpectError("[actors.a]\nclass = \"x\"\nreplicas = \"two\"\n", "replicas");
   ExpectError("[actors.a]\nclass = \"x\"\nreplicas = 0\n", "expected an integer >= 1");
