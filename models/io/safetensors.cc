@@ -241,7 +241,8 @@ Status SafetensorsReader::LoadIndex(const std::string& index_path) {
   std::map<std::string, int> index_of_shard;
   for (const auto& [shard, example] : shards) {
     const std::string path = (dir / shard).string();
-    if (!fs::exists(path)) {
+    std::error_code ec;  // the throwing overload aborted on a shard name too long for a path
+    if (!fs::exists(path, ec)) {
       return NotFoundError("{}: shard '{}' (holding tensor '{}') does not exist", index_path,
                            path, example);
     }
@@ -278,9 +279,9 @@ Result<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     fs::path dir(path);
-    if (fs::exists(dir / kIndexName)) {
+    if (fs::exists(dir / kIndexName, ec)) {
       target = (dir / kIndexName).string();
-    } else if (fs::exists(dir / kSingleName)) {
+    } else if (fs::exists(dir / kSingleName, ec)) {
       target = (dir / kSingleName).string();
     } else {
       return NotFoundError("{}: no {} or {} in this directory", path, kIndexName, kSingleName);

@@ -206,6 +206,15 @@ class IndexCorruptionTest : public CorruptionTest {
   std::vector<float> a_, b_;
 };
 
+// Found by safetensors_index_fuzz: a shard name longer than a path may be threw
+// std::filesystem_error (an abort) instead of a NotFound naming the index.
+TEST_F(IndexCorruptionTest, ShardNameTooLongForAPath) {
+  const std::string index = dir_.path() + "/model.safetensors.index.json";
+  const std::string shard(5000, 's');
+  testing::WriteRaw(index, "{\"weight_map\": {\"a\": \"" + shard + "\"}}");
+  ExpectIndexFails(index, StatusCode::kNotFound, {"model.safetensors.index.json", "'a'"});
+}
+
 TEST_F(IndexCorruptionTest, MissingShard) {
   std::string index = WriteSharded();
   std::filesystem::remove(dir_.File("model-00002-of-00002.safetensors"));
