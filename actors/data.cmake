@@ -13,5 +13,5 @@ target_link_libraries(tandem_actors PRIVATE nlohmann_json::nlohmann_json)
 
 tandem_add_test(data_test
   SOURCES ${_tandem_data_dir}/corpus_test.cc ${_tandem_data_dir}/packer_test.cc
-          ${_tandem_data_dir}/source_test.cc
+          ${_tandem_data_dir}/source_test.cc ${_tandem_data_dir}/vocab_test.cc
   LIBS tandem::actors_whole)

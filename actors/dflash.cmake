@@ -1,6 +1,7 @@
 # actors/dflash: the DFlash pipeline as actors (TargetActor, DrafterActor) and its job tests.
 target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_cleanup.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_resume.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_checkpointer.cc
@@ -22,3 +23,7 @@ tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::a
 tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::actors_whole)
 tandem_add_test(checkpoint_cleanup_test SOURCES dflash/checkpoint_cleanup_test.cc LIBS tandem_actors)
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
+# Issue 18: resume checks and the target's vocab reaching the data layer.
+tandem_add_test(dflash_trust_test
+                SOURCES dflash/checkpoint_resume_test.cc dflash/target_vocab_test.cc
+                LIBS tandem::actors_whole)

@@ -95,6 +95,9 @@ TEST(JobKeysTest, IllTypedKeysAreRejected) {
                               "[0, 1], got a string \"fast\"", kTinyLines + 1));
   EXPECT_CONTAINS(Problems("num_layers = 2.5\n"), "actors.drafter.num_layers: expected an integer");
   EXPECT_CONTAINS(Problems("resume = 1\n"), "actors.drafter.resume: expected a boolean");
+  EXPECT_CONTAINS(Problems("resume = \"yes\"\n"),
+                  "actors.drafter.resume: \"yes\" is out of range");
+  EXPECT_EQ(Problems("resume = \"force\"\n"), "accepted");
   EXPECT_CONTAINS(Problems("layer_types = [\"full_attention\", \"sliding\"]\n"),
                   "actors.drafter.layer_types[1]: \"sliding\" is out of range");
   EXPECT_CONTAINS(Problems("checkpoint = { dir = \"/tmp/x\", evry_steps = 5 }\n"),

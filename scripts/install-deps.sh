@@ -8,10 +8,11 @@ pkgs=(
   capnproto libcapnp-dev
   libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
   libpcre2-dev libutf8proc-dev
   python3
   bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal
+  clang libclang-rt-14-dev   # fuzz/ (libFuzzer, ASan, UBSan): scripts/fuzz.sh
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -3,6 +3,8 @@
 #   1. install dependencies; 2. build (CUDA when nvcc is found) and run every ctest test
 #      (GPU tests report "Skipped" without a GPU);
 #   3. build runtime/ with ThreadSanitizer and with AddressSanitizer+UBSan and run its tests.
+#   4. build the libFuzzer targets of fuzz/ and run each for a short fixed budget
+#      (scripts/fuzz.sh; TANDEM_FUZZ_SECONDS, default 20; 0 skips).
 # Set TANDEM_TEST_SANITIZERS=0 to skip step 3 locally.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +26,10 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
       bash -c "cd $dir && ctest --output-on-failure -j $jobs -L cpu"
   done
+fi
+fuzz_secs=${TANDEM_FUZZ_SECONDS:-20}
+if [ "$fuzz_secs" != "0" ]; then
+  echo "== fuzz targets, ${fuzz_secs} s each =="
+  bash scripts/fuzz.sh "$fuzz_secs"
 fi
 echo "test.sh: all suites passed"

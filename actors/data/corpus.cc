@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -40,6 +41,19 @@ struct Header {
 };
 static_assert(sizeof(Header) == 64);
 
+// (count + extra) * size in bytes, or nullopt when that does not fit in 64 bits.
+std::optional<uint64_t> CheckedBytes(uint64_t count, uint64_t extra, uint64_t size) {
+  uint64_t n = 0, bytes = 0;
+  if (__builtin_add_overflow(count, extra, &n) || __builtin_mul_overflow(n, size, &bytes)) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+std::string BytesText(std::optional<uint64_t> bytes) {
+  return bytes ? fmt::format("{} bytes", *bytes) : std::string("more bytes than 2^64");
+}
+
 std::string Join(const std::string& dir, const char* file) {
   return (std::filesystem::path(dir) / file).string();
 }
@@ -58,6 +72,10 @@ class Mapping {
       int err = errno;
       ::close(fd);
       return DataLossError("{}: cannot stat: {}", path, std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return DataLossError("{}: not a regular file", path);
     }
     auto m = std::unique_ptr<Mapping>(new Mapping());
     m->size_ = static_cast<size_t>(st.st_size);
@@ -236,14 +254,18 @@ Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check) {
   const std::string mask_path = Join(dir, kMaskFile);
   ASSIGN_OR_RETURN(m->tokens, OpenListed(tokens_path));
   ASSIGN_OR_RETURN(m->offsets, OpenListed(offsets_path));
-  if (m->tokens->size() != h.tokens * sizeof(uint32_t)) {
-    return DataLossError("{}: {} bytes, but the header says {} tokens ({} bytes)", tokens_path,
-                         m->tokens->size(), h.tokens, h.tokens * sizeof(uint32_t));
+  // Every size below comes from the file: checked arithmetic, so a header such as
+  // documents = 2^61 + 511 cannot wrap around to the size of a small offsets file.
+  std::optional<uint64_t> token_bytes = CheckedBytes(h.tokens, 0, sizeof(uint32_t));
+  std::optional<uint64_t> offset_bytes = CheckedBytes(h.documents, 1, sizeof(uint64_t));
+  if (!token_bytes || m->tokens->size() != *token_bytes) {
+    return DataLossError("{}: {} bytes, but the header says {} tokens ({})", tokens_path,
+                         m->tokens->size(), h.tokens, BytesText(token_bytes));
   }
-  if (m->offsets->size() != (h.documents + 1) * sizeof(uint64_t)) {
-    return DataLossError("{}: {} bytes, but the header says {} documents ({} bytes)",
+  if (!offset_bytes || m->offsets->size() != *offset_bytes) {
+    return DataLossError("{}: {} bytes, but the header says {} documents (offsets need {})",
                          offsets_path, m->offsets->size(), h.documents,
-                         (h.documents + 1) * sizeof(uint64_t));
+                         BytesText(offset_bytes));
   }
   if (has_mask) {
     ASSIGN_OR_RETURN(m->mask, OpenListed(mask_path));
@@ -293,6 +315,21 @@ Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check) {
   }
   c.storage_ = std::move(m);
   return c;
+}
+
+std::optional<OutOfVocab> FindOutOfVocab(const Corpus& corpus, int64_t doc, int64_t vocab) {
+  const std::span<const uint32_t> ids = corpus.doc(doc).ids;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (int64_t{ids[t]} >= vocab) return OutOfVocab{doc, static_cast<int64_t>(t), ids[t]};
+  }
+  return std::nullopt;
+}
+
+std::string DescribeOutOfVocab(const Corpus& corpus, const OutOfVocab& bad, int64_t vocab,
+                               const std::string& vocab_origin) {
+  return fmt::format("{}: document {}, token {}: id {} is not below vocab {}{}",
+                     corpus.source(), bad.document, bad.position, bad.id, vocab,
+                     vocab_origin.empty() ? "" : " (" + vocab_origin + ")");
 }
 
 }  // namespace tandem::data

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -87,6 +88,7 @@ class Corpus {
 struct JsonlOptions {
   int64_t vocab = 0;       // > 0: every id must be < vocab; 0: only 0 <= id <= INT32_MAX
   bool skip_bad = false;   // count and report bad records instead of failing on the first
+  std::string vocab_origin;  // where `vocab` came from, for messages ("" = the job's key)
 };
 
 // Reads one JSON object per line: {"input_ids": [int, ...], "loss_mask": [0|1, ...]?}.
@@ -106,5 +108,17 @@ Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check);
 
 // True when `path` is a directory holding a binary set's header.
 bool IsBinarySet(const std::string& path);
+
+// A token id at or above a vocabulary size: where it is, for messages.
+struct OutOfVocab {
+  int64_t document = 0;  // index into the corpus
+  int64_t position = 0;  // token index within the document
+  uint32_t id = 0;
+};
+// The first token of document `doc` whose id is >= vocab (> 0), or nullopt.
+std::optional<OutOfVocab> FindOutOfVocab(const Corpus& corpus, int64_t doc, int64_t vocab);
+// "train.tdata: document 17, token 3: id 999 is not below vocab 512 (origin)".
+std::string DescribeOutOfVocab(const Corpus& corpus, const OutOfVocab& bad, int64_t vocab,
+                               const std::string& vocab_origin);
 
 }  // namespace tandem::data

@@ -222,6 +222,27 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"mask byte",
                    [](const std::string& s) { Patch(s + "/loss_mask.u8", 3, "\x02"); },
                    "loss_mask.u8", "byte 3 is 2", BinaryCheck::kFull},
+        // Issue 18: (2^61 + 511 + 1) * 8 wraps to 4096, the size of this offsets file;
+        // the set must be refused, never read past the 4 KB mapping.
+        Corruption{"documents overflow",
+                   [](const std::string& s) {
+                     std::filesystem::resize_file(s + "/offsets.u64", 4096);
+                     Patch(s + "/header", 16, U64((uint64_t{1} << 61) + 511));
+                   },
+                   "offsets.u64", "header says 2305843009213694463 documents (offsets need more bytes than 2^64)",
+                   BinaryCheck::kStructure},
+        Corruption{"tokens overflow",
+                   [](const std::string& s) {
+                     std::filesystem::resize_file(s + "/tokens.u32", 4096);
+                     Patch(s + "/header", 24, U64((uint64_t{1} << 62) + 1024));
+                   },
+                   "tokens.u32", "more bytes than 2^64", BinaryCheck::kStructure},
+        Corruption{"tokens not a file",
+                   [](const std::string& s) {
+                     std::filesystem::remove(s + "/tokens.u32");
+                     std::filesystem::create_directory(s + "/tokens.u32");
+                   },
+                   "tokens.u32", "not a regular file", BinaryCheck::kStructure},
         Corruption{"missing mask",
                    [](const std::string& s) { std::filesystem::remove(s + "/loss_mask.u8"); },
                    "loss_mask.u8", "missing, but the set's header lists it", BinaryCheck::kStructure}),

@@ -25,7 +25,8 @@ struct Record {
 std::string Kind(const nlohmann::json& v) { return v.type_name(); }
 
 // Parses one non-blank line into `out`, or says what is wrong with it.
-std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab, Record& out) {
+std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab,
+                                     const std::string& vocab_origin, Record& out) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return BadRecord{"not_json", "not valid JSON"};
   if (!j.is_object()) {
@@ -49,8 +50,10 @@ std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab, Rec
     }
     if (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(limit) : v.get<int64_t>() >= limit) {
       return BadRecord{"id_out_of_range",
-                       vocab > 0 ? fmt::format("input_ids[{}] = {} is not below vocab {}", i,
-                                               v.dump(), vocab)
+                       vocab > 0 ? fmt::format("input_ids[{}] = {} is not below vocab {}{}", i,
+                                               v.dump(), vocab,
+                                               vocab_origin.empty() ? ""
+                                                                    : " (" + vocab_origin + ")")
                                  : fmt::format("input_ids[{}] = {} does not fit int32", i,
                                                v.dump())};
     }
@@ -111,7 +114,7 @@ Result<Corpus> ReadJsonl(const std::string& path, const JsonlOptions& options) {
       ++skips.blank_lines;
       continue;
     }
-    std::optional<BadRecord> bad = ParseRecord(line, options.vocab, rec);
+    std::optional<BadRecord> bad = ParseRecord(line, options.vocab, options.vocab_origin, rec);
     if (!bad && with_mask.has_value() && *with_mask != rec.mask.has_value()) {
       bad = BadRecord{"mask_presence",
                       fmt::format("{} \"loss_mask\" but line {} {}",

@@ -32,10 +32,52 @@ Result<std::unique_ptr<Packer>> Packer::Create(std::shared_ptr<const Corpus> cor
     return InvalidArgumentError("packer: replica {} of {} is out of range", options.replica,
                                 options.replicas);
   }
+  if (options.vocab < 0) {
+    return InvalidArgumentError("packer: vocab must be >= 0, got {}", options.vocab);
+  }
   auto p = std::unique_ptr<Packer>(new Packer(std::move(corpus), options));
+  RETURN_IF_ERROR(p->ExcludeOutOfVocab());
   p->PlanEpoch(0);
   RETURN_IF_ERROR(p->CheckEnoughBatches());
   return p;
+}
+
+// Ids are handed out as int32: without a vocab, 2^31 bounds them (a binary set may hold any
+// uint32).
+constexpr int64_t kInt32Ids = int64_t{1} << 31;
+
+int64_t Packer::IdLimit() const {
+  return opt_.vocab > 0 && opt_.vocab < kInt32Ids ? opt_.vocab : kInt32Ids;
+}
+
+std::string Packer::IdLimitOrigin() const {
+  return IdLimit() == opt_.vocab ? opt_.vocab_origin : std::string("token ids are int32");
+}
+
+Status Packer::ExcludeOutOfVocab() {
+  const int64_t limit = IdLimit();
+  if (int64_t{corpus_->vocab_bound()} <= limit) return Status::Ok();
+  const int64_t n = corpus_->documents();
+  int64_t kept = 0;
+  for (int64_t d = 0; d < n; ++d) {
+    std::optional<OutOfVocab> bad = FindOutOfVocab(*corpus_, d, limit);
+    if (!bad) {
+      ++kept;
+      continue;
+    }
+    const std::string message = DescribeOutOfVocab(*corpus_, *bad, limit, IdLimitOrigin());
+    if (!opt_.skip_bad) {
+      return InvalidArgumentError("{} (set skip_bad to count and skip such documents)", message);
+    }
+    if (excluded_.empty()) excluded_.assign(static_cast<size_t>(n), false);
+    excluded_[static_cast<size_t>(d)] = true;
+    vocab_skips_.Add("id_out_of_range", message);
+  }
+  if (kept == 0) {
+    return InvalidArgumentError("{}: every document holds an id not below vocab {}; {}",
+                                corpus_->source(), limit, vocab_skips_.ToString());
+  }
+  return Status::Ok();
 }
 
 void Packer::PlanEpoch(int64_t epoch) {
@@ -54,6 +96,7 @@ void Packer::PlanEpoch(int64_t epoch) {
   split_documents_ = 0;
   uint64_t fill = 0;
   for (uint32_t d : order) {
+    if (!excluded_.empty() && excluded_[d]) continue;
     const uint64_t len = corpus_->doc(d).ids.size();
     if (len > max) {
       if (opt_.long_documents == LongDocuments::kTruncate) {
@@ -107,7 +150,8 @@ Result<std::optional<TokenBatch>> Packer::Next() {
     if (pos_.next_batch < ShardBatches()) {
       const int64_t global = opt_.replica + pos_.next_batch * opt_.replicas;
       ++pos_.next_batch;
-      return std::optional<TokenBatch>(Build(global));
+      ASSIGN_OR_RETURN(TokenBatch batch, Build(global));
+      return std::optional<TokenBatch>(std::move(batch));
     }
     ++pos_.epoch;
     pos_.next_batch = 0;
@@ -115,7 +159,7 @@ Result<std::optional<TokenBatch>> Packer::Next() {
   return std::optional<TokenBatch>();
 }
 
-TokenBatch Packer::Build(int64_t global_index) const {
+Result<TokenBatch> Packer::Build(int64_t global_index) const {
   TokenBatch b;
   b.index = static_cast<uint64_t>(global_index);
   b.epoch = planned_epoch_;
@@ -132,6 +176,14 @@ TokenBatch Packer::Build(int64_t global_index) const {
     const Piece& piece = pieces_[p];
     const Document doc = corpus_->doc(static_cast<int64_t>(piece.doc));
     for (uint64_t t = piece.begin; t < piece.begin + piece.len; ++t) {
+      if (int64_t{doc.ids[t]} >= IdLimit()) {
+        return DataLossError("{} (the set's header claims every id is below {})",
+                             DescribeOutOfVocab(*corpus_,
+                                                {static_cast<int64_t>(piece.doc),
+                                                 static_cast<int64_t>(t), doc.ids[t]},
+                                                IdLimit(), IdLimitOrigin()),
+                             corpus_->vocab_bound());
+      }
       b.input_ids.push_back(static_cast<int32_t>(doc.ids[t]));
       b.position_ids.push_back(static_cast<int32_t>(t));
       const bool segment_start = t == piece.begin;
@@ -180,6 +232,9 @@ std::string Packer::Describe() const {
     s += fmt::format("; {} tokens truncated from long documents per epoch", truncated_tokens_);
   }
   s += "; " + corpus_->skips().ToString();
+  if (vocab_skips_.skipped > 0) {
+    s += fmt::format("; vocab {}: {}", IdLimit(), vocab_skips_.ToString());
+  }
   return s;
 }
 

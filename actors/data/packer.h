@@ -13,6 +13,10 @@
 // Replica r of n takes global batches r, r+n, r+2n, ... so the replicas together see every
 // batch of the epoch exactly once. An epoch with fewer batches than replicas is an error.
 //
+// Token ids: with options.vocab set, documents are checked when the corpus' vocab bound
+// (its header's, for a binary set) says some id may be out of range, and every batch is
+// checked again as it is built (DataLoss if a header understated its bound).
+//
 // Loss mask of a batch token: the corpus' mask (all ones when it has none), and always 0 on
 // the first token of every segment, which has no earlier token in the segment to be predicted
 // from.
@@ -41,6 +45,13 @@ struct PackerOptions {
   int replica = 0;             // 0 <= replica < replicas
   int replicas = 1;
   LongDocuments long_documents = LongDocuments::kSplit;
+  // > 0: every id handed out must be below it (the target model's vocab_size: a larger id
+  // has no embedding row and would train to a silent loss of 0). A document holding one is
+  // InvalidArgument naming the corpus, document and token, or with skip_bad left out of
+  // every epoch and counted in Describe(). 0: only ids below 2^31 (they travel as int32).
+  int64_t vocab = 0;
+  bool skip_bad = false;
+  std::string vocab_origin;  // where `vocab` came from, for messages
 };
 
 class Packer final : public BatchSource {
@@ -68,7 +79,10 @@ class Packer final : public BatchSource {
   void PlanEpoch(int64_t epoch);
   int64_t ShardBatches() const;  // of the planned epoch, for this replica
   Status CheckEnoughBatches() const;
-  TokenBatch Build(int64_t global_index) const;
+  Status ExcludeOutOfVocab();  // fills excluded_ (or fails) per options.vocab / skip_bad
+  int64_t IdLimit() const;     // ids must be below it: options.vocab, or 2^31
+  std::string IdLimitOrigin() const;
+  Result<TokenBatch> Build(int64_t global_index) const;
 
   std::shared_ptr<const Corpus> corpus_;
   PackerOptions opt_;
@@ -78,6 +92,8 @@ class Packer final : public BatchSource {
   std::vector<uint64_t> batch_starts_;  // [B+1] indices into pieces_
   uint64_t truncated_tokens_ = 0;       // per epoch (the same every epoch)
   uint64_t split_documents_ = 0;
+  std::vector<bool> excluded_;  // [documents] when some are skipped, else empty
+  SkipReport vocab_skips_;      // documents skipped for an out-of-vocab id
 };
 
 }  // namespace tandem::data

@@ -34,15 +34,48 @@ Result<int64_t> PositiveInt(const ConfigValue& section, std::string_view key, in
   return v;
 }
 
+// The `vocab` key checked against the model's: the key if given (not above the model's),
+// else the model's (0 when neither is known).
+struct Vocab {
+  int64_t size = 0;
+  std::string origin;  // for messages; "" for the job's own key
+};
+
+Result<Vocab> ResolveVocab(const ConfigValue& section, const SourceTarget& target,
+                           int64_t fallback) {
+  if (target.vocab < 0) {
+    return InvalidArgumentError("data source: the target's vocab_size is {}", target.vocab);
+  }
+  const std::string model = target.vocab_origin.empty() ? std::string("the target model's vocab_size")
+                                                        : target.vocab_origin;
+  if (section.Find("vocab") == nullptr) {
+    if (target.vocab > 0) return Vocab{target.vocab, model};
+    return Vocab{fallback, ""};
+  }
+  ASSIGN_OR_RETURN(int64_t v, section.GetInt("vocab", 0));
+  if (v < 0) return KeyError(section, "vocab", fmt::format("must be >= 0, got {}", v));
+  if (target.vocab > 0 && v > target.vocab) {
+    return KeyError(section, "vocab",
+                    fmt::format("{} is above the model's vocab_size {} ({}): ids up to {} would "
+                                "have no embedding row; leave it out to use the model's",
+                                v, target.vocab, model, v - 1));
+  }
+  if (v == 0 && target.vocab > 0) return Vocab{target.vocab, model};
+  return Vocab{v, ""};
+}
+
 Result<std::unique_ptr<BatchSource>> MakeSynthetic(const ConfigValue& section, int replica,
-                                                   int replicas, int64_t seed, int64_t epochs) {
+                                                   int replicas, int64_t seed, int64_t epochs,
+                                                   const SourceTarget& target) {
   SyntheticOptions o;
   o.seed = static_cast<uint64_t>(seed);
   o.replica = replica;
   o.replicas = replicas;
   o.epochs = epochs;
   ASSIGN_OR_RETURN(o.max_tokens, PositiveInt(section, "max_tokens", 1024));
-  ASSIGN_OR_RETURN(o.vocab, PositiveInt(section, "vocab", 256));
+  ASSIGN_OR_RETURN(Vocab vocab, ResolveVocab(section, target, 256));
+  if (vocab.size <= 0) return KeyError(section, "vocab", "must be positive for synthetic data");
+  o.vocab = vocab.size;
   ASSIGN_OR_RETURN(o.batches_per_epoch, PositiveInt(section, "batches_per_epoch", 100));
   o.min_doc_len = std::min<int64_t>(16, o.max_tokens);
   o.max_doc_len = std::min<int64_t>(128, o.max_tokens);
@@ -69,34 +102,45 @@ Result<std::unique_ptr<BatchSource>> MakeSynthetic(const ConfigValue& section, i
   return std::unique_ptr<BatchSource>(std::move(src).value());
 }
 
-// A JSONL file or a binary set; a binary set holding ids not below `vocab` (> 0) is an error.
-Result<Corpus> LoadCorpus(const std::string& path, int64_t vocab, bool skip_bad,
+// A JSONL file (ids checked against `vocab` as it is read) or a binary set (whose ids the
+// caller checks: the packer, or CheckWholeCorpus).
+Result<Corpus> LoadCorpus(const std::string& path, const Vocab& vocab, bool skip_bad,
                           BinaryCheck check) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) {
-    return ReadJsonl(path, JsonlOptions{.vocab = vocab, .skip_bad = skip_bad});
+    return ReadJsonl(path, JsonlOptions{.vocab = vocab.size, .skip_bad = skip_bad,
+                                        .vocab_origin = vocab.origin});
   }
   if (!IsBinarySet(path)) {
     return InvalidArgumentError("directory '{}' is not a binary data set (no header file)", path);
   }
-  ASSIGN_OR_RETURN(Corpus corpus, OpenBinary(path, check));
-  if (vocab > 0 && corpus.vocab_bound() > uint64_t(vocab)) {
-    return InvalidArgumentError("{} holds token ids up to {}, not below vocab {}", path,
-                                corpus.vocab_bound() - 1, vocab);
+  return OpenBinary(path, check);
+}
+
+// `tandem data --vocab`: the first document with an id not below `vocab` is an error.
+Status CheckWholeCorpus(const Corpus& corpus, int64_t vocab) {
+  if (vocab <= 0 || int64_t{corpus.vocab_bound()} <= vocab) return Status::Ok();
+  for (int64_t d = 0; d < corpus.documents(); ++d) {
+    if (std::optional<OutOfVocab> bad = FindOutOfVocab(corpus, d, vocab)) {
+      return InvalidArgumentError("{}", DescribeOutOfVocab(corpus, *bad, vocab, ""));
+    }
   }
-  return corpus;
+  return Status::Ok();
 }
 
 }  // namespace
 
 Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ConfigValue& section, int replica,
-                                                     int replicas, int64_t seed) {
+                                                     int replicas, int64_t seed,
+                                                     const SourceTarget& target) {
   ASSIGN_OR_RETURN(std::string path, section.RequireString("data"));
   ASSIGN_OR_RETURN(int64_t epochs, section.GetInt("epochs", 1));
   if (epochs < 0) {
     return KeyError(section, "epochs", fmt::format("must be >= 0 (0 = forever), got {}", epochs));
   }
-  if (path == kSynthetic) return MakeSynthetic(section, replica, replicas, seed, epochs);
+  if (path == kSynthetic) {
+    return MakeSynthetic(section, replica, replicas, seed, epochs, target);
+  }
 
   PackerOptions o;
   o.seed = static_cast<uint64_t>(seed);
@@ -105,9 +149,11 @@ Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ConfigValue& section,
   o.epochs = epochs;
   ASSIGN_OR_RETURN(o.max_tokens, PositiveInt(section, "max_tokens", 16384));
   ASSIGN_OR_RETURN(o.shuffle, section.GetBool("shuffle", true));
-  ASSIGN_OR_RETURN(int64_t vocab, section.GetInt("vocab", 0));
-  if (vocab < 0) return KeyError(section, "vocab", fmt::format("must be >= 0, got {}", vocab));
+  ASSIGN_OR_RETURN(Vocab vocab, ResolveVocab(section, target, 0));
   ASSIGN_OR_RETURN(bool skip_bad, section.GetBool("skip_bad", false));
+  o.vocab = vocab.size;
+  o.skip_bad = skip_bad;
+  o.vocab_origin = vocab.origin;
   ASSIGN_OR_RETURN(std::string long_docs, section.GetString("long_documents", "split"));
   if (long_docs == "truncate") {
     o.long_documents = LongDocuments::kTruncate;
@@ -139,8 +185,12 @@ Status RunDataCommand(const DataCommandOptions& options) {
                                 "to convert, or no output to validate it",
                                 options.input);
   }
-  ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(options.input, options.vocab, options.skip_bad,
-                                             BinaryCheck::kFull));
+  if (options.vocab < 0) {
+    return InvalidArgumentError("tandem data: --vocab must be >= 0, got {}", options.vocab);
+  }
+  ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(options.input, Vocab{options.vocab, ""},
+                                             options.skip_bad, BinaryCheck::kFull));
+  RETURN_IF_ERROR(CheckWholeCorpus(corpus, options.vocab));
   uint64_t shortest = UINT64_MAX, longest = 0;
   for (int64_t i = 0; i < corpus.documents(); ++i) {
     const uint64_t len = corpus.doc(i).ids.size();

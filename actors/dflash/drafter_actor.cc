@@ -8,7 +8,8 @@
 // Settings: in; target (the dflash.target group whose model it trains against, default
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
-// checkpoint = { dir, every_steps }; resume; max_bad_steps (5); fail_at_step (-1: never);
+// checkpoint = { dir, every_steps }; resume (true, false or "force": checkpoint_resume.h);
+// max_bad_steps (5); fail_at_step (-1: never);
 // metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
 // stop after this many seconds counted from the end of the first step, the steady state,
@@ -37,6 +38,7 @@
 #include <fmt/format.h>
 
 #include "actors/dflash/checkpoint_cleanup.h"
+#include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_checkpointer.h"
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/drafter_loop.h"
@@ -114,6 +116,18 @@ class DrafterActor final : public JobActor {
     return ParseTargetModelSpec(tg->settings, env.job->seed);
   }
 
+  // What a checkpoint of this run records and a resumed run must match (checkpoint_state.h).
+  Result<RunIdentity> IdentityOf(const JobEnv& env, const DrafterSettings& ds,
+                                 const TargetModelSpec& spec) const {
+    RunIdentity id{ds.seed, spec.model, spec.layer_ids, 1, spec.max_tokens, "synthetic"};
+    for (const ActorGroupSpec& g : env.job->actors) {
+      if (g.name != ds.target_group) continue;
+      id.target_replicas = g.replicas;
+      ASSIGN_OR_RETURN(id.data, g.settings.GetString("data", "synthetic"));
+    }
+    return id;
+  }
+
   // True on the CPU, and on a GPU where a replica of `target_group` runs.
   bool SharesDeviceWithTarget(const std::string& target_group, kernels::Device device) const {
     if (device.is_cpu() || context().system == nullptr) return true;
@@ -156,10 +170,11 @@ class DrafterActor final : public JobActor {
     DrafterCheckpointer checkpointer(ds.checkpoint_dir, context().replica == 0, name());
     if (checkpointer.enabled() && restarts == 0)
       RETURN_IF_ERROR(CleanCheckpointDir(ds.checkpoint_dir).status());
-    ResumeState state;
-    if (ds.resume || restarts > 0) {
-      ASSIGN_OR_RETURN(state, checkpointer.Resume(*trainer));
-    }
+    // What this run is, saved with every checkpoint and compared on resume (issue 18).
+    ASSIGN_OR_RETURN(const RunIdentity identity, IdentityOf(*env, ds, spec));
+    ASSIGN_OR_RETURN(ResumeState state,
+                     checkpointer.Open(*trainer, ds.resume, restarts > 0, identity,
+                                       DrafterConfig(ds, spec)));
     if (state.step >= ds.max_steps)
       return fmt::format("steps {} (already done at checkpoint), restarts {}", state.step,
                          restarts);
@@ -168,7 +183,8 @@ class DrafterActor final : public JobActor {
     if (metrics_file.empty() && checkpointer.enabled())
       metrics_file = ds.checkpoint_dir + "/metrics.jsonl";
     if (env->metrics != nullptr && !metrics_file.empty())
-      RETURN_IF_ERROR(env->metrics->OpenFile(metrics_file, /*append=*/ds.resume || restarts > 0));
+      RETURN_IF_ERROR(env->metrics->OpenFile(
+          metrics_file, /*append=*/ds.resume != ResumeMode::kOff || restarts > 0));
     DrafterParts parts;
     parts.settings = &ds;
     parts.env = env;

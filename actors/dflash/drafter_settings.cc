@@ -94,7 +94,9 @@ const KeyTable& DrafterKeys() {
     t->Int("max_bad_steps", "abort after this many non-finite steps in a row").Default(5).Min(1);
     t->Int("fail_at_step", "testing: fail once at this step, to show restarts (-1: never)")
         .Default(-1).Min(-1);
-    t->Bool("resume", "continue from checkpoint.dir's latest checkpoint").Default(false);
+    t->BoolOrString("resume", "continue from checkpoint.dir's latest checkpoint (\"force\": "
+                    "even when the job or drafter config differs; docs/checkpoints.md)")
+        .Default(false).OneOf({"force"});
     t->String("metrics_file", "JSON lines, one per log; its directory must exist (\"\": none)")
         .Default("");
     t->Number("max_seconds", "stop after this many seconds of steady state (0: no limit; "
@@ -151,7 +153,7 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   s.log_every = k.GetInt(section, "log_every");
   s.max_bad_steps = k.GetInt(section, "max_bad_steps");
   s.fail_at_step = k.GetInt(section, "fail_at_step");
-  s.resume = k.GetBool(section, "resume");
+  ASSIGN_OR_RETURN(s.resume, ParseResumeMode(section));
   s.metrics_file = k.GetString(section, "metrics_file");
   s.max_seconds = k.GetNumber(section, "max_seconds");
   if (const ConfigValue* ck = section.Find("checkpoint")) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/target_model.h"
 #include "models/io/hf_config.h"
 #include "runtime/actor/config_keys.h"
@@ -43,7 +44,7 @@ struct DrafterSettings {
   int64_t log_every = 0;
   int64_t max_bad_steps = 0;
   int64_t fail_at_step = -1;      // testing: throw once at this step (-1: never)
-  bool resume = false;
+  ResumeMode resume = ResumeMode::kOff;  // resume: false, true or "force"
   std::string metrics_file;       // "" = none
   double max_seconds = 0;         // 0 = no limit
   std::string checkpoint_dir;     // "" = no checkpoints

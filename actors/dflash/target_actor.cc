@@ -7,11 +7,13 @@
 //
 // Settings: out; model, target_config, seed, max_tokens, layers / num_context_layers
 // (target_model.h); data: doc_len, batches_per_epoch, epochs, noise (synthetic_source.h).
-// On `resume` of the job's dflash.drafter, seeks to the position its last checkpoint saved.
+// On `resume` of the job's dflash.drafter, seeks to the position its resume point saved
+// (checkpoint_resume.h's FindResumePoint, the drafter's own choice). The data layer checks
+// every token id against the target's vocab_size (data::SourceTarget).
 #include <fmt/format.h>
 
 #include "actors/data/source.h"
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint_resume.h"
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
@@ -29,8 +31,16 @@ Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s,
                                                       const JobEnv& env, int replica,
                                                       int replicas) {
   // Files (JSONL or a binary set, docs/data-format.md) go through the data layer's packer.
-  if (t.data != "synthetic")
-    return data::MakeBatchSource(t.source_section, replica, replicas, env.job->seed);
+  // The data layer checks every id against the vocab of the model it feeds (an id at or
+  // above it has no embedding row and would train to a silent loss of 0).
+  if (t.data != "synthetic") {
+    const TargetModelSpec& spec = t.model;
+    const data::SourceTarget feeds{
+        spec.config.vocab_size,
+        spec.model == "random" ? "vocab_size of the target's target_config"
+                               : fmt::format("vocab_size of {}/config.json", spec.model)};
+    return data::MakeBatchSource(t.source_section, replica, replicas, env.job->seed, feeds);
+  }
   return std::unique_ptr<data::BatchSource>(new SyntheticSource(t.synthetic, replica, replicas));
 }
 
@@ -38,13 +48,14 @@ Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s,
 Result<std::optional<data::DataPosition>> ResumePosition(const JobEnv& env, int replica) {
   for (const ActorGroupSpec& g : env.job->actors) {
     if (g.class_name != "dflash.drafter") continue;
-    ASSIGN_OR_RETURN(bool resume, g.settings.GetBool("resume", false));
-    if (!resume) return std::optional<data::DataPosition>();
+    ASSIGN_OR_RETURN(ResumeMode resume, ParseResumeMode(g.settings));
+    if (resume == ResumeMode::kOff) return std::optional<data::DataPosition>();
     ASSIGN_OR_RETURN(std::string dir, CheckpointDir(g.settings));
-    ASSIGN_OR_RETURN(std::optional<ResumeState> st, ReadLatestState(dir));
-    if (!st) return std::optional<data::DataPosition>();
-    auto it = st->positions.find(replica);
-    if (it == st->positions.end()) return std::optional<data::DataPosition>();
+    // The same choice as the drafter's (checkpoint_resume.h), which also verifies it.
+    ASSIGN_OR_RETURN(std::optional<ResumePoint> point, FindResumePoint(dir));
+    if (!point) return std::optional<data::DataPosition>();
+    auto it = point->state.positions.find(replica);
+    if (it == point->state.positions.end()) return std::optional<data::DataPosition>();
     return std::optional<data::DataPosition>(it->second);
   }
   return std::optional<data::DataPosition>();

@@ -48,6 +48,41 @@ Status ReadInto(const SafetensorsReader& r, const std::string& name,
 
 }  // namespace
 
+Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
+                                                   const std::string& file) {
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+  if (j.is_discarded()) return DataLossError("{}: not valid JSON", file);
+  if (!j.is_object()) return DataLossError("{}: expected a JSON object, got {}", file, j.type_name());
+  auto field = [&](const char* key) -> Result<const nlohmann::json*> {
+    auto it = j.find(key);
+    if (it == j.end()) return DataLossError("{}: field '{}': missing", file, key);
+    return &*it;
+  };
+  for (const auto& [k, unused] : j.items()) {
+    if (k != "format" && k != "version" && k != "step" && k != "seed")
+      return DataLossError("{}: field '{}': unknown field", file, k.substr(0, 40));
+  }
+  ASSIGN_OR_RETURN(const nlohmann::json* format, field("format"));
+  if (!format->is_string() || format->get<std::string>() != kTrainerFormat)
+    return DataLossError("{}: field 'format': expected \"{}\"", file, kTrainerFormat);
+  ASSIGN_OR_RETURN(const nlohmann::json* version, field("version"));
+  if (!version->is_number_integer() || version->get<int64_t>() != 1)
+    return DataLossError("{}: field 'version': expected 1, got {}", file, version->dump());
+  ASSIGN_OR_RETURN(const nlohmann::json* step, field("step"));
+  // The device counts AdamW steps in an int32; a float (1e30) or a negative step is corrupt.
+  if (!step->is_number_integer() || step->get<int64_t>() < 0 ||
+      (step->is_number_unsigned() && step->get<uint64_t>() > uint64_t{INT32_MAX}) ||
+      step->get<int64_t>() > INT32_MAX)
+    return DataLossError("{}: field 'step': expected an integer in [0, 2^31), got {}", file,
+                         step->dump().substr(0, 40));
+  ASSIGN_OR_RETURN(const nlohmann::json* seed, field("seed"));
+  if (!seed->is_number_unsigned())
+    return DataLossError("{}: field 'seed': expected an integer >= 0, got {}", file,
+                         seed->dump().substr(0, 40));
+  return DFlashTrainerState{step->get<int64_t>(), seed->get<uint64_t>()};
+}
+
 Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
                             const DFlashTrainerState& state) {
   std::error_code ec;
@@ -98,12 +133,7 @@ Status LoadDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
   if (!f) return NotFoundError("{}: missing (not a tandem training checkpoint?)", state_path);
   std::stringstream text;
   text << f.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kTrainerFormat ||
-      !j.contains("step") || !j["step"].is_number_integer() || !j.contains("seed") ||
-      !j["seed"].is_number_unsigned())
-    return DataLossError("{}: not a valid {} file (needs format, step, seed)", state_path,
-                         kTrainerFormat);
+  ASSIGN_OR_RETURN(DFlashTrainerState parsed, ParseDFlashTrainerState(text.str(), state_path));
   RETURN_IF_ERROR(LoadDFlashWeights(dir, drafter));
   ASSIGN_OR_RETURN(SafetensorsReader r, SafetensorsReader::Open(dir + "/optimizer.safetensors"));
   DFlashParams& p = drafter.params();
@@ -123,8 +153,11 @@ Status LoadDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
   RETURN_IF_ERROR(kernels::CopyFromHost(p.adam_v, v.data(), s));
   RETURN_IF_ERROR(kernels::CopyFromHost(p.step, &step, s));
   RETURN_IF_ERROR(p.SyncCompute(s));
-  state->step = j["step"].get<int64_t>();
-  state->seed = j["seed"].get<uint64_t>();
+  // AdamW steps on the device: at most the steps issued (a non-finite step is skipped there).
+  if (step < 0 || step > parsed.step)
+    return DataLossError("{}: {} AdamW steps, but {} says {} steps were issued", r.Where(*st),
+                         step, state_path, parsed.step);
+  *state = parsed;
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "models/dflash/dflash_drafter.h"
 #include "runtime/core/status.h"
@@ -23,6 +24,10 @@ struct DFlashTrainerState {
   uint64_t seed = 0;
 };
 
+// trainer_state.json's text, every field validated (DataLoss naming `file` and the field).
+Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
+                                                   const std::string& file);
+
 // Writes all four files (each atomically; `dir` is created).
 Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
                             const DFlashTrainerState& state);
@@ -33,7 +38,8 @@ Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
 Status LoadDFlashWeights(const std::string& dir, DFlashDrafter& drafter);
 
 // Exact resume: weights, then the fp32 master and AdamW state from optimizer.safetensors,
-// and `state` from trainer_state.json. NotFound when either resume file is missing.
+// and `state` from trainer_state.json (validated, and its step must match the optimizer's
+// step tensor). NotFound when either resume file is missing.
 Status LoadDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
                             DFlashTrainerState* state);
 

@@ -175,5 +175,37 @@ TEST(DFlashCheckpointTest, BadFilesGiveClearErrors) {
   EXPECT_EQ(garbage.code(), StatusCode::kDataLoss) << garbage.ToString();
 }
 
+// Issue 18: a hand-edited trainer_state.json is DataLoss naming the file and the field,
+// never an exception's text or a step that overflows (1e30 resumed at INT64_MIN before).
+TEST(DFlashCheckpointTest, TrainerStateFieldsAreValidated) {
+  const std::string good =
+      R"({"format": "tandem-dflash-trainer", "version": 1, "step": 30, "seed": 7})";
+  auto ok = ParseDFlashTrainerState(good, "t.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->step, 30);
+  EXPECT_EQ(ok->seed, 7u);
+  struct Case {
+    std::string from, to, part;
+  };
+  const std::vector<Case> cases = {
+      {"\"step\": 30", "\"step\": 1e30", "t.json: field 'step': expected an integer in [0, 2^31)"},
+      {"\"step\": 30", "\"step\": -4", "t.json: field 'step'"},
+      {"\"step\": 30", "\"step\": 4294967296", "t.json: field 'step'"},
+      {"\"seed\": 7", "\"seed\": \"7\"", "t.json: field 'seed'"},
+      {"\"seed\": 7", "\"sead\": 7", "t.json: field 'sead': unknown field"},
+      {"\"version\": 1", "\"version\": 2", "t.json: field 'version': expected 1"},
+      {", \"seed\": 7", "", "t.json: field 'seed': missing"},
+      {"{", "[", "t.json: not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    std::string text = good;
+    text.replace(text.find(c.from), c.from.size(), c.to);
+    auto r = ParseDFlashTrainerState(text, "t.json");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find(c.part), std::string::npos) << r.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::models

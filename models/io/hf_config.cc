@@ -264,14 +264,23 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
                    GetInt(j, source, "num_key_value_heads", c.num_attention_heads));
   ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, source, "intermediate_size"));
   ASSIGN_OR_RETURN(c.max_position_embeddings, GetInt(j, source, "max_position_embeddings"));
-  for (auto [key, value] : {std::pair{"vocab_size", c.vocab_size},
-                            {"hidden_size", c.hidden_size},
-                            {"num_hidden_layers", c.num_hidden_layers},
-                            {"num_attention_heads", c.num_attention_heads},
-                            {"num_key_value_heads", c.num_key_value_heads},
-                            {"intermediate_size", c.intermediate_size},
-                            {"max_position_embeddings", c.max_position_embeddings}}) {
-    if (value <= 0) return KeyError(source, key, "must be positive, got {}", value);
+  // Upper bounds far above any real model, low enough that the weight sizes computed from
+  // them (vocab * hidden, heads * head_dim * hidden, ...) cannot overflow int64, and that
+  // token ids and positions fit the int32 they are carried in.
+  struct Bound {
+    const char* key;
+    int64_t value, max;
+  };
+  for (const Bound& b : {Bound{"vocab_size", c.vocab_size, int64_t{1} << 31},
+                         Bound{"hidden_size", c.hidden_size, int64_t{1} << 20},
+                         Bound{"num_hidden_layers", c.num_hidden_layers, int64_t{1} << 12},
+                         Bound{"num_attention_heads", c.num_attention_heads, int64_t{1} << 12},
+                         Bound{"num_key_value_heads", c.num_key_value_heads, int64_t{1} << 12},
+                         Bound{"intermediate_size", c.intermediate_size, int64_t{1} << 22},
+                         Bound{"max_position_embeddings", c.max_position_embeddings,
+                               (int64_t{1} << 31) - 1}}) {
+    if (b.value <= 0) return KeyError(source, b.key, "must be positive, got {}", b.value);
+    if (b.value > b.max) return KeyError(source, b.key, "{} is above the limit {}", b.value, b.max);
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     return KeyError(source, "num_key_value_heads", "{} does not divide num_attention_heads {}",
@@ -282,8 +291,9 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
                     "num_attention_heads {}", c.hidden_size, c.num_attention_heads);
   }
   ASSIGN_OR_RETURN(c.head_dim, GetInt(j, source, "head_dim", c.hidden_size / c.num_attention_heads));
-  if (c.head_dim <= 0 || c.head_dim % 2 != 0) {
-    return KeyError(source, "head_dim", "must be positive and even, got {}", c.head_dim);
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > (int64_t{1} << 14)) {
+    return KeyError(source, "head_dim", "must be positive, even and at most 16384, got {}",
+                    c.head_dim);
   }
   ASSIGN_OR_RETURN(c.rms_norm_eps, GetNumber(j, source, "rms_norm_eps", 1e-6));
   if (c.rms_norm_eps <= 0) return KeyError(source, "rms_norm_eps", "must be positive");

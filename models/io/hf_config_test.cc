@@ -220,6 +220,17 @@ TEST(HfConfigTest, RejectsMissingOrBadValues) {
   j["num_attention_heads"] = 48;  // 4096 % 48 != 0 and no head_dim to fall back on
   j["num_key_value_heads"] = 8;
   ExpectRejected(j, "head_dim");
+  // Issue 18: sizes whose products (vocab * hidden, ...) would overflow int64 downstream,
+  // and a vocabulary beyond the int32 token ids.
+  j = Qwen();
+  j["vocab_size"] = int64_t{1} << 40;
+  ExpectRejected(j, "vocab_size", "above the limit");
+  j = Qwen();
+  j["hidden_size"] = int64_t{1} << 40;
+  ExpectRejected(j, "hidden_size", "above the limit");
+  j = Qwen();
+  j["head_dim"] = int64_t{1} << 40;
+  ExpectRejected(j, "head_dim", "at most 16384");
   auto bad = ParseTransformerConfigText("{\"model_type\": ", "broken.json");
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("broken.json"), std::string::npos);

@@ -92,10 +92,13 @@ Status ParseEntry(const std::string& file, const std::string& name, const json& 
     return DataLossError("{}: bad data_offsets {}", where(), off->dump());
   }
   int64_t want;
-  if (__builtin_mul_overflow(numel, kernels::DTypeSize(t->dtype), &want) || want != e - b) {
+  if (__builtin_mul_overflow(numel, kernels::DTypeSize(t->dtype), &want)) {
+    return DataLossError("{}: shape {} of {} needs more than 2^63 bytes", where(), sh->dump(),
+                         dt->get<std::string>());
+  }
+  if (want != e - b) {
     return DataLossError("{}: shape {} of {} needs {} bytes but data_offsets {} hold {}", where(),
-                         sh->dump(), dt->get<std::string>(), numel * kernels::DTypeSize(t->dtype),
-                         off->dump(), e - b);
+                         sh->dump(), dt->get<std::string>(), want, off->dump(), e - b);
   }
   if (e > data_size) {
     return DataLossError("{}: data_offsets {} run past the end of the data ({} bytes; "
@@ -243,7 +246,8 @@ Status SafetensorsReader::LoadIndex(const std::string& index_path) {
   std::map<std::string, int> index_of_shard;
   for (const auto& [shard, example] : shards) {
     const std::string path = (dir / shard).string();
-    if (!fs::exists(path)) {
+    std::error_code ec;  // the throwing overload aborted on a shard name too long for a path
+    if (!fs::exists(path, ec)) {
       return NotFoundError("{}: shard '{}' (holding tensor '{}') does not exist", index_path,
                            path, example);
     }
@@ -280,9 +284,9 @@ Result<SafetensorsReader> SafetensorsReader::Open(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     fs::path dir(path);
-    if (fs::exists(dir / kIndexName)) {
+    if (fs::exists(dir / kIndexName, ec)) {
       target = (dir / kIndexName).string();
-    } else if (fs::exists(dir / kSingleName)) {
+    } else if (fs::exists(dir / kSingleName, ec)) {
       target = (dir / kSingleName).string();
     } else {
       return NotFoundError("{}: no {} or {} in this directory", path, kIndexName, kSingleName);

@@ -161,6 +161,12 @@ TEST_F(CorruptionTest, BadShapeAndOffsetValues) {
       StatusCode::kDataLoss, {"'w'", "overflows"});
   ExpectOpenFails(RawFile(R"({"w": {"dtype": "F32", "shape": [1]}})", 4), StatusCode::kDataLoss,
                   {"'w'", "data_offsets"});
+  // Issue 18: numel fits int64 but numel * 4 bytes does not (the message used to compute
+  // that product anyway: signed overflow).
+  ExpectOpenFails(
+      RawFile(R"({"w": {"dtype": "F32", "shape": [4611686018427387904], "data_offsets": [0, 4]}})",
+              4),
+      StatusCode::kDataLoss, {"'w'", "more than 2^63 bytes"});
 }
 
 TEST_F(CorruptionTest, UnknownDType) {
@@ -199,6 +205,15 @@ class IndexCorruptionTest : public CorruptionTest {
   }
   std::vector<float> a_, b_;
 };
+
+// Found by safetensors_index_fuzz: a shard name longer than a path may be threw
+// std::filesystem_error (an abort) instead of a NotFound naming the index.
+TEST_F(IndexCorruptionTest, ShardNameTooLongForAPath) {
+  const std::string index = dir_.path() + "/model.safetensors.index.json";
+  const std::string shard(5000, 's');
+  testing::WriteRaw(index, "{\"weight_map\": {\"a\": \"" + shard + "\"}}");
+  ExpectIndexFails(index, StatusCode::kNotFound, {"model.safetensors.index.json", "'a'"});
+}
 
 TEST_F(IndexCorruptionTest, MissingShard) {
   std::string index = WriteSharded();

@@ -72,6 +72,11 @@ void CheckValue(const KeySpec& k, const ConfigValue& v, const std::string& path,
     case KeyType::kBool:
       if (v.kind() != ConfigValue::Kind::kBool) type_error();
       return;
+    case KeyType::kBoolOrString:
+      if (v.kind() == ConfigValue::Kind::kBool) return;
+      if (v.kind() != ConfigValue::Kind::kString) return type_error();
+      if (!Allowed(k, *v.AsString())) range_error(v.ToString());
+      return;
     case KeyType::kInt:
       if (v.kind() != ConfigValue::Kind::kInt) return type_error();
       if (!InRange(k, static_cast<double>(*v.AsInt()))) range_error(v.ToString());
@@ -116,6 +121,7 @@ void CheckValue(const KeySpec& k, const ConfigValue& v, const std::string& path,
 std::string_view KeyTypeName(KeyType type) {
   switch (type) {
     case KeyType::kBool: return "boolean";
+    case KeyType::kBoolOrString: return "boolean or string";
     case KeyType::kInt: return "integer";
     case KeyType::kNumber: return "number";
     case KeyType::kString: return "string";
@@ -136,6 +142,9 @@ std::string KeySpec::Expected() const {
   const std::string sep = range.empty() ? "" : " ";
   switch (type) {
     case KeyType::kBool: return "a boolean (true or false)";
+    case KeyType::kBoolOrString:
+      return allowed.empty() ? "a boolean (true or false) or a string"
+                             : "a boolean (true or false) or one of " + AllowedText(allowed);
     case KeyType::kInt: return "an integer" + sep + range;
     case KeyType::kNumber: return "a finite number" + sep + range;
     case KeyType::kString:

@@ -36,7 +36,10 @@ namespace tandem {
 
 class KeyTable;
 
-enum class KeyType { kBool, kInt, kNumber, kString, kIntArray, kStringArray, kTable };
+// kBoolOrString: true, false, or one of the key's OneOf strings (e.g. resume = "force").
+enum class KeyType {
+  kBool, kBoolOrString, kInt, kNumber, kString, kIntArray, kStringArray, kTable
+};
 std::string_view KeyTypeName(KeyType type);  // "integer", "array of strings", ...
 
 // One declared key. Built with KeyTable's adders and the chained setters below.
@@ -89,6 +92,9 @@ class KeyTable {
 
   // Declares a key; the returned spec is for chaining (valid until the next Add).
   KeySpec& Bool(std::string name, std::string doc) { return Add(name, KeyType::kBool, doc); }
+  KeySpec& BoolOrString(std::string name, std::string doc) {
+    return Add(name, KeyType::kBoolOrString, doc);
+  }
   KeySpec& Int(std::string name, std::string doc) { return Add(name, KeyType::kInt, doc); }
   KeySpec& Number(std::string name, std::string doc) { return Add(name, KeyType::kNumber, doc); }
   KeySpec& String(std::string name, std::string doc) { return Add(name, KeyType::kString, doc); }

@@ -103,6 +103,20 @@ TEST(KeyTableTest, IllTypedAndOutOfRangeValues) {
             "job.toml:3: actors.d: missing required key 'in' (channel)");
 }
 
+TEST(KeyTableTest, BoolOrStringTakesABooleanOrAnAllowedString) {
+  KeyTable t("demo");
+  t.BoolOrString("resume", "continue").Default(false).OneOf({"force"});
+  EXPECT_EQ(Problems(t, Section({{"resume", true}})), "");
+  EXPECT_EQ(Problems(t, Section({{"resume", false}})), "");
+  EXPECT_EQ(Problems(t, Section({{"resume", "force"}})), "");
+  EXPECT_CONTAINS(Problems(t, Section({{"resume", "yes"}})),
+                  "job.toml:4: actors.d.resume: \"yes\" is out of range; expected a boolean "
+                  "(true or false) or one of \"force\"");
+  EXPECT_CONTAINS(Problems(t, Section({{"resume", 1}})),
+                  "actors.d.resume: expected a boolean (true or false) or one of \"force\", "
+                  "got an integer");
+}
+
 TEST(KeyTableTest, NestedTablesAreChecked) {
   KeyTable t = Demo();
   ConfigValue ck = ConfigValue::MakeTable();
