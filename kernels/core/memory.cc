@@ -28,6 +28,16 @@ Result<void*> CpuAllocator::Allocate(int64_t nbytes, Stream) {
   int64_t size = RoundUp(std::max<int64_t>(nbytes, 1), 4096);
   void* p = std::aligned_alloc(4096, static_cast<size_t>(size));
   if (p == nullptr) return OutOfMemoryError("CpuAllocator: cannot allocate {} bytes", size);
+  ledger_.Add(p, size);
+  return p;
+}
+
+void CpuAllocator::Free(void* ptr, Stream, const std::vector<Stream>&) {
+  ledger_.Remove(ptr, "CpuAllocator");
+  std::free(ptr);
+}
+
+void DirectAllocationLedger::Add(void* p, int64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   sizes_[p] = size;
   stats_.in_use_bytes += size;
@@ -36,25 +46,26 @@ Result<void*> CpuAllocator::Allocate(int64_t nbytes, Stream) {
   stats_.high_water_reserved = std::max(stats_.high_water_reserved, stats_.reserved_bytes);
   ++stats_.num_allocs;
   ++stats_.num_backend_allocs;
-  return p;
 }
 
-void CpuAllocator::Free(void* ptr, Stream, const std::vector<Stream>&) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sizes_.find(ptr);
-    TANDEM_CHECK_MSG(it != sizes_.end(), "CpuAllocator::Free of unknown pointer {}", ptr);
-    stats_.in_use_bytes -= it->second;
-    stats_.reserved_bytes -= it->second;
-    ++stats_.num_backend_frees;
-    sizes_.erase(it);
-  }
-  std::free(ptr);
+void DirectAllocationLedger::Remove(void* p, const char* owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sizes_.find(p);
+  TANDEM_CHECK_MSG(it != sizes_.end(), "{}::Free of unknown pointer {}", owner, p);
+  stats_.in_use_bytes -= it->second;
+  stats_.reserved_bytes -= it->second;
+  ++stats_.num_backend_frees;
+  sizes_.erase(it);
 }
 
-AllocatorStats CpuAllocator::stats() const {
+AllocatorStats DirectAllocationLedger::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+size_t DirectAllocationLedger::live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sizes_.size();
 }
 
 CpuAllocator& HostAllocator() {

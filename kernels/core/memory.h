@@ -56,17 +56,33 @@ class Allocator {
 };
 
 // Page-aligned host memory (std::aligned_alloc); streams are ignored.
-class CpuAllocator : public Allocator {
+// The bookkeeping of an allocator that takes each buffer straight from its backend (no
+// cache): sizes by pointer and the stats. Thread-safe (one mutex).
+class DirectAllocationLedger {
  public:
-  Device device() const override { return Device::Cpu(); }
-  Result<void*> Allocate(int64_t nbytes, Stream stream) override;
-  void Free(void* ptr, Stream stream, const std::vector<Stream>& extra_streams) override;
-  AllocatorStats stats() const override;
+  // Records a new buffer of `size` bytes at `p`.
+  void Add(void* p, int64_t size) EXCLUDES(mu_);
+  // Forgets `p`; a pointer it never recorded is a broken invariant of `owner` (CHECK).
+  void Remove(void* p, const char* owner) EXCLUDES(mu_);
+  AllocatorStats stats() const EXCLUDES(mu_);
+  // Buffers still recorded.
+  size_t live() const EXCLUDES(mu_);
 
  private:
   mutable std::mutex mu_;
   std::map<void*, int64_t> sizes_ GUARDED_BY(mu_);
   AllocatorStats stats_ GUARDED_BY(mu_);
+};
+
+class CpuAllocator : public Allocator {
+ public:
+  Device device() const override { return Device::Cpu(); }
+  Result<void*> Allocate(int64_t nbytes, Stream stream) override;
+  void Free(void* ptr, Stream stream, const std::vector<Stream>& extra_streams) override;
+  AllocatorStats stats() const override { return ledger_.stats(); }
+
+ private:
+  DirectAllocationLedger ledger_;
 };
 
 // A process-wide CpuAllocator.

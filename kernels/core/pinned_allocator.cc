@@ -15,9 +15,8 @@
 namespace tandem::kernels {
 
 PinnedAllocator::~PinnedAllocator() {
-  std::lock_guard<std::mutex> lock(mu_);
-  TANDEM_CHECK_MSG(sizes_.empty(), "PinnedAllocator destroyed with {} buffers ({} bytes) in use",
-                   sizes_.size(), stats_.in_use_bytes);
+  TANDEM_CHECK_MSG(ledger_.live() == 0, "PinnedAllocator destroyed with {} buffers ({} bytes) in use",
+                   ledger_.live(), ledger_.stats().in_use_bytes);
 }
 
 PinnedAllocator::PinnedAllocator() : pinned_(CudaDeviceCount() > 0) {}
@@ -40,27 +39,12 @@ Result<void*> PinnedAllocator::Allocate(int64_t nbytes, Stream) {
     p = std::aligned_alloc(4096, static_cast<size_t>(size));
     if (p == nullptr) return OutOfMemoryError("PinnedAllocator: cannot allocate {} bytes", size);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  sizes_[p] = size;
-  stats_.in_use_bytes += size;
-  stats_.reserved_bytes += size;
-  stats_.high_water_in_use = std::max(stats_.high_water_in_use, stats_.in_use_bytes);
-  stats_.high_water_reserved = std::max(stats_.high_water_reserved, stats_.reserved_bytes);
-  ++stats_.num_allocs;
-  ++stats_.num_backend_allocs;
+  ledger_.Add(p, size);
   return p;
 }
 
 void PinnedAllocator::Free(void* ptr, Stream, const std::vector<Stream>&) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = sizes_.find(ptr);
-    TANDEM_CHECK_MSG(it != sizes_.end(), "PinnedAllocator::Free of unknown pointer {}", ptr);
-    stats_.in_use_bytes -= it->second;
-    stats_.reserved_bytes -= it->second;
-    ++stats_.num_backend_frees;
-    sizes_.erase(it);
-  }
+  ledger_.Remove(ptr, "PinnedAllocator");
 #ifdef TANDEM_HAVE_CUDA
   if (pinned()) {
     CUDA_LOG_IF_ERROR(cudaFreeHost(ptr));
@@ -68,11 +52,6 @@ void PinnedAllocator::Free(void* ptr, Stream, const std::vector<Stream>&) {
   }
 #endif
   std::free(ptr);
-}
-
-AllocatorStats PinnedAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
 }
 
 }  // namespace tandem::kernels

@@ -28,15 +28,13 @@ class PinnedAllocator final : public Allocator {
   // OutOfMemory naming the size when the host cannot pin it.
   Result<void*> Allocate(int64_t nbytes, Stream stream) override;
   void Free(void* ptr, Stream stream, const std::vector<Stream>& extra_streams) override;
-  AllocatorStats stats() const override;
+  AllocatorStats stats() const override { return ledger_.stats(); }
   // True when the memory is page-locked (a CUDA build with a device).
   bool pinned() const { return pinned_; }
 
  private:
   const bool pinned_;  // decided once, so Free matches Allocate
-  mutable std::mutex mu_;
-  std::map<void*, int64_t> sizes_ GUARDED_BY(mu_);
-  AllocatorStats stats_ GUARDED_BY(mu_);
+  DirectAllocationLedger ledger_;
 };
 
 }  // namespace tandem::kernels
