@@ -78,7 +78,8 @@ bool ConvertElements(DType from, const void* in, DType to, void* out, int64_t n)
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
   if (from == to) {
-    std::memcpy(dst, src, static_cast<size_t>(n * kernels::DTypeSize(from)));
+    // memcpy needs valid pointers even for 0 bytes; an empty tensor's buffers may be null.
+    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n * kernels::DTypeSize(from)));
     return true;
   }
   if (!IsFloat(from)) return false;
