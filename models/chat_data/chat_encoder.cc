@@ -113,7 +113,7 @@ Status ChatEncoder::MaskTurn(const Conversation& c, size_t i, const std::string&
   const size_t end = std::min(e + 1, ids.size());
   for (size_t k = s; k < end; ++k) (*mask)[k] = 1;
   if (options_.train_reasoning || think_open_ < 0 || think_close_ < 0) return Status::Ok();
-  // Clear <think> .. </think> and the newlines after it.
+  // Clear <think> .. </think> and the tokens made only of newlines after it.
   size_t a = s;
   while (a < end && ids[a] != uint32_t(think_open_)) ++a;
   if (a == end) return Status::Ok();
@@ -123,9 +123,8 @@ Status ChatEncoder::MaskTurn(const Conversation& c, size_t i, const std::string&
   for (size_t k = a; k <= b; ++k) (*mask)[k] = 0;
   for (size_t k = b + 1; k < end; ++k) {
     const std::string* bytes = tok_->model().TokenBytes(ids[k]);
-    if (!bytes || bytes->empty() || (*bytes)[0] != '\n') break;
+    if (!bytes || bytes->empty() || bytes->find_first_not_of('\n') != std::string::npos) break;
     (*mask)[k] = 0;
-    if (bytes->find_first_not_of('\n') != std::string::npos) break;
   }
   return Status::Ok();
 }

