@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
-#include "actors/data/corpus.h"
+#include "actors/data/sharded_set.h"
 #include "models/chat_data/convert.h"
+#include "tools/chat_set/chat_set.h"
 
 namespace tandem::cli {
 namespace {
@@ -29,11 +33,44 @@ Result<chat_data::ChatEncodeOptions> EncodeOptions(const ChatDataArgs& a) {
 void ProgressBar(int64_t done, int64_t total) {
   const double f = total > 0 ? double(done) / double(total) : 1.0;
   const int width = 30, filled = int(f * width);
-  std::fprintf(stderr, "\r\033[K[%s%s] %5.1f%%  %.1f / %.1f MB", std::string(size_t(filled), '#').c_str(),
+  std::fprintf(stderr, "\r\033[K[%s%s] %5.1f%%  %.1f / %.1f MB",
+               std::string(size_t(filled), '#').c_str(),
                std::string(size_t(width - filled), '.').c_str(), 100 * f, double(done) / 1e6,
                double(total) / 1e6);
   if (done >= total) std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);
+}
+
+// Not a terminal (a log): one line every 10 seconds, with the rate since the start.
+std::function<void(int64_t, int64_t)> ProgressLines() {
+  using Clock = std::chrono::steady_clock;
+  struct State {
+    Clock::time_point start = Clock::now(), last = Clock::now();
+    int64_t first = -1;
+  };
+  auto st = std::make_shared<State>();
+  return [st](int64_t done, int64_t total) {
+    const auto now = Clock::now();
+    if (st->first < 0) st->first = done;
+    if (now - st->last < std::chrono::seconds(10) || done >= total) return;
+    st->last = now;
+    const double s = std::chrono::duration<double>(now - st->start).count();
+    std::fprintf(stderr, "tandem data: %.1f%% (%.1f of %.1f MB, %.1f MB/s)\n",
+                 total > 0 ? 100.0 * double(done) / double(total) : 100.0, double(done) / 1e6,
+                 double(total) / 1e6, double(done - st->first) / 1e6 / s);
+  };
+}
+
+// What decides the examples: a resume must be given the same.
+std::string Fingerprint(const ChatDataArgs& a) {
+  std::error_code ec;
+  const auto model = std::filesystem::weakly_canonical(a.model, ec);
+  return fmt::format(
+      "model={} format={} turns={} reasoning={} split_turns={} enable_thinking={} "
+      "max_tokens={} overlong={} vocab={} skip_bad={}",
+      ec ? a.model : model.string(), a.format, a.turns, a.no_reasoning ? "off" : "on",
+      a.split_turns, a.enable_thinking.empty() ? "unset" : a.enable_thinking, a.max_tokens,
+      a.overlong, a.vocab, a.skip_bad);
 }
 
 }  // namespace
@@ -55,6 +92,11 @@ void AddChatDataOptions(CLI::App* data, ChatDataArgs* a) {
   data->add_option("--overlong", a->overlong, "longer examples are truncated or dropped")
       ->check(CLI::IsMember({"truncate", "drop"}));
   data->add_option("--threads", a->threads, "worker threads (0: all cores)");
+  data->add_option("--shard-tokens", a->shard_tokens,
+                   "chat JSONL: tokens per output shard at most (a longer conversation is a "
+                   "shard alone)");
+  data->add_flag("--resume", a->resume,
+                 "chat JSONL: continue an interrupted conversion after its last complete shard");
 }
 
 int ChatData(const std::string& input, const std::string& output, const ChatDataArgs& args) {
@@ -64,22 +106,37 @@ int ChatData(const std::string& input, const std::string& output, const ChatData
   };
   auto options = EncodeOptions(args);
   if (!options.ok()) return fail(options.status());
+  if (args.vocab < 0) return fail(InvalidArgumentError("--vocab must be >= 0, got {}", args.vocab));
+  if (args.shard_tokens <= 0) {
+    return fail(InvalidArgumentError("--shard-tokens must be positive, got {}", args.shard_tokens));
+  }
+  if (args.resume && output.empty()) {
+    return fail(InvalidArgumentError("--resume needs the output directory (-o) to continue"));
+  }
   auto encoder = chat_data::ChatEncoder::Load(args.model, *options);
   if (!encoder.ok()) return fail(encoder.status());
   chat_data::ConvertOptions co;
   co.format = *chat_data::ParseChatFormat(args.format);
   co.threads = args.threads;
-  if (::isatty(STDERR_FILENO)) co.progress = ProgressBar;
-  auto result = chat_data::ConvertChatFile(input, *encoder, co);
+  co.skip_bad = args.skip_bad;
+  co.vocab = args.vocab;
+  co.vocab_origin = args.vocab > 0 ? "--vocab" : "";
+  co.shard_tokens = args.shard_tokens;
+  co.progress = ::isatty(STDERR_FILENO) ? ProgressBar : ProgressLines();
+  auto run = [&]() -> Result<chat_data::ConvertResult> {
+    if (output.empty()) {
+      co.sink = [](chat_data::ExampleShard) { return Status::Ok(); };  // count only
+      return chat_data::ConvertChatFile(input, *encoder, co);
+    }
+    ChatSetOptions so{.convert = co, .resume = args.resume, .fingerprint = Fingerprint(args)};
+    return WriteChatSet(input, output, *encoder, so);
+  };
+  Result<chat_data::ConvertResult> result = run();
   if (!result.ok()) return fail(result.status());
   std::printf("%s", result->Summary().c_str());
-  if (result->offsets.size() < 2) return fail(InvalidArgumentError("{}: no examples to write", input));
+  if (result->examples == 0) return fail(InvalidArgumentError("{}: no examples to write", input));
   if (!output.empty()) {
-    data::Corpus corpus = data::Corpus::FromVectors(std::move(result->tokens),
-                                                    std::move(result->offsets),
-                                                    std::move(result->mask), input);
-    if (Status st = data::WriteBinary(corpus, output); !st.ok()) return fail(st);
-    auto back = data::OpenBinary(output, data::BinaryCheck::kFull);
+    auto back = data::OpenShardedSet(output, data::BinaryCheck::kFull);
     if (!back.ok()) return fail(back.status());
     std::printf("wrote %s\n", back->Summary().c_str());
   }

@@ -1,7 +1,8 @@
-// `tandem data --model DIR`: chat conversations (OpenAI or ShareGPT JSONL) to the binary set
-// of docs/data-format.md, tokenized with the model's tokenizer and chat template and loss-
-// masked to the assistant turns (models/chat_data). Prints the summary; a progress bar on
-// stderr when it is a terminal.
+// `tandem data --model DIR`: chat conversations (OpenAI or ShareGPT JSONL) to a sharded
+// binary set of docs/data-format.md, tokenized with the model's tokenizer and chat template
+// and loss-masked to the assistant turns (models/chat_data), resumable after a kill
+// (--resume; tools/chat_set). Prints the summary; progress on stderr: a bar on a terminal,
+// else a line every 10 seconds.
 //
 // Thread-safety: called from main() only.
 #pragma once
@@ -25,6 +26,10 @@ struct ChatDataArgs {
   int64_t max_tokens = 0;
   std::string overlong = "truncate";
   int threads = 0;
+  int64_t shard_tokens = int64_t{1} << 26;  // --shard-tokens
+  bool resume = false;                      // --resume
+  int64_t vocab = 0;                        // --vocab (shared with the JSONL path)
+  bool skip_bad = false;                    // --skip-bad (shared with the JSONL path)
 };
 
 // Adds the chat options to the `data` subcommand.

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   data->add_option("input", job, "a .jsonl file or a binary set directory")->required();
   data->add_option("-o,--output", data_out, "binary set directory to write (default: only check)");
   data->add_option("--vocab", vocab, "every token id must be below this");
-  data->add_flag("--skip-bad", skip_bad, "count and skip bad JSONL records instead of failing");
+  data->add_flag("--skip-bad", skip_bad, "count and skip bad JSONL records (or chat lines) instead of failing");
   std::string compare, report_out;
   auto* report = app.add_subcommand("report", "write a run's metrics as one HTML page with charts");
   report->add_option("run", job, "the job's metrics file or checkpoint directory")->required();
@@ -102,7 +102,11 @@ int main(int argc, char** argv) {
   if (*list) return cli::List(c, what);
   if (*logs) return cli::Logs(c, job, actor, follow);
   if (*report) return cli::Report(c, job, compare, report_out);
-  if (*data && !chat.model.empty()) return cli::ChatData(job, data_out, chat);
+  if (*data && !chat.model.empty()) {
+    chat.vocab = vocab;
+    chat.skip_bad = skip_bad;
+    return cli::ChatData(job, data_out, chat);
+  }
   if (*data) return cli::Data(job, data_out, vocab, skip_bad);
   return 2;
 }

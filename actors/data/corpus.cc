@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -170,20 +171,69 @@ Corpus Corpus::FromVectors(std::vector<uint32_t> tokens, std::vector<uint64_t> o
   for (uint32_t t : tokens) c.vocab_bound_ = std::max(c.vocab_bound_, t + 1);
   auto v = std::make_shared<Vectors>(Vectors{std::move(tokens), std::move(offsets),
                                              std::move(mask)});
-  c.tokens_ = v->tokens;
-  c.offsets_ = v->offsets;
-  c.mask_ = v->mask;
-  c.storage_ = std::move(v);
+  c.SetSinglePart(Part{v->tokens, v->offsets, v->mask, 0});
+  c.storage_.push_back(std::move(v));
   c.source_ = std::move(source);
   return c;
 }
 
+void Corpus::SetSinglePart(Part p) {
+  documents_ = p.offsets.empty() ? 0 : int64_t(p.offsets.size()) - 1;
+  tokens_count_ = int64_t(p.tokens.size());
+  parts_.assign(1, p);
+}
+
+Result<Corpus> Corpus::Concat(const std::vector<Corpus>& parts, std::string source) {
+  Corpus c;
+  c.source_ = std::move(source);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Corpus& p = parts[k];
+    if (k > 0 && p.has_mask_ != c.has_mask_) {
+      return InvalidArgumentError("{}: {} has {} loss mask, but {} {}", c.source_, p.source_,
+                                  p.has_mask_ ? "a" : "no", parts[0].source_,
+                                  c.has_mask_ ? "has one" : "has none");
+    }
+    c.has_mask_ = p.has_mask_;
+    c.vocab_bound_ = std::max(c.vocab_bound_, p.vocab_bound_);
+    c.storage_.insert(c.storage_.end(), p.storage_.begin(), p.storage_.end());
+    for (Part part : p.parts_) {
+      if (part.offsets.size() < 2) continue;
+      part.first_doc += c.documents_;
+      c.parts_.push_back(part);
+    }
+    c.documents_ += p.documents_;
+    c.tokens_count_ += p.tokens_count_;
+  }
+  return c;
+}
+
+std::span<const uint32_t> Corpus::token_span() const {
+  TANDEM_CHECK_MSG(!is_concat(), "{}: token_span of a concatenation", source_);
+  return parts_.empty() ? std::span<const uint32_t>() : parts_[0].tokens;
+}
+std::span<const uint64_t> Corpus::offset_span() const {
+  TANDEM_CHECK_MSG(!is_concat(), "{}: offset_span of a concatenation", source_);
+  return parts_.empty() ? std::span<const uint64_t>() : parts_[0].offsets;
+}
+std::span<const uint8_t> Corpus::mask_span() const {
+  TANDEM_CHECK_MSG(!is_concat(), "{}: mask_span of a concatenation", source_);
+  return parts_.empty() ? std::span<const uint8_t>() : parts_[0].mask;
+}
+
 Document Corpus::doc(int64_t i) const {
   TANDEM_CHECK_MSG(i >= 0 && i < documents(), "document {} of {}", i, documents());
-  uint64_t b = offsets_[i], e = offsets_[i + 1];
+  size_t k = 0;
+  if (parts_.size() > 1) {
+    auto it = std::upper_bound(parts_.begin(), parts_.end(), i,
+                               [](int64_t d, const Part& p) { return d < p.first_doc; });
+    k = size_t(it - parts_.begin()) - 1;
+  }
+  const Part& p = parts_[k];
+  const int64_t local = i - p.first_doc;
+  const uint64_t b = p.offsets[local], e = p.offsets[local + 1];
   Document d;
-  d.ids = tokens_.subspan(b, e - b);
-  if (has_mask_) d.mask = mask_.subspan(b, e - b);
+  d.ids = p.tokens.subspan(b, e - b);
+  if (has_mask_) d.mask = p.mask.subspan(b, e - b);
   return d;
 }
 
@@ -275,45 +325,49 @@ Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check) {
     }
   }
 
+  const std::span<const uint32_t> tokens{static_cast<const uint32_t*>(m->tokens->data()),
+                                         h.tokens};
+  const std::span<const uint64_t> offsets{static_cast<const uint64_t*>(m->offsets->data()),
+                                          h.documents + 1};
+  std::span<const uint8_t> mask;
+  if (has_mask) mask = {static_cast<const uint8_t*>(m->mask->data()), h.tokens};
   Corpus c;
-  c.tokens_ = {static_cast<const uint32_t*>(m->tokens->data()), h.tokens};
-  c.offsets_ = {static_cast<const uint64_t*>(m->offsets->data()), h.documents + 1};
-  if (has_mask) c.mask_ = {static_cast<const uint8_t*>(m->mask->data()), h.tokens};
+  c.SetSinglePart(Corpus::Part{tokens, offsets, mask, 0});
   c.has_mask_ = has_mask;
   c.vocab_bound_ = h.vocab_bound;
   c.source_ = dir;
 
-  if (c.offsets_[0] != 0) {
-    return DataLossError("{}: first offset is {}, expected 0", offsets_path, c.offsets_[0]);
+  if (offsets[0] != 0) {
+    return DataLossError("{}: first offset is {}, expected 0", offsets_path, offsets[0]);
   }
   for (uint64_t i = 0; i < h.documents; ++i) {
-    if (c.offsets_[i + 1] <= c.offsets_[i]) {
+    if (offsets[i + 1] <= offsets[i]) {
       return DataLossError("{}: document {} is empty or offsets go backwards ({} then {})",
-                           offsets_path, i, c.offsets_[i], c.offsets_[i + 1]);
+                           offsets_path, i, offsets[i], offsets[i + 1]);
     }
-    if (c.offsets_[i + 1] > h.tokens) {
+    if (offsets[i + 1] > h.tokens) {
       return DataLossError("{}: offset {} of document {} is past the {} tokens", offsets_path,
-                           c.offsets_[i + 1], i, h.tokens);
+                           offsets[i + 1], i, h.tokens);
     }
   }
-  if (c.offsets_[h.documents] != h.tokens) {
+  if (offsets[h.documents] != h.tokens) {
     return DataLossError("{}: last offset is {}, but there are {} tokens", offsets_path,
-                         c.offsets_[h.documents], h.tokens);
+                         offsets[h.documents], h.tokens);
   }
   if (check == BinaryCheck::kFull) {
     for (uint64_t i = 0; i < h.tokens; ++i) {
-      if (c.tokens_[i] >= h.vocab_bound) {
+      if (tokens[i] >= h.vocab_bound) {
         return DataLossError("{}: token {} is {}, not below the header's vocab bound {}",
-                             tokens_path, i, c.tokens_[i], h.vocab_bound);
+                             tokens_path, i, tokens[i], h.vocab_bound);
       }
     }
     for (uint64_t i = 0; has_mask && i < h.tokens; ++i) {
-      if (c.mask_[i] > 1) {
-        return DataLossError("{}: byte {} is {}, expected 0 or 1", mask_path, i, c.mask_[i]);
+      if (mask[i] > 1) {
+        return DataLossError("{}: byte {} is {}, expected 0 or 1", mask_path, i, mask[i]);
       }
     }
   }
-  c.storage_ = std::move(m);
+  c.storage_.push_back(std::move(m));
   return c;
 }
 

@@ -53,17 +53,22 @@ class Corpus {
   // mask empty or mask.size() == tokens.size() (CHECKed).
   static Corpus FromVectors(std::vector<uint32_t> tokens, std::vector<uint64_t> offsets,
                             std::vector<uint8_t> mask, std::string source);
+  // The documents of `parts` in order, as one corpus (the shards of a sharded set); shares
+  // their storage. InvalidArgument when some parts have a loss mask and others do not.
+  static Result<Corpus> Concat(const std::vector<Corpus>& parts, std::string source);
 
-  int64_t documents() const { return offsets_.empty() ? 0 : int64_t(offsets_.size()) - 1; }
-  int64_t tokens() const { return int64_t(tokens_.size()); }
+  int64_t documents() const { return documents_; }
+  int64_t tokens() const { return tokens_count_; }
   bool has_mask() const { return has_mask_; }
   // Largest token id + 1 (0 for an empty corpus).
   uint32_t vocab_bound() const { return vocab_bound_; }
   // REQUIRES: 0 <= i < documents().
   Document doc(int64_t i) const;
-  std::span<const uint32_t> token_span() const { return tokens_; }
-  std::span<const uint64_t> offset_span() const { return offsets_; }
-  std::span<const uint8_t> mask_span() const { return mask_; }
+  // The flat arrays. REQUIRES: !is_concat() (a concatenation has one set per part).
+  std::span<const uint32_t> token_span() const;
+  std::span<const uint64_t> offset_span() const;
+  std::span<const uint8_t> mask_span() const;
+  bool is_concat() const { return parts_.size() > 1; }
 
   // Where it came from (a path), for messages.
   const std::string& source() const { return source_; }
@@ -75,10 +80,19 @@ class Corpus {
 
  private:
   friend Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check);
-  std::shared_ptr<const void> storage_;  // keeps the vectors or the mappings alive
-  std::span<const uint32_t> tokens_;
-  std::span<const uint64_t> offsets_;
-  std::span<const uint8_t> mask_;
+  // One contiguous set: offsets relative to its own tokens; first_doc its first document's
+  // index in the corpus.
+  struct Part {
+    std::span<const uint32_t> tokens;
+    std::span<const uint64_t> offsets;
+    std::span<const uint8_t> mask;
+    int64_t first_doc = 0;
+  };
+  void SetSinglePart(Part p);
+  std::vector<std::shared_ptr<const void>> storage_;  // keeps the vectors or mappings alive
+  std::vector<Part> parts_;                           // empty for an empty corpus
+  int64_t documents_ = 0;
+  int64_t tokens_count_ = 0;
   bool has_mask_ = false;
   uint32_t vocab_bound_ = 0;
   std::string source_;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "actors/data/corpus.h"
+#include "actors/data/sharded_set.h"
 #include "actors/data/packer.h"
 #include "actors/data/synthetic.h"
 
@@ -111,8 +112,10 @@ Result<Corpus> LoadCorpus(const std::string& path, const Vocab& vocab, bool skip
     return ReadJsonl(path, JsonlOptions{.vocab = vocab.size, .skip_bad = skip_bad,
                                         .vocab_origin = vocab.origin});
   }
+  if (IsShardedSet(path)) return OpenShardedSet(path, check);
   if (!IsBinarySet(path)) {
-    return InvalidArgumentError("directory '{}' is not a binary data set (no header file)", path);
+    return InvalidArgumentError(
+        "directory '{}' is not a binary data set (no header file, no shards.json)", path);
   }
   return OpenBinary(path, check);
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -90,6 +91,81 @@ TEST(ConvertTest, OrderIsFileOrderWhateverTheThreads) {
   EXPECT_EQ(a->offsets.size(), 301u);
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_EQ(a->offsets, b->offsets);
+}
+
+TEST(ConvertTest, StreamingInSmallBatchesGivesTheSameExamples) {
+  std::string body;
+  for (int k = 0; k < 200; ++k) {
+    if (k % 31 == 3) body += "\n\r\n";
+    body += R"({"messages": [{"role": "user", "content": "q)" + std::to_string(k) +
+            R"("}, {"role": "assistant", "content": ")" + std::string(size_t(k % 50), 'x') +
+            R"("}]})" "\n";
+  }
+  body.pop_back();  // the last line has no newline
+  const std::string path = WriteFile("stream.jsonl", body);
+  ConvertOptions whole, small;
+  small.batch_bytes = 97;  // smaller than any line: lines span batches
+  small.threads = 3;
+  std::vector<int64_t> done;
+  small.progress = [&](int64_t d, int64_t total) {
+    EXPECT_EQ(total, int64_t(body.size()));
+    done.push_back(d);
+  };
+  auto a = ConvertChatFile(path, Qwen3Encoder(), whole);
+  auto b = ConvertChatFile(path, Qwen3Encoder(), small);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->examples, 200);
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(a->mask, b->mask);
+  EXPECT_EQ(a->offsets, b->offsets);
+  EXPECT_EQ(b->lines, 200);
+  EXPECT_EQ(b->tokens_out, int64_t(b->tokens.size()));
+  ASSERT_FALSE(done.empty());
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+  EXPECT_EQ(done.back(), int64_t(body.size()));
+}
+
+TEST(ConvertTest, WithoutSkipBadTheFirstBadLineIsAnErrorWithItsLine) {
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  const std::string path = WriteFile("strict.jsonl", good + "\n" + good + "\n{oops\n" + good + "\n");
+  ConvertOptions o;
+  o.skip_bad = false;
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("strict.jsonl:3: not valid JSON"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("--skip-bad"), std::string::npos);
+  o.skip_bad = true;
+  auto s = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->bad.at("not_json"), 1);
+  EXPECT_EQ(s->examples, 3);
+}
+
+TEST(ConvertTest, IdsNotBelowVocabAreBadLines) {
+  // "<|im_end|>" is id 151645 in Qwen3 and every example holds it; "</think>" (151668) is
+  // the largest id these examples hold.
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  const std::string path = WriteFile("vocab.jsonl", good + "\n" + good + "\n");
+  ConvertOptions o;
+  o.vocab = 151645;
+  o.vocab_origin = "--vocab";
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bad.at("id_out_of_range"), 2);
+  EXPECT_EQ(r->examples, 0);
+  ASSERT_FALSE(r->bad_examples.empty());
+  EXPECT_NE(r->bad_examples[0].find("vocab.jsonl:1: example 0, token"), std::string::npos)
+      << r->bad_examples[0];
+  EXPECT_NE(r->bad_examples[0].find("is not below vocab 151645 (--vocab)"), std::string::npos);
+  o.skip_bad = false;
+  EXPECT_FALSE(ConvertChatFile(path, Qwen3Encoder(), o).ok());
+  o.vocab = 151669;
+  auto fits = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(fits->examples, 2);
 }
 
 TEST(ConvertTest, NoKnownFormatIsAClearError) {
