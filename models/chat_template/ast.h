@@ -54,6 +54,8 @@ struct Stmt {
     kBreak,
     kContinue,
     kBlock,     // {% generation %}: renders its body
+    kMacro,     // macro `text`(targets with defaults): body
+    kCallBlock, // call(targets with defaults) expr: body, the macro's caller()
   };
   Kind kind;
   int line = 0;
@@ -61,6 +63,8 @@ struct Stmt {
   ExprPtr expr;
   ExprPtr cond;
   std::vector<std::string> targets;
+  std::vector<ExprPtr> defaults;  // kMacro, kCallBlock: per target, null when none
+  bool recursive = false;         // kFor: `recursive`, loop(items) renders it again
   std::string attr;  // kSet on a namespace: targets[0].attr
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body;

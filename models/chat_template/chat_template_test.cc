@@ -103,9 +103,40 @@ TEST(ChatTemplateTest, StringsSlicesFiltersAndTests) {
             "1");
 }
 
+// Macros, call blocks, recursive loops and `set` scoping in loops against Python Jinja2 as
+// transformers configures it (tests/golden/make_jinja_golden.py): outputs, and errors where
+// Jinja2 raises.
+TEST(ChatTemplateTest, MatchesJinja2OnMacrosCallsRecursionAndScoping) {
+  std::ifstream in(std::string(TANDEM_SOURCE_DIR) + "/tests/golden/jinja_golden.jsonl");
+  ASSERT_TRUE(in);
+  std::string line;
+  std::getline(in, line);  // header
+  int checked = 0;
+  while (std::getline(in, line)) {
+    const ordered_json r = ordered_json::parse(line);
+    SCOPED_TRACE(r["name"].get<std::string>() + ": " + r["template"].get<std::string>());
+    const std::string got = Render(r["template"].get<std::string>(), r["context"]);
+    if (r.contains("error")) {
+      // Jinja2's message ("TypeError: macro 'm' takes ...") after its exception type.
+      const std::string want = r["error"].get<std::string>();
+      EXPECT_EQ(got.rfind("ERROR: ", 0), 0u) << got;
+      EXPECT_NE(got.find(want.substr(want.find(": ") + 2)), std::string::npos)
+          << got << "\n Jinja2: " << want;
+    } else {
+      EXPECT_EQ(got, r["output"].get<std::string>());
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 28);
+}
+
 TEST(ChatTemplateTest, ErrorsNameTheConstructAndLine) {
-  EXPECT_EQ(Render("a\n\n{% macro m() %}{% endmacro %}"),
-            "PARSE ERROR: chat_template:3: unsupported construct 'macro'");
+  EXPECT_EQ(Render("a\n\n{% filter upper %}x{% endfilter %}"),
+            "PARSE ERROR: chat_template:3: unsupported construct 'filter'");
+  EXPECT_EQ(Render("\n{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}"),
+            "ERROR: chat_template:2: macro 'm' takes not more than 1 argument(s)");
+  EXPECT_EQ(Render("{% call m() %}x{% endcall %}"),
+            "ERROR: chat_template:1: a call block must call a macro");
   EXPECT_EQ(Render("x\n{{ 1 | wordwrap }}"), "ERROR: chat_template:2: unsupported filter 'wordwrap'");
   EXPECT_EQ(Render("{{ raise_exception('bad role') }}"),
             "ERROR: chat_template:1: the chat template raised: bad role");

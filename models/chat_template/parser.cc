@@ -2,357 +2,11 @@
 
 #include <set>
 
+#include "models/chat_template/expr_parser.h"
 #include "models/chat_template/lexer.h"
 
 namespace tandem::chat_template {
 namespace {
-
-using TK = Token::Kind;
-
-ExprPtr MakeExpr(Expr::Kind kind, int line) {
-  auto e = std::make_unique<Expr>();
-  e->kind = kind;
-  e->line = line;
-  return e;
-}
-
-// Expressions of one tag.
-class ExprParser {
- public:
-  ExprParser(std::vector<Token> toks, int line) : t_(std::move(toks)), line_(line) {}
-
-  const Token& Peek(size_t k = 0) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
-  bool IsOp(const char* op, size_t k = 0) const {
-    return Peek(k).kind == TK::kOp && Peek(k).text == op;
-  }
-  bool IsName(const char* n, size_t k = 0) const {
-    return Peek(k).kind == TK::kName && Peek(k).text == n;
-  }
-  bool AtEnd() const { return Peek().kind == TK::kEnd; }
-  Token Next() { return t_[std::min(p_++, t_.size() - 1)]; }
-
-  Status Expect(const char* op) {
-    if (!IsOp(op)) return Error(fmt::format("expected '{}'", op));
-    ++p_;
-    return Status::Ok();
-  }
-  Status Error(const std::string& what) const {
-    const Token& t = Peek();
-    return InvalidArgumentError("chat_template:{}: {} near '{}'", line_, what,
-                                t.kind == TK::kEnd ? "end of tag" : t.text);
-  }
-  Result<std::string> Name() {
-    if (Peek().kind != TK::kName) return Error("expected a name");
-    return Next().text;
-  }
-
-  Result<ExprPtr> Parse() {  // ternary: a if cond else b
-    ASSIGN_OR_RETURN(ExprPtr a, Or());
-    if (!IsName("if")) return a;
-    ++p_;
-    auto e = MakeExpr(Expr::Kind::kTernary, line_);
-    ASSIGN_OR_RETURN(e->a, Or());
-    e->items.push_back(std::move(a));
-    if (IsName("else")) {
-      ++p_;
-      ASSIGN_OR_RETURN(ExprPtr b, Parse());
-      e->items.push_back(std::move(b));
-    } else {
-      auto u = MakeExpr(Expr::Kind::kLiteral, line_);
-      e->items.push_back(std::move(u));
-    }
-    return e;
-  }
-
-  // An expression that stops before a trailing `if` (for-loop filters).
-  Result<ExprPtr> ParseNoTernary() { return Or(); }
-
- private:
-  Result<ExprPtr> Binary(ExprPtr a, std::string op, ExprPtr b) {
-    auto e = MakeExpr(Expr::Kind::kBinary, line_);
-    e->name = std::move(op);
-    e->a = std::move(a);
-    e->b = std::move(b);
-    return e;
-  }
-  Result<ExprPtr> Or() {
-    ASSIGN_OR_RETURN(ExprPtr a, And());
-    while (IsName("or")) {
-      ++p_;
-      ASSIGN_OR_RETURN(ExprPtr b, And());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), "or", std::move(b)));
-    }
-    return a;
-  }
-  Result<ExprPtr> And() {
-    ASSIGN_OR_RETURN(ExprPtr a, Not());
-    while (IsName("and")) {
-      ++p_;
-      ASSIGN_OR_RETURN(ExprPtr b, Not());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), "and", std::move(b)));
-    }
-    return a;
-  }
-  Result<ExprPtr> Not() {
-    if (IsName("not")) {
-      ++p_;
-      auto e = MakeExpr(Expr::Kind::kUnary, line_);
-      e->name = "not";
-      ASSIGN_OR_RETURN(e->a, Not());
-      return e;
-    }
-    return Compare();
-  }
-  Result<ExprPtr> Compare() {
-    ASSIGN_OR_RETURN(ExprPtr a, Math1());
-    while (true) {
-      std::string op;
-      if (Peek().kind == TK::kOp && (Peek().text == "==" || Peek().text == "!=" ||
-                                     Peek().text == "<" || Peek().text == ">" ||
-                                     Peek().text == "<=" || Peek().text == ">=")) {
-        op = Next().text;
-      } else if (IsName("in")) {
-        ++p_;
-        op = "in";
-      } else if (IsName("not") && IsName("in", 1)) {
-        p_ += 2;
-        op = "not in";
-      } else {
-        return a;
-      }
-      ASSIGN_OR_RETURN(ExprPtr b, Math1());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), op, std::move(b)));
-    }
-  }
-  Result<ExprPtr> Math1() {
-    ASSIGN_OR_RETURN(ExprPtr a, Concat());
-    while (IsOp("+") || IsOp("-")) {
-      std::string op = Next().text;
-      ASSIGN_OR_RETURN(ExprPtr b, Concat());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), op, std::move(b)));
-    }
-    return a;
-  }
-  Result<ExprPtr> Concat() {
-    ASSIGN_OR_RETURN(ExprPtr a, Math2());
-    while (IsOp("~")) {
-      ++p_;
-      ASSIGN_OR_RETURN(ExprPtr b, Math2());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), "~", std::move(b)));
-    }
-    return a;
-  }
-  Result<ExprPtr> Math2() {
-    ASSIGN_OR_RETURN(ExprPtr a, Pow());
-    while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-      std::string op = Next().text;
-      ASSIGN_OR_RETURN(ExprPtr b, Pow());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), op, std::move(b)));
-    }
-    return a;
-  }
-  Result<ExprPtr> Pow() {
-    ASSIGN_OR_RETURN(ExprPtr a, Unary());
-    while (IsOp("**")) {
-      ++p_;
-      ASSIGN_OR_RETURN(ExprPtr b, Unary());
-      ASSIGN_OR_RETURN(a, Binary(std::move(a), "**", std::move(b)));
-    }
-    return a;
-  }
-  Result<ExprPtr> Unary() {
-    if (IsOp("-") || IsOp("+")) {
-      auto e = MakeExpr(Expr::Kind::kUnary, line_);
-      e->name = Next().text;
-      ASSIGN_OR_RETURN(e->a, Unary());
-      return e;
-    }
-    ASSIGN_OR_RETURN(ExprPtr a, Primary());
-    ASSIGN_OR_RETURN(a, Postfix(std::move(a)));
-    return FilterAndTest(std::move(a));
-  }
-  Status Args(Expr* e) {  // after '('
-    while (!IsOp(")")) {
-      if (Peek().kind == TK::kName && IsOp("=", 1)) {
-        std::string k = Next().text;
-        ++p_;
-        ASSIGN_OR_RETURN(ExprPtr v, Parse());
-        e->kwargs.emplace_back(std::move(k), std::move(v));
-      } else {
-        ASSIGN_OR_RETURN(ExprPtr v, Parse());
-        e->items.push_back(std::move(v));
-      }
-      if (!IsOp(",")) break;
-      ++p_;
-    }
-    return Expect(")");
-  }
-  Result<ExprPtr> Postfix(ExprPtr a) {
-    while (true) {
-      if (IsOp(".")) {
-        ++p_;
-        auto e = MakeExpr(Expr::Kind::kAttr, line_);
-        if (Peek().kind == TK::kInt) {
-          e->kind = Expr::Kind::kIndex;
-          e->b = MakeExpr(Expr::Kind::kLiteral, line_);
-          e->b->value = Value::Int(Next().i);
-        } else {
-          ASSIGN_OR_RETURN(e->name, Name());
-        }
-        e->a = std::move(a);
-        a = std::move(e);
-      } else if (IsOp("[")) {
-        ++p_;
-        ASSIGN_OR_RETURN(a, Subscript(std::move(a)));
-      } else if (IsOp("(")) {
-        ++p_;
-        auto e = MakeExpr(Expr::Kind::kCall, line_);
-        e->a = std::move(a);
-        RETURN_IF_ERROR(Args(e.get()));
-        a = std::move(e);
-      } else {
-        return a;
-      }
-    }
-  }
-  Result<ExprPtr> Subscript(ExprPtr a) {  // after '['
-    ExprPtr parts[3];
-    int colons = 0;
-    while (!IsOp("]")) {
-      if (IsOp(":")) {
-        if (++colons > 2) return Error("too many ':' in a slice");
-        ++p_;
-        continue;
-      }
-      ASSIGN_OR_RETURN(parts[colons], Parse());
-    }
-    ++p_;
-    if (colons == 0) {
-      if (!parts[0]) return Error("empty subscript");
-      auto e = MakeExpr(Expr::Kind::kIndex, line_);
-      e->a = std::move(a);
-      e->b = std::move(parts[0]);
-      return e;
-    }
-    auto e = MakeExpr(Expr::Kind::kSlice, line_);
-    e->a = std::move(a);
-    for (auto& p : parts) e->items.push_back(std::move(p));
-    return e;
-  }
-  Result<ExprPtr> FilterAndTest(ExprPtr a) {
-    while (true) {
-      if (IsOp("|")) {
-        ++p_;
-        auto e = MakeExpr(Expr::Kind::kFilter, line_);
-        ASSIGN_OR_RETURN(e->name, Name());
-        if (IsOp("(")) {
-          ++p_;
-          RETURN_IF_ERROR(Args(e.get()));
-        }
-        e->a = std::move(a);
-        ASSIGN_OR_RETURN(a, Postfix(std::move(e)));
-      } else if (IsName("is")) {
-        ++p_;
-        auto e = MakeExpr(Expr::Kind::kTest, line_);
-        if (IsName("not")) {
-          ++p_;
-          e->negated = true;
-        }
-        ASSIGN_OR_RETURN(e->name, Name());
-        if (IsOp("(")) {
-          ++p_;
-          RETURN_IF_ERROR(Args(e.get()));
-        } else if (Peek().kind == TK::kString || Peek().kind == TK::kInt ||
-                   Peek().kind == TK::kFloat ||
-                   (Peek().kind == TK::kName && !IsName("and") && !IsName("or") &&
-                    !IsName("if") && !IsName("else") && !IsName("is") && !IsName("in") &&
-                    !IsName("not"))) {
-          ASSIGN_OR_RETURN(ExprPtr arg, Primary());
-          e->items.push_back(std::move(arg));
-        }
-        e->a = std::move(a);
-        a = std::move(e);
-      } else {
-        return a;
-      }
-    }
-  }
-  Result<ExprPtr> Primary() {
-    const Token t = Next();
-    auto lit = [&](Value v) {
-      auto e = MakeExpr(Expr::Kind::kLiteral, line_);
-      e->value = std::move(v);
-      return e;
-    };
-    switch (t.kind) {
-      case TK::kInt: return lit(Value::Int(t.i));
-      case TK::kFloat: return lit(Value::Float(t.f));
-      case TK::kString: {
-        std::string s = t.text;
-        while (Peek().kind == TK::kString) s += Next().text;  // adjacent literals join
-        return lit(Value::Str(s));
-      }
-      case TK::kName: {
-        if (t.text == "true" || t.text == "True") return lit(Value::Bool(true));
-        if (t.text == "false" || t.text == "False") return lit(Value::Bool(false));
-        if (t.text == "none" || t.text == "None") return lit(Value::None());
-        auto e = MakeExpr(Expr::Kind::kName, line_);
-        e->name = t.text;
-        return e;
-      }
-      case TK::kOp:
-        if (t.text == "(") {
-          ASSIGN_OR_RETURN(ExprPtr inner, Parse());
-          if (IsOp(",")) {  // a tuple: a list here
-            auto e = MakeExpr(Expr::Kind::kList, line_);
-            e->items.push_back(std::move(inner));
-            while (IsOp(",")) {
-              ++p_;
-              if (IsOp(")")) break;
-              ASSIGN_OR_RETURN(ExprPtr x, Parse());
-              e->items.push_back(std::move(x));
-            }
-            inner = std::move(e);
-          }
-          RETURN_IF_ERROR(Expect(")"));
-          return inner;
-        }
-        if (t.text == "[") {
-          auto e = MakeExpr(Expr::Kind::kList, line_);
-          while (!IsOp("]")) {
-            ASSIGN_OR_RETURN(ExprPtr x, Parse());
-            e->items.push_back(std::move(x));
-            if (!IsOp(",")) break;
-            ++p_;
-          }
-          RETURN_IF_ERROR(Expect("]"));
-          return e;
-        }
-        if (t.text == "{") {
-          auto e = MakeExpr(Expr::Kind::kDict, line_);
-          while (!IsOp("}")) {
-            ASSIGN_OR_RETURN(ExprPtr k, Parse());
-            RETURN_IF_ERROR(Expect(":"));
-            ASSIGN_OR_RETURN(ExprPtr v, Parse());
-            e->items.push_back(std::move(k));
-            e->items.push_back(std::move(v));
-            if (!IsOp(",")) break;
-            ++p_;
-          }
-          RETURN_IF_ERROR(Expect("}"));
-          return e;
-        }
-        break;
-      default: break;
-    }
-    --p_;
-    return Error("unexpected token");
-  }
-
-  std::vector<Token> t_;
-  size_t p_ = 0;
-  int line_;
-};
 
 // Statements over the template's segments.
 class StmtParser {
@@ -441,7 +95,10 @@ class StmtParser {
         p.Next();
         ASSIGN_OR_RETURN(st->cond, p.ParseNoTernary());
       }
-      if (p.IsName("recursive")) return Unsupported("for ... recursive", line);
+      if (p.IsName("recursive")) {
+        p.Next();
+        st->recursive = true;
+      }
       RETURN_IF_ERROR(EndOfTag(p));
       RETURN_IF_ERROR(ParseBody({"else", "endfor"}, &st->body, &ended, &tag));
       if (ended == "else") {
@@ -477,6 +134,27 @@ class StmtParser {
       RETURN_IF_ERROR(EndOfTag(p));
       return st;
     }
+    if (word == "macro") {
+      st->kind = Stmt::Kind::kMacro;
+      ASSIGN_OR_RETURN(st->text, p.Name());
+      RETURN_IF_ERROR(p.Expect("("));
+      RETURN_IF_ERROR(Parameters(p, st.get()));
+      RETURN_IF_ERROR(EndOfTag(p));
+      RETURN_IF_ERROR(ParseBody({"endmacro"}, &st->body, &ended, &tag));
+      return st;
+    }
+    if (word == "call") {
+      st->kind = Stmt::Kind::kCallBlock;
+      if (p.IsOp("(")) {
+        p.Next();
+        RETURN_IF_ERROR(Parameters(p, st.get()));
+      }
+      ASSIGN_OR_RETURN(st->expr, p.Parse());
+      if (st->expr->kind != Expr::Kind::kCall) return p.Error("expected a macro call");
+      RETURN_IF_ERROR(EndOfTag(p));
+      RETURN_IF_ERROR(ParseBody({"endcall"}, &st->body, &ended, &tag));
+      return st;
+    }
     if (word == "generation") {
       st->kind = Stmt::Kind::kBlock;
       RETURN_IF_ERROR(EndOfTag(p));
@@ -486,6 +164,22 @@ class StmtParser {
     return Unsupported(word, line);
   }
 
+  // `name [= default], ...)` after the '(' of a macro or call block.
+  static Status Parameters(ExprParser& p, Stmt* st) {
+    while (!p.IsOp(")")) {
+      ASSIGN_OR_RETURN(std::string n, p.Name());
+      st->targets.push_back(n);
+      ExprPtr dflt;
+      if (p.IsOp("=")) {
+        p.Next();
+        ASSIGN_OR_RETURN(dflt, p.Parse());
+      }
+      st->defaults.push_back(std::move(dflt));
+      if (!p.IsOp(",")) break;
+      p.Next();
+    }
+    return p.Expect(")");
+  }
   static Status Unsupported(const std::string& what, int line) {
     return InvalidArgumentError("chat_template:{}: unsupported construct '{}'", line, what);
   }

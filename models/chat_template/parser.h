@@ -1,9 +1,10 @@
 // Lexer and parser for the Jinja subset chat templates use, with Hugging Face's environment
 // settings: trim_blocks, lstrip_blocks, no trailing newline kept, `-` whitespace control.
-// Statements: if/elif/else, for (tuple targets, `if` filter, else), set (names, namespace
-// attributes, block set), break/continue, generation. Anything else (macro, call, filter
-// blocks, include, import, extends, block, raw, with) is InvalidArgument naming the
-// construct and its line: "chat_template:12: unsupported construct 'macro'".
+// Statements: if/elif/else, for (tuple targets, `if` filter, else, recursive), set (names,
+// namespace attributes, block set), break/continue, macro (parameters with defaults), call
+// blocks (with caller parameters), generation. Anything else (filter blocks, include,
+// import, extends, block, raw, with) is InvalidArgument naming the construct and its line:
+// "chat_template:12: unsupported construct 'include'".
 //
 // Thread-safety: pure function.
 #pragma once

@@ -235,8 +235,9 @@ std::string Value::Repr() const {
     case Kind::kFloat: return FloatRepr(f);
     case Kind::kString: return StrRepr(s);
     case Kind::kArray: {
-      std::string out = "[";
+      std::string out = tuple ? "(" : "[";
       for (size_t k = 0; k < arr->size(); ++k) out += (k ? ", " : "") + (*arr)[k].Repr();
+      if (tuple) return out + (arr->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kObject: {

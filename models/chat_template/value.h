@@ -24,6 +24,7 @@ struct Value;
 using Array = std::vector<Value>;
 struct Object;
 struct CallArgs;
+struct Stmt;
 using Function = std::function<Result<Value>(CallArgs&)>;
 
 struct Value {
@@ -36,6 +37,8 @@ struct Value {
   std::shared_ptr<Array> arr;
   std::shared_ptr<Object> obj;
   std::shared_ptr<Function> fn;
+  bool tuple = false;           // kArray: a Python tuple, printed "(1, 2)"
+  const Stmt* macro = nullptr;  // kFunction made by {% macro %}: its statement (call blocks)
 
   static Value Undefined(std::string name = {});
   static Value None();
@@ -71,6 +74,7 @@ struct Value {
 struct Object {
   std::vector<std::pair<std::string, Value>> items;
   bool is_namespace = false;
+  std::shared_ptr<Function> call;  // a callable object: a recursive loop's `loop`
   const Value* Find(const std::string& key) const;
   void Set(const std::string& key, Value v);
 };
