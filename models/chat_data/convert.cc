@@ -277,8 +277,11 @@ Status Restore(const std::string& path, const ConvertOptions& o, int64_t size, C
 Result<ConvertResult> ConvertChatFile(const std::string& path, const ChatEncoder& encoder,
                                       const ConvertOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::ifstream in(path, std::ios::binary);
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError("{}: is a directory (a data set?); give a chat .jsonl file", path);
+  }
+  std::ifstream in(path, std::ios::binary);
   const auto file_size = std::filesystem::file_size(path, ec);
   if (!in || ec) return NotFoundError("{}: cannot open the chat file", path);
   const int64_t size = int64_t(file_size);
