@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -152,6 +153,7 @@ class ShardBuilder {
     } else if (!shard_.tokens.empty()) {
       RETURN_IF_ERROR(Flush());
     }
+    RETURN_IF_ERROR(WaitForWriter());
     ASSIGN_OR_RETURN(std::string state, State());
     r_->final_state = std::move(state);
     return Status::Ok();
@@ -177,13 +179,20 @@ class ShardBuilder {
     return EncodeState(*r_, at_, InputIdentity{input_size_, hash});
   }
 
+  // The shard goes to the sink on a writer thread while encoding goes on; at most one shard
+  // is being written (the one before it must be done first), so memory holds two at most.
   Status Flush() {
     ++r_->shards;
     ASSIGN_OR_RETURN(shard_.state, State());
-    RETURN_IF_ERROR(o_.sink(std::move(shard_)));
+    RETURN_IF_ERROR(WaitForWriter());
+    writing_ = std::async(std::launch::async, [this, shard = std::move(shard_)]() mutable {
+      return o_.sink(std::move(shard));
+    });
     shard_ = ExampleShard();
     return Status::Ok();
   }
+
+  Status WaitForWriter() { return writing_.valid() ? writing_.get() : Status::Ok(); }
 
   const std::string& path_;
   const ConvertOptions& o_;
@@ -191,6 +200,7 @@ class ShardBuilder {
   InputPosition at_;
   int64_t input_size_;
   ExampleShard shard_;
+  std::future<Status> writing_;  // the shard being written; joined before it is destroyed
 };
 
 // Encodes `lines` on `scratches.size()` threads, calling progress(lines done) meanwhile.

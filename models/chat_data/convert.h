@@ -14,8 +14,9 @@
 // resume point): resuming on a changed file is an error. Without a sink the examples are
 // kept in memory in the result (tests, benchmarks).
 //
-// Thread-safety: ConvertChatFile runs its own worker threads; `progress` and `sink` are
-// called on the calling thread.
+// Thread-safety: ConvertChatFile runs its own worker threads; `progress` is called on the
+// calling thread, `sink` on a writer thread (one call at a time, in shard order), so writing
+// a shard overlaps encoding the next.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,7 @@ struct ConvertOptions {
   std::function<Status(ExampleShard)> sink;
   int64_t shard_tokens = int64_t{1} << 26;  // with a sink: the shard size bound
   std::string resume_state;                 // empty: from the start
-  int64_t batch_bytes = int64_t{8} << 20;   // input read and encoded at a time
+  int64_t batch_bytes = int64_t{32} << 20;  // input read and encoded at a time
 };
 
 struct ConvertResult {
