@@ -9,11 +9,13 @@
 //
 // Keys. The CTA's blocks share one key stream, so their K/V rows are loaded once: context
 // tiles of up to 64 keys, each starting at the lowest key >= the previous tile's end that lies
-// in some block's range [lo_b, anchor_b) (gaps between ranges are skipped, so any anchor order
-// is correct; sorted anchors, as the drafter's plan makes them, give ranges that nearly
-// coincide), then tiles of the blocks' own keys (4 blocks x 16 keys each). Every m-tile masks
-// each key by its own block's range (context) or block and slot (own keys, causal when asked);
-// a warp skips a tile in which neither of its m-tiles sees a key.
+// in some block's range [lo_b, anchor_b), the union of its slots' ranges (gaps between ranges
+// are skipped, so any anchor order is correct; sorted anchors, as the drafter's plan makes
+// them, give ranges that nearly coincide), then tiles of the blocks' own keys (4 blocks x 16
+// keys each). Every m-tile masks each key by its own block's range (context) or block (own
+// keys), and per slot by the window (slot i at position anchor + i sees keys at positions
+// >= anchor + i - (W - 1)) and, on its own keys, causality when asked; a warp skips a tile in
+// which neither of its m-tiles sees a key.
 //
 // Pipeline: Q of all m-tiles stays in shared memory (two m-tiles of Q fragments would not fit
 // in registers beside two O accumulators); K/V tiles are double buffered with cp.async and one
@@ -85,21 +87,26 @@ struct KeySchedule {
   }
 };
 
-// Keys [vlo, vhi) of a tile that one m-tile sees; with `causal`, key k also needs
-// k - vlo <= slot (its own 16 keys, causal in the block).
+// Keys [vlo, vhi) of a tile that some slot of one m-tile sees (the union over its slots:
+// the steps and tiles outside it are skipped); slot i sees key k of it only if also
+// k - i >= floor (the window per query position, dflash_internal.h) and, with `causal`,
+// k - vlo <= i (its own 16 keys, causal in the block).
 struct Span {
-  int vlo, vhi;
+  int vlo, vhi, floor;
   bool causal;
   __device__ bool Meets(int k0) const { return vlo < k0 + kSub && vhi > k0 && vhi > vlo; }
   __device__ bool Sees(int key, int slot) const {
-    return key >= vlo && key < vhi && (!causal || key - vlo <= slot);
+    return key >= vlo && key < vhi && key - slot >= floor && (!causal || key - vlo <= slot);
   }
 };
-__device__ inline Span SpanOf(const Tile& t, int rel, int lo, int hi, int tile_blk0, bool causal) {
-  if (!t.blk) return {max(lo - t.first, 0), min(hi - t.first, t.n), false};
+__device__ inline Span SpanOf(const Tile& t, int rel, int lo, int hi, int tile_blk0,
+                              const Params& p) {
+  if (!t.blk)
+    return {max(lo - t.first, 0), min(hi - t.first, t.n), WindowFloor(hi - t.first, p.window),
+            false};
   const int c = rel - tile_blk0;
-  if (c < 0 || c >= kBlocksPerTile) return {0, 0, false};
-  return {c * kBlock, c * kBlock + kBlock, causal};
+  if (c < 0 || c >= kBlocksPerTile) return {0, 0, INT_MIN, false};
+  return {c * kBlock, c * kBlock + kBlock, WindowFloor(c * kBlock, p.window), p.causal};
 }
 
 // Async-loads the 16 query rows of each of the mt m-tiles into [16 mt][D + 8]; m-tiles of
@@ -197,7 +204,7 @@ __global__ void __launch_bounds__(32 * kCtaMtiles / 2) dflash_mma_fwd(Params p, 
     Span span[2];
 #pragma unroll
     for (int m = 0; m < 2; ++m)
-      span[m] = SpanOf(cur, rel[m], range_lo[rel[m]], range_hi[rel[m]], cur_blk0, p.causal);
+      span[m] = SpanOf(cur, rel[m], range_lo[rel[m]], range_hi[rel[m]], cur_blk0, p);
     const bool act =
         (live[0] && span[0].vhi > span[0].vlo) || (live[1] && span[1].vhi > span[1].vlo);
     if (act) {
