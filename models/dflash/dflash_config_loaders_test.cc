@@ -5,13 +5,13 @@
 // here in C++ over the JSON (no Python, no copy of their code). A rule that fails means a
 // server would refuse the checkpoint, or load it and serve something other than what was
 // trained.
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "models/dflash/dflash_config.h"
 #include "models/dflash/dflash_drafter_internal.h"
@@ -67,7 +67,9 @@ class DFlashConfigLoadersTest : public ::testing::Test {
     dc_ = j_["dflash_config"];
   }
   // dict.get(key, top-level value): the lookup both engines use for dflash_config fields.
-  json Nested(const char* key) const { return dc_.contains(key) ? dc_[key] : j_.value(key, json()); }
+  json Nested(const char* key) const {
+    return dc_.contains(key) ? dc_[key] : j_.value(key, json());
+  }
   static bool IsInt(const json& v) { return v.is_number_integer(); }  // JSON true is not one
   std::vector<int64_t> TargetLayerIds() const {
     return Nested("target_layer_ids").get<std::vector<int64_t>>();
@@ -212,7 +214,8 @@ TEST_F(DFlashConfigLoadersTest, VllmLayerAttentionIsTheTrainedMask) {
   EXPECT_FALSE(dc_.value("use_swa", false));
   EXPECT_FALSE(j_.contains("is_causal"));
   EXPECT_FALSE(dc_.contains("causal"));
-  const json window = dc_.contains("swa_window_size") ? dc_["swa_window_size"] : j_["sliding_window"];
+  const json window =
+      dc_.contains("swa_window_size") ? dc_["swa_window_size"] : j_["sliding_window"];
   for (int l = 0; l < drafter_.layers.num_hidden_layers; ++l) {
     const bool sliding = j_["layer_types"][l] == "sliding_attention";
     const kernels::DFlashAttentionConfig trained = DFlashLayerAttention(drafter_, l);
