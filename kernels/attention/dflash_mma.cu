@@ -89,24 +89,26 @@ struct KeySchedule {
 
 // Keys [vlo, vhi) of a tile that some slot of one m-tile sees (the union over its slots:
 // the steps and tiles outside it are skipped); slot i sees key k of it only if also
-// k - i >= floor (the window per query position, dflash_internal.h) and, with `causal`,
-// k - vlo <= i (its own 16 keys, causal in the block).
+// k - i >= floor (the window per query position: FloorOf below) and, with `causal` (its
+// own 16 keys, causal in the block), k - vlo <= i: slot i sees [max(vlo, floor + i),
+// causal ? min(vhi, vlo + i + 1) : vhi). The floor is derived where it is used, not kept
+// here: one more live register per m-tile makes the d = 128 kernel spill.
 struct Span {
-  int vlo, vhi, floor;
+  int vlo, vhi;
   bool causal;
   __device__ bool Meets(int k0) const { return vlo < k0 + kSub && vhi > k0 && vhi > vlo; }
-  __device__ bool Sees(int key, int slot) const {
-    return key >= vlo && key < vhi && key - slot >= floor && (!causal || key - vlo <= slot);
-  }
 };
-__device__ inline Span SpanOf(const Tile& t, int rel, int lo, int hi, int tile_blk0,
-                              const Params& p) {
-  if (!t.blk)
-    return {max(lo - t.first, 0), min(hi - t.first, t.n), WindowFloor(hi - t.first, p.window),
-            false};
+__device__ inline Span SpanOf(const Tile& t, int rel, int lo, int hi, int tile_blk0, bool causal) {
+  if (!t.blk) return {max(lo - t.first, 0), min(hi - t.first, t.n), false};
   const int c = rel - tile_blk0;
-  if (c < 0 || c >= kBlocksPerTile) return {0, 0, INT_MIN, false};
-  return {c * kBlock, c * kBlock + kBlock, WindowFloor(c * kBlock, p.window), p.causal};
+  if (c < 0 || c >= kBlocksPerTile) return {0, 0, false};
+  return {c * kBlock, c * kBlock + kBlock, causal};
+}
+// The window floor (dflash_internal.h, WindowFloor) of a span of tile t for a block
+// anchored at hi: the anchor's index in the tile's key space is hi - t.first for context
+// keys and the span's first key for the block's own keys.
+__device__ inline int FloorOf(const Tile& t, const Span& s, int hi, int window) {
+  return WindowFloor(t.blk ? s.vlo : hi - t.first, window);
 }
 
 // Async-loads the 16 query rows of each of the mt m-tiles into [16 mt][D + 8]; m-tiles of
@@ -204,7 +206,7 @@ __global__ void __launch_bounds__(32 * kCtaMtiles / 2) dflash_mma_fwd(Params p, 
     Span span[2];
 #pragma unroll
     for (int m = 0; m < 2; ++m)
-      span[m] = SpanOf(cur, rel[m], range_lo[rel[m]], range_hi[rel[m]], cur_blk0, p);
+      span[m] = SpanOf(cur, rel[m], range_lo[rel[m]], range_hi[rel[m]], cur_blk0, p.causal);
     const bool act =
         (live[0] && span[0].vhi > span[0].vlo) || (live[1] && span[1].vhi > span[1].vlo);
     if (act) {
@@ -241,12 +243,24 @@ __global__ void __launch_bounds__(32 * kCtaMtiles / 2) dflash_mma_fwd(Params p, 
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           float mx[2] = {mrow[m][0], mrow[m][1]};
+          // Rows gid and gid + 8 see the keys [from[h], to[h]) of the tile (the Span comment).
+          int from[2], to[2];
+          {
+            const int floor = FloorOf(cur, span[m], range_hi[rel[m]], p.window);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int slot = gid + 8 * h;
+              from[h] = max(span[m].vlo, floor == INT_MIN ? INT_MIN : floor + slot);
+              to[h] = span[m].causal ? min(span[m].vhi, span[m].vlo + slot + 1) : span[m].vhi;
+            }
+          }
 #pragma unroll
           for (int n = 0; n < kN8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int key = k0 + n * 8 + 2 * tig + (e & 1), half = e >> 1;
-              const float v = span[m].Sees(key, gid + 8 * half) ? s[m][n][e] * qk_scale : -INFINITY;
+              const bool sees = key >= from[half] && key < to[half];
+              const float v = sees ? s[m][n][e] * qk_scale : -INFINITY;
               s[m][n][e] = v;
               mx[half] = fmaxf(mx[half], v);
             }

@@ -310,8 +310,16 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
       __syncthreads();
       int lo, hi;
       ContextRange(p, list[i / chunks], &lo, &hi);
-      const bool see0 = key_lo >= lo && key_lo < hi, see1 = key_lo + 8 >= lo && key_lo + 8 < hi;
-      const int floor = WindowFloor(hi, p.window);  // key - slot >= floor (the window)
+      // Row r (slot r % 16) sees key key_lo (+ 8) iff the key is in the block's range and
+      // slot <= key - WindowFloor(hi, W) (the window); lim = that bound, -1 out of range.
+      // Two ints per lane, not the range test plus a floor: the d = 128 kernel is at 255
+      // registers and spills with more.
+      const int floor = WindowFloor(hi, p.window);
+      auto lim_of = [&](int key) {
+        if (key < lo || key >= hi) return -1;
+        return floor == INT_MIN ? kBlock : min(kBlock, key - floor);
+      };
+      const int lim0 = lim_of(key_lo), lim1 = lim_of(key_lo + 8);
       const bf16_t* qi = qs + st * kRows * kS;
       const bf16_t* di = dos + st * kRows * kS;
       const float* lse_i = lse_s + st * kRows;
@@ -344,8 +352,8 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
       for (int n = 0; n < kRows / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int row = n * 8 + 2 * tig + (e & 1), key = key_lo + 8 * (e >> 1);
-          const bool see = ((e >> 1) ? see1 : see0) && key - row % kBlock >= floor;
+          const int row = n * 8 + 2 * tig + (e & 1);
+          const bool see = row % kBlock <= ((e >> 1) ? lim1 : lim0);
           const float pr = see ? exp2f(sc[n][e] * qk_scale - lse_i[row]) : 0.0f;
           sc[n][e] = pr;
           dp[n][e] = pr * (dp[n][e] - delta_i[row]);
