@@ -73,7 +73,9 @@ void RunDFlashLayout(const char* layout, int64_t clen, bool sorted, int iters, c
   double keys = 0;  // visible (query, key) pairs per head, for the FLOP count
   for (int64_t b = 0; b < nb; ++b) {
     starts[b] = static_cast<int32_t>(anchors[b] / clen * clen);
-    keys += 16.0 * std::min<int64_t>(anchors[b] - starts[b], window) + 16 * 17 / 2;
+    // Slot i sees min(context, W - 1 - i) context keys (the serving rule) and i + 1 own keys.
+    for (int64_t i = 0; i < 16; ++i)
+      keys += std::min<int64_t>(anchors[b] - starts[b], window - 1 - i) + i + 1;
   }
   Dev qb(RandomBf16(rows * hq * d, 4)), kb(RandomBf16(rows * hk * d, 5)),
       vb(RandomBf16(rows * hk * d, 6)), kc(RandomBf16(ctx * hk * d, 7)),

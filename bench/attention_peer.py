@@ -3,8 +3,10 @@
 
 target: causal attention over 4 documents x 4096 tokens packed into 16384, 32/8 heads of 128,
         F.scaled_dot_product_attention (flash backend) looping over documents.
-dflash: 512 anchors x 16 queries over 8192 context tokens, window 2048, causal inside the
-        block, flex_attention compiled with the DFlash mask (create_block_mask), forward +
+dflash: 512 anchors x 16 queries over 8192 context tokens, window 2048 per query position
+        (the serving rule: slot i at position anchor + i sees keys at positions
+        >= anchor + i - 2047, as tandem's kernels), causal inside the block,
+        flex_attention compiled with the DFlash mask (create_block_mask), forward +
         backward, in two layouts: "random" (random anchors, 2 docs x 4096) and "drafter"
         (sorted anchors as the drafter samples them, 4 docs x 2048).
 Prints one JSON object on stdout. Usage: python3 bench/attention_peer.py [--iters N]
@@ -56,12 +58,13 @@ def dflash(iters, layout, length, sort):
     anchors, doc_start = anchors.cuda(), doc_start.cuda()
 
     def mask_mod(b, h, q_idx, kv_idx):
-        block = q_idx // blk
+        block, slot = q_idx // blk, q_idx % blk
         a, s = anchors[block], doc_start[block]
-        lo = torch.maximum(s, a - window)
+        lo = torch.maximum(s, a + slot - (window - 1))
         ctx = (kv_idx < t) & (kv_idx >= lo) & (kv_idx < a)
         kb = kv_idx - t
-        own = (kv_idx >= t) & (kb // blk == block) & (kb % blk <= q_idx % blk)
+        # own keys: causal; the window (W - 1 >= 15) never cuts them here
+        own = (kv_idx >= t) & (kb // blk == block) & (kb % blk <= slot)
         return ctx | own
 
     rows = nb * blk

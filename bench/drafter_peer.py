@@ -115,8 +115,8 @@ def main():
             blk = q_idx // BS
             a = anchors[blk]
             lo = doc_start[blk]
-            if sliding:
-                lo = torch.maximum(lo, a - WINDOW)
+            if sliding:  # the serving rule: slot i sees positions >= anchor + i - (W - 1)
+                lo = torch.maximum(lo, a + q_idx % BS - (WINDOW - 1))
             in_ctx = (kv_idx < T) & (kv_idx >= lo) & (kv_idx < a)
             own = (kv_idx >= T) & ((kv_idx - T) // BS == blk)
             if sliding:

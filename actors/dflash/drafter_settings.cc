@@ -73,8 +73,9 @@ const KeyTable& DrafterKeys() {
     t->Int("num_layers", "drafter decoder layers").Default(2).Range(1, 64);
     t->StringArray("layer_types", "attention kind per drafter layer (num_layers entries)")
         .OneOf({"full_attention", "sliding_attention"}).DefaultIs("all full_attention");
-    t->Int("sliding_window", "tokens a sliding_attention layer attends back (0: no sliding "
-           "layer)").Default(0).Min(0);
+    t->Int("sliding_window", "window W of a sliding_attention layer: a query sees keys at "
+           "most W - 1 positions back, as SGLang and vLLM serve it (0: no sliding layer)")
+        .Default(0).Min(0);
     t->Int("block_size", "tokens per draft block (anchor + masks); the block attention kernel "
            "takes 16").Default(16).Range(16, 16);
     t->Int("mask_token_id", "token id of the mask slots").Min(0)

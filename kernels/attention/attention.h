@@ -68,11 +68,20 @@ class CausalVarlenAttention {
 // DFlash block attention (drafter).
 //
 // NB blocks of kBlockSize queries; block b has anchor a_b (a token index of the packed
-// batch) inside the document starting at doc_start[b]. Query slot i of block b attends to
-//   * context keys Kctx[j] for j in [lo_b, a_b), lo_b = max(doc_start[b], a_b - window)
-//     (window == 0: lo_b = doc_start[b]);
-//   * block keys Kblk[b*16 + j] for all j (causal_in_block: j <= i).
+// batch) inside the document starting at doc_start[b]. Query slot i of block b sits at
+// position p = a_b + i and attends to
+//   * context keys Kctx[j] for j in [lo_bi, a_b), lo_bi = max(doc_start[b], p - (window - 1))
+//     (window == 0: lo_bi = doc_start[b]);
+//   * block keys Kblk[b*16 + j] (position a_b + j) for j >= i - (window - 1) when window > 0,
+//     all j otherwise; causal_in_block adds j <= i.
 // No other block is visible. Requires doc_start[b] <= a_b <= T.
+//
+// The window is the serving rule: a window of W keys, the query's own position included,
+// per query position. SGLang serves sliding drafter layers causal with window_left =
+// sliding_window - 1 (python/sglang/srt/speculative/dflash_utils.py,
+// get_dflash_attention_sliding_window_size; models/dflash.py, _get_dflash_layer_attention_params),
+// and SpecForge trains with the same per-slot bound, also on the block's own keys
+// (specforge/modeling/draft/dflash_mask.py, create_dflash_block_mask).
 // ---------------------------------------------------------------------------------------
 inline constexpr int kDFlashBlockSize = 16;
 

@@ -30,9 +30,16 @@ float Dot(const bf16* a, const bf16* b, int64_t d) {
   return s;
 }
 
-// The keys block b's queries may see: context [lo, hi) plus its own 16 block keys.
+// Block b: its document start s and anchor a (context keys [s, a) at most), and the window
+// (0: none). Slot i sits at position a + i; with a window W it sees context keys
+// >= a + i - (W - 1) and block keys j >= i - (W - 1) (attention.h: the serving rule).
 struct BlockRange {
-  int64_t lo, hi;
+  int64_t s, a;
+  int window;
+  int64_t CtxLo(int slot) const {
+    return window > 0 ? std::max(s, a + slot - (window - 1)) : s;
+  }
+  int BlkLo(int slot) const { return window > 0 ? std::max(0, slot - (window - 1)) : 0; }
 };
 Result<BlockRange> RangeOf(const char* op, const DFlashAttentionInputs& in,
                            const DFlashAttentionConfig& cfg, int64_t b, int64_t t) {
@@ -41,8 +48,7 @@ Result<BlockRange> RangeOf(const char* op, const DFlashAttentionInputs& in,
   if (s < 0 || s > a || a > t)
     return InvalidArgumentError("{}: block {}: need 0 <= doc_start ({}) <= anchor ({}) <= T ({})",
                                 op, b, s, a, t);
-  const int64_t lo = cfg.window > 0 ? std::max(s, a - cfg.window) : s;
-  return BlockRange{lo, a};
+  return BlockRange{s, a, std::max(cfg.window, 0)};
 }
 
 }  // namespace
@@ -153,9 +159,9 @@ namespace {
 // is_block_key). Context rows index k_ctx/v_ctx, block rows index k_blk/v_blk.
 template <typename Fn>
 void ForEachKey(const BlockRange& r, int64_t b, int slot, bool causal, Fn&& fn) {
-  for (int64_t j = r.lo; j < r.hi; ++j) fn(j, false);
+  for (int64_t j = r.CtxLo(slot); j < r.a; ++j) fn(j, false);
   const int n = causal ? slot + 1 : kDFlashBlockSize;
-  for (int j = 0; j < n; ++j) fn(b * kDFlashBlockSize + j, true);
+  for (int j = r.BlkLo(slot); j < n; ++j) fn(b * kDFlashBlockSize + j, true);
 }
 
 }  // namespace

@@ -65,7 +65,47 @@ INSTANTIATE_TEST_SUITE_P(
                       DFlashCase{{97}, 5, 2, 1, 256, 31, true},
                       DFlashCase{{1, 1, 1}, 3, 12, 4, 64, 0, false},
                       DFlashCase{{500, 300}, 70, 16, 2, 128, 0, false},     // G = 8
-                      DFlashCase{{1500, 40}, 1100, 2, 2, 64, 0, true}));  // > 1024 per tile
+                      DFlashCase{{1500, 40}, 1100, 2, 2, 64, 0, true},   // > 1024 per tile
+                      DFlashCase{{200, 90}, 12, 8, 2, 128, 5, false},    // window < block
+                      DFlashCase{{300}, 12, 4, 4, 128, 65, true}));      // W - 1 = key tile
+
+// The window's edge in closed form (attention_testing.h, WindowEdgeCase) on both kernel
+// families, forward: each slot's output and lse count exactly the keys the serving rule
+// shows it (W - 1 - i context keys at slot i), which the old rule gets wrong.
+TEST(DFlashCudaWindowEdge, FollowsServingRule) {
+  using attention_internal::DFlashPath;
+  for (DFlashPath path : {DFlashPath::kMma, DFlashPath::kSimt}) {
+    for (const WindowEdgeCase& c :
+         {WindowEdgeCase{30, 20, true}, WindowEdgeCase{30, 8, false}, WindowEdgeCase{30, 5, true},
+          WindowEdgeCase{3, 12, true}, WindowEdgeCase{100, 70, true, 128},
+          WindowEdgeCase{30, 1, false}}) {
+      SCOPED_TRACE(fmt::format("anchor {} window {} causal {} d {} {}", c.a, c.window, c.causal,
+                               c.d, path == DFlashPath::kMma ? "mma" : "simt"));
+      WindowEdgeProblem p = MakeWindowEdgeProblem(c);
+      const int64_t t = c.a + 1, d = c.d;
+      const Shape qs{16, 1, d}, cs{t, 1, d};
+      DevBuf<bf16> gq(p.q), gkb(p.kb), gvb(p.vb), gkc(p.kc), gvc(p.vc), gout(p.q.size());
+      DevBuf<int32_t> ganc(p.anchors), gds(p.doc_start);
+      DevBuf<float> glse(16);
+      const auto bf = DType::kBF16;
+      DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, qs), gvb.View(bf, qs),
+                                gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {1}),
+                                gds.View(DType::kI32, {1})};
+      const Status s = attention_internal::DFlashAttentionForwardPath(
+          path, din, {c.window, c.causal, 0.0f}, gout.View(bf, qs),
+          glse.View(DType::kF32, {16, 1}), nullptr);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<bf16> out = gout.ToHost();
+      const std::vector<float> lse = glse.ToHost();
+      for (int i = 0; i < 16; ++i) {
+        EXPECT_NEAR(out[i * d].f(), p.want_out[i], kOutTol) << "slot " << i;
+        EXPECT_NEAR(out[i * d + d - 1].f(), p.want_out[i], kOutTol) << "slot " << i;
+        EXPECT_NEAR(lse[i], p.want_lse[i], kLseTol) << "slot " << i;
+      }
+    }
+  }
+}
 
 struct VarlenCase {
   std::vector<int> lens;

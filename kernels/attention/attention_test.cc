@@ -135,13 +135,14 @@ INSTANTIATE_TEST_SUITE_P(
                       DFlashCase{{40}, 4, 4, 4, 32, 8, true},          // small window
                       DFlashCase{{9, 1, 14, 3}, 9, 8, 2, 64, 5, true},  // short + length-1
                       DFlashCase{{9, 1, 14, 3}, 9, 8, 2, 64, 100, false},  // window > doc
-                      DFlashCase{{25, 30}, 6, 4, 1, 16, 0, true}));
+                      DFlashCase{{25, 30}, 6, 4, 1, 16, 0, true},
+                      DFlashCase{{40, 7}, 5, 4, 2, 32, 6, false}));  // window < 16, bidirectional
 
 // The backward of the CPU reference against central differences of the float64 naive
 // forward's loss L = sum(dO * O), for every input element.
 TEST(DFlashCpuBackward, MatchesFiniteDifferences) {
   for (bool causal : {false, true}) {
-    const DFlashCase c{{7, 1, 12}, 5, 4, 2, 8, causal ? 4 : 0, causal};
+    const DFlashCase c{{7, 1, 12}, 5, 4, 2, 8, causal ? 4 : 3, causal};
     DFlashProblem p = MakeProblem(c, 20);
     const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
     const int64_t t = p.layout.t, rows = p.rows;
@@ -199,6 +200,33 @@ TEST(DFlashCpuBackward, MatchesFiniteDifferences) {
     EXPECT_TRUE(r.ok) << r.ToString("dk_ctx") << " causal=" << causal;
     r = Compare(dvc, fd(xvc), kTol, kTol);
     EXPECT_TRUE(r.ok) << r.ToString("dv_ctx") << " causal=" << causal;
+  }
+}
+
+// The serving rule at the window's edge (attention_testing.h, WindowEdgeCase): slot i sees
+// W - 1 - i context keys, not W; with W < 16 the window also cuts the block's own keys.
+// Every case here fails under the old rule (context keys >= anchor - W for all slots).
+TEST(DFlashCpu, WindowEdgeFollowsServingRule) {
+  for (const WindowEdgeCase& c : {WindowEdgeCase{30, 20, true}, WindowEdgeCase{30, 8, false},
+                                  WindowEdgeCase{30, 5, true}, WindowEdgeCase{3, 12, true},
+                                  WindowEdgeCase{30, 1, false}}) {
+    SCOPED_TRACE(fmt::format("anchor {} window {} causal {}", c.a, c.window, c.causal));
+    WindowEdgeProblem p = MakeWindowEdgeProblem(c);
+    const int64_t t = c.a + 1, d = c.d;
+    std::vector<bf16> out(p.q.size());
+    std::vector<float> lse(16);
+    DFlashAttentionInputs in{Host(p.q, {16, 1, d}),  Host(p.kb, {16, 1, d}),
+                             Host(p.vb, {16, 1, d}), Host(p.kc, {t, 1, d}),
+                             Host(p.vc, {t, 1, d}),  Host(p.anchors, {1}),
+                             Host(p.doc_start, {1})};
+    ASSERT_TRUE(DFlashAttentionForwardCpu(in, {c.window, c.causal, 0.0f},
+                                          Host(out, {16, 1, d}), Host(lse, {16, 1}))
+                    .ok());
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_NEAR(out[i * d].f(), p.want_out[i], kOutTol) << "slot " << i;
+      EXPECT_NEAR(out[i * d + d - 1].f(), p.want_out[i], kOutTol) << "slot " << i;
+      EXPECT_NEAR(lse[i], p.want_lse[i], kLseTol) << "slot " << i;
+    }
   }
 }
 

@@ -80,9 +80,11 @@ inline std::vector<char> VarlenCausalMask(const std::vector<int32_t>& cu_seqlens
   return mask;
 }
 
-// [NB*16, T + NB*16] over keys [k_ctx rows; k_blk rows], straight from DESIGN.md: slot i of
-// block b sees context token j iff doc_start <= j < anchor and (window == 0 or
-// j >= anchor - window); and block token (b', i') iff b' == b and (!causal or i' <= i).
+// [NB*16, T + NB*16] over keys [k_ctx rows; k_blk rows], by positions as a server sees them
+// (attention.h): slot i of block b is the query at position p = anchor + i; context token j
+// is the key at position j, block token (b, i') the key at position anchor + i'. The query
+// sees a key iff it is in its document and before the anchor (context) or in its own block
+// (and i' <= i when causal), and, with a window W > 0, p - key position <= W - 1.
 inline std::vector<char> DFlashMask(const std::vector<int32_t>& anchors,
                                     const std::vector<int32_t>& doc_start, int64_t t, int window,
                                     bool causal) {
@@ -91,13 +93,13 @@ inline std::vector<char> DFlashMask(const std::vector<int32_t>& anchors,
   for (int64_t b = 0; b < nb; ++b) {
     for (int64_t i = 0; i < 16; ++i) {
       char* m = &mask[(b * 16 + i) * nk];
-      for (int64_t j = 0; j < t; ++j) {
-        const bool in_doc = j >= doc_start[b] && j < anchors[b];
-        const bool in_window = window == 0 || j >= anchors[b] - window;
-        m[j] = in_doc && in_window;
-      }
+      const int64_t p = anchors[b] + i;
+      auto in_window = [&](int64_t key_pos) { return window == 0 || p - key_pos <= window - 1; };
+      for (int64_t j = 0; j < t; ++j)
+        m[j] = j >= doc_start[b] && j < anchors[b] && in_window(j);
       for (int64_t bb = 0; bb < nb; ++bb)
-        for (int64_t ii = 0; ii < 16; ++ii) m[t + bb * 16 + ii] = bb == b && (!causal || ii <= i);
+        for (int64_t ii = 0; ii < 16; ++ii)
+          m[t + bb * 16 + ii] = bb == b && (!causal || ii <= i) && in_window(anchors[b] + ii);
     }
   }
   return mask;
@@ -174,6 +176,47 @@ inline DFlashLayout MakeDFlashLayout(const std::vector<int>& doc_lens, int nb, u
     l.doc_start.push_back(l.cu_seqlens[doc_of[a]]);
   }
   return l;
+}
+
+}  // namespace tandem::kernels::attention_testing
+
+namespace tandem::kernels::attention_testing {
+
+// The sliding window's edge in closed form, a case the old rule (every slot sees context
+// keys >= anchor - W) gets wrong. One block at anchor `a` of a document starting at 0; q = 0,
+// so every visible key weighs the same; v_ctx = 1 and v_blk = 0. Slot i (position a + i)
+// then outputs n_ctx / (n_ctx + n_blk) and its lse is log(n_ctx + n_blk), with the counts
+// of the serving rule p - (W - 1) <= key position (attention.h), written out here:
+//   n_ctx(i) = min(a, max(0, W - 1 - i)),  n_blk(i) = (causal ? i + 1 : 16) - max(0, i - (W - 1)).
+// The old rule would give n_ctx = min(a, W) and n_blk = (causal ? i + 1 : 16) for every slot.
+// REQUIRES: window > 0, a >= 0.
+struct WindowEdgeCase {
+  int a, window;
+  bool causal;
+  int d = 64;
+};
+struct WindowEdgeProblem {
+  std::vector<bf16> q, kb, vb, kc, vc;
+  std::vector<int32_t> anchors, doc_start;
+  std::vector<double> want_out, want_lse;  // [16] (one head, every dim of out the same)
+};
+inline WindowEdgeProblem MakeWindowEdgeProblem(const WindowEdgeCase& c) {
+  WindowEdgeProblem p;
+  const int t = c.a + 1, d = c.d;
+  p.q.assign(16 * d, bf16(0.0f));
+  p.kb = RandomBf16(16 * d, 41);
+  p.kc = RandomBf16(int64_t{t} * d, 42);
+  p.vb.assign(16 * d, bf16(0.0f));
+  p.vc.assign(int64_t{t} * d, bf16(1.0f));
+  p.anchors = {c.a};
+  p.doc_start = {0};
+  for (int i = 0; i < 16; ++i) {
+    const int n_ctx = std::min(c.a, std::max(0, c.window - 1 - i));
+    const int n_blk = (c.causal ? i + 1 : 16) - std::max(0, i - (c.window - 1));
+    p.want_out.push_back(static_cast<double>(n_ctx) / (n_ctx + n_blk));
+    p.want_lse.push_back(std::log(static_cast<double>(n_ctx + n_blk)));
+  }
+  return p;
 }
 
 }  // namespace tandem::kernels::attention_testing

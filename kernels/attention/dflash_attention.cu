@@ -5,7 +5,8 @@
 // by TPR consecutive lanes; lane `part` owns dims part + TPR * i (i < DS = d / TPR), so a
 // warp's loads from a shared K/V row are conflict-free and rows share them by broadcast.
 // Keys stream through shared memory in tiles of kTileKeys: first the context range
-// [lo, anchor), then the block's own 16 keys (masked per slot when causal_in_block).
+// [lo, anchor) the block's slots see together, then the block's own 16 keys; each row masks
+// them with its own bounds (the window per query position, causal_in_block).
 //   forward:  online softmax in the log2 domain; a row's score is a TPR-lane shuffle sum.
 //   backward: per tile, each row computes p = exp(s - lse) and ds = p (dO.v - rowsum(dO*O)),
 //             accumulates dQ in registers and stores p and ds in shared memory; then the CTA
@@ -32,13 +33,21 @@ __device__ inline const __nv_bfloat16* Bf(const void* x) {
 }
 __device__ inline __nv_bfloat16* Bf(void* x) { return static_cast<__nv_bfloat16*>(x); }
 
-// Context range [lo, hi) of block b, clamped to [0, t] so a bad anchor cannot read out of
-// bounds (the CPU reference rejects such anchors).
+// Context range [lo, hi) of block b: the union of its slots' ranges (slot 0 reaches
+// furthest back), clamped to [0, t] so a bad anchor cannot read out of bounds (the CPU
+// reference rejects such anchors). hi is the anchor.
 __device__ inline void ContextRange(const Params& p, int b, int* lo, int* hi) {
   const int a = min(max(p.anchors[b], 0), p.t);
   const int s = min(max(p.doc_start[b], 0), a);
   *hi = a;
-  *lo = p.window > 0 ? max(s, a - p.window) : s;
+  *lo = max(s, WindowFloor(a, p.window));
+}
+
+// Whether row `slot` sees key j of a tile starting at key `first` (a context tile, or the
+// block's own keys when blk): the window per query position and causal_in_block.
+__device__ inline bool KeyVisible(const Params& p, bool blk, int first, int j, int slot, int a) {
+  if (blk) return (!p.causal || j <= slot) && j - slot >= WindowFloor(0, p.window);
+  return first + j - slot >= WindowFloor(a, p.window);
 }
 
 // Loads n (<= kTileKeys) key rows and value rows of KV head g into shared fp32 tiles
@@ -115,13 +124,12 @@ __global__ void __launch_bounds__(1024) dflash_fwd_kernel(Params p) {
 #pragma unroll
           for (int i = 0; i < DS; ++i) dot += q[i] * kr[tpr * i];
           dot = RowSum(dot, tpr);
-          const bool visible = !blk || !p.causal || j <= slot;
-          s[jj] = visible ? dot : -INFINITY;
+          s[jj] = KeyVisible(p, blk, first, j, slot, hi) ? dot : -INFINITY;
           mx = fmaxf(mx, s[jj]);
         }
       }
-      // The first chunk always holds a visible key, so mx is finite; the guard keeps a row
-      // with nothing visible at 0 instead of NaN without diverging before the next shuffles.
+      // A row may see nothing in a chunk (keys below its window); the guard keeps it at 0
+      // instead of NaN without diverging before the next shuffles.
       const float mref = mx == -INFINITY ? 0.0f : mx;
       const float f = exp2f(m - mref);  // m == -inf gives 0
       l *= f;
@@ -202,8 +210,7 @@ __global__ void __launch_bounds__(1024) dflash_bwd_kernel(Params p) {
       }
       s = RowSum(s, tpr);
       dp = RowSum(dp, tpr);
-      const bool visible = !blk || !p.causal || j <= slot;
-      const float pr = visible ? exp2f(s - lse2) : 0.0f;
+      const float pr = KeyVisible(p, blk, first, j, slot, hi) ? exp2f(s - lse2) : 0.0f;
       const float ds = pr * (dp - delta);
 #pragma unroll
       for (int i = 0; i < DS; ++i) dq[i] += ds * kr[tpr * i];

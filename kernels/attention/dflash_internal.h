@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -13,6 +14,15 @@ namespace tandem::kernels::attention_internal {
 inline constexpr int kBlock = 16;                  // == kDFlashBlockSize
 inline constexpr int kTileKeys = 32;                // keys per shared-memory tile
 inline constexpr int kTileStride = kTileKeys + 1;  // padded row of the backward's p / ds tiles
+
+// The serving rule's window (attention.h): a query sees a key only if query position - key
+// position <= window - 1. Written per key index k and query slot i of a block whose anchor
+// sits at index `base` of k's index space: the query sees k iff k - i >= WindowFloor(base,
+// window). Context keys: base = anchor; the block's own keys (k = 0..15): base = 0. No window:
+// INT_MIN, no bound. (constexpr: device code calls it through --expt-relaxed-constexpr.)
+constexpr int WindowFloor(int base, int window) {
+  return window > 0 ? base - (window - 1) : INT_MIN;
+}
 
 struct DFlashKernelParams {
   const void *q, *kb, *vb, *kc, *vc;  // bf16

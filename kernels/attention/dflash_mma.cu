@@ -9,11 +9,13 @@
 //
 // Keys. The CTA's blocks share one key stream, so their K/V rows are loaded once: context
 // tiles of up to 64 keys, each starting at the lowest key >= the previous tile's end that lies
-// in some block's range [lo_b, anchor_b) (gaps between ranges are skipped, so any anchor order
-// is correct; sorted anchors, as the drafter's plan makes them, give ranges that nearly
-// coincide), then tiles of the blocks' own keys (4 blocks x 16 keys each). Every m-tile masks
-// each key by its own block's range (context) or block and slot (own keys, causal when asked);
-// a warp skips a tile in which neither of its m-tiles sees a key.
+// in some block's range [lo_b, anchor_b), the union of its slots' ranges (gaps between ranges
+// are skipped, so any anchor order is correct; sorted anchors, as the drafter's plan makes
+// them, give ranges that nearly coincide), then tiles of the blocks' own keys (4 blocks x 16
+// keys each). Every m-tile masks each key by its own block's range (context) or block (own
+// keys), and per slot by the window (slot i at position anchor + i sees keys at positions
+// >= anchor + i - (W - 1)) and, on its own keys, causality when asked; a warp skips a tile in
+// which neither of its m-tiles sees a key.
 //
 // Pipeline: Q of all m-tiles stays in shared memory (two m-tiles of Q fragments would not fit
 // in registers beside two O accumulators); K/V tiles are double buffered with cp.async and one
@@ -85,21 +87,28 @@ struct KeySchedule {
   }
 };
 
-// Keys [vlo, vhi) of a tile that one m-tile sees; with `causal`, key k also needs
-// k - vlo <= slot (its own 16 keys, causal in the block).
+// Keys [vlo, vhi) of a tile that some slot of one m-tile sees (the union over its slots:
+// the steps and tiles outside it are skipped); slot i sees key k of it only if also
+// k - i >= floor (the window per query position: FloorOf below) and, with `causal` (its
+// own 16 keys, causal in the block), k - vlo <= i: slot i sees [max(vlo, floor + i),
+// causal ? min(vhi, vlo + i + 1) : vhi). The floor is derived where it is used, not kept
+// here: one more live register per m-tile makes the d = 128 kernel spill.
 struct Span {
   int vlo, vhi;
   bool causal;
   __device__ bool Meets(int k0) const { return vlo < k0 + kSub && vhi > k0 && vhi > vlo; }
-  __device__ bool Sees(int key, int slot) const {
-    return key >= vlo && key < vhi && (!causal || key - vlo <= slot);
-  }
 };
 __device__ inline Span SpanOf(const Tile& t, int rel, int lo, int hi, int tile_blk0, bool causal) {
   if (!t.blk) return {max(lo - t.first, 0), min(hi - t.first, t.n), false};
   const int c = rel - tile_blk0;
   if (c < 0 || c >= kBlocksPerTile) return {0, 0, false};
   return {c * kBlock, c * kBlock + kBlock, causal};
+}
+// The window floor (dflash_internal.h, WindowFloor) of a span of tile t for a block
+// anchored at hi: the anchor's index in the tile's key space is hi - t.first for context
+// keys and the span's first key for the block's own keys.
+__device__ inline int FloorOf(const Tile& t, const Span& s, int hi, int window) {
+  return WindowFloor(t.blk ? s.vlo : hi - t.first, window);
 }
 
 // Async-loads the 16 query rows of each of the mt m-tiles into [16 mt][D + 8]; m-tiles of
@@ -234,12 +243,24 @@ __global__ void __launch_bounds__(32 * kCtaMtiles / 2) dflash_mma_fwd(Params p, 
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           float mx[2] = {mrow[m][0], mrow[m][1]};
+          // Rows gid and gid + 8 see the keys [from[h], to[h]) of the tile (the Span comment).
+          int from[2], to[2];
+          {
+            const int floor = FloorOf(cur, span[m], range_hi[rel[m]], p.window);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int slot = gid + 8 * h;
+              from[h] = max(span[m].vlo, floor == INT_MIN ? INT_MIN : floor + slot);
+              to[h] = span[m].causal ? min(span[m].vhi, span[m].vlo + slot + 1) : span[m].vhi;
+            }
+          }
 #pragma unroll
           for (int n = 0; n < kN8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int key = k0 + n * 8 + 2 * tig + (e & 1), half = e >> 1;
-              const float v = span[m].Sees(key, gid + 8 * half) ? s[m][n][e] * qk_scale : -INFINITY;
+              const bool sees = key >= from[half] && key < to[half];
+              const float v = sees ? s[m][n][e] * qk_scale : -INFINITY;
               s[m][n][e] = v;
               mx[half] = fmaxf(mx[half], v);
             }

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
     CpAsyncWait<0>();
     __syncthreads();  // K/V of tile it landed; the previous tile's P / dS are consumed
     const Tile t = TileOf(it, ctx_tiles, lo, hi, b);
-    const int nk16 = (t.n + 15) / 16;
+    const int nk16 = (t.n + 15) / 16, floor = SlotFloor(t, hi, p.window);
 
     // Phase 1 (own 16 rows): S, dP, then P and dS in registers.
     float s[kTk / 8][4], dp[kTk / 8][4];
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
-        const float pr = Visible(t, p.causal, key, gid + 8 * half)
+        const float pr = Visible(t, p.causal, floor, key, gid + 8 * half)
                              ? exp2f(s[n][e] * qk_scale - lse2[half])
                              : 0.0f;
         s[n][e] = pr;
@@ -216,7 +216,8 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
 // block order, the blocks whose range [lo, anchor) meets the tile, then walks (block, chunk
 // of up to 4 query heads of g) items with a cp.async double buffer of Q, dO (64 rows each),
 // lse and delta. Per item each warp forms S^T = K Q^T and dP^T = V dO^T (16 keys x 64 rows),
-// P^T = exp(S^T - lse) on the keys the block sees, dS^T = P^T (dP^T - delta), and adds
+// P^T = exp(S^T - lse) on the keys each row sees (the block's range, cut per slot by the
+// window), dS^T = P^T (dP^T - delta), and adds
 // dV += P^T dO, dK += dS^T Q in registers. Each key row is written once at the end.
 template <int D>
 __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p) {
@@ -309,7 +310,16 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
       __syncthreads();
       int lo, hi;
       ContextRange(p, list[i / chunks], &lo, &hi);
-      const bool see0 = key_lo >= lo && key_lo < hi, see1 = key_lo + 8 >= lo && key_lo + 8 < hi;
+      // Row r (slot r % 16) sees key key_lo (+ 8) iff the key is in the block's range and
+      // slot <= key - WindowFloor(hi, W) (the window); lim = that bound, -1 out of range.
+      // Two ints per lane, not the range test plus a floor: the d = 128 kernel is at 255
+      // registers and spills with more.
+      const int floor = WindowFloor(hi, p.window);
+      auto lim_of = [&](int key) {
+        if (key < lo || key >= hi) return -1;
+        return floor == INT_MIN ? kBlock : min(kBlock, key - floor);
+      };
+      const int lim0 = lim_of(key_lo), lim1 = lim_of(key_lo + 8);
       const bf16_t* qi = qs + st * kRows * kS;
       const bf16_t* di = dos + st * kRows * kS;
       const float* lse_i = lse_s + st * kRows;
@@ -343,7 +353,7 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int row = n * 8 + 2 * tig + (e & 1);
-          const bool see = (e >> 1) ? see1 : see0;
+          const bool see = row % kBlock <= ((e >> 1) ? lim1 : lim0);
           const float pr = see ? exp2f(sc[n][e] * qk_scale - lse_i[row]) : 0.0f;
           sc[n][e] = pr;
           dp[n][e] = pr * (dp[n][e] - delta_i[row]);

@@ -79,11 +79,13 @@ __device__ inline void AFromC(uint32_t (&a)[4], const float (&c)[kTk / 8][4], in
   a[3] = Pack(c[2 * kc + 1][2], c[2 * kc + 1][3]);
 }
 
+// Context range [lo, hi) of block b: the union of its slots' ranges under the window
+// (slot 0 reaches furthest back), clamped to [0, t]; hi is the anchor.
 __device__ inline void ContextRange(const Params& p, int b, int* lo, int* hi) {
   const int a = min(max(p.anchors[b], 0), p.t);
   const int s = min(max(p.doc_start[b], 0), a);
   *hi = a;
-  *lo = p.window > 0 ? max(s, a - p.window) : s;
+  *lo = max(s, WindowFloor(a, p.window));
 }
 
 // Tile `it` of block b: keys from the context (it < ctx_tiles) or the block itself.
@@ -125,9 +127,16 @@ __device__ inline void LoadRows(const bf16_t* x, int b, int g, int group, int hq
   }
 }
 
-// Whether key `key` of tile t is visible to query slot `slot`.
-__device__ inline bool Visible(const Tile& t, bool causal, int key, int slot) {
-  return key < t.n && (!t.blk || !causal || key <= slot);
+// The window bound of tile t for a block anchored at hi: query slot i sees key k of the
+// tile only if k - i >= SlotFloor(...) (dflash_internal.h, WindowFloor).
+__device__ inline int SlotFloor(const Tile& t, int hi, int window) {
+  return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
+}
+
+// Whether key `key` of tile t (a single block's keys: its context range or its own 16) is
+// visible to query slot `slot`, given the tile's SlotFloor.
+__device__ inline bool Visible(const Tile& t, bool causal, int floor, int key, int slot) {
+  return key < t.n && key - slot >= floor && (!t.blk || !causal || key <= slot);
 }
 
 }  // namespace tandem::kernels::attention_internal::mma

@@ -54,7 +54,10 @@ INSTANTIATE_TEST_SUITE_P(
                           DFlashCase{{700, 333}, 24, 32, 8, 128, 200, true},  // bench, scaled
                           DFlashCase{{700, 333}, 24, 32, 8, 128, 0, false},   // full layer
                           DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
-                          DFlashCase{{513}, 10, 8, 1, 64, 0, true}),          // G 8, d 64
+                          DFlashCase{{513}, 10, 8, 1, 64, 0, true},           // G 8, d 64
+                          DFlashCase{{200}, 12, 8, 2, 64, 7, true},      // window < block
+                          DFlashCase{{200, 90}, 12, 8, 2, 128, 5, false},  // same, bidirectional
+                          DFlashCase{{300}, 12, 4, 4, 128, 65, true}),   // W - 1 = tile
         ::testing::Values(DFlashPath::kMma, DFlashPath::kSimt)));
 
 // The forward kernel gives one CTA several consecutive blocks (8 / G of them) sharing one key

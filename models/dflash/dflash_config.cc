@@ -16,6 +16,30 @@ using config_detail::GetIntList;
 
 constexpr std::string_view kArchitecture = "DFlashDraftModel";
 
+// vLLM's capture ids: target_layer_ids + 1. vLLM numbers a captured hidden state by the
+// layer it enters (0 = the embedding), DFlash by the layer whose output it is
+// (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py, get_eagle3_aux_layers_from_config;
+// vllm/transformers_utils/configs/eagle.py, EAGLEConfig._normalize_dflash_layer_ids).
+std::vector<int64_t> AuxLayerIds(const std::vector<int64_t>& target_layer_ids) {
+  std::vector<int64_t> aux;
+  for (int64_t id : target_layer_ids) aux.push_back(id + 1);
+  return aux;
+}
+
+// An eagle_aux_hidden_state_layer_ids key, when given, must be target_layer_ids + 1 (vLLM
+// refuses a config where they disagree).
+Status CheckAuxLayerIds(const json& j, std::string_view source,
+                        const std::vector<int64_t>& target_layer_ids) {
+  constexpr const char* kKey = "eagle_aux_hidden_state_layer_ids";
+  if (!j.contains(kKey) || j[kKey].is_null()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::vector<int64_t> aux, GetIntList(j, source, kKey));
+  if (aux != AuxLayerIds(target_layer_ids)) {
+    return InvalidArgumentError("{}: key '{}': {} must be dflash_config.target_layer_ids {} + 1",
+                                source, kKey, json(aux).dump(), json(target_layer_ids).dump());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num_context_layers) {
@@ -88,6 +112,7 @@ Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
                                   json(c.target_layer_ids).dump(), c.num_target_layers);
     }
   }
+  RETURN_IF_ERROR(CheckAuxLayerIds(j, source, c.target_layer_ids));
   return c;
 }
 
@@ -109,10 +134,16 @@ json DFlashConfigToJson(const DFlashConfig& c) {
   layers.architectures = {std::string(kArchitecture)};
   layers.model_type = "qwen3";
   json j = TransformerConfigToJson(layers);
+  // block_size at the top level (z-lab's layout) and inside dflash_config (newer loaders
+  // read it there first: SGLang's parse_dflash_draft_config).
   j["block_size"] = c.block_size;
   if (c.num_target_layers > 0) j["num_target_layers"] = c.num_target_layers;
   j["dflash_config"] = {{"mask_token_id", c.mask_token_id},
-                        {"target_layer_ids", c.target_layer_ids}};
+                        {"target_layer_ids", c.target_layer_ids},
+                        {"block_size", c.block_size}};
+  // vLLM versions that read only this key (not dflash_config) need it to capture the right
+  // target layers.
+  j["eagle_aux_hidden_state_layer_ids"] = AuxLayerIds(c.target_layer_ids);
   return j;
 }
 

@@ -2,7 +2,11 @@
 // speculators) and servers (SGLang, vLLM) write and read it:
 //   architectures ["DFlashDraftModel"], model_type "qwen3" + the Qwen3 fields of the
 //   drafter's own layers, block_size, num_target_layers, layer_types, sliding_window,
-//   dflash_config {mask_token_id, target_layer_ids}.
+//   dflash_config {mask_token_id, target_layer_ids, block_size},
+//   eagle_aux_hidden_state_layer_ids (= target_layer_ids + 1, vLLM's numbering).
+// vocab_size and max_position_embeddings are the target's (the drafter actor copies the
+// target's layer config): SGLang refuses a draft whose context is shorter than the target's.
+// dflash_config_loaders_test.cc reads a written config rule by rule as SGLang and vLLM do.
 // Also the default rule choosing which target layers feed the drafter.
 //
 // Thread-safety: value types and pure functions.
@@ -34,7 +38,8 @@ struct DFlashConfig {
 // E.g. n = 36, k = 5 -> [1, 9, 17, 25, 33]. REQUIRES: n >= 5, 1 <= k.
 std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num_context_layers);
 
-// InvalidArgument naming `source` and the key for a wrong or unsupported value.
+// InvalidArgument naming `source` and the key for a wrong or unsupported value (also an
+// eagle_aux_hidden_state_layer_ids that is not target_layer_ids + 1).
 Result<DFlashConfig> ParseDFlashConfig(const nlohmann::json& j, std::string_view source);
 Result<DFlashConfig> ParseDFlashConfigText(std::string_view text, std::string_view source);
 // `path` is a config.json or a directory holding one.

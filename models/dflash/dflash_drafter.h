@@ -8,7 +8,8 @@
 //     xn = input_layernorm(x);  q = rope(q_norm(xn Wq^T));  k = rope(k_norm(xn Wk^T));
 //     v = xn Wv^T;  kc = rope(k_norm(ctx Wk^T), ctx_pos);  vc = ctx Wv^T
 //     a  = DFlashAttention(q, [kc | k], [vc | v])  (full layers: block bidirectional, whole
-//          document prefix; sliding layers: block causal, prefix within the window)
+//          document prefix; sliding layers: block causal, keys within the window of each
+//          query's position, as served)
 //     h  = x + a Wo^T;  x' = h + down(silu(gate(post_norm(h))) * up(post_norm(h)))
 //   loss = sum_r w_r CE(target_lm_head(norm(x_L))_r, target_r) / sum_r w_r
 // Backward writes d loss / d every parameter into params().grads (fp32; it overwrites the

@@ -92,15 +92,19 @@ class DFlashReference {
       const double scale = 1.0 / std::sqrt(static_cast<double>(d));
       for (int64_t b = 0; b < pl.num_blocks; ++b) {
         const int64_t a = pl.anchors[b];
-        const int64_t lo = window > 0 ? std::max<int64_t>(pl.doc_start[b], a - window) : pl.doc_start[b];
         for (int64_t si = 0; si < bs; ++si)
           for (int64_t hh = 0; hh < hq; ++hh) {
+            // The serving rule: slot si (position a + si) sees keys whose position is at most
+            // window - 1 before its own, context and block keys alike.
+            const int64_t lo =
+                window > 0 ? std::max<int64_t>(pl.doc_start[b], a + si - (window - 1)) : pl.doc_start[b];
+            const int64_t blk_lo = window > 0 ? std::max<int64_t>(0, si - (window - 1)) : 0;
             const int64_t kv = hh / (hq / hk), row = b * bs + si;
             const double* qv = &q[(row * hq + hh) * d];
             std::vector<std::pair<double, const double*>> sc;
             for (int64_t j = lo; j < a; ++j)
               sc.push_back({Dot(qv, &kc[(j * hk + kv) * d], d) * scale, &vc[(j * hk + kv) * d]});
-            for (int64_t j = 0; j < bs; ++j) {
+            for (int64_t j = blk_lo; j < bs; ++j) {
               if (sliding && j > si) continue;
               const int64_t rj = b * bs + j;
               sc.push_back({Dot(qv, &kb[(rj * hk + kv) * d], d) * scale, &vb[(rj * hk + kv) * d]});

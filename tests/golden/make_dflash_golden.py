@@ -6,13 +6,15 @@ drafter"): context = hidden_norm(fc(concat of k target layers)); every layer pro
 context through its own k_proj/v_proj (+k_norm, RoPE at the context positions) and puts it
 before the block's keys/values; queries only from the block; blocks of 16 (slot 0 = anchor
 token, slots 1..15 = mask token, positions anchor+j); context keys strictly before the
-anchor, same document, within the window in sliding layers; own block bidirectional in full
-layers, causal in sliding layers; loss = CE of slots 1..15 weighted exp(-(j-1)/7), masked
+anchor, same document; own block bidirectional in full layers, causal in sliding layers; in
+sliding layers a window per query position as servers apply it (SGLang: causal with
+window_left = sliding_window - 1; SpecForge's dflash_mask.py trains the same): slot j at
+position p sees keys, context and block alike, at positions >= p - (WINDOW - 1). loss = CE of slots 1..15 weighted exp(-(j-1)/7), masked
 by loss mask and document end, normalised by the weight sum. Noise = 0.
 
 Math in float64 (weights are bf16-representable so tandem starts from the same numbers).
 Writes tests/golden/dflash_tiny_golden.safetensors (< 1 MB) with
-  __metadata__ = {"format": "tandem-golden", "version": "1", "config": <config.json text>,
+  __metadata__ = {"format": "tandem-golden", "version": "2", "config": <config.json text>,
                   "adamw": <json>}
   context.{i} BF16 [T, H]; embedding, lm_head BF16 [V, H]; plan.* I32/F32 tables;
   param.<hf key> BF16; grad.<hf key> F32; loss F32 [1]; trajectory F32 [10] (loss before
@@ -125,15 +127,15 @@ def forward(P, ctx_layers, emb, lm_head, plan):
     # Visibility [R, T + R] per layer type.
     vis = {}
     for lt in set(LAYER_TYPES):
+        sliding = lt == "sliding_attention"
         m = torch.zeros(R, T + R, dtype=torch.bool)
         for b in range(NB):
             a, s = plan["anchors"][b], plan["doc_start"][b]
-            lo = max(s, a - WINDOW) if lt == "sliding_attention" else s
-            m[b * BS:(b + 1) * BS, lo:a] = True
-            blk = torch.ones(BS, BS, dtype=torch.bool)
-            if lt == "sliding_attention":
-                blk = torch.tril(blk)
-            m[b * BS:(b + 1) * BS, T + b * BS:T + (b + 1) * BS] = blk
+            for j in range(BS):  # query at position a + j; key positions: context t, block a + i
+                lo = max(s, a + j - (WINDOW - 1)) if sliding else s
+                m[b * BS + j, lo:a] = True
+                for i in range(BS):
+                    m[b * BS + j, T + b * BS + i] = (not sliding) or (i <= j and j - i <= WINDOW - 1)
         vis[lt] = m
     for i in range(L):
         p = f"layers.{i}."
@@ -209,7 +211,7 @@ def main():
             master[n] = master[n] - ADAMW["lr"] * mh / (vh.sqrt() + ADAMW["eps"])
     out["trajectory"] = torch.tensor(traj, dtype=torch.float32)
 
-    meta = {"format": "tandem-golden", "version": "1", "config": json.dumps(CONFIG),
+    meta = {"format": "tandem-golden", "version": "2", "config": json.dumps(CONFIG),
             "adamw": json.dumps(ADAMW)}
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dflash_tiny_golden.safetensors")
     save_file({k: t.contiguous() for k, t in out.items()}, path, metadata=meta)
