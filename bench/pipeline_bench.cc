@@ -1,13 +1,20 @@
-// `tandem-bench pipeline [seconds]` (issue 6): pipeline efficiency of the colocated DFlash
-// job on one GPU. In one process: (a) the target alone: forward + 5 captures of a
-// max_tokens batch, seconds per token; (b) the drafter alone: DFlashTrainer steps on random
-// context, seconds per token; (c) examples/qwen3-8b-1gpu.toml through JobRunner for
-// `seconds` (default 120) of steady state, tokens/s from the drafter's summary. Prints
-// efficiency = tok/s / (1 / (t_target + t_drafter)), the job's profile table, and the bar.
+// `tandem-bench pipeline [seconds] [--density=32,16,8] [--optimizer-overlap]` (issues 6, 21):
+// pipeline efficiency of the colocated DFlash job on one GPU. In one process: (a) the target
+// alone: forward + 5 captures of a max_tokens batch, seconds per token; then per anchor
+// density (one anchor per N tokens; default: the job file's anchors_per_batch): (b) the
+// drafter alone: DFlashTrainer steps on random context, seconds per token; (c)
+// examples/qwen3-8b-1gpu.toml through JobRunner for `seconds` (default 120) of steady state,
+// tokens/s from the drafter's summary. Prints efficiency = tok/s / (1 / (t_target +
+// t_drafter)), the drafter's share of the GPU time alone, the job's profile table, how long
+// each side waited on the channel, and the job's bottleneck verdict; then a summary table.
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -90,7 +97,8 @@ Result<double> TargetSecondsPerToken(dflash::SharedTarget& target, const dflash:
 
 Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
                                       const dflash::TargetModelSpec& spec,
-                                      const ActorGroupSpec& dg, const HostBatch& hb, int iters) {
+                                      const ActorGroupSpec& dg, const HostBatch& hb, int iters,
+                                      bool optimizer_overlap) {
   ASSIGN_OR_RETURN(int64_t num_layers, dg.settings.GetInt("num_layers", 5));
   ASSIGN_OR_RETURN(int64_t window, dg.settings.GetInt("sliding_window", 0));
   ASSIGN_OR_RETURN(int64_t anchors, dg.settings.GetInt("anchors_per_batch", 512));
@@ -113,6 +121,7 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   to.anchors_per_batch = anchors;
   to.total_steps = 100000;
   to.seed = 7;
+  to.optimizer_overlap = optimizer_overlap;
   const kernels::Device dev = target.model().device();
   ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create(dev.index));
   ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, dev, stream.get()));
@@ -135,19 +144,92 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   RETURN_IF_ERROR(stream.Synchronize());
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(trainer->Step(head, meta, views));
+  RETURN_IF_ERROR(trainer->drafter().JoinOptimizer());
   RETURN_IF_ERROR(stream.Synchronize());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return secs / (static_cast<double>(iters) * t);
 }
 
-Status Run(int seconds) {
+// What `tandem-bench pipeline` was asked for: steady-state seconds per job run, the anchor
+// densities (one anchor per `d` tokens: anchors_per_batch = max_tokens / d) and whether the
+// drafter overlaps its optimizer with the next forward.
+struct PipelineArgs {
+  int seconds = 120;
+  std::vector<int> densities;  // empty: the job file's anchors_per_batch
+  bool optimizer_overlap = false;
+};
+
+// One density's numbers, for the summary table.
+struct DensityResult {
+  int64_t anchors = 0;
+  double tok_s = 0, ideal = 0, drafter_share = 0, push_wait = 0, pop_wait = 0;
+  std::string verdict;
+};
+
+// The job text with `anchors` anchors per batch (0: as written), the optimizer overlap
+// key when asked, and `seconds` of steady state.
+std::string JobText(const std::string& text, int seconds, int64_t anchors, bool overlap) {
+  std::string out = std::regex_replace(text, std::regex("max_seconds = [0-9]+"),
+                                       fmt::format("max_seconds = {}", seconds));
+  std::string key = anchors > 0 ? fmt::format("anchors_per_batch = {}", anchors) : "$&";
+  if (overlap) key = "optimizer_overlap = true\n" + key;
+  return std::regex_replace(out, std::regex("anchors_per_batch = [0-9]+"), key);
+}
+
+// Runs the job once at `anchors` per batch: the drafter alone, then the colocated job.
+Result<DensityResult> RunDensity(const std::string& text, const PipelineArgs& args,
+                                 int64_t anchors, double t_target,
+                                 const std::shared_ptr<JobRegistry>& registry,
+                                 dflash::SharedTarget& target,
+                                 const dflash::TargetModelSpec& spec, const HostBatch& hb) {
+  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, anchors,
+                                                     args.optimizer_overlap),
+                                             TANDEM_PIPELINE_JOB));
+  const ActorGroupSpec* dg = Group(job, "drafter");
+  DensityResult r;
+  ASSIGN_OR_RETURN(r.anchors, dg->settings.GetInt("anchors_per_batch", 512));
+  ASSIGN_OR_RETURN(double t_drafter, DrafterSecondsPerToken(target, spec, *dg, hb, 10,
+                                                            args.optimizer_overlap));
+  fmt::print("(b) drafter standalone, {} anchors per {} tokens: {:.3f} us/token ({:.0f} tok/s)\n",
+             r.anchors, spec.max_tokens, t_drafter * 1e6, 1 / t_drafter);
+  r.ideal = 1 / (t_target + t_drafter);
+  r.drafter_share = t_drafter / (t_target + t_drafter);
+  fmt::print("    ideal colocated   : {:.0f} tok/s (drafter {:.0f}% of the GPU time)\n", r.ideal,
+             100 * r.drafter_share);
+  std::fflush(stdout);
+  RunOptions run_options;
+  run_options.registry = registry;
+  JobRunner runner(run_options);
+  ASSIGN_OR_RETURN(JobReport report, runner.Run(job));
+  fmt::print("(c) job:\n{}\n", report.ToString());
+  RETURN_IF_ERROR(report.status);
+  r.verdict = runner.Snapshot().verdict;
+  std::smatch m;
+  for (const ActorResult& a : report.actors) {
+    static const std::regex re("steady ([0-9.]+) tok/s");
+    if (std::regex_search(a.summary, m, re)) r.tok_s = std::stod(m[1]);
+  }
+  if (r.tok_s <= 0) return InternalError("no steady tok/s in the drafter's summary");
+  for (const ChannelStats& c : report.channels) {
+    if (c.name != "hidden") continue;
+    r.push_wait = c.push_wait_total_ns * 1e-9 / std::max(report.seconds, 1e-9);
+    r.pop_wait = c.pop_wait_total_ns * 1e-9 / std::max(report.seconds, 1e-9);
+  }
+  const double eff = r.tok_s / r.ideal;
+  fmt::print("pipeline, {} anchors: measured {:.0f} tok/s, ideal {:.0f} tok/s, efficiency {:.3f} "
+             "(bar >= {:.1f}: {})\nverdict: {}\n", r.anchors, r.tok_s, r.ideal, eff, kBar,
+             eff >= kBar ? "PASS" : "FAIL", r.verdict);
+  return r;
+}
+
+Status Run(const PipelineArgs& args) {
   std::ifstream f(TANDEM_PIPELINE_JOB);
   if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::string text = std::regex_replace(
-      ss.str(), std::regex("max_seconds = [0-9]+"), fmt::format("max_seconds = {}", seconds));
-  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(text, TANDEM_PIPELINE_JOB));
+  const std::string text = ss.str();
+  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, 0, false),
+                                             TANDEM_PIPELINE_JOB));
   const ActorGroupSpec* tg = Group(job, "target");
   const ActorGroupSpec* dg = Group(job, "drafter");
   if (tg == nullptr || dg == nullptr)
@@ -165,29 +247,49 @@ Status Run(int seconds) {
   ASSIGN_OR_RETURN(double t_target, TargetSecondsPerToken(*target, spec, hb, 10));
   fmt::print("(a) target standalone : {:.3f} us/token ({:.0f} tok/s)\n", t_target * 1e6,
              1 / t_target);
-  ASSIGN_OR_RETURN(double t_drafter, DrafterSecondsPerToken(*target, spec, *dg, hb, 10));
-  fmt::print("(b) drafter standalone: {:.3f} us/token ({:.0f} tok/s)\n", t_drafter * 1e6,
-             1 / t_drafter);
-  const double ideal = 1 / (t_target + t_drafter);
-  fmt::print("    ideal colocated   : {:.0f} tok/s\n", ideal);
-  std::fflush(stdout);
-  RunOptions run_options;
-  run_options.registry = registry;
-  JobRunner runner(run_options);
-  ASSIGN_OR_RETURN(JobReport report, runner.Run(job));
-  fmt::print("(c) job:\n{}\n", report.ToString());
-  RETURN_IF_ERROR(report.status);
-  std::smatch m;
-  double measured = 0;
-  for (const ActorResult& a : report.actors) {
-    static const std::regex re("steady ([0-9.]+) tok/s");
-    if (std::regex_search(a.summary, m, re)) measured = std::stod(m[1]);
+  std::vector<int64_t> anchors;
+  for (int d : args.densities) anchors.push_back(spec.max_tokens / d);
+  if (anchors.empty()) anchors.push_back(0);  // as the job file says
+  std::vector<DensityResult> results;
+  for (int64_t a : anchors) {
+    ASSIGN_OR_RETURN(DensityResult r, RunDensity(text, args, a, t_target, registry, *target,
+                                                 spec, hb));
+    results.push_back(std::move(r));
   }
-  if (measured <= 0) return InternalError("no steady tok/s in the drafter's summary");
-  const double eff = measured / ideal;
-  fmt::print("pipeline: measured {:.0f} tok/s, ideal {:.0f} tok/s, efficiency {:.3f} "
-             "(bar >= {:.1f}: {})\n", measured, ideal, eff, kBar, eff >= kBar ? "PASS" : "FAIL");
+  fmt::print("\nsummary ({} tokens per batch, optimizer overlap {}):\n{:>16} {:>9} {:>9} {:>6} "
+             "{:>9} {:>10} {:>10}  verdict\n", spec.max_tokens, args.optimizer_overlap ? "on" : "off",
+             "anchors", "tok/s", "ideal", "eff", "drafter%", "push wait", "pop wait");
+  for (const DensityResult& r : results)
+    fmt::print("{:>6} (1 per {:>2}) {:>9.0f} {:>9.0f} {:>6.3f} {:>8.0f}% {:>9.0f}% {:>9.0f}%  {}\n",
+               r.anchors, r.anchors > 0 ? spec.max_tokens / r.anchors : 0, r.tok_s, r.ideal,
+               r.tok_s / r.ideal, 100 * r.drafter_share, 100 * r.push_wait, 100 * r.pop_wait,
+               r.verdict);
   return Status::Ok();
+}
+
+// [seconds] [--density=32,16,8] [--optimizer-overlap]
+Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
+  PipelineArgs out;
+  for (const std::string& a : args) {
+    if (a.rfind("--density=", 0) == 0) {
+      std::stringstream list(a.substr(10));
+      for (std::string item; std::getline(list, item, ',');) {
+        const int d = std::atoi(item.c_str());
+        if (d < 1 || std::to_string(d) != item)
+          return InvalidArgumentError("pipeline: --density takes tokens per anchor (e.g. "
+                                      "--density=32,16,8), not \"{}\"", item);
+        out.densities.push_back(d);
+      }
+    } else if (a == "--optimizer-overlap") {
+      out.optimizer_overlap = true;
+    } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos) {
+      out.seconds = std::stoi(a);
+    } else {
+      return InvalidArgumentError("pipeline: unknown argument \"{}\" (usage: [seconds] "
+                                  "[--density=32,16,8] [--optimizer-overlap])", a);
+    }
+  }
+  return out;
 }
 
 #endif
@@ -198,8 +300,8 @@ int PipelineBench(const std::vector<std::string>& args) {
     fmt::print("pipeline: no CUDA device; skipped\n");
     return 0;
   }
-  const int seconds = args.empty() ? 120 : std::stoi(args[0]);
-  Status st = Run(seconds);
+  Result<PipelineArgs> parsed = ParseArgs(args);
+  Status st = parsed.ok() ? Run(*parsed) : parsed.status();
   if (!st.ok()) {
     fmt::print(stderr, "pipeline: {}\n", st.ToString());
     return 1;
@@ -212,7 +314,9 @@ int PipelineBench(const std::vector<std::string>& args) {
 #endif
 }
 
-TANDEM_BENCH("pipeline", "colocated", "[seconds]: colocated Qwen3-8B DFlash job efficiency",
+TANDEM_BENCH("pipeline", "colocated",
+             "[seconds] [--density=32,16,8] [--optimizer-overlap]: colocated Qwen3-8B DFlash "
+             "job efficiency, at one anchor per N tokens for each density",
              PipelineBench);
 
 }  // namespace

@@ -25,7 +25,9 @@
 // all-reduce, and every replica then fails with an error naming it, the job with them.
 // max_seconds needs replicas = 1 (replicas must stop at the same step).
 // Profile stages: drafter.queue_get, drafter.h2d (the upload), drafter.forward_backward,
-// drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue.
+// drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue,
+// and drafter.gpu.step times each step on the GPU (events). optimizer_overlap = true runs
+// AdamW on a second stream overlapping the next forward (DFlashDrafter::OptimizerStep).
 //
 // This file builds the parts of a run (settings: drafter_settings.h; the target's
 // embedding and LM head: a colocated target replica's, else the two matrices alone,
@@ -82,6 +84,7 @@ models::DFlashTrainOptions TrainOptions(const DrafterSettings& ds, const TargetM
   to.warmup_ratio = ds.warmup_ratio;
   to.lr = static_cast<float>(ds.lr);
   to.noise_std = static_cast<float>(ds.noise_std);
+  to.optimizer_overlap = ds.optimizer_overlap;
   to.grad_clip = static_cast<float>(ds.grad_clip);
   to.seed = static_cast<uint64_t>(ds.seed);
   return to;

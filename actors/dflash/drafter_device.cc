@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <optional>
 
 #include "kernels/optim/adamw_types.h"
 
@@ -36,6 +37,9 @@ class CpuDrafterDevice final : public DrafterDevice {
                        kernels::Shape({hb.tokens.tokens(), hb.hidden_size}));
     return ctx;
   }
+  void BeginStep() override { step_scope_.emplace(timers_->Scope(gpu_step_, compute_.get())); }
+  void EndStep() override { step_scope_.reset(); }
+
   Status AfterStep(int64_t step, models::DFlashDrafter& d) override {
     flags_.push_back({step, Finite(*d.loss().data_as<float>(), d.grad_stats().data_as<float>())});
     return Status::Ok();
@@ -64,7 +68,8 @@ class CudaDrafterDevice final : public DrafterDevice {
   static constexpr int kSlotFloats = 5;  // grad stats [4], loss
 
   CudaDrafterDevice(int device, JobEnv* env)
-      : device_(device), env_(env), h2d_(env->profile->Stage("drafter.h2d")) {}
+      : device_(device), env_(env), h2d_(env->profile->Stage("drafter.h2d")),
+        gpu_step_(env->profile->Stage("drafter.gpu.step")) {}
   ~CudaDrafterDevice() override {
     CUDA_LOG_IF_ERROR(cudaSetDevice(device_));
     if (compute_.get() != nullptr) CUDA_LOG_IF_ERROR(cudaStreamSynchronize(compute_.get()));
@@ -204,10 +209,11 @@ class CudaDrafterDevice final : public DrafterDevice {
 
   int device_;
   JobEnv* env_;
-  StageHandle h2d_;
+  StageHandle h2d_, gpu_step_;
   kernels::CudaStream compute_, copy_;
   std::unique_ptr<CudaCopyEngine> engine_;
   std::unique_ptr<GpuStageTimers> timers_;
+  std::optional<GpuScope> step_scope_;  // between BeginStep and EndStep; after timers_
   Set sets_[2];
   int next_set_ = 0;
   Set* current_ = nullptr;

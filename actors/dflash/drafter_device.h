@@ -45,6 +45,12 @@ class DrafterDevice {
   virtual kernels::Stream stream() const = 0;
   // The batch's context layers, bf16 [T, H] each, ready for work on stream().
   virtual Result<std::vector<kernels::TensorView>> Upload(const HiddenBatch& hb) = 0;
+  // Bracket one step's work on stream(): BeginStep after Upload, EndStep after the
+  // optimizer step. On CUDA they time the GPU stage drafter.gpu.step (CUDA events: the
+  // drafter's GPU busy time, which runtime/job's bottleneck verdict weighs against a target
+  // sharing the GPU); no-ops on the CPU, whose work is synchronous and wall-timed.
+  virtual void BeginStep() {}
+  virtual void EndStep() {}
   // Call right after the trainer's step number `step` (1-based).
   virtual Status AfterStep(int64_t step, models::DFlashDrafter& d) = 0;
   // Flags of finished steps, oldest first; with `wait`, of every step so far.

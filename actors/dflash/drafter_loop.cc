@@ -75,6 +75,7 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   ScopedTimer h2d_timer(h2d_stage_);
   ASSIGN_OR_RETURN(std::vector<kernels::TensorView> ctx, p_.dev->Upload(hb));
   h2d_timer.Stop();
+  p_.dev->BeginStep();  // the GPU stage drafter.gpu.step, until the optimizer step is queued
   {
     p_.set_stage("drafter.forward_backward");
     ScopedTimer timer(fb_stage_);
@@ -93,6 +94,7 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
     ScopedTimer timer(optim_stage_);
     RETURN_IF_ERROR(trainer.OptimizerStep());
   }
+  p_.dev->EndStep();
   // A test hook: the first incarnation of the actor throws once at this step.
   if (s_.fail_at_step >= 0 && state_.step + 1 == s_.fail_at_step && p_.restarts == 0)
     throw std::runtime_error(

@@ -6,7 +6,8 @@
 // every `checkpoint.every_steps` and at the end, and stops at max_steps, at max_seconds, when
 // its channel closes, or on a stop request (after checkpointing the steps done).
 // Profile stages: drafter.queue_get, drafter.h2d, drafter.forward_backward,
-// drafter.allreduce (replicas > 1), drafter.optim.
+// drafter.allreduce (replicas > 1), drafter.optim (host time: enqueueing on the GPU), and on
+// CUDA drafter.gpu.step (GPU time of the step, CUDA events: DrafterDevice::BeginStep).
 //
 // Thread-safety: thread-compatible; the drafter's thread only.
 #pragma once

@@ -89,6 +89,8 @@ const KeyTable& DrafterKeys() {
         .Default(1.0).Min(0);
     t->Number("noise_std", "std of the noise added to the target's hidden states")
         .Default(0.05).Range(0, 100);
+    t->Bool("optimizer_overlap", "run AdamW on a second stream, layer by layer, overlapping "
+            "the next step's forward (CUDA; the same update bitwise)").Default(false);
     t->Int("seed", "seed of the drafter init and the noise").Min(0).DefaultIs("[job] seed");
     t->Int("log_every", "read loss/accuracy/tau from the device every N steps")
         .Default(10).Min(1);
@@ -150,6 +152,7 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   s.warmup_ratio = k.GetNumber(section, "warmup_ratio");
   s.grad_clip = k.GetNumber(section, "grad_clip");
   s.noise_std = k.GetNumber(section, "noise_std");
+  s.optimizer_overlap = k.GetBool(section, "optimizer_overlap");
   s.seed = static_cast<uint64_t>(k.GetOptInt(section, "seed").value_or(ctx.job_seed));
   s.log_every = k.GetInt(section, "log_every");
   s.max_bad_steps = k.GetInt(section, "max_bad_steps");

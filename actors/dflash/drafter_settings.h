@@ -40,6 +40,7 @@ struct DrafterSettings {
   double warmup_ratio = 0;
   double grad_clip = 0;
   double noise_std = 0;
+  bool optimizer_overlap = false; // AdamW on a second stream, overlapping the next forward
   uint64_t seed = 0;
   int64_t log_every = 0;
   int64_t max_bad_steps = 0;

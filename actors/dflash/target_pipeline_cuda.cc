@@ -11,7 +11,9 @@
 // HiddenBatch. The actor thread only blocks for a free capture set, store space, or a full
 // postprocess queue (kMaxQueued): all of them backpressure.
 //
-// Stages: target.forward (GPU, compute stream), target.d2h (GPU, postprocess stream),
+// Stages: target.forward (GPU, compute stream; also as target.gpu.forward, the name under
+// which runtime/job's bottleneck verdict counts an actor's GPU busy time), target.d2h (GPU,
+// postprocess stream),
 // target.pack (host: staging, object creation, enqueueing), target.set_wait (host: waiting
 // for a free capture set), target.push_wait (postprocess thread: channel backpressure).
 //
@@ -52,6 +54,7 @@ class CudaPipeline final : public TargetPipeline {
       : target_(t), spec_(spec), env_(env), out_(out), owner_(std::move(owner)),
         device_(t->model().device().index),
         forward_(env->profile->Stage("target.forward")),
+        gpu_forward_(env->profile->Stage("target.gpu.forward")),
         d2h_(env->profile->Stage("target.d2h")),
         pack_(env->profile->Stage("target.pack")),
         set_wait_(env->profile->Stage("target.set_wait")),
@@ -149,6 +152,7 @@ class CudaPipeline final : public TargetPipeline {
                            b.max_seqlen};
     {
       GpuScope scope = timers_->Scope(forward_, compute());
+      GpuScope busy = timers_->Scope(gpu_forward_, compute());
       RETURN_IF_ERROR(target_->model().Forward(pb, caps));
     }
     RETURN_IF_ERROR(s.forward_done.Record(compute()));
@@ -248,7 +252,7 @@ class CudaPipeline final : public TargetPipeline {
   Channel<HiddenBatch>* out_;
   std::string owner_;
   int device_;
-  StageHandle forward_, d2h_, pack_, set_wait_, push_wait_;
+  StageHandle forward_, gpu_forward_, d2h_, pack_, set_wait_, push_wait_;
   kernels::PinnedAllocator pinned_;  // before sets_: outlives their staging
   kernels::CudaStream pp_stream_;
   std::unique_ptr<CudaCopyEngine> engine_;

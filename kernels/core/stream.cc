@@ -59,6 +59,11 @@ Status CudaStream::Wait(const CudaEvent& event) const {
   return Status::Ok();
 }
 
+Status StreamWaitEvent(Stream stream, const CudaEvent& event) {
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, event.get(), 0));
+  return Status::Ok();
+}
+
 Result<CudaEvent> CudaEvent::Create(int device, bool timing) {
   DeviceGuard g(device);
   CudaEvent e;
@@ -108,6 +113,7 @@ Result<CudaStream> CudaStream::Create(int, bool, int) {
 CudaStream::~CudaStream() = default;
 Status CudaStream::Synchronize() const { return Status::Ok(); }
 Status CudaStream::Wait(const CudaEvent&) const { return Status::Ok(); }
+Status StreamWaitEvent(Stream, const CudaEvent&) { return Status::Ok(); }
 Result<CudaEvent> CudaEvent::Create(int, bool) {
   return UnavailableError("CudaEvent: tandem was built without CUDA");
 }

@@ -65,6 +65,10 @@ class CudaStream {
   int device_ = -1;
 };
 
+// Later work on `stream` (a raw handle, e.g. a model's stream) waits for `event`, without
+// blocking the host; a no-op in a build without CUDA.
+Status StreamWaitEvent(Stream stream, const CudaEvent& event);
+
 class CudaEvent {
  public:
   // A new event on `device`; `timing` enables ElapsedMs (slightly costlier to record).

@@ -1,5 +1,5 @@
-// DFlash drafter: creation, workspace layout, plan upload, forward + loss and the AdamW
-// step. The backward is in dflash_drafter_backward.cc.
+// DFlash drafter: creation, workspace layout, plan upload, forward + loss. The backward is
+// in dflash_drafter_backward.cc, the optimizer step in dflash_drafter_optimizer.cc.
 #include "models/dflash/dflash_drafter.h"
 
 #include <algorithm>
@@ -7,10 +7,9 @@
 #include <cstring>
 #include <functional>
 #include <numbers>
-#include <tuple>
+#include <utility>
 #include <vector>
 
-#include "kernels/optim/adamw.h"
 #include "kernels/elementwise/concat_noise.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/embedding.h"
@@ -107,7 +106,6 @@ Status LinearInputGrad(kernels::GemmContext* ctx, const TensorView& dy, const Te
   return kernels::Gemm(ctx, As2d(dy, w.dim(0)), w, As2d(dx, w.dim(1)), o, s);
 }
 
-DFlashDrafter::~DFlashDrafter() = default;
 
 Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig& config,
                                                              const DFlashDrafterOptions& options,
@@ -323,7 +321,10 @@ Status DFlashDrafter::ForwardBackward(const DFlashTargetHead& head,
   kernels::NvtxRange range(backward ? "dflash.fwd_bwd" : "dflash.fwd");
   num_marks_ = 0;
   RETURN_IF_ERROR(Mark("begin"));
+  RETURN_IF_ERROR(std::exchange(join_error_, Status::Ok()));
   RETURN_IF_ERROR(Forward(head, context_layers, noise_std, noise_seed, noise_offset, backward));
+  // The backward overwrites the gradients an overlapped optimizer step may still read.
+  RETURN_IF_ERROR(JoinOptimizer());
   if (!backward) return Status::Ok();
   return Backward();
 }
@@ -338,6 +339,7 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
   head_lm_ = head.lm_head;
   RETURN_IF_ERROR(kernels::ConcatNoiseForward(concat_.Narrow(0, 0, tt), ctx_layers, noise_std,
                                               seed, offset, stream_));
+  RETURN_IF_ERROR(WaitUpdated(0));  // fc and the norm weights (overlapped optimizer)
   RETURN_IF_ERROR(LinearForward(gemm_.get(), concat_.Narrow(0, 0, tt), w.fc,
                                 ctx_pre_.Narrow(0, 0, tt), stream_));
   RETURN_IF_ERROR(kernels::RmsNormForward(ctx_.Narrow(0, 0, tt), ctx_rstd_.Narrow(0, 0, tt),
@@ -403,6 +405,7 @@ Status DFlashDrafter::LayerForward(int l) {
   const int64_t tt = tokens_;
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
+  RETURN_IF_ERROR(WaitUpdated(1 + l));  // this layer's matrices (overlapped optimizer)
   // Block queries, keys and values (xn = input_layernorm(x_[l]) is already in d_tmp_, with
   // a.rstd1: written by the previous layer's fused residual add + norm, or by Forward).
   const TensorView xn = d_tmp_;
@@ -451,24 +454,6 @@ Status DFlashDrafter::NormRopeQk(int l) {
                                      a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
                                      a.kc_pre.Narrow(0, 0, tt), w.k_norm,
                                      ctx_pos_.Narrow(0, 0, tt), eps, t.rope_theta, s);
-}
-
-Status DFlashDrafter::OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip) {
-  kernels::NvtxRange range("dflash.adamw");
-  const int64_t mc = params_.layout.matrix_count, n = params_.layout.total;
-  RETURN_IF_ERROR(kernels::GradNorm(params_.grads, grad_clip, grad_stats_, norm_workspace_,
-                                    stream_));
-  auto part = [](const TensorView& v, int64_t lo, int64_t hi) { return v.Narrow(0, lo, hi - lo); };
-  kernels::AdamWConfig no_decay = cfg;
-  no_decay.weight_decay = 0.f;
-  for (const auto& [c, lo, hi] : {std::tuple{cfg, int64_t{0}, mc}, std::tuple{no_decay, mc, n}}) {
-    RETURN_IF_ERROR(kernels::AdamWUpdate(
-        c, part(params_.master, lo, hi), part(params_.grads, lo, hi),
-        part(params_.adam_m, lo, hi), part(params_.adam_v, lo, hi),
-        part(params_.compute, lo, hi), grad_stats_, params_.step, stream_));
-  }
-  RETURN_IF_ERROR(kernels::AdamWFinishStep(grad_stats_, params_.step, stream_));
-  return Mark("optimizer");
 }
 
 float DFlashCosineLr(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,

@@ -79,7 +79,9 @@ class DFlashDrafter {
   const DFlashDrafterOptions& options() const { return options_; }
   kernels::Device device() const { return device_; }
   kernels::Stream stream() const { return stream_; }
-  DFlashParams& params() { return params_; }
+  // Joins a pending overlapped optimizer step first (JoinOptimizer), so work the caller
+  // queues on stream() sees the updated weights and optimizer state.
+  DFlashParams& params();
   int64_t workspace_bytes() const { return workspace_.nbytes(); }
   int64_t rows() const { return options_.num_blocks * config_.block_size; }
   // Rows of the current plan with a nonzero loss weight: the LM head + CE runs on these.
@@ -98,7 +100,27 @@ class DFlashDrafter {
 
   // Global grad norm, clip to `grad_clip` (<= 0: none), AdamW with `cfg` (weight decay on
   // matrices only), step += 1; a step with a non-finite grad is skipped on the device.
+  // The grad norm runs on stream(). Serial (the default): so does the update, as two AdamW
+  // launches (matrices, norms). Overlapped (SetOptimizerOverlap): the update runs on a
+  // second stream after the grad norm, group by group in the order the next forward reads
+  // the weights (DFlashUpdateRanges: fc and every norm weight first, then layer 0, 1, ...),
+  // with one event per group; the next forward waits for group g just before it reads it,
+  // so the update of layer l overlaps the forward of the layers before l. Every element
+  // gets the same fp32 arithmetic from the same kernel in either mode, so the result is
+  // bitwise the same (tests: dflash_drafter_test, dflash_gpu_test).
   Status OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip);
+
+  // Turns the overlapped optimizer on (CUDA only: the second stream is created here with
+  // `stream_priority`, lower = more urgent) or off (joins first). On the CPU, `on` runs the
+  // grouped update in order (the same arithmetic as the overlapped one), for tests.
+  Status SetOptimizerOverlap(bool on, int stream_priority = 0);
+  bool optimizer_overlap() const { return overlap_; }
+  // The overlapped optimizer's stream (null when off or on the CPU); tests delay it.
+  kernels::Stream optimizer_stream() const { return opt_stream_.get(); }
+  // Later work on stream() waits for the last overlapped optimizer step (no host block; a
+  // no-op when none is pending). ForwardBackward joins before its backward and params()
+  // joins; call it before reading weights, m, v or the step counter another way.
+  Status JoinOptimizer();
 
   // Opt-in profiling (CUDA only): from now on every ForwardBackward and OptimizerStep
   // records timing events between its stages; StageTimes() (host sync) returns the stages
@@ -129,6 +151,11 @@ class DFlashDrafter {
   // Records the end of `stage` (of `layer`) when stage timing is on; a no-op otherwise.
   Status Mark(const char* stage, int layer = -1);
   Status LayerBackward(int l);
+  // Makes stream() wait for update group `group` of a pending overlapped optimizer step.
+  Status WaitUpdated(int group);
+  // One AdamW launch per range on `s`; with `record`, updated_[group] after each group.
+  Status UpdateRanges(std::span<const DFlashUpdateRange> ranges,
+                      const kernels::AdamWConfig& cfg, kernels::Stream s, bool record);
 
   DFlashConfig config_;
   DFlashDrafterOptions options_;
@@ -172,6 +199,16 @@ class DFlashDrafter {
   std::vector<kernels::CudaEvent> marks_;  // empty unless stage timing is on
   std::vector<std::pair<const char*, int>> mark_names_;
   size_t num_marks_ = 0;
+  // The overlapped optimizer (SetOptimizerOverlap): its stream (CUDA), grads_ready_ on
+  // stream_ after the grad norm, updated_[g] on opt_stream_ after update group g, opt_done_
+  // after the whole step; update_pending_ until stream_ has waited for opt_done_.
+  bool overlap_ = false;
+  std::vector<DFlashUpdateRange> update_ranges_;
+  kernels::CudaStream opt_stream_;
+  kernels::CudaEvent grads_ready_, opt_done_;
+  std::vector<kernels::CudaEvent> updated_;
+  bool update_pending_ = false;
+  Status join_error_;  // a failed join in params(), returned by the next step
   kernels::TensorView head_lm_;  // the LM head of the current step
   kernels::TensorView concat_in_;
 };

@@ -68,6 +68,28 @@ DFlashParamLayout MakeDFlashParamLayout(const DFlashConfig& c) {
   return l;
 }
 
+std::vector<DFlashUpdateRange> DFlashUpdateRanges(const DFlashParamLayout& layout,
+                                                  int64_t num_layers) {
+  auto offset_of = [&](const std::string& name) -> int64_t {
+    for (const DFlashParamSpec& s : layout.specs)
+      if (s.name == name) return s.offset;
+    TANDEM_CHECK_MSG(false, "DFlash layout has no {}", name);
+    return -1;
+  };
+  const int64_t fc = offset_of("fc.weight");
+  std::vector<DFlashUpdateRange> out;
+  out.push_back({fc, layout.matrix_count, true, 0});
+  out.push_back({layout.matrix_count, layout.total, false, 0});
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const int64_t lo = offset_of(fmt::format("layers.{}.self_attn.q_proj.weight", l));
+    const int64_t hi =
+        l + 1 < num_layers ? offset_of(fmt::format("layers.{}.self_attn.q_proj.weight", l + 1))
+                           : fc;
+    out.push_back({lo, hi, true, static_cast<int>(1 + l)});
+  }
+  return out;
+}
+
 TensorView ViewSpec(const DFlashParamSpec& s, const TensorView& flat) {
   TensorView v = flat.Narrow(0, s.offset, s.numel());
   return v.Reshape(Shape::FromArray(s.shape.data(), static_cast<int>(s.shape.size())));

@@ -65,6 +65,19 @@ DFlashParamViews ViewDFlashParams(const DFlashParamLayout& layout, const DFlashC
 // The view of spec `s` inside `flat`, shaped as the spec.
 kernels::TensorView ViewSpec(const DFlashParamSpec& s, const kernels::TensorView& flat);
 
+// One contiguous range of the flat buffers that the optimizer updates with one AdamW launch.
+struct DFlashUpdateRange {
+  int64_t lo = 0, hi = 0;  // elements [lo, hi)
+  bool weight_decay = false;
+  int group = 0;  // 0: fc and every norm weight; 1 + l: layer l's matrices
+};
+// The optimizer's ranges in the order the next forward reads them: group 0 (fc, whose
+// range ends at matrix_count, then the norm tail [matrix_count, total)), then each layer's
+// matrices [first of layer l, first of layer l+1 or fc). They tile [0, total) exactly once,
+// with weight decay on exactly [0, matrix_count). REQUIRES: a layout of MakeDFlashParamLayout.
+std::vector<DFlashUpdateRange> DFlashUpdateRanges(const DFlashParamLayout& layout,
+                                                  int64_t num_layers);
+
 // The flat buffers plus the AdamW step counter, all on one device.
 struct DFlashParams {
   DFlashParamLayout layout;

@@ -30,6 +30,8 @@ struct DFlashTrainOptions {
   float noise_std = 0.05f;
   uint64_t seed = 0;
   int64_t ce_chunk_rows = 2048;
+  // AdamW on a second stream, overlapping the next forward (DFlashDrafter::OptimizerStep).
+  bool optimizer_overlap = false;
 };
 
 class DFlashTrainer {

@@ -1,11 +1,14 @@
 #include "runtime/job/job_status.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/clock.h"
+#include "runtime/job/gpu_verdict.h"
 
 namespace tandem {
 namespace {
@@ -79,6 +82,8 @@ std::string BottleneckVerdict(const JobStatus& job) {
   std::string largest;
   double largest_pct = 0;
   for (const auto& st : job.stages) {
+    // GPU-busy stages overlap each other and the host stages; they enter the GPU check.
+    if (IsGpuBusyStage(st.name)) continue;
     if (st.percent_of_wall > largest_pct) {
       largest_pct = st.percent_of_wall;
       largest = st.name;
@@ -87,6 +92,9 @@ std::string BottleneckVerdict(const JobStatus& job) {
   std::string stage_note =
       largest.empty() ? "" : fmt::format("; largest stage {} ({:.0f}% of wall{})", largest,
                                          largest_pct, IsWaitStage(largest) ? ", a wait" : "");
+  // Actors sharing a GPU: which one's GPU work idles (host waits mislead there).
+  if (std::optional<std::string> gpu = SharedGpuVerdict(job, kWaitThreshold))
+    return *gpu + stage_note;
   // The worst-waiting side of any channel, as a share of that side's replica-time.
   double worst = 0;
   std::string line;

@@ -96,9 +96,10 @@ struct JobStatus {
   bool finished() const { return state != "pending" && state != "queued" && state != "running"; }
 };
 
-// Which side of the job waits on which, from the channels' blocked time and the stage
-// timings, e.g. "consumers wait on producers: 81% of consumer time blocked popping 'objects';
-// largest stage demo.queue_get (62% of wall)".
+// Which side of the job waits on which, e.g. "consumers wait on producers: 81% of consumer
+// time blocked popping 'objects'; largest stage demo.queue_get (62% of wall)". When actors
+// share a GPU and report GPU-busy stages (gpu_verdict.h), from how busy each one keeps the
+// GPU; otherwise from the channels' blocked time. The stage note leaves GPU-busy stages out.
 std::string BottleneckVerdict(const JobStatus& job);
 
 // The full report `tandem status JOB` prints.
