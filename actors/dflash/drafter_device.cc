@@ -37,9 +37,6 @@ class CpuDrafterDevice final : public DrafterDevice {
                        kernels::Shape({hb.tokens.tokens(), hb.hidden_size}));
     return ctx;
   }
-  void BeginStep() override { step_scope_.emplace(timers_->Scope(gpu_step_, compute_.get())); }
-  void EndStep() override { step_scope_.reset(); }
-
   Status AfterStep(int64_t step, models::DFlashDrafter& d) override {
     flags_.push_back({step, Finite(*d.loss().data_as<float>(), d.grad_stats().data_as<float>())});
     return Status::Ok();
@@ -135,6 +132,9 @@ class CudaDrafterDevice final : public DrafterDevice {
     current_ = &s;
     return ctx;
   }
+
+  void BeginStep() override { step_scope_.emplace(timers_->Scope(gpu_step_, compute_.get())); }
+  void EndStep() override { step_scope_.reset(); }
 
   Status AfterStep(int64_t step, models::DFlashDrafter& d) override {
     if (current_ != nullptr) {

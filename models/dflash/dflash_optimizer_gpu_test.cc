@@ -61,7 +61,9 @@ void MakeSide(const DFlashConfig& c, const DFlashBlockPlan& plan, Side* side) {
   side->drafter = std::move(*d);
   kernels::Allocator* alloc = *kernels::CudaPool(0);
   auto upload = [&](const std::vector<bf16>& host, Shape shape) {
-    Tensor x = std::move(*Tensor::Empty(*alloc, DType::kBF16, shape, nullptr));
+    Result<Tensor> made = Tensor::Empty(*alloc, DType::kBF16, shape, nullptr);
+    EXPECT_TRUE(made.ok());
+    Tensor x = std::move(made).value();
     EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
     TensorView view = x;
     side->owned.push_back(std::move(x));

@@ -68,17 +68,19 @@ std::optional<std::string> SharedGpuVerdict(const JobStatus& job, double wait_th
       names.push_back(s.prefix);
       shares.push_back(fmt::format("{} {:.0f}%", s.prefix, 100 * s.busy));
     }
-    const std::string head = fmt::format("GPU {} is shared by {} (GPU busy: {})", gpu,
-                                         fmt::join(names, " and "), fmt::join(shares, ", "));
+    const std::string head =
+        fmt::format("GPU {} is shared by {} (stream busy, overlapping: {})", gpu,
+                    fmt::join(names, " and "), fmt::join(shares, ", "));
     std::vector<std::string> idle;
     for (size_t i = 1; i < sides.size(); ++i)
       if (sides[0].busy - sides[i].busy >= wait_threshold)
-        idle.push_back(fmt::format("the {}'s GPU work idles {:.0f}% of the time",
+        idle.push_back(fmt::format("the {}'s idles {:.0f}% of the time waiting on it",
                                    sides[i].prefix, 100 * (1 - sides[i].busy)));
     if (idle.empty())
       return fmt::format("{}: the GPU bounds the job; every side keeps it busy, none waits "
                          "long", head);
-    return fmt::format("{}: the {} bounds; {}", head, sides[0].prefix, fmt::join(idle, "; "));
+    return fmt::format("{}: the {} bounds: its GPU work never waits, {}", head, sides[0].prefix,
+                       fmt::join(idle, ", "));
   }
   return std::nullopt;
 }

@@ -6,6 +6,11 @@
 // interleaved with it. What does hold is when a stream is *idle*: an actor whose GPU work
 // leaves gaps is waiting for something, and the one whose stream is busy all the time bounds.
 //
+// What it cannot say: how the GPU's time divides between the sides. Busy shares overlap
+// (while both streams have work, each side's events also count the other's kernels), so a
+// side that never waits may still take the smaller part of the GPU; per-kernel times
+// (CUPTI) would be needed for the split. `tandem-bench pipeline` measures it standalone.
+//
 // GPU-busy stages are named `<prefix>.gpu.<what>` (e.g. `target.gpu.forward`,
 // `drafter.gpu.step`): the time, by CUDA events, an actor's compute stream spent on that
 // work. `prefix` names the actors: the group of that name, else the groups whose class

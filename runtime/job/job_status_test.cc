@@ -66,8 +66,9 @@ TEST(BottleneckVerdictTest, SharedGpuDrafterBounds) {
   // Dense anchors: the drafter's GPU work never pauses, the target's idles 38% (blocked on
   // the full channel or the store), though the host picture says the drafter waits.
   const std::string v = BottleneckVerdict(Colocated(0.62, 0.99));
-  EXPECT_EQ(v.rfind("GPU 0 is shared by drafter and target (GPU busy: drafter 99%, target 62%): "
-                    "the drafter bounds; the target's GPU work idles 38% of the time", 0),
+  EXPECT_EQ(v.rfind("GPU 0 is shared by drafter and target (stream busy, overlapping: drafter "
+                    "99%, target 62%): the drafter bounds: its GPU work never waits, the "
+                    "target's idles 38% of the time waiting on it", 0),
             0u) << v;
   EXPECT_EQ(v.find("consumers wait"), std::string::npos) << v;
   // The stage note leaves the overlapping GPU-busy stages out.
@@ -76,7 +77,8 @@ TEST(BottleneckVerdictTest, SharedGpuDrafterBounds) {
 
 TEST(BottleneckVerdictTest, SharedGpuTargetBounds) {
   const std::string v = BottleneckVerdict(Colocated(0.97, 0.45));
-  EXPECT_NE(v.find("the target bounds; the drafter's GPU work idles 55%"), std::string::npos)
+  EXPECT_NE(v.find("the target bounds: its GPU work never waits, the drafter's idles 55%"),
+            std::string::npos)
       << v;
 }
 
