@@ -20,7 +20,8 @@
 // num_blocks); a step allocates nothing and never synchronises the host. Results (loss,
 // per-row correctness, grad stats) stay on the device until the caller reads them.
 //
-// Thread-safety: thread-compatible; one thread drives a drafter, all work on its stream.
+// Thread-safety: thread-compatible; one thread drives a drafter, all work on its stream (with
+// the overlapped optimizer, also on a second stream ordered to it by events).
 #pragma once
 
 #include <cstdint>
@@ -107,7 +108,9 @@ class DFlashDrafter {
   // with one event per group; the next forward waits for group g just before it reads it,
   // so the update of layer l overlaps the forward of the layers before l. Every element
   // gets the same fp32 arithmetic from the same kernel in either mode, so the result is
-  // bitwise the same (tests: dflash_drafter_test, dflash_gpu_test).
+  // bitwise the same (tests: dflash_optimizer_test.cc, dflash_optimizer_gpu_test.cc). On
+  // the power-capped H200 the overlap does not pay (bench/RESULTS.md, session 5): off by
+  // default.
   Status OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip);
 
   // Turns the overlapped optimizer on (CUDA only: the second stream is created here with
