@@ -107,6 +107,14 @@ std::string ShortVerdict(const JobStatus& job) {
   if (v.rfind("consumers wait", 0) == 0) return "producer-bound";
   if (v.rfind("producers wait", 0) == 0) return "consumer-bound";
   if (v.rfind("balanced", 0) == 0) return "balanced";
+  // A shared GPU (runtime/job/gpu_verdict.h): "... the drafter bounds: ..." or "the GPU
+  // bounds the job".
+  if (v.rfind("GPU ", 0) == 0) {
+    if (v.find("the GPU bounds") != std::string::npos) return "GPU-bound (shared)";
+    const size_t end = v.find(" bounds:"), start = v.rfind("the ", end);
+    if (end != std::string::npos && start != std::string::npos)
+      return v.substr(start + 4, end - start - 4) + "-bound (shared GPU)";
+  }
   return v.substr(0, v.find(':'));
 }
 

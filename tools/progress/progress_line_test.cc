@@ -40,6 +40,17 @@ TEST(ProgressLineTest, TrainingShowsHowFarHowGoodHowLong) {
   EXPECT_FALSE(Has(line, "81%")) << "the verdict is cut to a few words: " << line;
 }
 
+TEST(ProgressLineTest, SharedGpuVerdictsAreShortToo) {
+  JobStatus j = Training();
+  j.verdict = "GPU 0 is shared by drafter and target (stream busy, overlapping: drafter 99%, "
+              "target 62%): the drafter bounds: its GPU work never waits, the target's idles "
+              "38% of the time waiting on it";
+  EXPECT_EQ(ShortVerdict(j), "drafter-bound (shared GPU)");
+  j.verdict = "GPU 0 is shared by target and drafter (stream busy, overlapping: target 95%, "
+              "drafter 90%): the GPU bounds the job; every side keeps it busy, none waits long";
+  EXPECT_EQ(ShortVerdict(j), "GPU-bound (shared)");
+}
+
 TEST(ProgressLineTest, FitsTheWidthDroppingTheLeastImportantFirst) {
   const JobStatus j = Training();
   for (int width : {20, 30, 45, 60, 80, 120}) {
