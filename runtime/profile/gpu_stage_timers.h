@@ -12,6 +12,10 @@
 // wall-clock samples. When every pair is pending, a new scope is not timed and counts in
 // dropped(); the pool is fixed at Create, so timing never allocates or creates events.
 //
+// Name a stage `<prefix>.gpu.<what>` (e.g. `drafter.gpu.step`) when it times an actor's work
+// on its compute stream: the job's bottleneck verdict weighs such stages of actors sharing a
+// GPU against each other (runtime/job/gpu_verdict.h).
+//
 // Only built with CUDA. Events belong to the device current at Create; use one instance per
 // device, on streams of that device.
 //
