@@ -55,10 +55,10 @@ Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(Qwen3Target* target
     if (!(drafter->device() == dev) || drafter->stream() != stream)
       return InvalidArgumentError("DFlashDecoder: the drafter and the target are on different "
                                   "devices or streams");
-    if (drafter->options().num_blocks != 1 || drafter->options().max_tokens < max_context)
+    if (drafter->options().num_blocks < 1 || drafter->options().max_tokens < max_context)
       return InvalidArgumentError(
-          "DFlashDecoder: the drafter must have num_blocks 1 and max_tokens >= {} (has {}, {})",
-          max_context, drafter->options().num_blocks, drafter->options().max_tokens);
+          "DFlashDecoder: the drafter must have num_blocks >= 1 and max_tokens >= {} (has {}, "
+          "{})", max_context, drafter->options().num_blocks, drafter->options().max_tokens);
     rows = dc.block_size;
     for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
   }
@@ -169,16 +169,22 @@ Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n)
   const DFlashConfig& c = drafter_->config();
   const int64_t t = cache_.length(), bs = c.block_size, v = c.layers.vocab_size;
   DFlashBlockPlan plan;
-  plan.num_blocks = 1;
+  // Block 0 drafts; any further blocks (kDrafterBlocks on CUDA) are padding: anchor 0, an
+  // empty context, no loss weight.
+  const int64_t nb = drafter_->options().num_blocks;
+  plan.num_blocks = nb;
   plan.block_size = bs;
   plan.tokens = t;
-  plan.anchors = {static_cast<int32_t>(t)};
-  plan.doc_start = {0};
-  plan.block_ids.assign(bs, static_cast<int32_t>(c.mask_token_id));
+  plan.anchors.assign(nb, 0);
+  plan.anchors[0] = static_cast<int32_t>(t);
+  plan.doc_start.assign(nb, 0);
+  plan.block_ids.assign(nb * bs, static_cast<int32_t>(c.mask_token_id));
   plan.block_ids[0] = last_token;
-  for (int64_t j = 0; j < bs; ++j) plan.block_pos.push_back(static_cast<int32_t>(t + j));
-  plan.targets.assign(bs, -1);
-  plan.weights.assign(bs, 0.0f);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t j = 0; j < bs; ++j)
+      plan.block_pos.push_back(static_cast<int32_t>((b == 0 ? t : 0) + j));
+  plan.targets.assign(nb * bs, -1);
+  plan.weights.assign(nb * bs, 0.0f);
   for (int64_t i = 0; i < t; ++i) plan.ctx_pos.push_back(static_cast<int32_t>(i));
   RETURN_IF_ERROR(drafter_->SetPlan(plan));
   std::vector<TensorView> ctx;

@@ -60,12 +60,15 @@ struct SpecDecodeResult {
 // context layer ids (each < the target's depth) and num_target_layers.
 Status CheckDrafterFitsTarget(const DFlashConfig& drafter, const TransformerConfig& target);
 
+inline constexpr int64_t kDrafterBlocksCuda = 4;
+
 class DFlashDecoder {
  public:
   // `target` and `drafter` stay owned by the caller and must outlive the decoder; `drafter`
   // may be null (then only block_size 1 works). Both run on `stream` (the one they were
-  // created with; null on the CPU). The drafter must have been created with num_blocks 1 and
-  // max_tokens >= max_context. Allocates a KV cache and feature buffers for `max_context`
+  // created with; null on the CPU). The drafter must have been created with max_tokens >=
+  // max_context and num_blocks >= 1 (kDrafterBlocksCuda on CUDA, whose block-attention
+  // kernel wants its i32 tables 16-byte aligned; blocks past the first are padding). Allocates a KV cache and feature buffers for `max_context`
   // tokens (prompt + new tokens + one block).
   static Result<std::unique_ptr<DFlashDecoder>> Create(Qwen3Target* target,
                                                        DFlashDrafter* drafter,

@@ -63,7 +63,10 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   std::unique_ptr<DFlashDrafter> drafter;
   if (dc) {
     ASSIGN_OR_RETURN(drafter, DFlashDrafter::Create(
-                                  *dc, {.max_tokens = max_context, .num_blocks = 1}, q.device, s));
+                                  *dc,
+                                  {.max_tokens = max_context,
+                                   .num_blocks = q.device.is_cuda() ? kDrafterBlocksCuda : 1},
+                                  q.device, s));
     RETURN_IF_ERROR(LoadDFlashWeights(q.drafter_dir, *drafter));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<DFlashDecoder> decoder,
