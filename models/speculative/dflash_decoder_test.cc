@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "models/speculative/decode_test_util.h"
+#include "models/dflash/dflash_checkpoint.h"
 #include "models/speculative/dflash_decoder.h"
 
 namespace tandem::models {
@@ -53,6 +54,33 @@ TEST_F(DFlashDecoderTest, GreedyIsLosslessAtEveryBlockSize) {
       EXPECT_LE(len, b);
     }
   }
+}
+
+// CUDA runs the drafter with kDrafterBlocksCuda blocks (padding after the first): the same
+// drafts, so the same accept lengths, as with one block. The trained golden drafter is used
+// so that most drafts are accepted and a changed draft would show.
+TEST(DFlashDecoderPadding, PaddingBlocksChangeNothing) {
+  const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/dflash_decode_tiny/";
+  auto target = Qwen3Target::Load(dir + "target", kernels::Device::Cpu(), {.max_tokens = 64});
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  auto config = LoadDFlashConfig(dir + "drafter");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::vector<std::vector<int32_t>> accepts;
+  for (int64_t nb : {int64_t{1}, kDrafterBlocksCuda}) {
+    auto drafter = DFlashDrafter::Create(*config, {.max_tokens = 96, .num_blocks = nb},
+                                         kernels::Device::Cpu(), nullptr);
+    ASSERT_TRUE(drafter.ok());
+    ASSERT_TRUE(LoadDFlashWeights(dir + "drafter", **drafter).ok());
+    auto d = DFlashDecoder::Create(target->get(), drafter->get(), 96);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    SpecDecodeOptions o;
+    o.max_new_tokens = 40;
+    auto r = (*d)->Generate(std::vector<int32_t>{34, 27, 31, 40, 7, 37, 55, 24}, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    accepts.push_back(r->accept_lengths);
+  }
+  EXPECT_EQ(accepts[0], accepts[1]);
+  EXPECT_LT(accepts[0].size(), 20u);  // drafts are accepted: far fewer steps than tokens
 }
 
 TEST_F(DFlashDecoderTest, StopsAtStopTokenAndIsRepeatable) {
