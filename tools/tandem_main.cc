@@ -10,6 +10,7 @@
 
 #include "tools/chat_data_command.h"
 #include "tools/commands.h"
+#include "tools/eval_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem: an actor runtime for training DFlash drafters"};
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
   report->add_option("-o,--output", report_out, "HTML file to write (default: beside the metrics)");
   tandem::cli::ChatDataArgs chat;
   tandem::cli::AddChatDataOptions(data, &chat);
+  tandem::cli::EvalArgs eval_args;
+  auto* eval = tandem::cli::AddEvalCommand(&app, &eval_args);
   auto* logs = app.add_subcommand("logs", "a job's log lines");
   logs->add_option("job", job, "job id or name")->required();
   logs->add_option("--actor", actor, "only this actor (or group)");
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
   if (*list) return cli::List(c, what);
   if (*logs) return cli::Logs(c, job, actor, follow);
   if (*report) return cli::Report(c, job, compare, report_out);
+  if (*eval) return cli::Eval(eval_args, c.json);
   if (*data && !chat.model.empty()) {
     chat.vocab = vocab;
     chat.skip_bad = skip_bad;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/attention/decode_attention.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/embedding.h"
 #include "kernels/norm/rmsnorm.h"
@@ -208,7 +209,7 @@ Status Qwen3Target::Forward(const PackedBatch& batch, std::span<const LayerCaptu
 }
 
 Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
-                          int max_seqlen) {
+                          int max_seqlen, const KvSlot* kv) {
   const TransformerConfig& c = config();
   const kernels::Stream s = options_.stream;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -226,7 +227,7 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.q_proj, rows(act_.q_raw), linear, s));
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.k_proj, rows(act_.k_raw), linear, s));
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.v_proj, v, linear, s));
-  RETURN_IF_ERROR(AttentionBlockRope(w, batch, t, max_seqlen));
+  RETURN_IF_ERROR(AttentionBlockRope(w, batch, t, max_seqlen, kv));
   const TensorView attn = rows(act_.attn);
   RETURN_IF_ERROR(kernels::Gemm(g, attn, w.o_proj, hidden, residual, s));
 
@@ -240,7 +241,7 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
 }
 
 Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch,
-                                       int64_t t, int max_seqlen) {
+                                       int64_t t, int max_seqlen, const KvSlot* kv) {
   // q_raw, k_raw, v hold the projections; writes attn = attention(norm+RoPE(q, k), v).
   const TransformerConfig& c = config();
   const kernels::Stream s = options_.stream;
@@ -261,6 +262,14 @@ Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedB
   } else {
     RETURN_IF_ERROR(kernels::RopeForward(q3, q_raw3, batch.position_ids, rope, s));
     RETURN_IF_ERROR(kernels::RopeForward(k3, k_raw3, batch.position_ids, rope, s));
+  }
+  if (kv != nullptr) {
+    const int64_t p = kv->past + t;
+    RETURN_IF_ERROR(kernels::Copy(kv->k.Narrow(0, kv->past, t), k3, s));
+    RETURN_IF_ERROR(kernels::Copy(kv->v.Narrow(0, kv->past, t), v.Reshape({t, hk, d}), s));
+    return kernels::CachedCausalAttentionForward(q3, kv->k.Narrow(0, 0, p),
+                                                 kv->v.Narrow(0, 0, p), 0.f,
+                                                 rows(act_.attn).Reshape({t, hq, d}), s);
   }
   return Attention(q3, k3, v.Reshape({t, hk, d}), batch.cu_seqlens, max_seqlen,
                    rows(act_.attn).Reshape({t, hq, d}));

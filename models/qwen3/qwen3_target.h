@@ -34,6 +34,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/core/memory.h"
 #include "models/qwen3/qwen3_fp8.h"
+#include "models/qwen3/qwen3_kv_cache.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "runtime/core/status.h"
 
@@ -84,6 +85,16 @@ class Qwen3Target {
   Status Forward(const PackedBatch& batch, std::span<const LayerCapture> captures,
                  kernels::TensorView logits = {});
 
+  // Decoding with a KV cache (qwen3_target_cache.cc): appends `tokens` (host ids, B =
+  // tokens.size() in [1, max_tokens]) at positions cache.length() .. + B - 1, attends over
+  // the whole cache, writes each capture (bf16 [B, H]) and `logits` ([B, V], may be empty),
+  // and grows the cache by B. Prefill is an Extend of an empty cache; verifying a block of
+  // drafts is an Extend followed by cache.Crop to the accepted length. bf16 precision only
+  // (InvalidArgument for fp8), the cache on the model's device, of this model's shape and
+  // with room for B more tokens; token ids in [0, vocab). Asynchronous on CUDA as Forward.
+  Status Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
+                std::span<const LayerCapture> captures, kernels::TensorView logits = {});
+
   const TransformerConfig& config() const { return weights_.config(); }
   const Qwen3Weights& weights() const { return weights_; }
   kernels::Device device() const { return weights_.device(); }
@@ -112,14 +123,24 @@ class Qwen3Target {
   Status AllocateWorkspace();
   Status CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
                       const kernels::TensorView& logits, int* max_seqlen) const;
+  // One layer's cache rows while extending: new keys/values go to rows [past, past + T)
+  // and the attention reads rows [0, past + T).
+  struct KvSlot {
+    kernels::TensorView k, v;  // bf16 [capacity, hk, d]
+    int64_t past = 0;
+  };
+  Status CheckExtend(const Qwen3KvCache& cache, std::span<const int32_t> tokens,
+                     std::span<const LayerCapture> captures,
+                     const kernels::TensorView& logits) const;
+  // With `kv`, the attention runs over the cache instead of inside the batch's documents.
   Status Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t tokens,
-               int max_seqlen);
+               int max_seqlen, const KvSlot* kv = nullptr);
   // fp8: quantizes the projections, releases their bf16 copies, allocates the e4m3
   // activation buffer (qwen3_target_fp8.cc).
   Status PrepareFp8();
   Status LayerFp8(size_t index, const PackedBatch& batch, int64_t tokens, int max_seqlen);
   Status AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
-                            int max_seqlen);
+                            int max_seqlen, const KvSlot* kv = nullptr);
   Status Attention(const kernels::TensorView& q, const kernels::TensorView& k,
                    const kernels::TensorView& v, const kernels::TensorView& cu_seqlens,
                    int max_seqlen, const kernels::TensorView& out);

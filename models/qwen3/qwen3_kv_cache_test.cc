@@ -1,0 +1,144 @@
+// CPU tests of KV-cache decoding (Qwen3Target::Extend, Qwen3KvCache): a prefill plus a
+// verified-then-cropped block gives the same logits and captured features as a fresh
+// forward over the accepted sequence; argument errors.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "models/io/model_test_util.h"
+#include "models/qwen3/qwen3_target.h"
+#include "models/qwen3/qwen3_test_util.h"
+
+namespace tandem::models {
+namespace {
+
+using kernels::bf16;
+using kernels::Device;
+using kernels::DType;
+using kernels::TensorView;
+
+class Qwen3KvCacheTest : public ::testing::TestWithParam<bool> {  // param: llama
+ protected:
+  void SetUp() override {
+    cfg_ = testing::TinyConfig(GetParam(), false);
+    ASSERT_TRUE(
+        testing::WriteCheckpoint(dir_.path(), cfg_, testing::RandomHostWeights(cfg_, 3)).ok());
+    auto t = Qwen3Target::Load(dir_.path(), Device::Cpu(), {.max_tokens = 32});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    target_ = std::move(*t);
+  }
+
+  // Logits (f32) and layer-1 features (as float) of `ids` appended to `cache`.
+  void Extend(Qwen3KvCache& cache, const std::vector<int32_t>& ids, std::vector<float>* logits,
+              std::vector<float>* feat) {
+    const int64_t b = static_cast<int64_t>(ids.size());
+    logits->assign(b * cfg_.vocab_size, 0.f);
+    std::vector<bf16> f(b * cfg_.hidden_size);
+    const LayerCapture cap[] = {{1, TensorView(f.data(), DType::kBF16, {b, cfg_.hidden_size})}};
+    ASSERT_TRUE(target_
+                    ->Extend(cache, ids, cap,
+                             TensorView(logits->data(), DType::kF32, {b, cfg_.vocab_size}))
+                    .ok());
+    feat->clear();
+    for (bf16 x : f) feat->push_back(x.f());
+  }
+
+  // The same through Forward over the whole sequence as one document.
+  void Fresh(const std::vector<int32_t>& ids, std::vector<float>* logits,
+             std::vector<float>* feat) {
+    const int64_t t = static_cast<int64_t>(ids.size());
+    std::vector<int32_t> ids_copy = ids, pos(t), cu = {0, static_cast<int32_t>(t)};
+    for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i);
+    logits->assign(t * cfg_.vocab_size, 0.f);
+    std::vector<bf16> f(t * cfg_.hidden_size);
+    const LayerCapture cap[] = {{1, TensorView(f.data(), DType::kBF16, {t, cfg_.hidden_size})}};
+    const PackedBatch batch{TensorView(ids_copy.data(), DType::kI32, {t}),
+                            TensorView(pos.data(), DType::kI32, {t}),
+                            TensorView(cu.data(), DType::kI32, {2}), static_cast<int>(t)};
+    ASSERT_TRUE(
+        target_->Forward(batch, cap, TensorView(logits->data(), DType::kF32, {t, cfg_.vocab_size}))
+            .ok());
+    feat->clear();
+    for (bf16 x : f) feat->push_back(x.f());
+  }
+
+  static double MaxDiff(const std::vector<float>& a, const std::vector<float>& b, size_t off) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[off + i]));
+    return m;
+  }
+
+  TransformerConfig cfg_;
+  testing::ScratchDir dir_;
+  std::unique_ptr<Qwen3Target> target_;
+};
+
+TEST_P(Qwen3KvCacheTest, CroppedCacheMatchesFreshPrefill) {
+  const testing::HostBatch seq = testing::MakeBatch({13}, cfg_.vocab_size, 21);
+  const testing::HostBatch junk = testing::MakeBatch({6}, cfg_.vocab_size, 22);
+  const std::vector<int32_t> prompt(seq.ids.begin(), seq.ids.begin() + 7);
+  const std::vector<int32_t> rest(seq.ids.begin() + 7, seq.ids.end());
+  std::vector<float> full_logits, full_feat, logits, feat;
+  Fresh(seq.ids, &full_logits, &full_feat);
+
+  auto cache = Qwen3KvCache::Create(cfg_, 20, Device::Cpu());
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  Extend(*cache, prompt, &logits, &feat);  // prefill
+  EXPECT_EQ(MaxDiff(logits, full_logits, 0), 0.0);
+  EXPECT_EQ(MaxDiff(feat, full_feat, 0), 0.0);
+  // A rejected block (junk tokens, accepted length 0), then the real continuation in two
+  // verify steps with a partial rejection in between.
+  Extend(*cache, junk.ids, &logits, &feat);
+  ASSERT_TRUE(cache->Crop(7).ok());
+  std::vector<int32_t> block = {rest[0], rest[1], rest[2], junk.ids[0], junk.ids[1]};
+  Extend(*cache, block, &logits, &feat);
+  ASSERT_EQ(cache->length(), 12);
+  ASSERT_TRUE(cache->Crop(10).ok());  // accepted 3
+  // Rows of the accepted tokens of that block already equal the fresh ones.
+  EXPECT_EQ(MaxDiff(std::vector<float>(logits.begin(), logits.begin() + 3 * cfg_.vocab_size),
+                    full_logits, 7 * cfg_.vocab_size), 0.0);
+  const std::vector<int32_t> tail(rest.begin() + 3, rest.end());
+  Extend(*cache, tail, &logits, &feat);
+  EXPECT_EQ(cache->length(), 13);
+  // Exact: the cached attention and the packed one do the same fp32 arithmetic in the same
+  // order, and the CPU GEMMs compute each row independently of the others.
+  EXPECT_EQ(MaxDiff(logits, full_logits, 10 * cfg_.vocab_size), 0.0);
+  EXPECT_EQ(MaxDiff(feat, full_feat, 10 * cfg_.hidden_size), 0.0);
+
+  // Sensitivity: without the crop the junk stays visible and the logits move far away.
+  auto stale = Qwen3KvCache::Create(cfg_, 30, Device::Cpu());
+  ASSERT_TRUE(stale.ok());
+  Extend(*stale, prompt, &logits, &feat);
+  Extend(*stale, junk.ids, &logits, &feat);
+  Extend(*stale, rest, &logits, &feat);
+  EXPECT_GT(MaxDiff(logits, full_logits, 7 * cfg_.vocab_size), 1e-2);
+}
+
+TEST_P(Qwen3KvCacheTest, RejectsBadArguments) {
+  auto cache = Qwen3KvCache::Create(cfg_, 4, Device::Cpu());
+  ASSERT_TRUE(cache.ok());
+  const std::vector<int32_t> five = {1, 2, 3, 4, 5}, bad = {1, int32_t(cfg_.vocab_size)};
+  Status s = target_->Extend(*cache, five, {});
+  EXPECT_NE(s.ToString().find("capacity 4"), std::string::npos) << s.ToString();
+  s = target_->Extend(*cache, bad, {});
+  EXPECT_NE(s.ToString().find("not in [0, 67)"), std::string::npos) << s.ToString();
+  EXPECT_EQ(cache->length(), 0);
+  s = cache->Crop(1);
+  EXPECT_NE(s.ToString().find("not in [0, 0]"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(target_->Extend(*cache, std::vector<int32_t>{}, {}).ok());
+  EXPECT_FALSE(Qwen3KvCache::Create(cfg_, 0, Device::Cpu()).ok());
+  TransformerConfig other = cfg_;
+  other.num_hidden_layers = 2;
+  auto wrong = Qwen3KvCache::Create(other, 8, Device::Cpu());
+  ASSERT_TRUE(wrong.ok());
+  s = target_->Extend(*wrong, five, {});
+  EXPECT_NE(s.ToString().find("does not fit"), std::string::npos) << s.ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Qwen3KvCacheTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "llama" : "qwen3"; });
+
+}  // namespace
+}  // namespace tandem::models

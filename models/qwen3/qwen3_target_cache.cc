@@ -1,0 +1,104 @@
+// Qwen3Target::Extend: the forward over a few new tokens with a KV cache (decoding).
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "kernels/core/stream.h"
+#include "kernels/elementwise/embedding.h"
+#include "kernels/norm/rmsnorm.h"
+#include "models/qwen3/qwen3_target.h"
+
+namespace tandem::models {
+
+using kernels::DType;
+using kernels::Shape;
+using kernels::TensorView;
+
+Status Qwen3Target::CheckExtend(const Qwen3KvCache& cache, std::span<const int32_t> tokens,
+                                std::span<const LayerCapture> captures,
+                                const TensorView& logits) const {
+  const TransformerConfig& c = config();
+  const int64_t b = static_cast<int64_t>(tokens.size());
+  if (options_.precision != TargetPrecision::kBf16)
+    return InvalidArgumentError("Qwen3Target::Extend: KV-cache decoding runs in bf16 only");
+  if (b < 1 || b > options_.max_tokens)
+    return InvalidArgumentError("Qwen3Target::Extend: {} tokens; this target takes 1..{}", b,
+                                options_.max_tokens);
+  if (cache.num_layers() != c.num_hidden_layers || !(cache.device() == device()) ||
+      cache.keys(0).dim(1) != c.num_key_value_heads || cache.keys(0).dim(2) != c.head_dim)
+    return InvalidArgumentError(
+        "Qwen3Target::Extend: the cache ({} layers, [{}] per layer) does not fit this model "
+        "({} layers, kv heads {}, head_dim {}, on {})",
+        cache.num_layers(), cache.keys(0).ToString(), c.num_hidden_layers,
+        c.num_key_value_heads, c.head_dim, device().is_cpu() ? "cpu" : "cuda");
+  if (cache.length() + b > cache.capacity())
+    return InvalidArgumentError(
+        "Qwen3Target::Extend: {} cached + {} new tokens exceed the cache's capacity {}",
+        cache.length(), b, cache.capacity());
+  for (int64_t i = 0; i < b; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      return InvalidArgumentError("Qwen3Target::Extend: token {} is id {}, not in [0, {})", i,
+                                  tokens[i], c.vocab_size);
+  std::vector<bool> seen(static_cast<size_t>(c.num_hidden_layers), false);
+  for (const LayerCapture& cap : captures) {
+    if (cap.layer < 0 || cap.layer >= c.num_hidden_layers || seen[cap.layer])
+      return InvalidArgumentError(
+          "Qwen3Target::Extend: capture layer {} is out of [0, {}) or repeated", cap.layer,
+          c.num_hidden_layers);
+    seen[cap.layer] = true;
+    if (!(cap.out.device() == device()) || cap.out.dtype() != DType::kBF16 ||
+        !(cap.out.shape() == Shape{b, c.hidden_size}) || !cap.out.is_contiguous())
+      return InvalidArgumentError(
+          "Qwen3Target::Extend: capture of layer {} must be a contiguous bf16 [{}, {}] on the "
+          "model's device, got {}", cap.layer, b, c.hidden_size, cap.out.ToString());
+  }
+  if (!logits.empty() &&
+      (!(logits.device() == device()) || !logits.is_contiguous() ||
+       !(logits.shape() == Shape{b, c.vocab_size}) ||
+       (logits.dtype() != DType::kBF16 && logits.dtype() != DType::kF32)))
+    return InvalidArgumentError(
+        "Qwen3Target::Extend: logits must be a contiguous bf16/f32 [{}, {}] on the model's "
+        "device, got {}", b, c.vocab_size, logits.ToString());
+  return Status::Ok();
+}
+
+Status Qwen3Target::Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
+                           std::span<const LayerCapture> captures, TensorView logits) {
+  RETURN_IF_ERROR(CheckExtend(cache, tokens, captures, logits));
+  const TransformerConfig& c = config();
+  const kernels::Stream s = options_.stream;
+  const int64_t t = static_cast<int64_t>(tokens.size()), past = cache.length();
+  std::optional<kernels::DeviceGuard> guard;
+  if (device().is_cuda()) guard.emplace(device().index);
+  kernels::NvtxRange range("Qwen3Target::Extend");
+
+  std::vector<int32_t> positions(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(past + i);
+  PackedBatch batch;
+  batch.input_ids = cache.id_staging().Narrow(0, 0, t);
+  batch.position_ids = cache.position_staging().Narrow(0, 0, t);
+  RETURN_IF_ERROR(kernels::CopyFromHost(batch.input_ids, tokens.data(), s));
+  RETURN_IF_ERROR(kernels::CopyFromHost(batch.position_ids, positions.data(), s));
+
+  // Every layer runs, even past the last capture: each one's cache rows must be written.
+  const int last = static_cast<int>(c.num_hidden_layers) - 1;
+  const TensorView hidden = act_.hidden.Narrow(0, 0, t);
+  RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  for (int i = 0; i <= last; ++i) {
+    const KvSlot kv{cache.keys(i), cache.values(i), past};
+    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, /*max_seqlen=*/0, &kv)
+                        .WithContext(fmt::format("layer {}", i)));
+    for (const LayerCapture& cap : captures)
+      if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
+  }
+  cache.Grow(t);
+  if (logits.empty()) return Status::Ok();
+  const TensorView normed = act_.normed.Narrow(0, 0, t);
+  RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, weights_.final_norm(),
+                                          static_cast<float>(c.rms_norm_eps), s));
+  kernels::GemmOptions linear;
+  linear.trans_b = true;
+  return kernels::Gemm(gemm_.get(), normed, weights_.lm_head(), logits, linear, s);
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,247 @@
+#include "models/speculative/dflash_decoder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include "kernels/core/stream.h"
+
+namespace tandem::models {
+
+using kernels::DType;
+using kernels::TensorView;
+
+Status CheckDrafterFitsTarget(const DFlashConfig& d, const TransformerConfig& t) {
+  if (d.layers.hidden_size != t.hidden_size)
+    return InvalidArgumentError("drafter hidden_size {} does not match the target's {}",
+                                d.layers.hidden_size, t.hidden_size);
+  if (d.layers.vocab_size != t.vocab_size)
+    return InvalidArgumentError("drafter vocab_size {} does not match the target's {}",
+                                d.layers.vocab_size, t.vocab_size);
+  if (d.num_target_layers != t.num_hidden_layers)
+    return InvalidArgumentError(
+        "drafter num_target_layers {} does not match the target's num_hidden_layers {}",
+        d.num_target_layers, t.num_hidden_layers);
+  for (int64_t id : d.target_layer_ids)
+    if (id < 0 || id >= t.num_hidden_layers)
+      return InvalidArgumentError(
+          "drafter target_layer_ids has {}, outside the target's layers [0, {})", id,
+          t.num_hidden_layers);
+  if (d.mask_token_id < 0 || d.mask_token_id >= t.vocab_size)
+    return InvalidArgumentError("drafter mask_token_id {} is outside the target's vocab [0, {})",
+                                d.mask_token_id, t.vocab_size);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(Qwen3Target* target,
+                                                             DFlashDrafter* drafter,
+                                                             int64_t max_context,
+                                                             kernels::Stream stream) {
+  if (target == nullptr) return InvalidArgumentError("DFlashDecoder: no target");
+  const TransformerConfig& tc = target->config();
+  std::unique_ptr<DFlashDecoder> d(new DFlashDecoder());
+  d->target_ = target;
+  d->drafter_ = drafter;
+  d->max_context_ = max_context;
+  const kernels::Device dev = target->device();
+  const kernels::Stream s = stream;
+  d->stream_ = stream;
+  int64_t rows = 1;
+  if (drafter != nullptr) {
+    const DFlashConfig& dc = drafter->config();
+    RETURN_IF_ERROR(CheckDrafterFitsTarget(dc, tc));
+    if (!(drafter->device() == dev) || drafter->stream() != stream)
+      return InvalidArgumentError("DFlashDecoder: the drafter and the target are on different "
+                                  "devices or streams");
+    if (drafter->options().num_blocks < 1 || drafter->options().max_tokens < max_context)
+      return InvalidArgumentError(
+          "DFlashDecoder: the drafter must have num_blocks >= 1 and max_tokens >= {} (has {}, "
+          "{})", max_context, drafter->options().num_blocks, drafter->options().max_tokens);
+    rows = dc.block_size;
+    for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
+  }
+  ASSIGN_OR_RETURN(d->cache_, Qwen3KvCache::Create(tc, max_context, dev, s));
+  kernels::Allocator* alloc = &kernels::HostAllocator();
+  if (dev.is_cuda()) {
+    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
+    alloc = pool;
+#ifdef TANDEM_HAVE_CUDA
+    kernels::DeviceGuard guard(dev.index);
+    ASSIGN_OR_RETURN(d->gemm_, kernels::GemmContext::Create(dev.index));
+#endif
+  }
+  for (size_t i = 0; i < d->capture_layers_.size(); ++i) {
+    ASSIGN_OR_RETURN(kernels::Tensor f, kernels::Tensor::Empty(*alloc, DType::kBF16,
+                                                               {max_context, tc.hidden_size}, s));
+    d->features_.push_back(std::move(f));
+  }
+  ASSIGN_OR_RETURN(d->logits_,
+                   kernels::Tensor::Empty(*alloc, DType::kF32, {rows, tc.vocab_size}, s));
+  return d;
+}
+
+Status DFlashDecoder::CheckRequest(std::span<const int32_t> prompt,
+                                   const SpecDecodeOptions& o) const {
+  const int64_t p = static_cast<int64_t>(prompt.size());
+  const int64_t max_b = drafter_ != nullptr ? drafter_->config().block_size : 1;
+  if (o.block_size < 1 || o.block_size > max_b)
+    return InvalidArgumentError("block_size {} not in [1, {}]{}", o.block_size, max_b,
+                                drafter_ == nullptr ? " (no drafter)" : " (the drafter's block)");
+  if (o.max_new_tokens < 1)
+    return InvalidArgumentError("max_new_tokens must be positive, got {}", o.max_new_tokens);
+  if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature))
+    return InvalidArgumentError("temperature must be finite and >= 0, got {}", o.temperature);
+  if (p < 1) return InvalidArgumentError("empty prompt");
+  if (p + o.max_new_tokens + o.block_size > max_context_)
+    return InvalidArgumentError(
+        "prompt of {} tokens + max_new_tokens {} + block {} exceed the context limit {}", p,
+        o.max_new_tokens, o.block_size, max_context_);
+  if (p > target_->max_tokens())
+    return InvalidArgumentError("prompt of {} tokens exceeds the target's max_tokens {}", p,
+                                target_->max_tokens());
+  const int64_t v = target_->config().vocab_size;
+  for (int64_t i = 0; i < p; ++i)
+    if (prompt[i] < 0 || prompt[i] >= v)
+      return InvalidArgumentError("prompt token {} is id {}, not in [0, {})", i, prompt[i], v);
+  return Status::Ok();
+}
+
+std::vector<int32_t> DFlashDecoder::Pick(const std::vector<float>& logits, int64_t rows,
+                                         float temperature) {
+  const int64_t v = target_->config().vocab_size;
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * v;
+    const int64_t best = std::max_element(row, row + v) - row;  // first maximum
+    if (temperature == 0.0f) {
+      out[r] = static_cast<int32_t>(best);
+      continue;
+    }
+    // Inverse-CDF sampling from softmax(row / T) in double, with a 53-bit uniform from
+    // SplitMix64 so the draw is the same on every platform.
+    rng_state_ += 0x9E3779B97F4A7C15ull;
+    uint64_t z = rng_state_;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
+    double total = 0;
+    for (int64_t i = 0; i < v; ++i) total += std::exp((double(row[i]) - row[best]) / temperature);
+    double acc = 0, target = u * total;
+    int64_t pick = v - 1;
+    for (int64_t i = 0; i < v; ++i) {
+      acc += std::exp((double(row[i]) - row[best]) / temperature);
+      if (acc > target) {
+        pick = i;
+        break;
+      }
+    }
+    out[r] = static_cast<int32_t>(pick);
+  }
+  return out;
+}
+
+Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> tokens,
+                                                       int64_t picks, float temperature) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), t0 = cache_.length();
+  const int64_t v = target_->config().vocab_size;
+  std::vector<LayerCapture> caps;
+  for (size_t i = 0; i < capture_layers_.size(); ++i)
+    caps.push_back({capture_layers_[i], features_[i].view().Narrow(0, t0, n)});
+  // Only the last `picks` rows need logits: the rows before them go in without.
+  if (n > picks) {
+    std::vector<LayerCapture> head = caps;
+    for (LayerCapture& c : head) c.out = c.out.Narrow(0, 0, n - picks);
+    RETURN_IF_ERROR(target_->Extend(cache_, tokens.first(n - picks), head));
+    for (LayerCapture& c : caps) c.out = c.out.Narrow(0, n - picks, picks);
+  }
+  const TensorView logits = logits_.view().Narrow(0, 0, picks);
+  RETURN_IF_ERROR(target_->Extend(cache_, tokens.last(picks), caps, logits));
+  host_logits_.resize(static_cast<size_t>(picks * v));
+  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
+  return Pick(host_logits_, picks, temperature);
+}
+
+Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
+  const DFlashConfig& c = drafter_->config();
+  const int64_t t = cache_.length(), bs = c.block_size, v = c.layers.vocab_size;
+  DFlashBlockPlan plan;
+  // Block 0 drafts; any further blocks (kDrafterBlocks on CUDA) are padding: anchor 0, an
+  // empty context, no loss weight.
+  const int64_t nb = drafter_->options().num_blocks;
+  plan.num_blocks = nb;
+  plan.block_size = bs;
+  plan.tokens = t;
+  plan.anchors.assign(nb, 0);
+  plan.anchors[0] = static_cast<int32_t>(t);
+  plan.doc_start.assign(nb, 0);
+  plan.block_ids.assign(nb * bs, static_cast<int32_t>(c.mask_token_id));
+  plan.block_ids[0] = last_token;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t j = 0; j < bs; ++j)
+      plan.block_pos.push_back(static_cast<int32_t>((b == 0 ? t : 0) + j));
+  plan.targets.assign(nb * bs, -1);
+  plan.weights.assign(nb * bs, 0.0f);
+  for (int64_t i = 0; i < t; ++i) plan.ctx_pos.push_back(static_cast<int32_t>(i));
+  RETURN_IF_ERROR(drafter_->SetPlan(plan));
+  std::vector<TensorView> ctx;
+  for (const kernels::Tensor& f : features_) ctx.push_back(f.view().Narrow(0, 0, t));
+  const DFlashTargetHead head{target_->weights().embed(), target_->weights().lm_head()};
+  RETURN_IF_ERROR(drafter_->ForwardBackward(head, ctx, 0.0f, 0, 0, /*backward=*/false));
+  kernels::GemmOptions linear;
+  linear.trans_b = true;
+  const TensorView logits = logits_.view().Narrow(0, 0, n);
+  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), drafter_->final_hidden().Narrow(0, 1, n),
+                                head.lm_head, logits, linear, stream_));
+  host_logits_.resize(static_cast<size_t>(n * v));
+  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
+  return Pick(host_logits_, n, 0.0f);
+}
+
+Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt,
+                                                 const SpecDecodeOptions& o) {
+  RETURN_IF_ERROR(CheckRequest(prompt, o));
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<kernels::DeviceGuard> guard;
+  if (target_->device().is_cuda()) guard.emplace(target_->device().index);
+  rng_state_ = o.seed;
+  RETURN_IF_ERROR(cache_.Crop(0));
+  SpecDecodeResult r;
+  r.prefill_tokens = static_cast<int64_t>(prompt.size());
+  auto stop = [&](int32_t tok) {
+    return std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), tok) !=
+           o.stop_token_ids.end();
+  };
+  ASSIGN_OR_RETURN(std::vector<int32_t> first, TargetStep(prompt, 1, o.temperature));
+  r.tokens.push_back(first[0]);
+  bool done = stop(first[0]);
+  while (!done && static_cast<int64_t>(r.tokens.size()) < o.max_new_tokens) {
+    // Invariant: the cache holds the prompt and every generated token but the last one.
+    const int32_t last = r.tokens.back();
+    std::vector<int32_t> block = {last};
+    if (o.block_size > 1) {
+      ASSIGN_OR_RETURN(std::vector<int32_t> drafts, Draft(last, o.block_size - 1));
+      block.insert(block.end(), drafts.begin(), drafts.end());
+    }
+    const int64_t base = cache_.length();
+    ASSIGN_OR_RETURN(std::vector<int32_t> post,
+                     TargetStep(block, static_cast<int64_t>(block.size()), o.temperature));
+    int64_t acc = 0;
+    while (acc + 1 < static_cast<int64_t>(block.size()) && block[acc + 1] == post[acc]) ++acc;
+    RETURN_IF_ERROR(cache_.Crop(base + acc + 1));
+    r.accept_lengths.push_back(static_cast<int32_t>(acc + 1));
+    for (int64_t j = 1; j <= acc + 1 && !done; ++j) {
+      const int32_t tok = j <= acc ? block[j] : post[acc];
+      r.tokens.push_back(tok);
+      done = stop(tok) || static_cast<int64_t>(r.tokens.size()) >= o.max_new_tokens;
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tandem::models

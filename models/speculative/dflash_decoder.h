@@ -1,0 +1,110 @@
+// DFlash speculative decoding of one prompt: a frozen Qwen3 target with a KV cache and a
+// DFlash drafter, the loop of z-lab's reference `spec_generate`:
+//   1. the target prefills the prompt, capturing the drafter's context layers, and picks
+//      the first new token;
+//   2. the drafter fills one block (slot 0 = the last accepted token, slots 1.. = the mask
+//      token, positions start .. start + 15) in one forward over the context features of
+//      every token in the target's cache (no noise, no gradient) and picks a token per slot;
+//   3. the target verifies the first B slots in one Extend, capturing their features;
+//   4. the longest prefix of drafts equal to the target's own picks is accepted, plus the
+//      target's pick after it (the bonus token): accept length = accepted drafts + 1;
+//   5. the cache is cropped to the accepted tokens; repeat until a stop token or
+//      max_new_tokens tokens.
+// Differences from the reference, on purpose: the loop stops as soon as max_new_tokens
+// tokens exist (the reference runs one more verify when the count lands exactly on it) and
+// a stop token picked at prefill ends the generation at once.
+//
+// Picking rule: temperature 0 takes the argmax (ties: the lowest id). Above 0 the target
+// samples from softmax(logits / T) (Philox-free std::mt19937_64 seeded per prompt), the
+// drafter still takes its argmax, and a draft is accepted while it equals the target's
+// sample at that slot — the rule of the reference loop, which is exact for greedy and only a
+// lower bound of rejection sampling's acceptance above 0.
+//
+// The drafter runs its own block size (16); B = block_size <= 16 only limits how many slots
+// the target verifies. B = 1 is plain greedy decoding by the target (no drafter forward):
+// the baseline of the speedup.
+//
+// Thread-safety: thread-compatible; the decoder drives the target's and drafter's streams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/core/memory.h"
+#include "kernels/gemm/gemm.h"
+#include "models/dflash/dflash_drafter.h"
+#include "models/qwen3/qwen3_kv_cache.h"
+#include "models/qwen3/qwen3_target.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct SpecDecodeOptions {
+  int64_t max_new_tokens = 256;
+  int64_t block_size = 16;  // B: slots the target verifies per step, 1 .. drafter block size
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_token_ids;
+};
+
+struct SpecDecodeResult {
+  std::vector<int32_t> tokens;          // generated tokens (the prompt excluded)
+  std::vector<int32_t> accept_lengths;  // per verify step: accepted drafts + 1 (bonus)
+  int64_t prefill_tokens = 0;
+  double seconds = 0;  // wall time of prefill + decode, device work included
+};
+
+// Refuses a drafter that cannot serve this target, naming both values: hidden size, vocab,
+// context layer ids (each < the target's depth) and num_target_layers.
+Status CheckDrafterFitsTarget(const DFlashConfig& drafter, const TransformerConfig& target);
+
+inline constexpr int64_t kDrafterBlocksCuda = 4;
+
+class DFlashDecoder {
+ public:
+  // `target` and `drafter` stay owned by the caller and must outlive the decoder; `drafter`
+  // may be null (then only block_size 1 works). Both run on `stream` (the one they were
+  // created with; null on the CPU). The drafter must have been created with max_tokens >=
+  // max_context and num_blocks >= 1 (kDrafterBlocksCuda on CUDA, whose block-attention
+  // kernel wants its i32 tables 16-byte aligned; blocks past the first are padding). Allocates a KV cache and feature buffers for `max_context`
+  // tokens (prompt + new tokens + one block).
+  static Result<std::unique_ptr<DFlashDecoder>> Create(Qwen3Target* target,
+                                                       DFlashDrafter* drafter,
+                                                       int64_t max_context,
+                                                       kernels::Stream stream = nullptr);
+
+  // Decodes one prompt (token ids in [0, vocab), 1 <= length, length + max_new_tokens +
+  // block_size <= max_context; InvalidArgument naming the limit otherwise).
+  Result<SpecDecodeResult> Generate(std::span<const int32_t> prompt,
+                                    const SpecDecodeOptions& options);
+
+  int64_t max_context() const { return max_context_; }
+
+ private:
+  DFlashDecoder() = default;
+  Status CheckRequest(std::span<const int32_t> prompt, const SpecDecodeOptions& o) const;
+  // Runs the target on `tokens` (appending them to the cache, features to rows [T, T+n))
+  // and returns the picks of its last `picks` rows.
+  Result<std::vector<int32_t>> TargetStep(std::span<const int32_t> tokens, int64_t picks,
+                                          float temperature);
+  // The drafter's picks for slots 1 .. n of a block anchored after the cached context.
+  Result<std::vector<int32_t>> Draft(int32_t last_token, int64_t n);
+  // Row-wise picks over host logits [rows, V].
+  std::vector<int32_t> Pick(const std::vector<float>& logits, int64_t rows, float temperature);
+
+  Qwen3Target* target_ = nullptr;
+  DFlashDrafter* drafter_ = nullptr;
+  int64_t max_context_ = 0;
+  kernels::Stream stream_ = nullptr;
+  Qwen3KvCache cache_;
+  std::vector<int> capture_layers_;       // the drafter's target_layer_ids
+  std::vector<kernels::Tensor> features_;  // per context layer: bf16 [max_context, H]
+  kernels::Tensor logits_;                 // f32 [max(B), V]: target or drafter logits
+  std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
+  std::vector<float> host_logits_;
+  uint64_t rng_state_ = 0;
+};
+
+}  // namespace tandem::models

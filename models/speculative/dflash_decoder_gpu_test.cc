@@ -1,0 +1,131 @@
+// GPU tests of KV-cache decoding and DFlash speculative decoding (label gpu; SKIPPED without
+// a device): the cached attention kernel against its CPU reference on odd shapes, a cropped
+// cache against a fresh forward on CUDA, and the PyTorch decode golden on CUDA.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/attention/decode_attention.h"
+#include "kernels/core/stream.h"
+#include "kernels/testing/testing.h"
+#include "models/dflash/dflash_checkpoint.h"
+#include "models/io/safetensors.h"
+#include "models/speculative/dflash_decoder.h"
+
+namespace tandem::models {
+namespace {
+
+using kernels::bf16;
+using kernels::DType;
+using kernels::TensorView;
+
+#define SKIP_WITHOUT_GPU() \
+  if (kernels::CudaDeviceCount() == 0) GTEST_SKIP() << "SKIPPED: no CUDA device"
+
+std::vector<bf16> Random(int64_t n, uint32_t seed) {
+  std::vector<bf16> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& e : v) {
+    x = x * 1664525u + 1013904223u;
+    e = bf16(static_cast<float>(x >> 8) / 16777216.0f * 2 - 1);
+  }
+  return v;
+}
+
+TEST(CachedAttentionGpuTest, MatchesCpuReferenceOnOddShapes) {
+  SKIP_WITHOUT_GPU();
+  kernels::CachingPool* pool = *kernels::CudaPool(0);
+  struct Case { int64_t b, p, hq, hk, d; };
+  for (const Case c : {Case{1, 1, 2, 1, 16}, Case{5, 37, 4, 2, 16}, Case{16, 300, 8, 2, 64},
+                       Case{3, 1025, 6, 3, 128}, Case{16, 2063, 32, 8, 128},
+                       Case{7, 90, 4, 4, 256}}) {
+    const auto q = Random(c.b * c.hq * c.d, 1), k = Random(c.p * c.hk * c.d, 2),
+               v = Random(c.p * c.hk * c.d, 3);
+    std::vector<bf16> want(q.size()), got(q.size());
+    auto view = [](const std::vector<bf16>& x, kernels::Shape s) {
+      return TensorView(const_cast<bf16*>(x.data()), DType::kBF16, s);
+    };
+    ASSERT_TRUE(kernels::CachedCausalAttentionForwardCpu(
+                    view(q, {c.b, c.hq, c.d}), view(k, {c.p, c.hk, c.d}),
+                    view(v, {c.p, c.hk, c.d}), 0.f, view(want, {c.b, c.hq, c.d}))
+                    .ok());
+    auto dq = kernels::testing::MakeTensor<bf16>(*pool, DType::kBF16, {c.b, c.hq, c.d}, q);
+    auto dk = kernels::testing::MakeTensor<bf16>(*pool, DType::kBF16, {c.p, c.hk, c.d}, k);
+    auto dv = kernels::testing::MakeTensor<bf16>(*pool, DType::kBF16, {c.p, c.hk, c.d}, v);
+    auto made = kernels::Tensor::Empty(*pool, DType::kBF16, {c.b, c.hq, c.d});
+    ASSERT_TRUE(made.ok());
+    kernels::Tensor dout = std::move(*made);
+    ASSERT_TRUE(kernels::CachedCausalAttentionForward(dq, dk, dv, 0.f, dout, nullptr).ok());
+    ASSERT_TRUE(kernels::CopyToHost(got.data(), dout, nullptr).ok());
+    // fp32 accumulation in another order, one bf16 rounding of the output: within 2 ulp.
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::fabs(double(got[i].f()) - want[i].f()) /
+                                  (1e-2 + std::fabs(double(want[i].f()))));
+    EXPECT_LT(worst, 1.6e-2) << c.b << "x" << c.p << " d " << c.d;
+  }
+}
+
+// TANDEM_GOLDEN_DIR overrides where the goldens are read (a device machine's copy).
+const std::string kDir = std::getenv("TANDEM_GOLDEN_DIR")
+                             ? std::string(std::getenv("TANDEM_GOLDEN_DIR")) + "/"
+                             : std::string(TANDEM_SOURCE_DIR) + "/tests/golden/";
+
+std::vector<int32_t> ReadI32(const SafetensorsReader& r, const std::string& name) {
+  const TensorInfo* t = r.Find(name);
+  std::vector<int32_t> out(t ? t->numel() : 0);
+  if (t) EXPECT_TRUE(r.Read(*t, DType::kI32, out.data(), t->numel() * 4).ok());
+  return out;
+}
+
+TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
+  SKIP_WITHOUT_GPU();
+  const std::string golden = kDir + "dflash_decode_tiny_golden.safetensors";
+  if (!std::filesystem::exists(golden)) GTEST_SKIP() << golden << " is missing";
+  auto r = SafetensorsReader::Open(golden);
+  ASSERT_TRUE(r.ok());
+  auto stream = kernels::CudaStream::Create(0);
+  ASSERT_TRUE(stream.ok());
+  const kernels::Stream s = stream->get();
+  const auto dev = kernels::Device::Cuda(0);
+  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", dev,
+                                  {.max_tokens = 64, .stream = s});
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  auto config = LoadDFlashConfig(kDir + "dflash_decode_tiny/drafter");
+  ASSERT_TRUE(config.ok());
+  const int64_t d = config->layers.head_dim;
+  if (d != 64 && d != 128 && d != 256)
+    GTEST_SKIP() << "SKIPPED: the golden drafter has head_dim " << d
+                 << "; the CUDA block attention takes 64, 128 or 256";
+  auto drafter = DFlashDrafter::Create(*config, {.max_tokens = 128, .num_blocks = kDrafterBlocksCuda}, dev, s);
+  ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
+  ASSERT_TRUE(LoadDFlashWeights(kDir + "dflash_decode_tiny/drafter", **drafter).ok());
+  auto decoder = DFlashDecoder::Create(target->get(), drafter->get(), 128, s);
+  ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+  SpecDecodeOptions o;
+  o.max_new_tokens = std::stoll(r->metadata().at("max_new_tokens"));
+  o.block_size = std::stoll(r->metadata().at("block_size"));
+  const int prompts = std::stoi(r->metadata().at("prompts"));
+  for (int i = 0; i < prompts; ++i) {
+    auto got = (*decoder)->Generate(ReadI32(*r, fmt::format("prompt.{}", i)), o);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->tokens, ReadI32(*r, fmt::format("tokens.{}", i))) << "prompt " << i;
+    // As the CPU golden test: accept lengths up to the first near-tie decision.
+    const std::vector<int32_t> want = ReadI32(*r, fmt::format("accept.{}", i));
+    const TensorInfo* mt = r->Find(fmt::format("margin.{}", i));
+    ASSERT_NE(mt, nullptr);
+    std::vector<float> margin(mt->numel());
+    ASSERT_TRUE(r->Read(*mt, DType::kF32, margin.data(), mt->numel() * 4).ok());
+    for (size_t s = 0; s < want.size() && s < got->accept_lengths.size(); ++s) {
+      if (margin[s] < 0.1f) break;
+      EXPECT_EQ(got->accept_lengths[s], want[s]) << "prompt " << i << " step " << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::models

@@ -1,0 +1,77 @@
+// `tandem eval`'s data and numbers: the prompt file reader and the acceptance statistics
+// of a set of speculative decodes (dflash_decoder.h).
+//
+// Prompt files are JSONL, one prompt per line, pre-tokenized: an object with an integer
+// array under "input_ids" (or "prompt_ids", "ids", "tokens"). Blank lines are ignored. A
+// line that is not such an object, has an id outside [0, vocab), is empty, or is longer than
+// the limit is skipped and counted (with the first few reasons kept: file:line and why);
+// a file with no usable prompt is an error.
+//
+// Statistics (over all verify steps of all prompts):
+//   tau          = mean accept length (accepted drafts + the bonus token), as the DFlash
+//                  papers and SGLang report it; 1.0 means no draft was ever accepted;
+//   accept_rate[j] (j = 1 .. B-1) = fraction of verify steps whose draft j was accepted
+//                  (so accept_rate[1] >= accept_rate[2] >= ...);
+//   cond_rate[j] = accept_rate[j] / accept_rate[j-1] (accept_rate[0] = 1): the chance draft
+//                  j is accepted once j-1 were;
+//   tokens_per_s = generated tokens / decode wall time (prefill included).
+//
+// Thread-safety: pure functions over caller-owned values.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/speculative/dflash_decoder.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct PromptSet {
+  std::vector<std::vector<int32_t>> prompts;
+  int64_t lines = 0;    // non-blank lines read
+  int64_t skipped = 0;  // lines not used
+  std::vector<std::string> skip_reasons;  // the first 8, "file:line: why"
+};
+
+// Reads `path`. max_tokens <= 0: no length limit. InvalidArgument when the file holds no
+// usable prompt (naming the file and the first skip reason), NotFound when it is missing.
+Result<PromptSet> LoadPromptFile(const std::string& path, int64_t vocab, int64_t max_tokens);
+// The same over text already in memory (`source` names it in messages).
+Result<PromptSet> ParsePrompts(std::string_view text, const std::string& source, int64_t vocab,
+                               int64_t max_tokens);
+
+struct SpecEvalStats {
+  int64_t block_size = 0;
+  int64_t prompts = 0;
+  int64_t verify_steps = 0;
+  int64_t generated_tokens = 0;
+  double seconds = 0;
+  double tau = 0;
+  double tokens_per_s = 0;
+  std::vector<double> accept_rate;  // [B]: index 0 unused (= 1)
+  std::vector<double> cond_rate;    // [B]: index 0 unused (= 1)
+};
+
+SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_t block_size);
+
+// A report: the run at block size B and, when baseline.prompts > 0, the same prompts at
+// block size 1 (the speedup is the ratio of tokens per second).
+struct SpecEvalReport {
+  std::string target, drafter, prompts_file, device;
+  float temperature = 0;
+  int64_t max_new_tokens = 0;
+  int64_t prompt_lines = 0, prompts_skipped = 0;
+  std::vector<std::string> skip_reasons;
+  SpecEvalStats run, baseline;
+};
+
+nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r);
+// Aligned plain-text table for the terminal.
+std::string FormatSpecEvalReport(const SpecEvalReport& r);
+
+}  // namespace tandem::models

@@ -1,0 +1,34 @@
+// One `tandem eval` run as a library call: load a Qwen3 target and a DFlash drafter from
+// their HF directories, check they fit (before any weights are read), decode every prompt
+// of a JSONL file at block size B and again at block size 1, and summarize (spec_eval.h).
+//
+// Thread-safety: one call at a time per device (it owns the models it loads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/core/dtype.h"
+#include "models/speculative/spec_eval.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+struct SpecEvalRequest {
+  std::string target_dir;   // config.json + *.safetensors (Qwen3 / Llama)
+  std::string drafter_dir;  // DFlashDraftModel config.json + model.safetensors; "" = none
+  std::string prompts_file;
+  kernels::Device device = kernels::Device::Cpu();
+  int64_t max_new_tokens = 128;
+  int64_t block_size = 0;     // 0: the drafter's block size
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  int64_t max_prompt_tokens = 4096;  // longer prompts are skipped and counted
+  int64_t max_prompts = 0;           // 0: all
+  bool baseline = true;              // also decode at block size 1 for the speedup
+  std::vector<int32_t> stop_token_ids;  // empty: the target's eos_token_id if it has one
+};
+
+Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& request);
+
+}  // namespace tandem::models

@@ -1,0 +1,97 @@
+#include "tools/eval_command.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "kernels/core/stream.h"
+
+namespace tandem::cli {
+
+CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
+  models::SpecEvalRequest& q = a->request;
+  auto* eval = app->add_subcommand(
+      "eval", "acceptance length (tau) of a DFlash drafter by speculative decoding");
+  eval->add_option("--target", q.target_dir, "target model directory (Qwen3 / Llama HF layout)")
+      ->required();
+  eval->add_option("--drafter", q.drafter_dir,
+                   "DFlash drafter directory (config.json + model.safetensors)")
+      ->required();
+  eval->add_option("--prompts", q.prompts_file,
+                   "JSONL, one prompt per line as {\"input_ids\": [...]}")
+      ->required();
+  eval->add_option("--max-new-tokens", q.max_new_tokens, "tokens to generate per prompt")
+      ->capture_default_str();
+  eval->add_option("--temperature", q.temperature,
+                   "0: greedy; above: the target samples, drafts accepted while equal")
+      ->capture_default_str();
+  eval->add_option("--block-size", q.block_size,
+                   "slots verified per step, 1 .. the drafter's (default: the drafter's)");
+  eval->add_option("--seed", q.seed, "sampling seed (temperature > 0)")->capture_default_str();
+  eval->add_option("--max-prompts", q.max_prompts, "use the first N usable prompts (0: all)");
+  eval->add_option("--max-prompt-tokens", q.max_prompt_tokens,
+                   "skip (and count) longer prompts")
+      ->capture_default_str();
+  eval->add_option("--stop", q.stop_token_ids,
+                   "stop token ids (default: the target's eos_token_id)");
+  eval->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  eval->add_flag("--no-baseline", [&q](int64_t) { q.baseline = false; },
+                 "skip the block-size-1 run (no speedup reported)");
+  eval->add_flag("--json", a->json, "print the report as JSON");
+  eval->add_option("-o,--output", a->out, "also write the JSON report to this file");
+  return eval;
+}
+
+namespace {
+
+Result<kernels::Device> ParseDevice(const std::string& s) {
+  if (s == "cpu") return kernels::Device::Cpu();
+  if (s == "auto")
+    return kernels::CudaDeviceCount() > 0 ? kernels::Device::Cuda(0) : kernels::Device::Cpu();
+  if (s == "cuda") return kernels::Device::Cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      return kernels::Device::Cuda(std::stoi(s.substr(5)));
+    } catch (...) {
+    }
+  }
+  return InvalidArgumentError("--device {}: expected auto, cpu, cuda or cuda:N", s);
+}
+
+}  // namespace
+
+int Eval(EvalArgs a, bool json) {
+  auto device = ParseDevice(a.device);
+  if (!device.ok()) {
+    fmt::print(stderr, "tandem eval: {}\n", device.status().ToString());
+    return 2;
+  }
+  a.request.device = *device;
+  auto report = models::RunSpecEval(a.request);
+  if (!report.ok()) {
+    fmt::print(stderr, "tandem eval: {}\n", report.status().ToString());
+    return report.status().code() == StatusCode::kInvalidArgument ||
+                   report.status().code() == StatusCode::kNotFound ||
+                   report.status().code() == StatusCode::kDataLoss
+               ? 2
+               : 1;
+  }
+  const std::string text = models::SpecEvalReportToJson(*report).dump(2);
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    f << text << "\n";
+    if (!f) {
+      fmt::print(stderr, "tandem eval: cannot write {}\n", a.out);
+      return 2;
+    }
+  }
+  if (json || a.json)
+    fmt::print("{}\n", text);
+  else
+    fmt::print("{}", models::FormatSpecEvalReport(*report));
+  return 0;
+}
+
+}  // namespace tandem::cli
