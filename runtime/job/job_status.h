@@ -98,7 +98,10 @@ struct JobStatus {
 
 // Which side of the job waits on which, from the channels' blocked time and the stage
 // timings, e.g. "consumers wait on producers: 81% of consumer time blocked popping 'objects';
-// largest stage demo.queue_get (62% of wall)".
+// largest stage demo.queue_get (62% of wall)". When checkpointing holds a training loop
+// (stages *.checkpoint.snapshot + *.checkpoint.wait) for >= 20% of the wall and the loop is
+// not starved longer by its producers, the verdict starts "checkpointing blocks training"
+// and names those stages.
 std::string BottleneckVerdict(const JobStatus& job);
 
 // The full report `tandem status JOB` prints.
