@@ -6,7 +6,9 @@
 // every `checkpoint.every_steps` and at the end, and stops at max_steps, at max_seconds, when
 // its channel closes, or on a stop request (after checkpointing the steps done).
 // Profile stages: drafter.queue_get, drafter.h2d, drafter.forward_backward,
-// drafter.allreduce (replicas > 1), drafter.optim.
+// drafter.allreduce (replicas > 1), drafter.optim; drafter.checkpoint.{snapshot,write,wait}
+// (drafter_checkpointer.h: snapshots are ordered before the next optimizer update, writes run
+// in the background and are durable before the run reports its end or its stop).
 //
 // Thread-safety: thread-compatible; the drafter's thread only.
 #pragma once
@@ -66,6 +68,8 @@ class DrafterLoop {
   // After the last step: close and drain the channel, wait for the device, checkpoint.
   Result<std::string> Finish(Channel<HiddenBatch>& channel);
   Result<uint64_t> WeightsHash();
+  // ", checkpoints ..." for the summary ("" when none was written).
+  std::string CheckpointNote() const;
 
   DrafterParts p_;
   const DrafterSettings& s_;
