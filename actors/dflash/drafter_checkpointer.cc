@@ -91,7 +91,7 @@ Status DrafterCheckpointer::Save(ResumeState& state, DrafterDevice& dev,
   if (!enabled() || state.step == saved_step_) return Status::Ok();
   const int64_t t0 = NowNanos();
   Status s = SaveNow(state, dev, trainer);
-  stall_max_s_ = std::max(stall_max_s_, (NowNanos() - t0) * 1e-9);
+  if (!at_end_) stall_max_s_ = std::max(stall_max_s_, (NowNanos() - t0) * 1e-9);
   return s;
 }
 
@@ -107,7 +107,7 @@ Status DrafterCheckpointer::SaveNow(ResumeState& state, DrafterDevice& dev,
     RETURN_IF_ERROR(models::SaveDFlashCheckpoint(state.path, trainer.drafter(), trainer.state()));
     RETURN_IF_ERROR(CommitState(o_.dir, state));
     const double secs = write.Stop() * 1e-9;
-    wait_s_ += wait.Stop() * 1e-9;
+    (at_end_ ? wait_end_s_ : wait_s_) += wait.Stop() * 1e-9;
     saved_step_ = state.step;
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.written;
@@ -191,12 +191,16 @@ Status DrafterCheckpointer::Poll(int64_t step) {
   return done ? WaitForWrite() : Status::Ok();
 }
 
-Status DrafterCheckpointer::Flush() {
-  const int64_t t0 = NowNanos();
-  Status s = WaitForWrite();
-  stall_max_s_ = std::max(stall_max_s_, (NowNanos() - t0) * 1e-9);
+Status DrafterCheckpointer::SaveAndFlush(ResumeState& state, DrafterDevice& dev,
+                                         models::DFlashTrainer& trainer) {
+  at_end_ = true;
+  Status s = Save(state, dev, trainer);
+  if (s.ok()) s = Flush();
+  at_end_ = false;
   return s;
 }
+
+Status DrafterCheckpointer::Flush() { return WaitForWrite(); }
 
 Status DrafterCheckpointer::WaitForWrite() {
   if (!thread_.joinable()) return Status::Ok();
@@ -207,7 +211,7 @@ Status DrafterCheckpointer::WaitForWrite() {
   cv_.notify_all();
   ScopedTimer wait(wait_stage_);
   thread_.join();
-  wait_s_ += wait.Stop() * 1e-9;
+  (at_end_ ? wait_end_s_ : wait_s_) += wait.Stop() * 1e-9;
   std::lock_guard<std::mutex> lock(mu_);
   return std::exchange(write_status_, Status::Ok());
 }
@@ -216,6 +220,7 @@ CheckpointStats DrafterCheckpointer::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   CheckpointStats s = stats_;
   s.wait_s = wait_s_;
+  s.wait_end_s = wait_end_s_;
   s.stall_max_s = stall_max_s_;
   return s;
 }
@@ -225,9 +230,10 @@ std::string DrafterCheckpointer::Summary() const {
   if (s.written == 0) return "";
   const double gbs = s.write_s > 0 ? s.bytes / s.write_s / 1e9 : 0.0;
   return fmt::format("checkpoints {} ({}): snapshot max {:.3f} s, write {:.2f} s for {} "
-                     "({:.2f} GB/s), loop waited {:.3f} s, stall max {:.3f} s",
-                     s.written, o_.async ? "async" : "sync", s.snapshot_max_s, s.write_s,
-                     FormatBytes(s.bytes), gbs, s.wait_s, s.stall_max_s);
+                     "({:.2f} GB/s), loop waited {:.3f} s, stall max {:.3f} s; {:.3f} s at "
+                     "the end", s.written, o_.async ? "async" : "sync", s.snapshot_max_s,
+                     s.write_s, FormatBytes(s.bytes), gbs, s.wait_s, s.stall_max_s,
+                     s.wait_end_s);
 }
 
 }  // namespace tandem::dflash

@@ -71,8 +71,9 @@ struct CheckpointStats {
   double snapshot_max_s = 0;
   double write_s = 0;         // files + fsync + latest, total
   uint64_t bytes = 0;         // bytes of the files written
-  double wait_s = 0;          // the loop blocked on writes, total
-  double stall_max_s = 0;     // the loop's longest hold by one checkpoint (Save + its waits)
+  double wait_s = 0;          // the loop blocked on writes while training
+  double wait_end_s = 0;      // ... at the end of the run or on a stop (SaveAndFlush)
+  double stall_max_s = 0;     // the loop's longest hold by one checkpoint while training
 };
 
 class DrafterCheckpointer {
@@ -100,6 +101,9 @@ class DrafterCheckpointer {
   // the write and returns; sync: writes before returning. Refuses to write into an existing
   // step directory (CheckStepDirIsNew). Updates state.path.
   Status Save(ResumeState& state, DrafterDevice& dev, models::DFlashTrainer& trainer);
+  // At the end of a run or on a stop: Save, then Flush. Its waits are not counted as stalls
+  // of the training loop (CheckpointStats::stall_max_s), only in wait_end_s.
+  Status SaveAndFlush(ResumeState& state, DrafterDevice& dev, models::DFlashTrainer& trainer);
   // Call before every optimizer update, enqueued on `compute` (orders it after a snapshot).
   Status BeforeUpdate(kernels::Stream compute);
   // Call after every step, `step` being the steps done: the error of a finished background
@@ -111,11 +115,9 @@ class DrafterCheckpointer {
   // True when Save writes files.
   bool enabled() const { return !o_.dir.empty() && o_.writer; }
   const std::string& dir() const { return o_.dir; }
-  // The step of the last checkpoint saved (snapshotted) or resumed from by this run (0: none).
-  int64_t last_saved_step() const { return saved_step_ < 0 ? 0 : saved_step_; }
   CheckpointStats stats() const EXCLUDES(mu_);
-  // "checkpoints 2: snapshot max 0.31 s, write 12.1 s (1.2 GB/s), loop stall max 0.02 s";
-  // "" when none was written.
+  // "checkpoints 2 (async): snapshot max 0.267 s, write 31.2 s for 27.4 GiB (0.94 GB/s),
+  // loop waited 0.000 s, stall max 0.004 s; 15.3 s at the end"; "" when none was written.
   std::string Summary() const;
 
  private:
@@ -134,7 +136,8 @@ class DrafterCheckpointer {
   models::DFlashConfig config_;                   // the drafter's, for config.json
   models::DFlashParamLayout layout_;
   std::thread thread_;   // the in-flight write, if joinable
-  double wait_s_ = 0, stall_max_s_ = 0;
+  double wait_s_ = 0, wait_end_s_ = 0, stall_max_s_ = 0;
+  bool at_end_ = false;  // inside SaveAndFlush: waits count as wait_end_s_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -153,8 +153,8 @@ Status DrafterLoop::LogMetrics() {
 Status DrafterLoop::Stopped() {
   DrafterCheckpointer& ck = *p_.checkpointer;
   p_.set_stage("drafter.checkpoint");
-  if (state_.step > ck.last_saved_step()) RETURN_IF_ERROR(ck.Save(state_, *p_.dev, *p_.trainer));
-  RETURN_IF_ERROR(ck.Flush());  // durable before the stop is reported
+  // Durable before the stop is reported (also a write still in flight).
+  RETURN_IF_ERROR(ck.SaveAndFlush(state_, *p_.dev, *p_.trainer));
   return CancelledError("{}: stopped at step {}{}", p_.owner, state_.step,
                         ck.enabled() ? fmt::format("; checkpoint in {}", ck.dir())
                                      : std::string());
@@ -172,8 +172,7 @@ Result<std::string> DrafterLoop::Finish(Channel<HiddenBatch>& channel) {
   const double secs = (t_end - t0_) * 1e-9;
   const double steady_secs = steady_t0_ > 0 ? (t_end - steady_t0_) * 1e-9 : 0.0;
   p_.set_stage("drafter.checkpoint");
-  RETURN_IF_ERROR(p_.checkpointer->Save(state_, *p_.dev, *p_.trainer));
-  RETURN_IF_ERROR(p_.checkpointer->Flush());
+  RETURN_IF_ERROR(p_.checkpointer->SaveAndFlush(state_, *p_.dev, *p_.trainer));
   std::string replicas_note;
   if (p_.allreduce != nullptr) {
     ASSIGN_OR_RETURN(uint64_t hash, WeightsHash());
