@@ -2,6 +2,7 @@
 target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_cleanup.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_resume.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_snapshot.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_checkpointer.cc
@@ -27,3 +28,9 @@ tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS t
 tandem_add_test(dflash_trust_test
                 SOURCES dflash/checkpoint_resume_test.cc dflash/target_vocab_test.cc
                 LIBS tandem::actors_whole)
+# Issue 19: asynchronous checkpoints (bitwise against synchronous ones, kill -9 mid-write,
+# a failed write as the job's error).
+tandem_add_test(async_checkpoint_test SOURCES dflash/async_checkpoint_test.cc
+                LIBS tandem::actors_whole)
+tandem_add_test(checkpoint_snapshot_gpu_test SOURCES dflash/checkpoint_snapshot_gpu_test.cc
+                LIBS tandem::actors_whole GPU)

@@ -7,9 +7,14 @@
 // tokens/s from the drafter's summary. Prints efficiency = tok/s / (1 / (t_target +
 // t_drafter)), the drafter's share of the GPU time alone, the job's profile table, how long
 // each side waited on the channel, and the job's bottleneck verdict; then a summary table.
+// `tandem-bench pipeline [seconds] --checkpoint-every N` (issue 19): the job with and without
+// asynchronous checkpoints (RunCheckpointComparison).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -157,6 +162,8 @@ struct PipelineArgs {
   int seconds = 120;
   std::vector<int> densities;  // empty: the job file's anchors_per_batch
   bool optimizer_overlap = false;
+  int checkpoint_every = 0;  // > 0: RunCheckpointComparison instead
+  bool expect_checkpoint_every = false;  // parsing: the next argument is its value
 };
 
 // One density's numbers, for the summary table.
@@ -267,7 +274,7 @@ Status Run(const PipelineArgs& args) {
   return Status::Ok();
 }
 
-// [seconds] [--density=32,16,8] [--optimizer-overlap]
+// [seconds] [--density=32,16,8] [--optimizer-overlap] [--checkpoint-every N]
 Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
   PipelineArgs out;
   for (const std::string& a : args) {
@@ -282,14 +289,80 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
       }
     } else if (a == "--optimizer-overlap") {
       out.optimizer_overlap = true;
+    } else if (a == "--checkpoint-every") {
+      out.expect_checkpoint_every = true;
+    } else if (out.expect_checkpoint_every) {
+      out.checkpoint_every = std::atoi(a.c_str());
+      out.expect_checkpoint_every = false;
+      if (out.checkpoint_every < 1 || std::to_string(out.checkpoint_every) != a)
+        return InvalidArgumentError("pipeline: --checkpoint-every takes steps, not \"{}\"", a);
     } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos) {
       out.seconds = std::stoi(a);
     } else {
       return InvalidArgumentError("pipeline: unknown argument \"{}\" (usage: [seconds] "
-                                  "[--density=32,16,8] [--optimizer-overlap])", a);
+                                  "[--density=32,16,8] [--optimizer-overlap] "
+                                  "[--checkpoint-every N])", a);
     }
   }
+  if (out.expect_checkpoint_every)
+    return InvalidArgumentError("pipeline: --checkpoint-every needs a number of steps");
   return out;
+}
+
+// `pipeline SECONDS --checkpoint-every N` (issue 19): the job without checkpoints, then the
+// same job with an asynchronous checkpoint every N steps into a fresh directory under
+// $TANDEM_BENCH_CKPT_DIR (default /tmp), removed afterwards. Bars: steady tok/s with
+// checkpoints >= 0.95 of without; no checkpoint holds the training loop over 1 s. Prints the
+// snapshot time, write time and write bandwidth from the drafter's summary.
+Result<std::string> DrafterSummary(const std::string& text, const RunOptions& options) {
+  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(text, TANDEM_PIPELINE_JOB));
+  JobRunner runner(options);
+  ASSIGN_OR_RETURN(JobReport report, runner.Run(job));
+  fmt::print("{}\n", report.ToString());
+  std::fflush(stdout);
+  RETURN_IF_ERROR(report.status);
+  for (const ActorResult& a : report.actors)
+    if (a.summary.find("steady") != std::string::npos) return a.summary;
+  return InternalError("no drafter summary in the report");
+}
+
+Status RunCheckpointComparison(int seconds, int every) {
+  std::ifstream f(TANDEM_PIPELINE_JOB);
+  if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string base = std::regex_replace(
+      ss.str(), std::regex("max_seconds = [0-9]+"), fmt::format("max_seconds = {}", seconds));
+  const char* root = std::getenv("TANDEM_BENCH_CKPT_DIR");
+  const std::string dir = fmt::format("{}/tandem-ckpt-bench-{}", root ? root : "/tmp", getpid());
+  // 14 bytes per drafter parameter (~15 GB for the 1 B-parameter drafter) fit in 16 GB.
+  const std::string with = std::regex_replace(
+      base, std::regex("\\[actors\\.drafter\\]\n"),
+      fmt::format("[actors.drafter]\ncheckpoint = {{ dir = \"{}\", every_steps = {} }}\n"
+                  "pinned_bytes = 16000000000\n", dir, every));
+  RunOptions options;
+  options.registry = std::make_shared<JobRegistry>();  // both runs share the target weights
+  fmt::print("== without checkpoints ==\n");
+  ASSIGN_OR_RETURN(std::string off, DrafterSummary(base, options));
+  fmt::print("== checkpoint every {} steps into {} ==\n", every, dir);
+  Result<std::string> on = DrafterSummary(with, options);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!on.ok()) return on.status();
+  auto number = [](const std::string& s, const char* re) {
+    std::smatch m;
+    return std::regex_search(s, m, std::regex(re)) ? std::stod(m[1]) : -1.0;
+  };
+  const double tok_off = number(off, "steady ([0-9.]+) tok/s");
+  const double tok_on = number(*on, "steady ([0-9.]+) tok/s");
+  const double stall = number(*on, "stall max ([0-9.]+) s");
+  const double ratio = tok_on / tok_off;
+  fmt::print("checkpoints: {}\n", on->substr(on->find("checkpoints ")));
+  fmt::print("pipeline checkpoint: steady {:.0f} tok/s with, {:.0f} without, ratio {:.3f} "
+             "(bar >= 0.95: {}); longest stall {:.3f} s (bar <= 1 s: {})\n",
+             tok_on, tok_off, ratio, ratio >= 0.95 ? "PASS" : "FAIL", stall,
+             stall >= 0 && stall <= 1.0 ? "PASS" : "FAIL");
+  return Status::Ok();
 }
 
 #endif
@@ -301,7 +374,10 @@ int PipelineBench(const std::vector<std::string>& args) {
     return 0;
   }
   Result<PipelineArgs> parsed = ParseArgs(args);
-  Status st = parsed.ok() ? Run(*parsed) : parsed.status();
+  Status st = !parsed.ok() ? parsed.status()
+              : parsed->checkpoint_every > 0
+                  ? RunCheckpointComparison(parsed->seconds, parsed->checkpoint_every)
+                  : Run(*parsed);
   if (!st.ok()) {
     fmt::print(stderr, "pipeline: {}\n", st.ToString());
     return 1;
@@ -315,8 +391,9 @@ int PipelineBench(const std::vector<std::string>& args) {
 }
 
 TANDEM_BENCH("pipeline", "colocated",
-             "[seconds] [--density=32,16,8] [--optimizer-overlap]: colocated Qwen3-8B DFlash "
-             "job efficiency, at one anchor per N tokens for each density",
+             "[seconds] [--density=32,16,8] [--optimizer-overlap] [--checkpoint-every N]: "
+             "colocated Qwen3-8B DFlash job efficiency, at one anchor per N tokens for each "
+             "density; with --checkpoint-every, steady tok/s with async checkpoints against none",
              PipelineBench);
 
 }  // namespace

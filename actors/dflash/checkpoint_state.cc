@@ -1,6 +1,11 @@
 #include "actors/dflash/checkpoint_state.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -189,6 +194,17 @@ Status ParseFiles(const json& j, const std::string& file, ResumeState* st) {
   return Status::Ok();
 }
 
+// fsync of a directory: makes the renames and creations in it durable.
+Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return InternalError("{}: cannot open to fsync: {}", dir, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return InternalError("{}: fsync failed: {}", dir, std::strerror(err));
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string StepDirName(int64_t step) { return fmt::format("step_{:08d}", step); }
@@ -339,10 +355,16 @@ Status CommitState(const std::string& dir, const ResumeState& state) {
     st.files[name] = d;
   }
   if (ec) return InternalError("cannot list {}: {}", state.path, ec.message());
+  // Each file was fsynced before its rename; the directories make the names durable: the
+  // step's files before its state file, the step before `latest`, and `latest` itself.
+  RETURN_IF_ERROR(SyncDir(state.path));
   RETURN_IF_ERROR(models::WriteFileAtomically(state.path + "/" + kStateFile,
                                               SerializeResumeState(st)));
-  return models::WriteFileAtomically(dir + "/latest",
-                                     std::filesystem::path(state.path).filename().string() + "\n");
+  RETURN_IF_ERROR(SyncDir(state.path));
+  RETURN_IF_ERROR(SyncDir(dir));
+  RETURN_IF_ERROR(models::WriteFileAtomically(
+      dir + "/latest", std::filesystem::path(state.path).filename().string() + "\n"));
+  return SyncDir(dir);
 }
 
 }  // namespace tandem::dflash

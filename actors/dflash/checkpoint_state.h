@@ -83,7 +83,8 @@ Result<ResumeState> ReadStepState(const std::string& dir, const std::string& sub
 // `latest` is missing is checkpoint_resume.h's FindResumePoint.)
 Result<std::optional<ResumeState>> ReadLatestState(const std::string& dir);
 // Records the digests of every file in state.path, writes state.path/tandem_state.json,
-// then points DIR/latest at it.
+// then points DIR/latest at it; every rename is made durable (fsync of the files and their
+// directories) before the next step, so `latest` never names a step that is not on disk.
 Status CommitState(const std::string& dir, const ResumeState& state);
 
 }  // namespace tandem::dflash

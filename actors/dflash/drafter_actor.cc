@@ -8,7 +8,8 @@
 // Settings: in; target (the dflash.target group whose model it trains against, default
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
-// checkpoint = { dir, every_steps }; resume (true, false or "force": checkpoint_resume.h);
+// checkpoint = { dir, every_steps, async (asynchronous: the snapshot needs pinned_bytes) };
+// resume (true, false or "force": checkpoint_resume.h);
 // max_bad_steps (5); fail_at_step (-1: never);
 // metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
@@ -28,6 +29,7 @@
 // drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue,
 // and drafter.gpu.step times each step on the GPU (events). optimizer_overlap = true runs
 // AdamW on a second stream overlapping the next forward (DFlashDrafter::OptimizerStep).
+// drafter.checkpoint.{snapshot,write,wait} (drafter_checkpointer.h).
 //
 // This file builds the parts of a run (settings: drafter_settings.h; the target's
 // embedding and LM head: a colocated target replica's, else the two matrices alone,
@@ -170,7 +172,16 @@ class DrafterActor final : public JobActor {
       head = {own_head->embed(), own_head->lm_head()};
     }
 
-    DrafterCheckpointer checkpointer(ds.checkpoint_dir, context().replica == 0, name());
+    CheckpointerOptions co;
+    co.dir = ds.checkpoint_dir;
+    co.writer = context().replica == 0;
+    co.owner = name();
+    co.async = ds.checkpoint_async;
+    ASSIGN_OR_RETURN(const int64_t pinned, s_.GetInt("pinned_bytes", 0));
+    co.pinned_budget = static_cast<uint64_t>(pinned);
+    co.test_hold_write = ds.checkpoint_test_hold_write;
+    co.test_stall_at = ds.checkpoint_test_stall_at;
+    DrafterCheckpointer checkpointer(std::move(co), env->profile);
     if (checkpointer.enabled() && restarts == 0)
       RETURN_IF_ERROR(CleanCheckpointDir(ds.checkpoint_dir).status());
     // What this run is, saved with every checkpoint and compared on resume (issue 18).

@@ -92,6 +92,7 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   {
     p_.set_stage("drafter.optim");
     ScopedTimer timer(optim_stage_);
+    RETURN_IF_ERROR(p_.checkpointer->BeforeUpdate(p_.dev->stream()));  // after a snapshot
     RETURN_IF_ERROR(trainer.OptimizerStep());
   }
   p_.dev->EndStep();
@@ -105,6 +106,7 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   state_.positions[hb.source_replica] = hb.next_position;
   RETURN_IF_ERROR(p_.dev->AfterStep(state_.step, trainer.drafter()));
   metrics_.SetStep(state_.step);
+  RETURN_IF_ERROR(p_.checkpointer->Poll(state_.step));  // a failed background write
   RETURN_IF_ERROR(CheckFlags(/*wait=*/false));
   if (steady_t0_ == 0) {
     RETURN_IF_ERROR(p_.dev->Synchronize());  // once: the first step includes warm-up
@@ -115,8 +117,10 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   if (s_.max_seconds > 0 && (NowNanos() - steady_t0_) * 1e-9 >= s_.max_seconds) done_ = true;
   if (state_.step % s_.log_every == 0 || state_.step == s_.max_steps || done_)
     RETURN_IF_ERROR(LogMetrics());
-  if (s_.checkpoint_every > 0 && state_.step % s_.checkpoint_every == 0)
+  if (s_.checkpoint_every > 0 && state_.step % s_.checkpoint_every == 0) {
+    p_.set_stage("drafter.checkpoint");
     RETURN_IF_ERROR(p_.checkpointer->Save(state_, *p_.dev, trainer));
+  }
   if (state_.step >= s_.max_steps) done_ = true;
   return Status::Ok();
 }
@@ -150,7 +154,9 @@ Status DrafterLoop::LogMetrics() {
 // done so far are checkpointed, so `resume = true` continues from here.
 Status DrafterLoop::Stopped() {
   DrafterCheckpointer& ck = *p_.checkpointer;
-  if (state_.step > ck.last_saved_step()) RETURN_IF_ERROR(ck.Save(state_, *p_.dev, *p_.trainer));
+  p_.set_stage("drafter.checkpoint");
+  // Durable before the stop is reported (also a write still in flight).
+  RETURN_IF_ERROR(ck.SaveAndFlush(state_, *p_.dev, *p_.trainer));
   return CancelledError("{}: stopped at step {}{}", p_.owner, state_.step,
                         ck.enabled() ? fmt::format("; checkpoint in {}", ck.dir())
                                      : std::string());
@@ -167,7 +173,8 @@ Result<std::string> DrafterLoop::Finish(Channel<HiddenBatch>& channel) {
   const int64_t t_end = NowNanos();
   const double secs = (t_end - t0_) * 1e-9;
   const double steady_secs = steady_t0_ > 0 ? (t_end - steady_t0_) * 1e-9 : 0.0;
-  RETURN_IF_ERROR(p_.checkpointer->Save(state_, *p_.dev, *p_.trainer));
+  p_.set_stage("drafter.checkpoint");
+  RETURN_IF_ERROR(p_.checkpointer->SaveAndFlush(state_, *p_.dev, *p_.trainer));
   std::string replicas_note;
   if (p_.allreduce != nullptr) {
     ASSIGN_OR_RETURN(uint64_t hash, WeightsHash());
@@ -180,7 +187,13 @@ Result<std::string> DrafterLoop::Finish(Channel<HiddenBatch>& channel) {
                      state_.step, first_step_, metrics_.first_loss(), metrics_.last_loss(),
                      run_tokens_ / std::max(secs, 1e-9),
                      steady_tokens_ / std::max(steady_secs, 1e-9), steady_secs, bad_total_,
-                     mismatches_, p_.restarts, replicas_note);
+                     mismatches_, p_.restarts, replicas_note) +
+         CheckpointNote();
+}
+
+std::string DrafterLoop::CheckpointNote() const {
+  std::string s = p_.checkpointer->Summary();
+  return s.empty() ? s : ", " + s;
 }
 
 // FNV-1a over the bytes of the fp32 master weights (waits for the device).

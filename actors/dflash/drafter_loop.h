@@ -7,7 +7,10 @@
 // its channel closes, or on a stop request (after checkpointing the steps done).
 // Profile stages: drafter.queue_get, drafter.h2d, drafter.forward_backward,
 // drafter.allreduce (replicas > 1), drafter.optim (host time: enqueueing on the GPU), and on
-// CUDA drafter.gpu.step (GPU time of the step, CUDA events: DrafterDevice::BeginStep).
+// CUDA drafter.gpu.step (GPU time of the step, CUDA events: DrafterDevice::BeginStep);
+// drafter.checkpoint.{snapshot,write,wait} (drafter_checkpointer.h: snapshots are ordered
+// before the next optimizer update, writes run in the background and are durable before the
+// run reports its end or its stop).
 //
 // Thread-safety: thread-compatible; the drafter's thread only.
 #pragma once
@@ -67,6 +70,8 @@ class DrafterLoop {
   // After the last step: close and drain the channel, wait for the device, checkpoint.
   Result<std::string> Finish(Channel<HiddenBatch>& channel);
   Result<uint64_t> WeightsHash();
+  // ", checkpoints ..." for the summary ("" when none was written).
+  std::string CheckpointNote() const;
 
   DrafterParts p_;
   const DrafterSettings& s_;

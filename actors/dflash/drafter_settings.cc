@@ -16,6 +16,13 @@ KeyTable CheckpointKeys() {
   t.String("dir", "directory of step_N checkpoints and `latest`; must not be a file")
       .Default("");
   t.Int("every_steps", "checkpoint every N steps (0: only at the end)").Default(0).Min(0);
+  t.Bool("async", "snapshot into host buffers and write on a background thread while "
+         "training goes on (needs the group's pinned_bytes; docs/checkpoints.md)")
+      .Default(true);
+  t.Int("test_hold_write", "testing: a background write starts only after N more training "
+        "steps (or when the loop waits for it)").Default(0).Min(0);
+  t.Int("test_stall_write_at_step", "testing: the write of this step stops before its commit "
+        "until the process dies (-1: never)").Default(-1).Min(-1);
   return t;
 }
 
@@ -104,7 +111,7 @@ const KeyTable& DrafterKeys() {
         .Default("");
     t->Number("max_seconds", "stop after this many seconds of steady state (0: no limit; "
               "needs replicas = 1)").Default(0.0).Min(0);
-    t->Table("checkpoint", "checkpointing: { dir, every_steps }").Keys(CheckpointKeys())
+    t->Table("checkpoint", "checkpointing: { dir, every_steps, async }").Keys(CheckpointKeys())
         .DefaultIs("none: no checkpoints");
     t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
       return ParseDrafterSettings(s, ctx).status();
@@ -164,6 +171,9 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
     const KeySpec* spec = k.Find("checkpoint");
     s.checkpoint_dir = spec->sub->GetString(*ck, "dir");
     s.checkpoint_every = spec->sub->GetInt(*ck, "every_steps");
+    s.checkpoint_async = spec->sub->GetBool(*ck, "async");
+    s.checkpoint_test_hold_write = spec->sub->GetInt(*ck, "test_hold_write");
+    s.checkpoint_test_stall_at = spec->sub->GetInt(*ck, "test_stall_write_at_step");
   }
   RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));
   return s;

@@ -50,6 +50,9 @@ struct DrafterSettings {
   double max_seconds = 0;         // 0 = no limit
   std::string checkpoint_dir;     // "" = no checkpoints
   int64_t checkpoint_every = 0;   // 0 = only at the end
+  bool checkpoint_async = true;   // snapshot + background write (drafter_checkpointer.h)
+  int64_t checkpoint_test_hold_write = 0;  // testing: see DrafterCheckpointer's options
+  int64_t checkpoint_test_stall_at = -1;   // testing: see DrafterCheckpointer's options
 };
 
 const KeyTable& DrafterKeys();

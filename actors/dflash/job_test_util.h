@@ -21,6 +21,7 @@ struct TinyJob {
   int max_steps = 0;            // per drafter replica
   std::string checkpoint_dir;
   int checkpoint_every = 50;  // steps
+  std::string checkpoint_extra;  // more keys of the checkpoint table: ", async = false"
   std::string target_extra;   // TOML lines added to [actors.target]
   std::string drafter_extra;  // TOML lines added to [actors.drafter]
 };
@@ -53,11 +54,12 @@ max_steps = {}
 lr = 3e-3
 anchors_per_batch = 16
 log_every = 10
-checkpoint = {{ dir = "{}", every_steps = {} }}
+checkpoint = {{ dir = "{}", every_steps = {}{} }}
+pinned_bytes = 4194304  # the asynchronous checkpoints' snapshot (~0.7 MB here)
 {}
 )",
                      j.name, j.batches_per_epoch, j.target_extra, j.max_steps, j.checkpoint_dir,
-                     j.checkpoint_every, j.drafter_extra);
+                     j.checkpoint_every, j.checkpoint_extra, j.drafter_extra);
 }
 
 // An empty folder `name` under the test's temporary directory.

@@ -26,14 +26,6 @@ std::span<const std::byte> Bytes(const void* p, int64_t n) {
   return {static_cast<const std::byte*>(p), static_cast<size_t>(n)};
 }
 
-template <typename T>
-Result<std::vector<T>> ToHost(const kernels::TensorView& v, kernels::Stream s) {
-  std::vector<T> out(v.numel());
-  RETURN_IF_ERROR(kernels::CopyToHost(out.data(), v, s));
-  RETURN_IF_ERROR(kernels::SynchronizeStream(v.device(), s));
-  return out;
-}
-
 // Reads tensor `name` (shape `shape`) as f32 into dst.
 Status ReadInto(const SafetensorsReader& r, const std::string& name,
                 const std::vector<int64_t>& shape, float* dst) {
@@ -83,34 +75,67 @@ Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
   return DFlashTrainerState{step->get<int64_t>(), seed->get<uint64_t>()};
 }
 
-Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
-                            const DFlashTrainerState& state) {
+int64_t DFlashHostState::Bytes(const DFlashParamLayout& layout) {
+  return layout.total * (2 + 3 * 4) + 4;
+}
+
+Result<DFlashHostState> DFlashHostState::Allocate(const DFlashParamLayout& layout,
+                                                  kernels::Allocator& alloc) {
+  const int64_t n = layout.total;
+  DFlashHostState h;
+  ASSIGN_OR_RETURN(h.weights, kernels::Tensor::Empty(alloc, DType::kBF16, {n}));
+  ASSIGN_OR_RETURN(h.master, kernels::Tensor::Empty(alloc, DType::kF32, {n}));
+  ASSIGN_OR_RETURN(h.adam_m, kernels::Tensor::Empty(alloc, DType::kF32, {n}));
+  ASSIGN_OR_RETURN(h.adam_v, kernels::Tensor::Empty(alloc, DType::kF32, {n}));
+  ASSIGN_OR_RETURN(h.step, kernels::Tensor::Empty(alloc, DType::kI32, {1}));
+  return h;
+}
+
+Status CopyDFlashState(DFlashDrafter& drafter, DFlashHostState& host, kernels::Stream stream) {
+  const DFlashParams& p = drafter.params();
+  RETURN_IF_ERROR(kernels::CopyToHost(host.weights.data(), p.compute, stream));
+  RETURN_IF_ERROR(kernels::CopyToHost(host.master.data(), p.master, stream));
+  RETURN_IF_ERROR(kernels::CopyToHost(host.adam_m.data(), p.adam_m, stream));
+  RETURN_IF_ERROR(kernels::CopyToHost(host.adam_v.data(), p.adam_v, stream));
+  return kernels::CopyToHost(host.step.data(), p.step, stream);
+}
+
+Status WriteDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
+                             const DFlashParamLayout& layout, const DFlashHostState& host,
+                             const DFlashTrainerState& state) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return InvalidArgumentError("cannot create checkpoint dir {}: {}", dir, ec.message());
-  const DFlashParams& p = drafter.params();
-  kernels::Stream s = drafter.stream();
-  ASSIGN_OR_RETURN(std::vector<kernels::bf16> weights, ToHost<kernels::bf16>(p.compute, s));
-  ASSIGN_OR_RETURN(std::vector<float> master, ToHost<float>(p.master, s));
-  ASSIGN_OR_RETURN(std::vector<float> m, ToHost<float>(p.adam_m, s));
-  ASSIGN_OR_RETURN(std::vector<float> v, ToHost<float>(p.adam_v, s));
-  ASSIGN_OR_RETURN(std::vector<int32_t> step, ToHost<int32_t>(p.step, s));
-
-  RETURN_IF_ERROR(WriteDFlashConfig(dir + "/config.json", drafter.config()));
+  const auto* weights = host.weights.view().data_as<kernels::bf16>();
+  const auto* master = host.master.view().data_as<float>();
+  const auto* m = host.adam_m.view().data_as<float>();
+  const auto* v = host.adam_v.view().data_as<float>();
+  RETURN_IF_ERROR(WriteDFlashConfig(dir + "/config.json", config));
   std::vector<TensorToWrite> model, opt;
-  for (const DFlashParamSpec& sp : p.layout.specs) {
-    model.push_back({sp.name, DType::kBF16, sp.shape, Bytes(&weights[sp.offset], sp.numel() * 2)});
-    opt.push_back({"master." + sp.name, DType::kF32, sp.shape, Bytes(&master[sp.offset], sp.numel() * 4)});
-    opt.push_back({"exp_avg." + sp.name, DType::kF32, sp.shape, Bytes(&m[sp.offset], sp.numel() * 4)});
-    opt.push_back({"exp_avg_sq." + sp.name, DType::kF32, sp.shape, Bytes(&v[sp.offset], sp.numel() * 4)});
+  for (const DFlashParamSpec& sp : layout.specs) {
+    const int64_t n = sp.numel();
+    model.push_back({sp.name, DType::kBF16, sp.shape, Bytes(&weights[sp.offset], n * 2)});
+    opt.push_back({"master." + sp.name, DType::kF32, sp.shape, Bytes(&master[sp.offset], n * 4)});
+    opt.push_back({"exp_avg." + sp.name, DType::kF32, sp.shape, Bytes(&m[sp.offset], n * 4)});
+    opt.push_back({"exp_avg_sq." + sp.name, DType::kF32, sp.shape, Bytes(&v[sp.offset], n * 4)});
   }
-  opt.push_back({"step", DType::kI32, {1}, Bytes(step.data(), 4)});
+  opt.push_back({"step", DType::kI32, {1}, Bytes(host.step.data(), 4)});
   RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", model, {{"format", "pt"}}));
   RETURN_IF_ERROR(WriteSafetensors(dir + "/optimizer.safetensors", opt,
                                    {{"format", "tandem-dflash-optimizer"}}));
   nlohmann::json j = {{"format", kTrainerFormat}, {"version", 1}, {"step", state.step},
                       {"seed", state.seed}};
   return WriteFileAtomically(dir + "/trainer_state.json", j.dump(2) + "\n");
+}
+
+Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
+                            const DFlashTrainerState& state) {
+  const DFlashParams& p = drafter.params();
+  ASSIGN_OR_RETURN(DFlashHostState host,
+                   DFlashHostState::Allocate(p.layout, kernels::HostAllocator()));
+  RETURN_IF_ERROR(CopyDFlashState(drafter, host, drafter.stream()));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(drafter.device(), drafter.stream()));
+  return WriteDFlashCheckpoint(dir, drafter.config(), p.layout, host, state);
 }
 
 Status LoadDFlashWeights(const std::string& dir, DFlashDrafter& drafter) {

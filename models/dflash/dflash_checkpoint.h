@@ -7,7 +7,12 @@
 //                                "step": host step, "seed": RNG seed}
 // Anchors and noise are pure functions of (seed, step), so these files restore the RNG too.
 //
-// Thread-safety: the drafter must not be running work (Save synchronises its stream).
+// Saving comes in two halves for asynchronous checkpoints: CopyDFlashState enqueues a copy
+// of the state into host buffers (DFlashHostState, e.g. pinned), WriteDFlashCheckpoint
+// writes the files from them on any thread while training goes on.
+//
+// Thread-safety: SaveDFlashCheckpoint and CopyDFlashState on the drafter's thread (Save
+// synchronises its stream); WriteDFlashCheckpoint reads only its arguments, from any thread.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +33,32 @@ struct DFlashTrainerState {
 Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
                                                    const std::string& file);
 
-// Writes all four files (each atomically; `dir` is created).
+// A copy of the training state in host memory: what the four files are made of.
+struct DFlashHostState {
+  kernels::Tensor weights;  // bf16 [N], the compute copy (model.safetensors)
+  kernels::Tensor master;   // f32 [N]
+  kernels::Tensor adam_m;   // f32 [N]
+  kernels::Tensor adam_v;   // f32 [N]
+  kernels::Tensor step;     // i32 [1], AdamW steps taken on the device
+
+  // Host buffers for `layout` from `alloc` (a CPU-device allocator, e.g. PinnedAllocator).
+  static Result<DFlashHostState> Allocate(const DFlashParamLayout& layout,
+                                          kernels::Allocator& alloc);
+  // Bytes Allocate takes for `layout`.
+  static int64_t Bytes(const DFlashParamLayout& layout);
+};
+
+// Enqueues copies of the drafter's weights, master weights, AdamW moments and step counter
+// into `host` on `stream` (the drafter's or one ordered after its work); the caller
+// synchronises before reading `host`. On the CPU the copy is done on return.
+Status CopyDFlashState(DFlashDrafter& drafter, DFlashHostState& host, kernels::Stream stream);
+
+// Writes all four files from a finished copy (each atomically; `dir` is created).
+Status WriteDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
+                             const DFlashParamLayout& layout, const DFlashHostState& host,
+                             const DFlashTrainerState& state);
+
+// Writes all four files (each atomically; `dir` is created): copy, wait, write.
 Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
                             const DFlashTrainerState& state);
 

@@ -49,7 +49,9 @@ Result<std::string> ReadTextFile(const std::string& path);
 
 // Writes a file so that readers see either the old file or the complete new one: bytes go
 // to "<path>.tmp.<pid>" beside it; Commit() flushes, fsyncs and renames over `path`.
-// Destroying an uncommitted writer removes the temp file.
+// Destroying an uncommitted writer removes the temp file. Every 64 MiB appended, writeback of
+// what came before is started (sync_file_range), so a large file goes to disk while later
+// bytes are still being appended and Commit's fsync waits only for the rest.
 class AtomicFileWriter {
  public:
   AtomicFileWriter() = default;
@@ -72,6 +74,8 @@ class AtomicFileWriter {
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
+  uint64_t appended_ = 0;       // bytes written so far
+  uint64_t written_back_ = 0;   // bytes whose writeback was started
 };
 
 // Writes `text` to `path` atomically.

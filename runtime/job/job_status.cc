@@ -22,6 +22,23 @@ bool IsWaitStage(const std::string& name) {
          name.find("pop") != std::string::npos;
 }
 
+// Checkpointing's hold on a training loop: "<actor>.checkpoint.snapshot" (copying the state
+// out; on a GPU it overlaps training, so this is an upper bound) and "<actor>.checkpoint.wait"
+// (the loop blocked on a write). A background write ("...checkpoint.write") blocks nothing
+// by itself. Returns the share of wall time and "a 40% + b 4%" naming the stages.
+double CheckpointHold(const JobStatus& job, std::string* names) {
+  double total = 0;
+  for (const auto& st : job.stages) {
+    if (!st.name.ends_with(".checkpoint.snapshot") && !st.name.ends_with(".checkpoint.wait"))
+      continue;
+    if (st.total_s <= 0) continue;
+    total += st.total_s;
+    *names += fmt::format("{}{} {:.0f}%", names->empty() ? "" : " + ", st.name,
+                          100 * st.total_s / job.seconds);
+  }
+  return total / job.seconds;
+}
+
 nlohmann::json ToJson(const JobStatus& j) {
   nlohmann::json out = {{"id", j.id},
                         {"name", j.name},
@@ -115,6 +132,16 @@ std::string BottleneckVerdict(const JobStatus& job) {
                            "pushing into full '{}'", 100 * std::min(share, 1.0), c.name);
       }
     }
+  }
+  // Checkpointing is what blocks when it holds the loop for a large share of the wall and
+  // the pipeline does not starve the loop for longer still (then the producers are slower).
+  std::string ckpt_names;
+  const double ckpt = CheckpointHold(job, &ckpt_names);
+  const bool consumers_starve = line.starts_with("consumers wait");
+  if (ckpt >= kWaitThreshold && (!consumers_starve || worst < kWaitThreshold || ckpt >= worst)) {
+    return fmt::format("checkpointing blocks training: {} of wall in {} (docs/checkpoints.md)"
+                       "{}{}", fmt::format("{:.0f}%", 100 * std::min(ckpt, 1.0)), ckpt_names,
+                       worst >= kWaitThreshold ? "; " + line : std::string(), stage_note);
   }
   if (worst >= kWaitThreshold) return line + stage_note;
   return fmt::format("balanced: no side waits on a channel more than {:.0f}% of its time{}",

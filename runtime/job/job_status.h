@@ -100,6 +100,9 @@ struct JobStatus {
 // time blocked popping 'objects'; largest stage demo.queue_get (62% of wall)". When actors
 // share a GPU and report GPU-busy stages (gpu_verdict.h), from how busy each one keeps the
 // GPU; otherwise from the channels' blocked time. The stage note leaves GPU-busy stages out.
+// When checkpointing holds a training loop (stages *.checkpoint.snapshot +
+// *.checkpoint.wait) for >= 20% of the wall and the loop is not starved longer by its
+// producers, the verdict starts "checkpointing blocks training" and names those stages.
 std::string BottleneckVerdict(const JobStatus& job);
 
 // The full report `tandem status JOB` prints.

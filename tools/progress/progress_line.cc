@@ -107,6 +107,7 @@ std::string ShortVerdict(const JobStatus& job) {
   if (v.rfind("consumers wait", 0) == 0) return "producer-bound";
   if (v.rfind("producers wait", 0) == 0) return "consumer-bound";
   if (v.rfind("balanced", 0) == 0) return "balanced";
+  if (v.rfind("checkpointing", 0) == 0) return "checkpoint-bound";
   // A shared GPU (runtime/job/gpu_verdict.h): "... the drafter bounds: ..." or "the GPU
   // bounds the job".
   if (v.rfind("GPU ", 0) == 0) {

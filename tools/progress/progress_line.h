@@ -15,7 +15,8 @@ namespace tandem::cli {
 // The line for `job`, at most `width` terminal columns (width < 20 is treated as 20).
 std::string FormatProgressLine(const JobStatus& job, int width);
 // The bottleneck verdict in a few words: "producer-bound" (consumers wait on producers, e.g.
-// the drafter on the target), "consumer-bound", "balanced".
+// the drafter on the target), "consumer-bound", "balanced", "checkpoint-bound" (checkpointing
+// holds the training loop).
 std::string ShortVerdict(const JobStatus& job);
 // Terminal columns of `fd` (ioctl), else $COLUMNS, else 80.
 int TerminalWidth(int fd);
