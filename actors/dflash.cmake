@@ -27,3 +27,7 @@ tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS t
 tandem_add_test(dflash_trust_test
                 SOURCES dflash/checkpoint_resume_test.cc dflash/target_vocab_test.cc
                 LIBS tandem::actors_whole)
+# Issue 14: the DFlash job against a Qwen3.5 hybrid target (reads tests/golden/qwen3_5_tiny).
+tandem_add_test(dflash_hybrid_job_test SOURCES dflash/dflash_hybrid_job_test.cc
+                LIBS tandem::actors_whole)
+target_compile_definitions(dflash_hybrid_job_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -157,11 +157,11 @@ class DrafterActor final : public JobActor {
     // The frozen embedding and LM head: a target replica's on this device (colocation), else
     // the two matrices alone.
     std::shared_ptr<SharedTarget> target;
-    std::optional<models::Qwen3Head> own_head;
+    std::optional<TargetHead> own_head;
     models::DFlashTargetHead head;
     if (SharesDeviceWithTarget(ds.target_group, device)) {
       ASSIGN_OR_RETURN(target, AcquireTarget(*env->registry, spec, device));
-      head = {target->model().weights().embed(), target->model().weights().lm_head()};
+      head = {target->embed(), target->lm_head()};
     } else {
       ASSIGN_OR_RETURN(own_head, LoadTargetHead(spec, device, dev->stream()));
       head = {own_head->embed(), own_head->lm_head()};
