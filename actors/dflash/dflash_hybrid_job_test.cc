@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "actors/dflash/job_test_util.h"
@@ -163,6 +164,25 @@ TEST(DFlashHybridJobTest, RefusesWhatIsNotImplemented) {
   e = JobError(JobText(bad_layer, "", "/tmp", 1));
   EXPECT_NE(e.find("layer_types"), std::string::npos) << e;
   EXPECT_NE(e.find("mamba"), std::string::npos) << e;
+}
+
+// The one-GPU Qwen3.6-27B example passes the job check (what `tandem validate` runs), with
+// the drafter at the public drafters' shape; with precision = "fp8" it is refused.
+TEST(DFlashHybridJobTest, TheQwen36ExampleValidatesAndRefusesFp8) {
+  const std::string path = std::string(TANDEM_SOURCE_DIR) + "/examples/qwen3.6-27b-1gpu.toml";
+  auto job = LoadJobFile(path);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  std::vector<std::string> notes;
+  const Status st = JobRunner::Check(*job, &notes);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  text.replace(text.find("max_tokens = 16384"), 18, "max_tokens = 16384\nprecision = \"fp8\"");
+  auto fp8 = ParseJobText(text, "qwen3.6-27b-1gpu.toml");
+  ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
+  const Status refused = JobRunner::Check(*fp8, &notes);
+  EXPECT_NE(refused.ToString().find("not implemented for the Qwen3.5 hybrid"), std::string::npos)
+      << refused.ToString();
 }
 
 }  // namespace

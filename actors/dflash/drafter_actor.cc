@@ -66,6 +66,9 @@ models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelS
   dc.layers.sliding_window.reset();
   if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
   dc.layers.tie_word_embeddings = false;
+  dc.layers.num_attention_heads = ds.num_attention_heads;
+  dc.layers.num_key_value_heads = ds.num_key_value_heads;
+  dc.layers.head_dim = ds.head_dim;
   dc.layers.rotary_dim = dc.layers.head_dim;
   dc.mask_token_id = ds.mask_token_id;
   dc.block_size = ds.block_size;

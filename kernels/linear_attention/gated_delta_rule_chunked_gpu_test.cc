@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "kernels/linear_attention/gated_delta_rule_chunked.h"
 #include "kernels/testing/gpu.h"
@@ -96,6 +97,8 @@ TEST(GatedDeltaRuleChunkedGpuTest, MatchesTheRecurrenceOnOddShapes) {
       double ref = 0;
       for (float x : want) ref = std::max(ref, double{std::abs(x)});
       const double err = MaxAbs(got, want);
+      std::printf("hv %lld T %lld out %s: max |err| %.4g, max |ref| %.4g\n", (long long)c.hv,
+                  (long long)t, od == DType::kF32 ? "f32" : "bf16", err, ref);
       // bf16 operands (q, k, w, u, v', the state copy) as in fla: ~1% of the output scale.
       EXPECT_LT(err, 0.02 * ref + 1e-3) << "hv " << c.hv << " T " << t << " max|ref| " << ref;
       EXPECT_TRUE(testing::AllClose(got, want, 3e-2, 2e-2, "out")) << "hv " << c.hv;
