@@ -15,6 +15,7 @@
 #include "actors/dflash/job_test_util.h"
 #include "actors/dflash/target_settings.h"
 #include "runtime/job/job_spec.h"
+#include "runtime/job/job_spec_keys.h"
 #include "runtime/job/runner.h"
 
 namespace tandem {
@@ -166,21 +167,22 @@ TEST(DFlashHybridJobTest, RefusesWhatIsNotImplemented) {
   EXPECT_NE(e.find("mamba"), std::string::npos) << e;
 }
 
-// The one-GPU Qwen3.6-27B example passes the job check (what `tandem validate` runs), with
-// the drafter at the public drafters' shape; with precision = "fp8" it is refused.
+// The one-GPU Qwen3.6-27B example passes the job's section checks (what `tandem validate`
+// runs, less placement: this host may have no GPU), with the drafter at the public drafters'
+// shape; with precision = "fp8" it is refused.
 TEST(DFlashHybridJobTest, TheQwen36ExampleValidatesAndRefusesFp8) {
   const std::string path = std::string(TANDEM_SOURCE_DIR) + "/examples/qwen3.6-27b-1gpu.toml";
   auto job = LoadJobFile(path);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   std::vector<std::string> notes;
-  const Status st = JobRunner::Check(*job, &notes);
+  const Status st = CheckActorSections(*job, &notes);
   EXPECT_TRUE(st.ok()) << st.ToString();
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   text.replace(text.find("max_tokens = 16384"), 18, "max_tokens = 16384\nprecision = \"fp8\"");
   auto fp8 = ParseJobText(text, "qwen3.6-27b-1gpu.toml");
   ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
-  const Status refused = JobRunner::Check(*fp8, &notes);
+  const Status refused = CheckActorSections(*fp8, &notes);
   EXPECT_NE(refused.ToString().find("not implemented for the Qwen3.5 hybrid"), std::string::npos)
       << refused.ToString();
 }

@@ -4,7 +4,7 @@
 // Kernel 1, one block per (chunk, value head), 8 warps: loads the chunk's q, k, v, g, beta;
 // L2-normalises q and k (rounded to bf16, as fla does); gc = cumsum(g); K K^T and Q K^T on
 // tensor cores; A = strictly-lower beta_i (k_i.k_j) exp(gc_i - gc_j); T = (I + A)^-1 by
-// forward substitution in shared memory (4 threads per column); w = T (beta exp(gc) k) and
+// forward substitution in shared memory (4 threads per column, one barrier per row); w = T (beta exp(gc) k) and
 // u = T (beta v) on tensor cores; writes w, u, the masked decayed Q K^T and gc to the
 // workspace.
 // Kernel 2, one block per (document, value head, 64-wide slice of dv), 8 warps: the state
@@ -176,26 +176,29 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (threadIdx.x < n) W.gc[static_cast<int64_t>(vh) * tokens + bos + threadIdx.x] = sG[threadIdx.x];
   __syncthreads();
-  // T = (I + A)^-1 in place, row by row: T[i,c] = -sum_{j=c}^{i-1} A[i,j] T[j,c] (c < i).
+  // T = (I + A)^-1 into sF[1] (the Q K^T area, consumed above), row by row:
+  // T[i,c] = -sum_{j=c}^{i-1} A[i,j] T[j,c] (c < i). Step i reads A row i and T rows < i and
+  // writes T row i only, so one barrier per step suffices.
+  float* sTf = sF + BT * LDF;
   {
     const int c = threadIdx.x / 4, part = threadIdx.x % 4;
-    if (part == 0) sF[c * LDF + c] = 1.f;  // row 0's diagonal (and the others', set below)
+    for (int idx = threadIdx.x; idx < BT * BT; idx += kThreads)
+      sTf[(idx / BT) * LDF + idx % BT] = (idx / BT == idx % BT) ? 1.f : 0.f;
     __syncthreads();
     for (int i = 1; i < n; ++i) {
       float s = 0.f;
       if (c < i)
-        for (int j = c + part; j < i; j += 4) s += sF[i * LDF + j] * sF[j * LDF + c];
+        for (int j = c + part; j < i; j += 4) s += sF[i * LDF + j] * sTf[j * LDF + c];
       s += __shfl_xor_sync(0xffffffffu, s, 1);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
-      __syncthreads();
-      if (part == 0 && c < i) sF[i * LDF + c] = -s;
+      if (part == 0 && c < i) sTf[i * LDF + c] = -s;
       __syncthreads();
     }
   }
   // T to bf16; K * beta exp(gc) over Q; V * beta in place.
   for (int idx = threadIdx.x; idx < BT * BT; idx += kThreads) {
     const int i = idx / BT, j = idx % BT;
-    sT[i * LDC + j] = __float2bfloat16(sF[i * LDF + j]);
+    sT[i * LDC + j] = __float2bfloat16(sTf[i * LDF + j]);
   }
   for (int idx = threadIdx.x; idx < BT * DK; idx += kThreads) {
     const int i = idx / DK, j = idx % DK;
@@ -358,7 +361,7 @@ cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_
                                         const float* g, int64_t g_stride, const float* beta,
                                         int64_t beta_stride, const int32_t* cu, int docs,
                                         int64_t tokens, int hk, int hv, bool l2norm, float scale,
-                                        void* workspace, Stream s) {
+                                        void* workspace, Stream s, int stages) {
   const auto stream = static_cast<cudaStream_t>(s);
   // The opt-in to > 48 KiB of shared memory (per device, so at every launch).
   cudaError_t e = cudaFuncSetAttribute(gdr_chunk_prepare_kernel,
@@ -374,7 +377,7 @@ cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_
       static_cast<const bf16_t*>(v), v_stride, g, g_stride, beta, beta_stride, cu, docs, tokens,
       hk, hv, l2norm, scale, workspace);
   e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
+  if (e != cudaSuccess || stages < 2) return e;
   gdr_chunk_state_kernel<<<dim3(docs, hv, DV / BV), kThreads, kStateSmem, stream>>>(
       out, out_stride, out_f32, static_cast<const bf16_t*>(q), q_stride,
       static_cast<const bf16_t*>(k), k_stride, cu, tokens, hk, hv, l2norm, scale, workspace);
