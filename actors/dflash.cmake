@@ -34,3 +34,7 @@ tandem_add_test(async_checkpoint_test SOURCES dflash/async_checkpoint_test.cc
                 LIBS tandem::actors_whole)
 tandem_add_test(checkpoint_snapshot_gpu_test SOURCES dflash/checkpoint_snapshot_gpu_test.cc
                 LIBS tandem::actors_whole GPU)
+# Issue 14: the DFlash job against a Qwen3.5 hybrid target (reads tests/golden/qwen3_5_tiny).
+tandem_add_test(dflash_hybrid_job_test SOURCES dflash/dflash_hybrid_job_test.cc
+                LIBS tandem::actors_whole)
+target_compile_definitions(dflash_hybrid_job_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -70,7 +70,7 @@ HostBatch MakeBatch(int64_t t, int64_t docs, int64_t vocab) {
 Result<double> TargetSecondsPerToken(dflash::SharedTarget& target, const dflash::TargetModelSpec& spec,
                                      const HostBatch& hb, int iters) {
   const int64_t t = spec.max_tokens, h = spec.config.hidden_size;
-  const kernels::Device dev = target.model().device();
+  const kernels::Device dev = target.device();
   kernels::Stream s = target.stream();
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
   std::vector<kernels::Tensor> caps;
@@ -91,10 +91,10 @@ Result<double> TargetSecondsPerToken(dflash::SharedTarget& target, const dflash:
   RETURN_IF_ERROR(kernels::CopyFromHost(cu, hb.cu.data(), s));
   const int max_seqlen = hb.cu[1] - hb.cu[0];
   models::PackedBatch pb{ids.view(), pos.view(), cu.view(), max_seqlen};
-  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(target.model().Forward(pb, lc));  // warm-up
+  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(target.Forward(pb, lc));  // warm-up
   RETURN_IF_ERROR(kernels::SynchronizeStream(dev, s));
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(target.model().Forward(pb, lc));
+  for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(target.Forward(pb, lc));
   RETURN_IF_ERROR(kernels::SynchronizeStream(dev, s));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return secs / (static_cast<double>(iters) * t);
@@ -127,7 +127,7 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   to.total_steps = 100000;
   to.seed = 7;
   to.optimizer_overlap = optimizer_overlap;
-  const kernels::Device dev = target.model().device();
+  const kernels::Device dev = target.device();
   ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create(dev.index));
   ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, dev, stream.get()));
   RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, stream.get()));
@@ -142,8 +142,7 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
     views.push_back(c.view());
     ctx.push_back(std::move(c));
   }
-  const models::DFlashTargetHead head{target.model().weights().embed(),
-                                      target.model().weights().lm_head()};
+  const models::DFlashTargetHead head{target.embed(), target.lm_head()};
   models::PackedBatchMeta meta{hb.ids, hb.pos, hb.cu, {}};
   for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(trainer->Step(head, meta, views));
   RETURN_IF_ERROR(stream.Synchronize());

@@ -70,6 +70,9 @@ models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelS
   dc.layers.sliding_window.reset();
   if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
   dc.layers.tie_word_embeddings = false;
+  dc.layers.num_attention_heads = ds.num_attention_heads;
+  dc.layers.num_key_value_heads = ds.num_key_value_heads;
+  dc.layers.head_dim = ds.head_dim;
   dc.layers.rotary_dim = dc.layers.head_dim;
   dc.mask_token_id = ds.mask_token_id;
   dc.block_size = ds.block_size;
@@ -162,11 +165,11 @@ class DrafterActor final : public JobActor {
     // The frozen embedding and LM head: a target replica's on this device (colocation), else
     // the two matrices alone.
     std::shared_ptr<SharedTarget> target;
-    std::optional<models::Qwen3Head> own_head;
+    std::optional<TargetHead> own_head;
     models::DFlashTargetHead head;
     if (SharesDeviceWithTarget(ds.target_group, device)) {
       ASSIGN_OR_RETURN(target, AcquireTarget(*env->registry, spec, device));
-      head = {target->model().weights().embed(), target->model().weights().lm_head()};
+      head = {target->embed(), target->lm_head()};
     } else {
       ASSIGN_OR_RETURN(own_head, LoadTargetHead(spec, device, dev->stream()));
       head = {own_head->embed(), own_head->lm_head()};

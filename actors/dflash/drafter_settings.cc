@@ -83,6 +83,11 @@ const KeyTable& DrafterKeys() {
     t->Int("sliding_window", "window W of a sliding_attention layer: a query sees keys at "
            "most W - 1 positions back, as SGLang and vLLM serve it (0: no sliding layer)")
         .Default(0).Min(0);
+    t->Int("num_attention_heads", "the drafter layers' query heads").Min(1)
+        .DefaultIs("the target's");
+    t->Int("num_key_value_heads", "the drafter layers' KV heads (divides num_attention_heads)")
+        .Min(1).DefaultIs("the target's");
+    t->Int("head_dim", "the drafter layers' head dim").Range(16, 256).DefaultIs("the target's");
     t->Int("block_size", "tokens per draft block (anchor + masks); the block attention kernel "
            "takes 16").Default(16).Range(16, 16);
     t->Int("mask_token_id", "token id of the mask slots").Min(0)
@@ -150,6 +155,15 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   }
   s.sliding_window = k.GetInt(section, "sliding_window");
   s.block_size = k.GetInt(section, "block_size");
+  s.num_attention_heads = k.GetOptInt(section, "num_attention_heads")
+                              .value_or(s.target.config.num_attention_heads);
+  s.num_key_value_heads = k.GetOptInt(section, "num_key_value_heads")
+                              .value_or(s.target.config.num_key_value_heads);
+  s.head_dim = k.GetOptInt(section, "head_dim").value_or(s.target.config.head_dim);
+  if (s.num_attention_heads % s.num_key_value_heads != 0)
+    return InvalidArgumentError("{}: {} does not divide num_attention_heads = {}",
+                                KeyPath(section, prefix, "num_key_value_heads"),
+                                s.num_key_value_heads, s.num_attention_heads);
   s.mask_token_id =
       k.GetOptInt(section, "mask_token_id").value_or(s.target.config.vocab_size - 1);
   s.max_steps = k.GetInt(section, "max_steps");

@@ -31,6 +31,11 @@ struct DrafterSettings {
   int64_t num_layers = 0;
   std::vector<models::LayerType> layer_types;  // num_layers entries
   int64_t sliding_window = 0;     // > 0 exactly when a layer is sliding
+  // The drafter layers' attention shape (0: the target's; a hybrid target's is its gated
+  // attention's). The public Qwen3.5/3.6-27B drafters use 32 / 8 heads of 128.
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
   int64_t block_size = 0;
   int64_t mask_token_id = 0;      // in [0, target vocab)
   int64_t max_steps = 0;

@@ -27,8 +27,40 @@ struct TargetTable {
 }  // namespace
 
 std::string TargetModelSpec::Key() const {
-  return fmt::format("{}|{}|{}|{}", model, TransformerConfigToJson(config).dump(), seed,
-                     models::TargetPrecisionName(precision));
+  std::string hybrid_shape;
+  if (hybrid) {
+    const models::Qwen35Config& c = *hybrid;
+    hybrid_shape = fmt::format("|hybrid {} {} {} {} {} {} {} {}", c.source, c.rotary_dim,
+                               c.linear_num_key_heads, c.linear_num_value_heads,
+                               c.linear_key_head_dim, c.linear_value_head_dim,
+                               c.linear_conv_kernel_dim, c.layer_types.size());
+    for (models::HybridLayerType t : c.layer_types) hybrid_shape += models::HybridLayerTypeName(t);
+  }
+  return fmt::format("{}|{}|{}|{}{}", model, TransformerConfigToJson(config).dump(), seed,
+                     models::TargetPrecisionName(precision), hybrid_shape);
+}
+
+models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c) {
+  models::TransformerConfig t;
+  t.family = models::ModelFamily::kQwen3;
+  t.model_type = "qwen3";
+  t.architectures = c.architectures;
+  t.vocab_size = c.vocab_size;
+  t.hidden_size = c.hidden_size;
+  t.num_hidden_layers = c.num_hidden_layers;
+  t.num_attention_heads = c.num_attention_heads;
+  t.num_key_value_heads = c.num_key_value_heads;
+  t.head_dim = c.head_dim;
+  t.intermediate_size = c.intermediate_size;
+  t.max_position_embeddings = c.max_position_embeddings;
+  t.rms_norm_eps = c.rms_norm_eps;
+  t.tie_word_embeddings = c.tie_word_embeddings;
+  t.rope_theta = c.rope_theta;
+  t.rotary_dim = c.head_dim;
+  t.layer_types.assign(static_cast<size_t>(c.num_hidden_layers),
+                       models::LayerType::kFullAttention);
+  t.dtype = c.dtype;
+  return t;
 }
 
 kernels::Device ActorDevice(int gpu) {
@@ -42,7 +74,8 @@ kernels::Device ActorDevice(int gpu) {
 }
 
 SharedTarget::~SharedTarget() {
-  model_.reset();
+  dense_.reset();
+  hybrid_.reset();
 #ifdef TANDEM_HAVE_CUDA
   if (stream_ != nullptr) {
     const auto s = static_cast<cudaStream_t>(stream_);
@@ -50,6 +83,30 @@ SharedTarget::~SharedTarget() {
     CUDA_LOG_IF_ERROR(cudaStreamDestroy(s));
   }
 #endif
+}
+
+Status SharedTarget::Forward(const models::PackedBatch& batch,
+                             std::span<const models::LayerCapture> caps) {
+  if (dense_) return dense_->Forward(batch, caps);
+  std::vector<models::HybridCapture> hcaps;
+  hcaps.reserve(caps.size());
+  for (const models::LayerCapture& c : caps) hcaps.push_back({c.layer, c.out});
+  return hybrid_->Forward({batch.input_ids, batch.position_ids, batch.cu_seqlens,
+                           batch.max_seqlen},
+                          hcaps);
+}
+
+kernels::Device SharedTarget::device() const {
+  return dense_ ? dense_->device() : hybrid_->device();
+}
+int64_t SharedTarget::max_tokens() const {
+  return dense_ ? dense_->max_tokens() : hybrid_->max_tokens();
+}
+kernels::TensorView SharedTarget::embed() const {
+  return dense_ ? dense_->weights().embed() : hybrid_->weights().embed();
+}
+kernels::TensorView SharedTarget::lm_head() const {
+  return dense_ ? dense_->weights().lm_head() : hybrid_->weights().lm_head();
 }
 
 Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
@@ -63,24 +120,52 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
     shared->stream_ = s;
   }
 #endif
+  if (spec.family == TargetFamily::kHybrid) {
+    if (!spec.hybrid) return InternalError("LoadTarget: a hybrid target without its config");
+    if (spec.precision != models::TargetPrecision::kBf16)
+      return InvalidArgumentError("{}: precision = \"{}\" is not implemented for the Qwen3.5 "
+                                "hybrid target (only bf16)", spec.model,
+                                models::TargetPrecisionName(spec.precision));
+    const models::Qwen35TargetOptions options{spec.max_tokens, shared->stream_};
+    if (spec.model == "random") {
+      ASSIGN_OR_RETURN(models::Qwen35Weights w,
+                       models::Qwen35Weights::Random(*spec.hybrid, device, spec.seed,
+                                                     shared->stream_));
+      ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Create(std::move(w), options));
+    } else {
+      ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Load(spec.model, device, options));
+    }
+    RETURN_IF_ERROR(kernels::SynchronizeStream(device, shared->stream_));
+    return shared;
+  }
   models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
   if (spec.model == "random") {
     ASSIGN_OR_RETURN(models::Qwen3Weights w,
                      models::Qwen3Weights::Random(spec.config, device, spec.seed,
                                                   shared->stream_));
-    ASSIGN_OR_RETURN(shared->model_, models::Qwen3Target::Create(std::move(w), options));
+    ASSIGN_OR_RETURN(shared->dense_, models::Qwen3Target::Create(std::move(w), options));
   } else {
-    ASSIGN_OR_RETURN(shared->model_, models::Qwen3Target::Load(spec.model, device, options));
+    ASSIGN_OR_RETURN(shared->dense_, models::Qwen3Target::Load(spec.model, device, options));
   }
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, shared->stream_));
   return shared;
 }
 
-Result<models::Qwen3Head> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
-                                         kernels::Stream stream) {
-  if (spec.model == "random")
-    return models::Qwen3Head::Random(spec.config, device, spec.seed, stream);
-  return models::Qwen3Head::Load(spec.model, spec.config, device, stream);
+Result<TargetHead> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
+                                  kernels::Stream stream) {
+  if (spec.family == TargetFamily::kHybrid) {
+    if (!spec.hybrid) return InternalError("LoadTargetHead: a hybrid target without its config");
+    ASSIGN_OR_RETURN(models::Qwen35Head h,
+                     spec.model == "random"
+                         ? models::Qwen35Head::Random(*spec.hybrid, device, spec.seed, stream)
+                         : models::Qwen35Head::Load(spec.model, *spec.hybrid, device, stream));
+    return TargetHead(std::move(h));
+  }
+  ASSIGN_OR_RETURN(models::Qwen3Head h,
+                   spec.model == "random"
+                       ? models::Qwen3Head::Random(spec.config, device, spec.seed, stream)
+                       : models::Qwen3Head::Load(spec.model, spec.config, device, stream));
+  return TargetHead(std::move(h));
 }
 
 Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
@@ -93,9 +178,9 @@ Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
   // another.
   std::lock_guard lock(table.mu);
   if (auto existing = table.by_key[key].lock()) {
-    if (existing->model().max_tokens() < spec.max_tokens)
+    if (existing->max_tokens() < spec.max_tokens)
       return InvalidArgumentError("target {} is already loaded with max_tokens {} < {}",
-                                  spec.model, existing->model().max_tokens(), spec.max_tokens);
+                                  spec.model, existing->max_tokens(), spec.max_tokens);
     return existing;
   }
   ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> shared, LoadTarget(spec, device));

@@ -3,6 +3,10 @@
 // table (in its JobRegistry) that loads each (model, device) once, so the target replicas of
 // a job never load one twice. The first TargetActor on a device claims its forward.
 //
+// Two target families, chosen by the checkpoint's config.json (`model_type`; for "random",
+// target_config's): dense Qwen3 / Llama-3 (models/qwen3) and the Qwen3.5 / Qwen3.6 hybrid
+// (models/qwen3_5: Gated DeltaNet + gated attention). SharedTarget hides which one runs.
+//
 // Thread-safety: AcquireTarget and the Claim methods are safe from any thread; a
 // SharedTarget's model is immutable after load except through Forward, which only the
 // actor holding the forward claim calls.
@@ -11,21 +15,33 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "kernels/core/dtype.h"
 #include "models/io/hf_config.h"
 #include "models/qwen3/qwen3_head.h"
 #include "models/qwen3/qwen3_target.h"
+#include "models/qwen3_5/qwen3_5_target.h"
+#include "models/qwen3_5/qwen3_5_weights.h"
 #include "runtime/core/status.h"
 #include "runtime/job/job_registry.h"
 
 namespace tandem::dflash {
 
+enum class TargetFamily : uint8_t { kDense, kHybrid };  // models/qwen3, models/qwen3_5
+
 struct TargetModelSpec {
   std::string model;                // HF directory, or "random"
-  models::TransformerConfig config; // loaded from `model` or built from `target_config`
+  TargetFamily family = TargetFamily::kDense;
+  // What the drafter reads (vocab, hidden and MLP sizes, eps, RoPE theta, layer count, the
+  // attention shape a drafter layer copies): the dense target's config, or, for a hybrid,
+  // HybridDrafterConfig(*hybrid).
+  models::TransformerConfig config;
+  std::optional<models::Qwen35Config> hybrid;  // set iff family == kHybrid
   uint64_t seed = 0;                // random weights' Philox stream
   int64_t max_tokens = 0;           // largest packed batch
   std::vector<int64_t> layer_ids;   // captured layers
@@ -33,12 +49,22 @@ struct TargetModelSpec {
   std::string Key() const;          // identifies the weights (not max_tokens)
 };
 
+// The TransformerConfig a drafter trained against hybrid `c` reads: its vocab, hidden and
+// MLP sizes, eps, RoPE theta and layer count, with the attention shape of its gated
+// attention layers (heads, KV heads, head_dim, full rotary) and every layer full attention.
+models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c);
+
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on
 // CUDA, created with the model; null on the CPU).
 class SharedTarget {
  public:
   ~SharedTarget();
-  models::Qwen3Target& model() { return *model_; }
+  // The forward of whichever family was loaded (models::Qwen3Target::Forward's contract).
+  Status Forward(const models::PackedBatch& batch, std::span<const models::LayerCapture> caps);
+  kernels::Device device() const;
+  int64_t max_tokens() const;
+  kernels::TensorView embed() const;    // bf16 [V, H], the frozen token embedding
+  kernels::TensorView lm_head() const;  // bf16 [V, H]
   kernels::Stream stream() const { return stream_; }
   // True for the first caller only: it may run Forward on model() until ReleaseForward().
   bool ClaimForward() { return !forward_claimed_.exchange(true); }
@@ -47,7 +73,8 @@ class SharedTarget {
  private:
   friend Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec&,
                                                           kernels::Device);
-  std::unique_ptr<models::Qwen3Target> model_;
+  std::unique_ptr<models::Qwen3Target> dense_;    // one of the two is set
+  std::unique_ptr<models::Qwen35Target> hybrid_;
   kernels::Stream stream_ = nullptr;
   std::atomic<bool> forward_claimed_{false};
 };
@@ -61,10 +88,26 @@ Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
 Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
                                                  kernels::Device device);
 
-// The target's embedding and LM head alone (models/qwen3/qwen3_head.h), for a drafter on a
-// GPU without a target replica: loaded from spec.model, or the random model's, on `device`
-// (ordered on `stream`, complete on return).
-Result<models::Qwen3Head> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
+// The embedding and LM head of either family.
+class TargetHead {
+ public:
+  explicit TargetHead(models::Qwen3Head h) : head_(std::move(h)) {}
+  explicit TargetHead(models::Qwen35Head h) : head_(std::move(h)) {}
+  kernels::TensorView embed() const {
+    return std::visit([](const auto& h) { return h.embed(); }, head_);
+  }
+  kernels::TensorView lm_head() const {
+    return std::visit([](const auto& h) { return h.lm_head(); }, head_);
+  }
+
+ private:
+  std::variant<models::Qwen3Head, models::Qwen35Head> head_;
+};
+
+// The target's embedding and LM head alone (models/qwen3/qwen3_head.h, or Qwen35Head), for
+// a drafter on a GPU without a target replica: loaded from spec.model, or the random
+// model's, on `device` (ordered on `stream`, complete on return).
+Result<TargetHead> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
                                          kernels::Stream stream);
 
 // The device an actor on GPU `gpu` (-1: none) runs its model on.

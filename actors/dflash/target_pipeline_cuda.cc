@@ -52,7 +52,7 @@ class CudaPipeline final : public TargetPipeline {
   CudaPipeline(SharedTarget* t, const TargetModelSpec& spec, JobEnv* env,
                Channel<HiddenBatch>* out, std::string owner)
       : target_(t), spec_(spec), env_(env), out_(out), owner_(std::move(owner)),
-        device_(t->model().device().index),
+        device_(t->device().index),
         forward_(env->profile->Stage("target.forward")),
         gpu_forward_(env->profile->Stage("target.gpu.forward")),
         d2h_(env->profile->Stage("target.d2h")),
@@ -139,7 +139,7 @@ class CudaPipeline final : public TargetPipeline {
                                            (docs + 1) * sizeof(int32_t),
                                            cudaMemcpyHostToDevice, compute()));
     }
-    const kernels::Device dev = target_->model().device();
+    const kernels::Device dev = target_->device();
     std::vector<models::LayerCapture> caps;
     for (size_t i = 0; i < spec_.layer_ids.size(); ++i)
       caps.push_back({static_cast<int>(spec_.layer_ids[i]),
@@ -153,7 +153,7 @@ class CudaPipeline final : public TargetPipeline {
     {
       GpuScope scope = timers_->Scope(forward_, compute());
       GpuScope busy = timers_->Scope(gpu_forward_, compute());
-      RETURN_IF_ERROR(target_->model().Forward(pb, caps));
+      RETURN_IF_ERROR(target_->Forward(pb, caps));
     }
     RETURN_IF_ERROR(s.forward_done.Record(compute()));
     {

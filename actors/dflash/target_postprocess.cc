@@ -53,7 +53,7 @@ class CpuPipeline final : public TargetPipeline {
           kernels::TensorView(b.position_ids.data(), kernels::DType::kI32, {t}),
           kernels::TensorView(b.cu_seqlens.data(), kernels::DType::kI32, {b.documents() + 1}),
           b.max_seqlen};
-      RETURN_IF_ERROR(target_->model().Forward(pb, caps));
+      RETURN_IF_ERROR(target_->Forward(pb, caps));
       for (MutableObject& o : objs) hb.layers.push_back(o.Seal());
     }
     ScopedTimer timer(push_wait_);
@@ -77,7 +77,7 @@ Result<std::unique_ptr<TargetPipeline>> TargetPipeline::Create(SharedTarget* tar
                                                                JobEnv* env,
                                                                Channel<HiddenBatch>* out,
                                                                std::string owner) {
-  if (target->model().device().is_cpu())
+  if (target->device().is_cpu())
     return std::unique_ptr<TargetPipeline>(new CpuPipeline(target, spec, env, out, owner));
   return internal::MakeCudaPipeline(target, spec, env, out, std::move(owner));
 }

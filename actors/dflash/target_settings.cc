@@ -1,12 +1,14 @@
 #include "actors/dflash/target_settings.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/data/source_keys.h"
 #include "models/dflash/dflash_config.h"
+#include "models/qwen3_5/qwen3_5_config.h"
 #include "runtime/actor/system.h"
 
 namespace tandem::dflash {
@@ -39,6 +41,42 @@ Result<nlohmann::json> ToJson(const ConfigValue& v) {
   return nlohmann::json();
 }
 
+// A Qwen3.5 / Qwen3.6 hybrid config (the wrapper `qwen3_5` or the text model
+// `qwen3_5_text`); everything else goes to the dense parser, which names what it refuses.
+bool IsHybridModelType(const nlohmann::json& j) {
+  const auto it = j.find("model_type");
+  return it != j.end() && it->is_string() && it->get<std::string>().starts_with("qwen3_5");
+}
+
+// `dir`/config.json (or `dir` itself when it is a file) as JSON; errors name the file.
+Result<nlohmann::json> ReadConfigJson(const std::string& dir) {
+  std::error_code ec;
+  const std::string path =
+      std::filesystem::is_directory(dir, ec) ? dir + "/config.json" : dir;
+  std::ifstream f(path);
+  if (!f) return NotFoundError("{}: cannot open (an HF model directory has a config.json)", path);
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return InvalidArgumentError("{}: is not a JSON object", path);
+  return j;
+}
+
+// Fills spec.family / hybrid / config from hybrid config JSON `j` (`source` names it).
+Status SetHybrid(const nlohmann::json& j, const std::string& source, TargetModelSpec* spec) {
+  ASSIGN_OR_RETURN(models::Qwen35Config hc, models::ParseQwen35Config(j, source));
+  spec->family = TargetFamily::kHybrid;
+  spec->config = HybridDrafterConfig(hc);
+  spec->hybrid = std::move(hc);
+  if (spec->precision != models::TargetPrecision::kBf16)
+    return InvalidArgumentError("{}: precision = \"{}\" is not implemented for the Qwen3.5 "
+                                "hybrid target (only bf16)", source,
+                                models::TargetPrecisionName(spec->precision));
+  return Status::Ok();
+}
+
+Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& prefix,
+                                    TargetModelSpec spec);
+
 // The model of a section already checked against TargetKeys(); `prefix` names it.
 Result<TargetModelSpec> ParseModel(const ConfigValue& s, const std::string& prefix,
                                    int64_t job_seed) {
@@ -60,6 +98,10 @@ Result<TargetModelSpec> ParseModel(const ConfigValue& s, const std::string& pref
                                   "HF config.json keys (vocab_size, hidden_size, ...)",
                                   KeyPath(s, prefix, "model"));
     ASSIGN_OR_RETURN(nlohmann::json j, ToJson(*tc));
+    if (IsHybridModelType(j)) {
+      RETURN_IF_ERROR(SetHybrid(j, KeyPath(s, prefix, "target_config"), &spec));
+      return ParseLayers(s, prefix, std::move(spec));
+    }
     if (!j.contains("model_type")) j["model_type"] = "qwen3";
     if (!j.contains("architectures")) j["architectures"] = {"Qwen3ForCausalLM"};
     if (!j.contains("rope_theta")) j["rope_theta"] = 1000000.0;
@@ -71,10 +113,28 @@ Result<TargetModelSpec> ParseModel(const ConfigValue& s, const std::string& pref
       return InvalidArgumentError("{}: only model = \"random\" takes a target_config (an HF "
                                   "directory has its config.json)",
                                   KeyPath(s, prefix, "target_config"));
+    // The family is the checkpoint's: its config.json's model_type.
+    // (An unreadable one falls through to the dense loader, whose messages name the file.)
+    Result<nlohmann::json> j = ReadConfigJson(spec.model);
+    if (j.ok() && IsHybridModelType(*j)) {
+      std::error_code ec;
+      const std::string source = std::filesystem::is_directory(spec.model, ec)
+                                     ? spec.model + "/config.json" : spec.model;
+      Status st = SetHybrid(*j, source, &spec);
+      if (!st.ok()) return st.WithContext(KeyPath(s, prefix, "model"));
+      return ParseLayers(s, prefix, std::move(spec));
+    }
     auto config = models::LoadTransformerConfig(spec.model);
     if (!config.ok()) return config.status().WithContext(KeyPath(s, prefix, "model"));
     spec.config = std::move(config).value();
   }
+  return ParseLayers(s, prefix, std::move(spec));
+}
+
+// The captured layers of `spec`'s target: `layers`, or the DFlash rule.
+Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& prefix,
+                                    TargetModelSpec spec) {
+  const KeyTable& k = TargetKeys();
   const int64_t n = spec.config.num_hidden_layers;
   if (const ConfigValue* layers = s.Find("layers")) {
     for (const ConfigValue& v : layers->array()) {
@@ -104,9 +164,11 @@ const KeyTable& TargetKeys() {
                            "hidden states, pushed to `out` (actors/dflash/target_actor.cc)");
     t->String("out", "channel the HiddenBatches go to").Required();
     t->String("model", "an HF directory (config.json + *.safetensors), or \"random\" for random "
-              "weights of target_config").Required();
+              "weights of target_config; its model_type picks the family: qwen3 / llama "
+              "(dense) or qwen3_5 / qwen3_5_text (Gated DeltaNet hybrid)").Required();
     t->Table("target_config", "for model = \"random\": HF config.json keys (vocab_size, "
-             "hidden_size, num_hidden_layers, ...)").DefaultIs("none");
+             "hidden_size, num_hidden_layers, ...; model_type = \"qwen3_5_text\" for a "
+             "hybrid)").DefaultIs("none");
     t->Int("seed", "seed of the random weights").DefaultIs("[job] seed").Min(0);
     t->Int("max_tokens", "tokens per packed batch").Default(4096).Range(16, 1 << 24);
     t->IntArray("layers", "captured target layer ids").Min(0)

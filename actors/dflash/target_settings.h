@@ -29,7 +29,8 @@ const KeyTable& TargetKeys();
 
 // The model keys of a dflash.target section (model, target_config, seed, max_tokens, layers,
 // num_context_layers): the config loads from `model` (an HF directory) or is built from
-// target_config (model = "random"); the layers must exist in it; `precision` is "bf16"
+// target_config (model = "random"), and its model_type picks the family (qwen3_5 /
+// qwen3_5_text: the hybrid, models/qwen3_5, bf16 only); the layers must exist in it; `precision` is "bf16"
 // (default) or "fp8" (block-scaled e4m3 projections, sm_90+; an FP8 checkpoint is dequantized
 // at load with either precision, docs/fp8.md). Also what the drafter and
 // the pipeline bench read from the target's section.

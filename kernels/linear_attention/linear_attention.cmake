@@ -1,13 +1,18 @@
 # kernels/linear_attention: the Qwen3.5/3.6 hybrid layers' ops: the gated delta rule
 # (Gated DeltaNet), the causal depthwise conv1d + SiLU with document resets, the gates, the
 # gated and zero-centred RMSNorms and the sigmoid output gate. CPU references and CUDA
-# versions (the CUDA gated delta rule is the recurrent form; the chunked kernel is to come).
-tandem_kernel_sources(CPU linear_attention/gated_delta_rule_cpu.cc linear_attention/hybrid_ops_cpu.cc)
+# versions (the gated delta rule: a recurrent CUDA kernel for any head dim <= 128 and the chunked
+# tensor-core one for 128 / 128, with a float64 chunked CPU twin).
+tandem_kernel_sources(CPU linear_attention/gated_delta_rule_cpu.cc linear_attention/hybrid_ops_cpu.cc
+     linear_attention/gated_delta_rule_chunked_cpu.cc)
 tandem_add_test(linear_attention_test
   SOURCES linear_attention/gated_delta_rule_test.cc linear_attention/hybrid_ops_test.cc
+          linear_attention/gated_delta_rule_chunked_test.cc
   LIBS tandem_kernels tandem_kernels_testing)
 tandem_kernel_sources(CUDA linear_attention/hybrid_ops.cu linear_attention/hybrid_ops_cuda.cc
-     linear_attention/gated_delta_rule.cu linear_attention/gated_delta_rule_cuda.cc)
+     linear_attention/gated_delta_rule.cu linear_attention/gated_delta_rule_cuda.cc
+     linear_attention/gated_delta_rule_chunked.cu linear_attention/gated_delta_rule_chunked_cuda.cc)
 tandem_add_test(linear_attention_gpu_test
   SOURCES linear_attention/hybrid_ops_gpu_test.cc linear_attention/gated_delta_rule_gpu_test.cc
+          linear_attention/gated_delta_rule_chunked_gpu_test.cc
   LIBS tandem_kernels tandem_kernels_testing GPU)

@@ -100,7 +100,12 @@ Status ParseModelType(const json& j, std::string_view source, TransformerConfig*
   } else if (c->model_type == "llama") {
     c->family = ModelFamily::kLlama;
     c->qk_norm = false;
-  } else if (c->model_type.starts_with("qwen3_next") || c->model_type.starts_with("qwen3_5") ||
+  } else if (c->model_type.starts_with("qwen3_5")) {
+    return KeyError(source, "model_type",
+                    "'{}': a Gated DeltaNet hybrid, which the dense loader does not read "
+                    "(models/qwen3_5 does; a dflash.target picks it by model_type)",
+                    c->model_type);
+  } else if (c->model_type.starts_with("qwen3_next") ||
              c->model_type.find("hybrid") != std::string::npos) {
     return KeyError(source, "model_type", "'{}': Gated DeltaNet layers are not supported yet",
                     c->model_type);

@@ -7,6 +7,7 @@
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/embedding.h"
 #include "kernels/linear_attention/gated_delta_rule.h"
+#include "kernels/linear_attention/gated_delta_rule_chunked.h"
 #include "kernels/linear_attention/hybrid_ops.h"
 #include "kernels/mlp/swiglu.h"
 #include "kernels/rope/rope.h"
@@ -105,12 +106,18 @@ Status Qwen35Target::AllocateWorkspace() {
                                         2 * c.kv_dim(),
                                         2 * c.q_dim(),
                                         4 * c.intermediate_size,
-                                        2 * c.intermediate_size};
+                                        2 * c.intermediate_size,
+                                        UsesChunkedRule()
+                                            ? hv * (2 * c.linear_key_head_dim +
+                                                    2 * c.linear_value_head_dim +
+                                                    2 * kernels::kGatedDeltaRuleChunk + 4)
+                                            : 0};
   int64_t offsets[kNumSlots], total = 0;
   for (int s = 0; s < kNumSlots; ++s) {
     total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
     offsets[s] = total;
     total += options_.max_tokens * per_token[s];
+    slot_bytes_[s] = per_token[s];
   }
   kernels::Allocator* alloc = &kernels::HostAllocator();
   if (device().is_cuda()) {
@@ -123,8 +130,15 @@ Status Qwen35Target::AllocateWorkspace() {
   return Status::Ok();
 }
 
+bool Qwen35Target::UsesChunkedRule() const {
+  return device().is_cuda() && kernels::GatedDeltaRuleChunkedSupports(
+                                   config().linear_key_head_dim, config().linear_value_head_dim);
+}
+
 TensorView Qwen35Target::View(Slot slot, int64_t rows, int64_t cols) const {
-  const DType dtype = slot == kGate || slot == kBeta ? DType::kF32 : DType::kBF16;
+  const DType dtype = slot == kGate || slot == kBeta ? DType::kF32
+                      : slot == kRule                ? DType::kU8
+                                                     : DType::kBF16;
   return TensorView(slots_[slot], dtype, {rows, cols}, device());
 }
 
@@ -234,7 +248,12 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   rule.value_heads = hv;
   rule.key_dim = c.linear_key_head_dim;
   rule.value_dim = c.linear_value_head_dim;
-  RETURN_IF_ERROR(kernels::GatedDeltaRuleForward(rule, s));
+  if (UsesChunkedRule()) {
+    RETURN_IF_ERROR(kernels::GatedDeltaRuleChunkedForward(
+        rule, View(kRule, options_.max_tokens, slot_bytes_[kRule]), s));
+  } else {
+    RETURN_IF_ERROR(kernels::GatedDeltaRuleForward(rule, s));
+  }
   const TensorView gated = View(kGated, t, vd);
   RETURN_IF_ERROR(kernels::GatedRmsNormForward(gated, rule.out, proj.Narrow(1, conv, vd), w.norm,
                                                static_cast<float>(c.rms_norm_eps), s));

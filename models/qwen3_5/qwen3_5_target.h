@@ -19,8 +19,9 @@
 // Device: the weights' device (CPU references or CUDA ops, chosen by the tensors). All
 // activations live in one workspace sized at Create for `max_tokens`; a Forward allocates
 // nothing, and on CUDA it only enqueues work on the stream given at Create (max_seqlen must
-// then be given). The CUDA path uses the simple kernels of kernels/linear_attention (the
-// recurrent gated delta rule) and is checked by qwen3_5_target_gpu_test.
+// then be given). The CUDA path runs the chunked tensor-core gated delta rule
+// (gated_delta_rule_chunked.h) when the linear heads are 128 / 128 (the Qwen3.5 / 3.6
+// shapes), else the recurrent kernel; qwen3_5_target_gpu_test checks it.
 //
 // Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
 #pragma once
@@ -96,11 +97,13 @@ class Qwen35Target {
     kAttn,
     kGateUp,
     kAct,
+    kRule,  // the chunked gated delta rule's workspace (CUDA with 128 / 128 heads; else empty)
     kNumSlots
   };
 
   Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options);
   Status AllocateWorkspace();
+  bool UsesChunkedRule() const;  // CUDA and linear heads the chunked kernel takes
   // A contiguous [rows, cols] view of `slot` (bf16, or f32 for the gates).
   kernels::TensorView View(Slot slot, int64_t rows, int64_t cols) const;
   Status CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
@@ -115,6 +118,7 @@ class Qwen35Target {
   Qwen35TargetOptions options_;
   kernels::Tensor workspace_;  // u8: every activation
   char* slots_[kNumSlots] = {};
+  int64_t slot_bytes_[kNumSlots] = {};  // bytes per token of each slot
   std::unique_ptr<kernels::GemmContext> gemm_;                 // CUDA only
   std::unique_ptr<kernels::CausalVarlenAttention> attention_;  // CUDA only
 };

@@ -1,6 +1,10 @@
 #include "models/qwen3_5/qwen3_5_weights.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/random/philox.h"
 
 namespace tandem::models {
 
@@ -79,6 +83,45 @@ Result<kernels::Allocator*> AllocatorFor(Device device) {
 // A view of `rows` rows starting at `first` (packed members follow it in memory).
 TensorView Block(const TensorView& first, int64_t rows, int64_t cols) {
   return TensorView(first.data(), DType::kBF16, {rows, cols}, first.device());
+}
+
+// f32 scratch elements per random fill.
+constexpr int64_t kRandomChunk = int64_t{1} << 22;
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
+                                                suffix) == 0;
+}
+
+// Fills `dst` (bf16) with tensor `s`'s random values (Qwen35Weights::Random's ranges):
+// Philox stream `seed`, offset (index << 20) + chunk for each chunk of `scratch`.
+Status FillRandom(const WeightSpec& s, size_t index, TensorView dst, uint64_t seed, float scale,
+                  const Tensor& scratch, Stream stream) {
+  dst = dst.Reshape({Numel(s.shape)});
+  float lo = 0.f, hi = 0.f;
+  if (EndsWith(s.name, "A_log") || EndsWith(s.name, "dt_bias")) {
+    hi = 1.f;
+  } else if (EndsWith(s.name, "linear_attn.norm.weight")) {
+    lo = 0.8f;
+    hi = 1.2f;
+  } else if (s.shape.size() == 1) {
+    lo = -0.1f;  // zero-centred: the norm multiplies by 1 + w
+    hi = 0.1f;
+  } else if (EndsWith(s.name, "embed_tokens.weight") || s.name == "lm_head.weight") {
+    lo = -scale;
+    hi = scale;
+  } else {
+    hi = scale / std::sqrt(static_cast<float>(s.shape.back()));
+    lo = -hi;
+  }
+  const int64_t chunk_elems = scratch.numel();
+  for (int64_t off = 0, chunk = 0; off < dst.numel(); off += chunk_elems, ++chunk) {
+    const int64_t n = std::min(chunk_elems, dst.numel() - off);
+    const TensorView part = scratch.view().Narrow(0, 0, n);
+    RETURN_IF_ERROR(kernels::PhiloxUniformFill(part, lo, hi, seed, (index << 20) + chunk, stream));
+    RETURN_IF_ERROR(kernels::Cast(dst.Narrow(0, off, n), part, stream));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -179,6 +222,77 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
     return DataLossError("{}: loaded {} of the {} weights the config needs (duplicate names?)",
                          reader.files().empty() ? "" : reader.files().front(), loaded, expected);
   return w;
+}
+
+Result<Qwen35Weights> Qwen35Weights::Random(const Qwen35Config& config, Device device,
+                                            uint64_t seed, Stream stream, float scale) {
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
+  const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config);
+  for (size_t i = 0; i < specs.size(); ++i)
+    RETURN_IF_ERROR(FillRandom(specs[i], i, w.by_name_.at(specs[i].name), seed, scale, scratch,
+                               stream));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  return w;
+}
+
+namespace {
+
+// The head's tensors (one when tied) and their indices in Qwen35WeightSpecs.
+std::vector<std::pair<size_t, WeightSpec>> HeadSpecs(const Qwen35Config& c) {
+  std::vector<std::pair<size_t, WeightSpec>> out;
+  const std::vector<WeightSpec> all = Qwen35WeightSpecs(c);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].name == c.weight_prefix + "embed_tokens.weight" || all[i].name == "lm_head.weight")
+      out.emplace_back(i, all[i]);
+  return out;
+}
+
+}  // namespace
+
+Result<Qwen35Head> Qwen35Head::Allocate(const Qwen35Config& c, Device device, Stream stream) {
+  const int64_t v = c.vocab_size, h = c.hidden_size;
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  Qwen35Head head;
+  ASSIGN_OR_RETURN(head.storage_, Tensor::Empty(*alloc, DType::kBF16,
+                                                {c.tie_word_embeddings ? 1 : 2, v, h}, stream));
+  auto* base = static_cast<bf16*>(head.storage_.data());
+  head.embed_ = TensorView(base, DType::kBF16, {v, h}, device);
+  head.lm_head_ = c.tie_word_embeddings ? head.embed_
+                                        : TensorView(base + v * h, DType::kBF16, {v, h}, device);
+  return head;
+}
+
+Result<Qwen35Head> Qwen35Head::Load(const std::string& dir, const Qwen35Config& config,
+                                    Device device, Stream stream) {
+  ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
+  std::vector<WeightSpec> specs;
+  for (auto& [index, spec] : HeadSpecs(config)) specs.push_back(spec);
+  RETURN_IF_ERROR(CheckWeights(reader, specs));
+  ASSIGN_OR_RETURN(Qwen35Head head, Allocate(config, device, stream));
+  std::vector<bf16> staging(static_cast<size_t>(head.embed_.numel()));
+  for (const WeightSpec& s : specs) {
+    const TensorView dst = s.name == "lm_head.weight" ? head.lm_head_ : head.embed_;
+    RETURN_IF_ERROR(reader.Read(s.name, DType::kBF16, staging.data(), dst.nbytes()));
+    RETURN_IF_ERROR(kernels::CopyFromHost(dst, staging.data(), stream));
+    // The staging buffer is reused: wait until this copy has read it.
+    RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  }
+  return head;
+}
+
+Result<Qwen35Head> Qwen35Head::Random(const Qwen35Config& config, Device device, uint64_t seed,
+                                      Stream stream, float scale) {
+  ASSIGN_OR_RETURN(Qwen35Head head, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
+  for (auto& [index, spec] : HeadSpecs(config)) {
+    const TensorView dst = spec.name == "lm_head.weight" ? head.lm_head_ : head.embed_;
+    RETURN_IF_ERROR(FillRandom(spec, index, dst, seed, scale, scratch, stream));
+  }
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  return head;
 }
 
 }  // namespace tandem::models

@@ -68,6 +68,14 @@ class Qwen35Weights {
   // float dtype), OutOfMemory.
   static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
                                     kernels::Device device, kernels::Stream stream);
+  // Random weights of `config` on `device` (tests, benchmarks, jobs with model = "random"):
+  // each tensor from its own Philox stream (`seed`, offset by its index in
+  // Qwen35WeightSpecs), so Qwen35Head::Random gives the same embedding and LM head.
+  // Matrices uniform in +-scale/sqrt(in), embedding and LM head in +-scale, zero-centred
+  // norms in +-0.1 (so 1 + w is near 1), the gated norm in [0.8, 1.2), A_log and dt_bias in
+  // [0, 1). Ordered on `stream`; returns after the fills have completed.
+  static Result<Qwen35Weights> Random(const Qwen35Config& config, kernels::Device device,
+                                      uint64_t seed, kernels::Stream stream, float scale = 1.f);
 
   Qwen35Weights() = default;
   Qwen35Weights(Qwen35Weights&&) = default;
@@ -92,6 +100,29 @@ class Qwen35Weights {
   kernels::TensorView embed_, final_norm_, lm_head_;
   std::vector<Qwen35LayerWeights> layers_;
   std::unordered_map<std::string, kernels::TensorView> by_name_;  // HF name -> parameter
+};
+
+// The token embedding and LM head alone, for a DFlash drafter on a GPU without a target
+// replica (2 matrices instead of the whole model). Load reads only those two tensors
+// (converted to bf16, shapes checked against the config; errors name the file and the
+// tensor); Random gives the values of Qwen35Weights::Random for the same config and seed.
+// A tied model has one matrix, returned as both.
+class Qwen35Head {
+ public:
+  static Result<Qwen35Head> Load(const std::string& dir, const Qwen35Config& config,
+                                 kernels::Device device, kernels::Stream stream);
+  static Result<Qwen35Head> Random(const Qwen35Config& config, kernels::Device device,
+                                   uint64_t seed, kernels::Stream stream, float scale = 1.f);
+
+  kernels::TensorView embed() const { return embed_; }      // bf16 [V, H]
+  kernels::TensorView lm_head() const { return lm_head_; }  // bf16 [V, H]; == embed if tied
+  int64_t nbytes() const { return storage_.nbytes(); }
+
+ private:
+  static Result<Qwen35Head> Allocate(const Qwen35Config& config, kernels::Device device,
+                                     kernels::Stream stream);
+  kernels::Tensor storage_;  // bf16 [1 or 2, V, H]
+  kernels::TensorView embed_, lm_head_;
 };
 
 }  // namespace tandem::models

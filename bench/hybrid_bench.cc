@@ -1,0 +1,276 @@
+// `tandem-bench hybrid`: the Qwen3.5 / Qwen3.6 hybrid target's parts on the GPU, each next to
+// its PyTorch peer (bench/hybrid_peer.py: flash-linear-attention's Triton kernels and HF
+// transformers' Qwen3_5 text model) in the same command.
+//   gdr:     the gated delta rule on [16384 tokens = 4 x 4096, 16 key / 48 value heads of
+//            128], q/k L2-normalised in the kernel: tandem's chunked tensor-core kernel and
+//            its recurrent kernel vs fla's chunk_gated_delta_rule with cu_seqlens; also the
+//            largest difference between the chunked and recurrent outputs.
+//   attn256: the gated attention layer's causal varlen attention (24 / 4 heads of 256,
+//            4 x 4096) through cuDNN's fused SDPA (backend kCudnn: an error if cuDNN has no
+//            engine) and the own fallback kernel.
+//   forward: the hybrid body at the real 27B layer shape (hidden 5120, MLP 17408; `--layers`
+//            layers, default 4 = three Gated DeltaNet + one gated attention; random weights),
+//            16384 packed tokens as 4 x 4096, capturing the last layer; vs HF + fla on the
+//            same layers as a [4, 4096] batch. Prints weights and workspace bytes and the GEMM
+//            rate (projection FLOPs only) against the cuBLAS 8192^3 ceiling.
+// Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --only=gdr|attn256|forward.
+// PYTHONPATH must reach fla for the peer (the device run puts the fla source on it).
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench.h"
+#include "bench/bench_util.h"
+
+#ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/attention/attention.h"
+#include "kernels/core/memory.h"
+#include "kernels/linear_attention/gated_delta_rule.h"
+#include "kernels/linear_attention/gated_delta_rule_chunked.h"
+#include "kernels/linear_attention/gated_delta_rule_chunked_kernels.h"
+#include "models/qwen3_5/qwen3_5_config.h"
+#include "models/qwen3_5/qwen3_5_target.h"
+#include "models/qwen3_5/qwen3_5_weights.h"
+#endif
+
+namespace tandem::bench {
+namespace {
+
+#ifdef TANDEM_HAVE_CUDA
+using kernels::DType;
+using kernels::Tensor;
+using kernels::TensorView;
+
+struct Options {
+  bool peer = true;
+  std::string peer_path = TANDEM_HYBRID_PEER;
+  int iters = 20;
+  int layers = 4;
+  std::string only;
+};
+
+constexpr int64_t kTokens = 16384, kDocs = 4;
+
+Result<Tensor> CuSeqlens(kernels::CachingPool& pool) {
+  std::vector<int32_t> cu;
+  for (int64_t d = 0; d <= kDocs; ++d) cu.push_back(static_cast<int32_t>(d * kTokens / kDocs));
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(pool, DType::kI32, {kDocs + 1}));
+  RETURN_IF_ERROR(kernels::CopyFromHost(t.view(), cu.data(), nullptr));
+  return t;
+}
+
+Status Gdr(const Options& o) {
+  const int64_t hk = 16, hv = 48, d = 128;
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  ASSIGN_OR_RETURN(Tensor q, RandomBf16(*pool, {kTokens, hk * d}, 1.f, 1, nullptr));
+  ASSIGN_OR_RETURN(Tensor k, RandomBf16(*pool, {kTokens, hk * d}, 1.f, 2, nullptr));
+  ASSIGN_OR_RETURN(Tensor v, RandomBf16(*pool, {kTokens, hv * d}, 1.f, 3, nullptr));
+  // g = -exp(A_log) softplus(...) of a real layer is in about [-2, 0); beta in (0, 1).
+  ASSIGN_OR_RETURN(Tensor gb, RandomBf16(*pool, {kTokens, hv}, 1.f, 4, nullptr));
+  ASSIGN_OR_RETURN(Tensor g, Tensor::Empty(*pool, DType::kF32, {kTokens, hv}));
+  ASSIGN_OR_RETURN(Tensor beta, Tensor::Empty(*pool, DType::kF32, {kTokens, hv}));
+  {
+    std::vector<float> hg(kTokens * hv), hb(kTokens * hv);
+    for (size_t i = 0; i < hg.size(); ++i) {
+      hg[i] = -0.05f - 1.5f * static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+      hb[i] = 0.05f + 0.9f * static_cast<float>((i * 40503u) % 1000) / 1000.f;
+    }
+    RETURN_IF_ERROR(kernels::CopyFromHost(g.view(), hg.data(), nullptr));
+    RETURN_IF_ERROR(kernels::CopyFromHost(beta.view(), hb.data(), nullptr));
+  }
+  ASSIGN_OR_RETURN(Tensor cu, CuSeqlens(*pool));
+  ASSIGN_OR_RETURN(Tensor out_c, Tensor::Empty(*pool, DType::kBF16, {kTokens, hv * d}));
+  ASSIGN_OR_RETURN(Tensor out_r, Tensor::Empty(*pool, DType::kF32, {kTokens, hv * d}));
+  ASSIGN_OR_RETURN(Tensor ws, Tensor::Empty(*pool, DType::kU8,
+                                            {kernels::GatedDeltaRuleChunkedWorkspaceBytes(
+                                                kTokens, hv, d, d)}));
+  kernels::GatedDeltaRuleArgs a{q, k, v, g, beta, cu, out_c, hk, hv, d, d};
+  const auto chunked = [&] { return kernels::GatedDeltaRuleChunkedForward(a, ws.view(), nullptr); };
+  kernels::GatedDeltaRuleArgs r = a;
+  r.out = out_r;
+  const auto recurrent = [&] { return kernels::GatedDeltaRuleForward(r, nullptr); };
+  ASSIGN_OR_RETURN(double ms_c, TimeMs(nullptr, o.iters, 3, chunked));
+  ASSIGN_OR_RETURN(double ms_r, TimeMs(nullptr, std::max(3, o.iters / 4), 1, recurrent));
+  // Kernel 1 alone (w, u, masked Q K^T per chunk); the rest is kernel 2 (the state pass).
+  const auto prepare = [&]() -> Status {
+    if (kernels::LaunchGatedDeltaRuleChunked(
+            out_c.data(), hv * d, false, q.data(), hk * d, k.data(), hk * d, v.data(), hv * d,
+            g.view().data_as<float>(), hv, beta.view().data_as<float>(), hv,
+            cu.view().data_as<int32_t>(), static_cast<int>(kDocs), kTokens, static_cast<int>(hk),
+            static_cast<int>(hv), true, 1.f / std::sqrt(static_cast<float>(d)), ws.data(),
+            nullptr, /*stages=*/1) != cudaSuccess)
+      return InternalError("kernel 1 launch failed");
+    return Status::Ok();
+  };
+  ASSIGN_OR_RETURN(double ms_k1, TimeMs(nullptr, o.iters, 3, prepare));
+  // The two kernels on the same inputs: the chunked one (bf16 products) against fp32.
+  std::vector<kernels::bf16> hc(kTokens * hv * d);
+  std::vector<float> hr(kTokens * hv * d);
+  RETURN_IF_ERROR(kernels::CopyToHost(hc.data(), out_c.view(), nullptr));
+  RETURN_IF_ERROR(kernels::CopyToHost(hr.data(), out_r.view(), nullptr));
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < hr.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::abs(hc[i].f() - hr[i])));
+    max_ref = std::max(max_ref, static_cast<double>(std::abs(hr[i])));
+  }
+  std::printf("gated delta rule [%lld tokens = %lld x %lld, %lld/%lld heads of %lld, l2norm]\n",
+              (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs), (long long)hk,
+              (long long)hv, (long long)d);
+  std::printf("  tandem chunked   %8.3f ms (kernel 1, per chunk: %.3f ms; kernel 2, the state "
+              "pass: %.3f ms)\n  tandem recurrent %8.3f ms\n", ms_c, ms_k1, ms_c - ms_k1, ms_r);
+  std::printf("  chunked vs recurrent: max |diff| %.3g (max |out| %.3g)\n", max_diff, max_ref);
+  if (o.peer) {
+    const nlohmann::json peer = RunPeer(o.peer_path, "gdr", "torch, triton, fla");
+    const double fla = PeerNumber(peer, "fla_gdr_ms");
+    if (fla > 0) std::printf("  fla chunk_gated_delta_rule %8.3f ms -> tandem chunked %.2fx fla\n",
+                             fla, fla / ms_c);
+  }
+  return Status::Ok();
+}
+
+Status Attn256(const Options& o) {
+  const int64_t hq = 24, hk = 4, d = 256;
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  ASSIGN_OR_RETURN(Tensor q, RandomBf16(*pool, {kTokens, hq, d}, 1.f, 11, nullptr));
+  ASSIGN_OR_RETURN(Tensor k, RandomBf16(*pool, {kTokens, hk, d}, 1.f, 12, nullptr));
+  ASSIGN_OR_RETURN(Tensor v, RandomBf16(*pool, {kTokens, hk, d}, 1.f, 13, nullptr));
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(*pool, DType::kBF16, {kTokens, hq, d}));
+  ASSIGN_OR_RETURN(Tensor cu, CuSeqlens(*pool));
+  // Causal FLOPs: 4 d hq per visible (query, key) pair.
+  const double pairs = kDocs * (kTokens / kDocs) * (kTokens / kDocs + 1) / 2.0;
+  const double flops = 4.0 * d * hq * pairs;
+  std::printf("causal varlen attention, %lld/%lld heads of %lld, %lld x %lld tokens\n",
+              (long long)hq, (long long)hk, (long long)d, (long long)kDocs,
+              (long long)(kTokens / kDocs));
+  for (auto backend : {kernels::AttentionBackend::kCudnn, kernels::AttentionBackend::kFallback}) {
+    ASSIGN_OR_RETURN(auto attn, kernels::CausalVarlenAttention::Create(0, backend));
+    const auto fn = [&] {
+      return attn->Forward(q, k, v, cu, static_cast<int>(kTokens / kDocs), 0.f, out, {}, nullptr);
+    };
+    Result<double> ms = TimeMs(nullptr, o.iters, 2, fn);
+    const char* name = backend == kernels::AttentionBackend::kCudnn ? "cudnn" : "fallback";
+    if (!ms.ok()) {
+      std::printf("  %-8s error: %s\n", name, ms.status().ToString().c_str());
+      continue;
+    }
+    std::printf("  %-8s %8.3f ms  %6.1f TFLOP/s (ran: %s)\n", name, *ms, flops / *ms / 1e9,
+                attn->last_backend());
+  }
+  return Status::Ok();
+}
+
+// The 27B text config with `layers` layers (every 4th full attention).
+Result<models::Qwen35Config> Config27B(int layers) {
+  nlohmann::json j = {
+      {"model_type", "qwen3_5_text"}, {"vocab_size", 248320}, {"hidden_size", 5120},
+      {"intermediate_size", 17408}, {"num_hidden_layers", layers},
+      {"full_attention_interval", 4}, {"num_attention_heads", 24}, {"num_key_value_heads", 4},
+      {"head_dim", 256}, {"linear_num_key_heads", 16}, {"linear_num_value_heads", 48},
+      {"linear_key_head_dim", 128}, {"linear_value_head_dim", 128},
+      {"linear_conv_kernel_dim", 4}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
+      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e7},
+                           {"partial_rotary_factor", 0.25}}}};
+  return models::ParseQwen35Config(j, "hybrid_bench 27B config");
+}
+
+Status Forward(const Options& o) {
+  ASSIGN_OR_RETURN(models::Qwen35Config c, Config27B(o.layers));
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess) return InternalError("cudaStreamCreate");
+  ASSIGN_OR_RETURN(models::Qwen35Weights w,
+                   models::Qwen35Weights::Random(c, kernels::Device::Cuda(0), 7, stream, 1.f));
+  const int64_t weight_bytes = w.nbytes();
+  ASSIGN_OR_RETURN(auto target, models::Qwen35Target::Create(std::move(w), {kTokens, stream}));
+  std::vector<int32_t> ids(kTokens), pos(kTokens);
+  for (int64_t i = 0; i < kTokens; ++i) {
+    ids[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
+    pos[i] = static_cast<int32_t>(i % (kTokens / kDocs));
+  }
+  ASSIGN_OR_RETURN(Tensor d_ids, Tensor::Empty(*pool, DType::kI32, {kTokens}));
+  ASSIGN_OR_RETURN(Tensor d_pos, Tensor::Empty(*pool, DType::kI32, {kTokens}));
+  RETURN_IF_ERROR(kernels::CopyFromHost(d_ids.view(), ids.data(), nullptr));
+  RETURN_IF_ERROR(kernels::CopyFromHost(d_pos.view(), pos.data(), nullptr));
+  ASSIGN_OR_RETURN(Tensor cu, CuSeqlens(*pool));
+  ASSIGN_OR_RETURN(Tensor cap, Tensor::Empty(*pool, DType::kBF16, {kTokens, c.hidden_size}));
+  const models::HybridBatch batch{d_ids, d_pos, cu, static_cast<int>(kTokens / kDocs)};
+  const models::HybridCapture capture{o.layers - 1, cap};
+  const auto fn = [&] { return target->Forward(batch, {&capture, 1}); };
+  ASSIGN_OR_RETURN(double ms, TimeMs(stream, o.iters, 2, fn));
+  // GEMM FLOPs per token: 2 x the projection weights each token multiplies.
+  double params = 0;
+  for (int64_t i = 0; i < o.layers; ++i) {
+    const bool linear = c.layer_types[i] == models::HybridLayerType::kLinearAttention;
+    params += linear ? c.hidden_size * (c.conv_dim() + 2 * c.linear_value_dim() +
+                                        2 * c.linear_num_value_heads)
+                     : c.hidden_size * (3 * c.q_dim() + 2 * c.kv_dim());
+    params += 3.0 * c.hidden_size * c.intermediate_size;
+  }
+  const double tflops = 2 * params * kTokens / ms / 1e9;
+  ASSIGN_OR_RETURN(double ceiling, GemmCeilingTflops(stream));
+  std::printf("hybrid forward, 27B layer shape, %d layers (%s), %lld tokens = %lld x %lld\n",
+              o.layers, o.layers >= 4 ? "3 Gated DeltaNet : 1 gated attention" : "Gated DeltaNet",
+              (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs));
+  std::printf("  tandem  %8.3f ms  %8.0f tok/s  GEMM %.1f TFLOP/s = %.1f%% of cuBLAS 8192^3 "
+              "%.1f\n", ms, kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling);
+  std::printf("  memory: weights %.2f GiB (incl. embedding + LM head %.2f GiB), workspace "
+              "%.2f GiB\n", weight_bytes / 1073741824.0,
+              2.0 * c.vocab_size * c.hidden_size * 2 / 1073741824.0,
+              target->workspace_bytes() / 1073741824.0);
+  if (o.peer) {
+    const nlohmann::json peer =
+        RunPeer(o.peer_path, fmt::format("forward --layers={}", o.layers), "torch, transformers, fla");
+    const double hf = PeerNumber(peer, "hf_fla_forward_ms");
+    if (hf > 0)
+      std::printf("  HF transformers + fla %8.3f ms %8.0f tok/s -> tandem %.2fx\n", hf,
+                  kTokens / hf * 1e3, hf / ms);
+  }
+  cudaStreamDestroy(stream);
+  return Status::Ok();
+}
+
+int Run(const std::vector<std::string>& args) {
+  Options o;
+  for (const std::string& a : args) {
+    if (a == "--no-peer") o.peer = false;
+    else if (a.rfind("--peer=", 0) == 0) o.peer_path = a.substr(7);
+    else if (a.rfind("--iters=", 0) == 0) o.iters = std::stoi(a.substr(8));
+    else if (a.rfind("--layers=", 0) == 0) o.layers = std::stoi(a.substr(9));
+    else if (a.rfind("--only=", 0) == 0) o.only = a.substr(7);
+    else {
+      std::fprintf(stderr, "hybrid: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  int rc = 0;
+  const std::pair<const char*, Status (*)(const Options&)> parts[] = {
+      {"gdr", Gdr}, {"attn256", Attn256}, {"forward", Forward}};
+  for (const auto& [name, fn] : parts) {
+    if (!o.only.empty() && o.only != name) continue;
+    const Status st = fn(o);
+    std::fflush(stdout);
+    if (!st.ok()) {
+      std::printf("%s: error: %s\n", name, st.ToString().c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+#else
+int Run(const std::vector<std::string>&) {
+  std::printf("hybrid: needs a CUDA build\n");
+  return 0;
+}
+#endif
+
+}  // namespace
+
+TANDEM_BENCH("hybrid", "all", "Qwen3.5 hybrid: gated delta rule, d256 attention, 27B-layer forward",
+             Run);
+
+}  // namespace tandem::bench
