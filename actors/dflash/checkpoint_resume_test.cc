@@ -110,7 +110,7 @@ TEST(CheckpointResumeTest, ADifferentJobIsRefusedUnlessForced) {
   };
   const std::vector<Case> cases = {
       {"seed = 7\n", "", "seed 1 (checkpoint) vs 7 (this job)"},
-      {"mask_token_id = 100\n", "", "config.json dflash_config: {\"mask_token_id\":127"},
+      {"mask_token_id = 100\n", "", "\"mask_token_id\":127"},
   };
   for (const Case& c : cases) {
     auto r = RunTiny(dir, 40, "resume = true\n" + c.drafter, c.target);
