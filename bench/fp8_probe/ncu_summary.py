@@ -16,9 +16,10 @@ from collections import defaultdict
 
 
 def short(name):
-    name = re.sub(r"\(.*", "", name)         # drop argument lists
-    name = re.sub(r"<.*", "", name)          # and template arguments
-    return name.split("::")[-1][:60]
+    name = re.sub(r"\(.*", "", name)  # drop the argument list
+    while re.search(r"<[^<>]*>", name):  # template arguments and ncu's <unnamed> namespaces
+        name = re.sub(r"<[^<>]*>", "", name)
+    return name.split("::")[-1].split()[-1][:60]
 
 
 def is_gemm(name):
