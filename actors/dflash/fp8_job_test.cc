@@ -80,6 +80,7 @@ std::vector<double> TrainLosses(const std::string& name, const std::string& draf
       {.name = name,
        .max_steps = 60,
        .checkpoint_dir = dir,
+       .target_extra = "",
        .drafter_extra = fmt::format("metrics_file = \"{}/metrics.jsonl\"\n{}", dir,
                                     drafter_extra)});
   EXPECT_TRUE(report.ok() && report->status.ok())
