@@ -22,6 +22,7 @@ target_link_libraries(tandem_actors PUBLIC tandem::models)
 
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole)
 tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::actors_whole)
+tandem_add_test(fp8_job_test SOURCES dflash/fp8_job_test.cc LIBS tandem::actors_whole)
 tandem_add_test(checkpoint_cleanup_test SOURCES dflash/checkpoint_cleanup_test.cc LIBS tandem_actors)
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
 # Issue 18: resume checks and the target's vocab reaching the data layer.

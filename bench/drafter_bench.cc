@@ -13,9 +13,15 @@
 // two priorities), interleaved with the serial order, each against the GEMM floor.
 // With a second argument `stages`, it then times 3 more steps stage by stage (CUDA events
 // between the drafter's stages) and prints where a step's time goes.
+// With `--lm-head=fp8` it first compares one step's loss and gradient with the FP8 LM head
+// (lm_head_precision = "fp8") against the bf16 head's on the same inputs and parameters
+// (relative errors), then times tandem with the FP8 head too, next to the same peer run (bar
+// for the FP8 head: >= 1.25x the peer).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -30,6 +36,7 @@
 #include "kernels/core/memory.h"
 #include "kernels/random/philox.h"
 #include "kernels/core/stream.h"
+#include "kernels/loss/lm_head_ce_fp8.h"
 #include "models/dflash/dflash_trainer.h"
 
 namespace tandem::bench {
@@ -161,6 +168,82 @@ Result<std::vector<double>> TimeModes(models::DFlashTrainer& trainer,
   return mean;
 }
 
+// The bench's inputs: embedding, LM head and 5 context layers (random), and the batch.
+struct Inputs {
+  Tensor embedding, lm_head;
+  std::vector<Tensor> ctx;
+  std::vector<kernels::TensorView> ctx_views;
+  std::vector<int32_t> ids, pos, cu;
+  std::vector<uint8_t> mask;
+  models::PackedBatchMeta meta() const { return {ids, pos, cu, mask}; }
+};
+
+Result<Inputs> MakeInputs(kernels::CachingPool& pool) {
+  Inputs in;
+  ASSIGN_OR_RETURN(in.embedding, RandomBf16(pool, Shape{kVocab, kHidden}, 1.0f, 1, nullptr));
+  ASSIGN_OR_RETURN(in.lm_head, RandomBf16(pool, Shape{kVocab, kHidden}, 0.02f, 2, nullptr));
+  for (int i = 0; i < 5; ++i) {
+    ASSIGN_OR_RETURN(Tensor c, RandomBf16(pool, Shape{kTokens, kHidden}, 1.0f, 10 + i, nullptr));
+    in.ctx_views.push_back(c);
+    in.ctx.push_back(std::move(c));
+  }
+  in.ids.resize(kTokens);
+  in.pos.resize(kTokens);
+  in.mask.assign(kTokens, 1);
+  for (int64_t i = 0; i < kTokens; ++i) {
+    in.ids[i] = static_cast<int32_t>(kernels::PhiloxUniform(3, 0, i) * 151000);
+    in.pos[i] = static_cast<int32_t>(i % (kTokens / kDocs));
+  }
+  for (int64_t d = 0; d <= kDocs; ++d) in.cu.push_back(static_cast<int32_t>(d * kTokens / kDocs));
+  return in;
+}
+
+Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(bool lm_head_fp8) {
+  models::DFlashTrainOptions o;
+  o.max_tokens = kTokens;
+  o.anchors_per_batch = kAnchors;
+  o.total_steps = 1000;
+  o.lm_head_fp8 = lm_head_fp8;
+  ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(Qwen3_8bDrafter(), o,
+                                                               kernels::Device::Cuda(0), nullptr));
+  RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(0, nullptr));
+  return trainer;
+}
+
+// One forward + backward with the bf16 head and one with the FP8 head, same parameters,
+// anchors, noise and inputs: the loss's relative error and the whole gradient's relative L2
+// error, cosine and norm ratio (per-tensor errors: models/dflash/dflash_fp8_head_test.cc).
+Status HeadFidelity(kernels::CachingPool& pool) {
+  ASSIGN_OR_RETURN(Inputs in, MakeInputs(pool));
+  ASSIGN_OR_RETURN(kernels::Fp8LmHeadWeights q,
+                   kernels::Fp8LmHeadWeights::Quantize(in.lm_head, pool, nullptr));
+  std::vector<float> loss(2);
+  std::vector<std::vector<float>> grads(2);
+  for (int fp8 = 0; fp8 < 2; ++fp8) {
+    ASSIGN_OR_RETURN(auto trainer, MakeTrainer(fp8 == 1));
+    models::DFlashTargetHead head{in.embedding, in.lm_head};
+    if (fp8) head.lm_head_fp8 = &q.head();
+    RETURN_IF_ERROR(trainer->ForwardBackward(head, in.meta(), in.ctx_views));
+    const models::DFlashParams& p = trainer->drafter().params();
+    grads[fp8].resize(static_cast<size_t>(p.grads.numel()));
+    RETURN_IF_ERROR(kernels::CopyToHost(grads[fp8].data(), p.grads, nullptr));
+    RETURN_IF_ERROR(kernels::CopyToHost(&loss[fp8], trainer->drafter().loss(), nullptr));
+    RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
+  }
+  double err = 0, ref = 0, dot = 0, g8 = 0;
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    const double a = grads[0][i], b = grads[1][i];
+    err += (b - a) * (b - a), ref += a * a, dot += a * b, g8 += b * b;
+  }
+  std::printf("FP8 LM head vs bf16 head, one step on the same inputs: loss %.6f vs %.6f "
+              "(relative error %.2e); gradient relative L2 error %.3e, cosine %.6f, norm ratio "
+              "%.4f (%zu parameters)\n",
+              loss[1], loss[0], std::fabs(loss[1] - loss[0]) / std::fabs(loss[0]),
+              std::sqrt(err / ref), dot / std::sqrt(ref * g8), std::sqrt(g8 / ref),
+              grads[0].size());
+  return Status::Ok();
+}
+
 struct RunResult {
   double step_ms = 0, act_gib = 0, state_gib = 0;
   double overlap_ms = 0;          // the best overlapped mode's step
@@ -169,39 +252,26 @@ struct RunResult {
   double peer_gemm_floor_ms = 0;  // the same with the LM head on every row, as the peer does
 };
 
-Status Run(int steps, bool stages, RunResult* out) {
+// `lm_head_fp8`: the FP8 LM head, timed without the optimizer-overlap comparison.
+Status Run(int steps, bool stages, bool lm_head_fp8, RunResult* out) {
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
   const models::DFlashConfig config = Qwen3_8bDrafter();
-  ASSIGN_OR_RETURN(Tensor embedding, RandomBf16(*pool, Shape{kVocab, kHidden}, 1.0f, 1, nullptr));
-  ASSIGN_OR_RETURN(Tensor lm_head, RandomBf16(*pool, Shape{kVocab, kHidden}, 0.02f, 2, nullptr));
-  std::vector<Tensor> ctx;
-  std::vector<kernels::TensorView> ctx_views;
-  for (int i = 0; i < 5; ++i) {
-    ASSIGN_OR_RETURN(Tensor c, RandomBf16(*pool, Shape{kTokens, kHidden}, 1.0f, 10 + i, nullptr));
-    ctx_views.push_back(c);
-    ctx.push_back(std::move(c));
+  ASSIGN_OR_RETURN(Inputs in, MakeInputs(*pool));
+  std::optional<kernels::Fp8LmHeadWeights> q;
+  if (lm_head_fp8) {
+    ASSIGN_OR_RETURN(q, kernels::Fp8LmHeadWeights::Quantize(in.lm_head, *pool, nullptr));
   }
-  std::vector<int32_t> ids(kTokens), pos(kTokens), cu;
-  std::vector<uint8_t> mask(kTokens, 1);
-  for (int64_t i = 0; i < kTokens; ++i) {
-    ids[i] = static_cast<int32_t>(kernels::PhiloxUniform(3, 0, i) * 151000);
-    pos[i] = static_cast<int32_t>(i % (kTokens / kDocs));
-  }
-  for (int64_t d = 0; d <= kDocs; ++d) cu.push_back(static_cast<int32_t>(d * kTokens / kDocs));
-  const models::PackedBatchMeta meta{ids, pos, cu, mask};
+  const models::PackedBatchMeta meta = in.meta();
+  const std::vector<kernels::TensorView>& ctx_views = in.ctx_views;
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
   const int64_t inputs_bytes = pool->stats().in_use_bytes;
 
-  models::DFlashTrainOptions o;
-  o.max_tokens = kTokens;
-  o.anchors_per_batch = kAnchors;
-  o.total_steps = 1000;
-  ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(config, o, kernels::Device::Cuda(0), nullptr));
-  RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(0, nullptr));
+  ASSIGN_OR_RETURN(auto trainer, MakeTrainer(lm_head_fp8));
   const models::DFlashParams& p = trainer->drafter().params();
   const int64_t state_bytes = p.master.nbytes() + p.compute.nbytes() + p.grads.nbytes() +
                               p.adam_m.nbytes() + p.adam_v.nbytes();
-  const models::DFlashTargetHead head{embedding, lm_head};
+  models::DFlashTargetHead head{in.embedding, in.lm_head};
+  if (q) head.lm_head_fp8 = &q->head();
   RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));  // warm-up: plans, cuBLASLt heuristics
   RETURN_IF_ERROR(trainer->Step(head, meta, ctx_views));
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
@@ -233,6 +303,7 @@ Status Run(int steps, bool stages, RunResult* out) {
   std::printf("GEMM floor at the sustained rate: %.1f ms; tandem spends %.1f ms a step on the "
               "rest\n", out->gemm_floor_ms, out->step_ms - out->gemm_floor_ms);
 
+  if (lm_head_fp8) return Status::Ok();
   // The optimizer overlapped with the next forward (issue 21), against the serial order in
   // the same run, interleaved.
   int least = 0, greatest = 0;
@@ -264,17 +335,19 @@ Status Run(int steps, bool stages, RunResult* out) {
 
 int RunDrafter(const std::vector<std::string>& args) {
   int steps = 10;
-  bool stages = false, peer_wanted = true;
+  bool stages = false, peer_wanted = true, fp8 = false;
   for (const std::string& a : args) {
     if (a == "stages") {
       stages = true;
     } else if (a == "--no-peer") {
       peer_wanted = false;
+    } else if (a == "--lm-head=fp8" || a == "--lm-head=bf16") {
+      fp8 = a == "--lm-head=fp8";
     } else if (std::atoi(a.c_str()) > 0) {
       steps = std::atoi(a.c_str());
     } else {
-      std::printf("drafter: unknown argument \"%s\" (usage: [steps] [stages] [--no-peer])\n",
-                  a.c_str());
+      std::printf("drafter: unknown argument \"%s\" (usage: [steps] [stages] [--no-peer] "
+                  "[--lm-head=fp8])\n", a.c_str());
       return 1;
     }
   }
@@ -282,8 +355,14 @@ int RunDrafter(const std::vector<std::string>& args) {
     std::printf("drafter: no CUDA device\n");
     return 1;
   }
-  RunResult r;
-  Status s = Run(steps, stages, &r);
+  RunResult r, r8;
+  Status s = Status::Ok();
+  if (fp8) {
+    s = HeadFidelity(**kernels::CudaPool(0));
+    if (s.ok()) s = Run(steps, false, true, &r8);
+    if (s.ok()) std::printf("tandem with the FP8 LM head: %.2f ms a step\n", r8.step_ms);
+  }
+  if (s.ok()) s = Run(steps, stages, false, &r);
   if (!s.ok()) {
     std::printf("error: %s\n", s.ToString().c_str());
     return 1;
@@ -298,6 +377,9 @@ int RunDrafter(const std::vector<std::string>& args) {
   const double ms = r.step_ms, act = r.act_gib;
   std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "tandem", ms, kTokens / ms * 1e3, act,
               r.state_gib);
+  if (fp8)
+    std::printf("%-10s %10.2f %12.0f %14.2f %14.2f\n", "tandem-f8h", r8.step_ms,
+                kTokens / r8.step_ms * 1e3, r8.act_gib, r8.state_gib);
   if (r.overlap_ms > 0)
     std::printf("%-10s %10.2f %12.0f   (%s)\n", "tandem+ov", r.overlap_ms,
                 kTokens / r.overlap_ms * 1e3, r.overlap_mode.c_str());
@@ -309,6 +391,10 @@ int RunDrafter(const std::vector<std::string>& args) {
                 pms / ms, pact > 0 ? act / pact : 0.0);
   if (pms > 0 && r.overlap_ms > 0)
     std::printf("ratios with the overlapped optimizer: speed %.2fx\n", pms / r.overlap_ms);
+  if (pms > 0 && fp8)
+    std::printf("FP8 LM head: %.2fx the peer (bar >= 1.25x: %s), %.2fx tandem's bf16 head\n",
+                pms / r8.step_ms, pms / r8.step_ms >= 1.25 ? "met" : "MISSED",
+                ms / r8.step_ms);
   if (pms > 0)
     std::printf("the peer (LM head on all %lld rows) has a GEMM floor of %.1f ms and spends %.1f "
                 "ms a step beyond it; a step 1.2x faster than the peer (%.1f ms) would leave "
@@ -322,6 +408,7 @@ int RunDrafter(const std::vector<std::string>& args) {
 
 TANDEM_BENCH("drafter", "step",
              "DFlash drafter training step, Qwen3-8B shape (args: steps, default 10; `stages` "
-             "for a per-stage GPU time breakdown; --no-peer)", RunDrafter);
+             "for a per-stage GPU time breakdown; --no-peer; --lm-head=fp8 adds the FP8 LM head)",
+             RunDrafter);
 
 }  // namespace tandem::bench

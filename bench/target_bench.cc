@@ -12,7 +12,8 @@
 // 8192^3 GEMM measured in the same run, the weight memory, and the fidelity of each
 // captured layer (per-token cosine, relative L2) against the bf16 forward's.
 // Args: --no-peer, --peer-modes=eager,compile[,eager_attn], --tokens=N, --docs=N,
-//       --iters=N, --peer=PATH, --precision=bf16|fp8.
+//       --iters=N, --peer=PATH, --precision=bf16|fp8, --profile (one more fp8 forward inside
+//       cudaProfilerStart/Stop, for `ncu --profile-from-start off`).
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "bench/target_fp8.h"
 
 #ifdef TANDEM_HAVE_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/core/stream.h"
@@ -79,7 +81,7 @@ struct ForwardResult {
 Result<ForwardResult> RunForward(const TransformerConfig& cfg, const std::vector<int>& layers,
                                  int64_t tokens, int64_t docs, int iters,
                                  models::TargetPrecision precision,
-                                 const kernels::CudaStream& stream) {
+                                 const kernels::CudaStream& stream, bool profile = false) {
   ForwardResult out;
   out.fp8 = precision == models::TargetPrecision::kFp8;
   ASSIGN_OR_RETURN(kernels::CachingPool * pool_ptr, kernels::CudaPool(0));
@@ -88,10 +90,8 @@ Result<ForwardResult> RunForward(const TransformerConfig& cfg, const std::vector
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
   pool.ResetHighWater();
-  ASSIGN_OR_RETURN(models::Qwen3Weights weights,
-                   models::Qwen3Weights::Random(cfg, kernels::Device::Cuda(0), 1, stream.get()));
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
-                   models::Qwen3Target::Create(std::move(weights),
+                   models::Qwen3Target::Random(cfg, kernels::Device::Cuda(0), 1,
                                                {.max_tokens = tokens, .stream = stream.get(),
                                                 .precision = precision}));
   out.weight_bytes = target->weight_bytes();
@@ -125,6 +125,12 @@ Result<ForwardResult> RunForward(const TransformerConfig& cfg, const std::vector
   RETURN_IF_ERROR(target->Forward(batch, caps));
   ASSIGN_OR_RETURN(out.ms, TimeMs(stream.get(), iters, 2, [&] { return target->Forward(batch, caps); }));
   RETURN_IF_ERROR(stream.Synchronize());
+  if (profile) {  // one more forward inside a profiler range (ncu --profile-from-start off)
+    cudaProfilerStart();
+    RETURN_IF_ERROR(target->Forward(batch, caps));
+    RETURN_IF_ERROR(stream.Synchronize());
+    cudaProfilerStop();
+  }
   size_t free1 = 0;
   cudaMemGetInfo(&free1, &total);
   out.device_bytes = static_cast<int64_t>(free0) - static_cast<int64_t>(free1);
@@ -177,6 +183,7 @@ void ReportFp8(const TransformerConfig& cfg, const std::vector<int>& layers, int
 
 int RunTarget(const std::vector<std::string>& args) {
   bool peer = true;
+  bool profile = false;
   int64_t tokens = 16384, docs = 4;
   int iters = 10;
   std::string peer_modes = "eager,compile";
@@ -184,6 +191,7 @@ int RunTarget(const std::vector<std::string>& args) {
   models::TargetPrecision precision = models::TargetPrecision::kBf16;
   for (const std::string& a : args) {
     if (a == "--no-peer") peer = false;
+    else if (a == "--profile") profile = true;
     else if (a.rfind("--precision=", 0) == 0) {
       auto p = models::ParseTargetPrecision(a.substr(12));
       if (!p.ok()) {
@@ -242,7 +250,8 @@ int RunTarget(const std::vector<std::string>& args) {
   }
   std::optional<ForwardResult> fp8_run;
   if (precision == models::TargetPrecision::kFp8) {
-    auto r = RunForward(cfg, layers, tokens, docs, iters, models::TargetPrecision::kFp8, stream);
+    auto r = RunForward(cfg, layers, tokens, docs, iters, models::TargetPrecision::kFp8, stream,
+                        profile);
     TARGET_BENCH_OK(r.status());
     fp8_run = std::move(*r);
   }

@@ -50,6 +50,7 @@
 #include "actors/dflash/grad_allreduce.h"
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_settings.h"
+#include "kernels/loss/lm_head_ce_fp8.h"
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/actor/registry.h"
 #include "runtime/actor/system.h"
@@ -92,6 +93,7 @@ models::DFlashTrainOptions TrainOptions(const DrafterSettings& ds, const TargetM
   to.optimizer_overlap = ds.optimizer_overlap;
   to.grad_clip = static_cast<float>(ds.grad_clip);
   to.seed = static_cast<uint64_t>(ds.seed);
+  to.lm_head_fp8 = ds.lm_head_fp8;
   return to;
 }
 
@@ -173,6 +175,17 @@ class DrafterActor final : public JobActor {
     } else {
       ASSIGN_OR_RETURN(own_head, LoadTargetHead(spec, device, dev->stream()));
       head = {own_head->embed(), own_head->lm_head()};
+    }
+    // lm_head_precision = "fp8": the head quantized once; it never changes.
+    std::optional<kernels::Fp8LmHeadWeights> fp8_head;
+    if (ds.lm_head_fp8) {
+      kernels::Allocator* alloc = &kernels::HostAllocator();
+      if (device.is_cuda()) {
+        ASSIGN_OR_RETURN(alloc, kernels::CudaPool(device.index));
+      }
+      ASSIGN_OR_RETURN(fp8_head, kernels::Fp8LmHeadWeights::Quantize(head.lm_head, *alloc,
+                                                                     dev->stream()));
+      head.lm_head_fp8 = &fp8_head->head();
     }
 
     CheckpointerOptions co;

@@ -103,6 +103,9 @@ const KeyTable& DrafterKeys() {
         .Default(0.05).Range(0, 100);
     t->Bool("optimizer_overlap", "run AdamW on a second stream, layer by layer, overlapping "
             "the next step's forward (CUDA; the same update bitwise)").Default(false);
+    t->String("lm_head_precision", "the frozen LM head's GEMMs: bf16, or fp8 (e4m3 with "
+              "128x128 weight blocks, FP8 logits and d logits, fp32 accumulation; sm_90+)")
+        .Default("bf16").OneOf({"bf16", "fp8"});
     t->Int("seed", "seed of the drafter init and the noise").Min(0).DefaultIs("[job] seed");
     t->Int("log_every", "read loss/accuracy/tau from the device every N steps")
         .Default(10).Min(1);
@@ -120,6 +123,9 @@ const KeyTable& DrafterKeys() {
         .DefaultIs("none: no checkpoints");
     t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
       return ParseDrafterSettings(s, ctx).status();
+    });
+    t->SetDeviceCheck([](const ConfigValue& s, std::string_view prefix, const PlacedGpu& gpu) {
+      return CheckFp8Gpu(s, prefix, "lm_head_precision", gpu);
     });
     return t;
   }();
@@ -174,6 +180,7 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   s.grad_clip = k.GetNumber(section, "grad_clip");
   s.noise_std = k.GetNumber(section, "noise_std");
   s.optimizer_overlap = k.GetBool(section, "optimizer_overlap");
+  s.lm_head_fp8 = k.GetString(section, "lm_head_precision") == "fp8";
   s.seed = static_cast<uint64_t>(k.GetOptInt(section, "seed").value_or(ctx.job_seed));
   s.log_every = k.GetInt(section, "log_every");
   s.max_bad_steps = k.GetInt(section, "max_bad_steps");

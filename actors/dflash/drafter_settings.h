@@ -46,6 +46,7 @@ struct DrafterSettings {
   double grad_clip = 0;
   double noise_std = 0;
   bool optimizer_overlap = false; // AdamW on a second stream, overlapping the next forward
+  bool lm_head_fp8 = false;       // lm_head_precision = "fp8"
   uint64_t seed = 0;
   int64_t log_every = 0;
   int64_t max_bad_steps = 0;

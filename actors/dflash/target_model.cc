@@ -140,10 +140,8 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
   }
   models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
   if (spec.model == "random") {
-    ASSIGN_OR_RETURN(models::Qwen3Weights w,
-                     models::Qwen3Weights::Random(spec.config, device, spec.seed,
-                                                  shared->stream_));
-    ASSIGN_OR_RETURN(shared->dense_, models::Qwen3Target::Create(std::move(w), options));
+    ASSIGN_OR_RETURN(shared->dense_,
+                     models::Qwen3Target::Random(spec.config, device, spec.seed, options));
   } else {
     ASSIGN_OR_RETURN(shared->dense_, models::Qwen3Target::Load(spec.model, device, options));
   }

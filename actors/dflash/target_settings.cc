@@ -157,6 +157,18 @@ Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& pre
 
 }  // namespace
 
+Status CheckFp8Gpu(const ConfigValue& section, std::string_view prefix, std::string_view key,
+                   const PlacedGpu& gpu) {
+  const ConfigValue* v = section.Find(std::string(key));
+  Result<std::string> value = v == nullptr ? Result<std::string>(std::string()) : v->AsString();
+  if (!value.ok() || *value != "fp8" || gpu.compute_capability >= 90)
+    return Status::Ok();
+  return InvalidArgumentError(
+      "{}: \"fp8\" needs FP8 tensor cores (compute capability 9.0 or newer, e.g. H100/H200), "
+      "but GPU {} ({}) is sm_{}; use \"bf16\" on this GPU",
+      KeyPath(section, prefix, key), gpu.index, gpu.name, gpu.compute_capability);
+}
+
 const KeyTable& TargetKeys() {
   static const KeyTable* keys = [] {
     auto* t = new KeyTable("dflash.target",
@@ -186,6 +198,9 @@ const KeyTable& TargetKeys() {
         .Default(0.05).Range(0, 1);
     t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
       return ParseTargetSettings(s, ctx).status();
+    });
+    t->SetDeviceCheck([](const ConfigValue& s, std::string_view prefix, const PlacedGpu& gpu) {
+      return CheckFp8Gpu(s, prefix, "precision", gpu);
     });
     return t;
   }();

@@ -26,6 +26,10 @@ struct TargetSettings {
 };
 
 const KeyTable& TargetKeys();
+// A KeyTable device check: InvalidArgument naming `prefix`.`key` when that key is "fp8" and
+// `gpu` has no FP8 tensor cores (below sm_90); OK otherwise (also when the key is absent).
+Status CheckFp8Gpu(const ConfigValue& section, std::string_view prefix, std::string_view key,
+                   const PlacedGpu& gpu);
 
 // The model keys of a dflash.target section (model, target_config, seed, max_tokens, layers,
 // num_context_layers): the config loads from `model` (an HF directory) or is built from

@@ -4,6 +4,7 @@
 //   activation: one warp per (row, 128-column group), four values per lane
 //     (fp8_device.cuh); grid-stride over rows x groups, padding rows written as zeros.
 //   dequantize: grid-stride elementwise.
+//   transpose: 32x32 shared-memory tiles of codes; scales grid-stride.
 #include <cuda_bf16.h>
 
 #include "kernels/gemm/fp8_device.cuh"
@@ -88,6 +89,31 @@ __global__ void dequantize_fp8_weight_kernel(const uint8_t* q, const float* scal
   }
 }
 
+// 32x32 tiles of codes through shared memory (coalesced reads and writes); runs once per
+// frozen weight, so a simple byte-wise tile is enough.
+__global__ void transpose_fp8_kernel(const uint8_t* q, int64_t n, int64_t k, uint8_t* qt) {
+  __shared__ uint8_t tile[32][33];
+  const int64_t r0 = int64_t{blockIdx.y} * 32, c0 = int64_t{blockIdx.x} * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < n && c < k) tile[i][threadIdx.x] = q[r * k + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;  // output row c, column r
+    if (r < n && c < k) qt[c * n + r] = tile[threadIdx.x][i];
+  }
+}
+
+__global__ void transpose_fp8_scale_kernel(const float* scale, int64_t lds, int64_t nb,
+                                           int64_t kb, float* scale_t, int64_t lds_t) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < kb * lds_t;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / lds_t, col = i % lds_t;  // scale_t[row = k block][col = n block]
+    scale_t[i] = col < nb ? scale[col * lds + row] : 0.f;
+  }
+}
+
 unsigned GridFor(int64_t threads_needed, int block) {
   int64_t g = (threads_needed + block - 1) / block;
   return static_cast<unsigned>(g < 1 ? 1 : (g > 65535 * 8 ? 65535 * 8 : g));
@@ -109,6 +135,17 @@ cudaError_t LaunchQuantizeFp8Activation(const void* x, bool x_is_f32, int64_t ld
   const int64_t warps = mp * ((k + 127) / 128);
   quantize_fp8_act_kernel<<<GridFor(warps * 32, 256), 256, 0, s>>>(x, x_is_f32, ldx, m, mp, k,
                                                                    q, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchTransposeFp8Weight(const uint8_t* q, const float* scale, int64_t lds,
+                                     int64_t n, int64_t k, uint8_t* qt, float* scale_t,
+                                     int64_t lds_t, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((k + 31) / 32), static_cast<unsigned>((n + 31) / 32));
+  transpose_fp8_kernel<<<grid, dim3(32, 8), 0, s>>>(q, n, k, qt);
+  const int64_t kb = (k + 127) / 128;
+  transpose_fp8_scale_kernel<<<GridFor(kb * lds_t, 256), 256, 0, s>>>(scale, lds, (n + 127) / 128,
+                                                                      kb, scale_t, lds_t);
   return cudaGetLastError();
 }
 

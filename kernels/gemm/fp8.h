@@ -60,12 +60,20 @@ struct Fp8GroupActivation {
 Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w);
 Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a);
 namespace internal {
+// w and wt are FP8 weights on one device with wt [K, N] for w [N, K].
+Status CheckFp8Transpose(const char* op, const Fp8BlockWeight& w, const Fp8BlockWeight& wt);
 // `t` is bf16 or f32 [rows, cols] with unit column stride.
 Status CheckFloatMatrix(const char* op, const char* what, const TensorView& t, int64_t rows,
                         int64_t cols);
 }  // namespace internal
 
+// wt = the transpose of w: codes [K, N] and scales [ceil(K/128), Fp8WeightScaleLd(N)] with
+// block (kb, nb) = w's block (nb, kb); padding scale columns 0. Blocks are square, so this
+// equals quantizing the transposed bf16 weight, bit for bit (each block keeps its amax):
+// the K-major form of W that `y = g W` needs (cuBLASLt's FP8 GEMMs take K-major operands).
+
 namespace cpu {
+Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream s);
 // w: bf16 or f32 [N, K] -> out (scale padding columns are written as 0).
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream s);
 // x: bf16 or f32 [M, K] (unit column stride), Mp - 4 < M <= Mp -> out (pad rows zero).
@@ -80,6 +88,7 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
 }  // namespace cpu
 
 namespace cuda {
+Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream s);
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream s);
 Status QuantizeFp8Activation(const TensorView& x, const Fp8GroupActivation& out, Stream s);
 Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Stream s);
@@ -93,6 +102,7 @@ Status CheckFp8Device(int device);
 }  // namespace cuda
 
 // Dispatch on the views' device.
+Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream s);
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream s);
 Status QuantizeFp8Activation(const TensorView& x, const Fp8GroupActivation& out, Stream s);
 Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Stream s);

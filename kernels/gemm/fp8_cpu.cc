@@ -79,7 +79,33 @@ Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a) {
   return ExpectSameDevice(op, a.data, a.scale);
 }
 
+Status internal::CheckFp8Transpose(const char* op, const Fp8BlockWeight& w,
+                                   const Fp8BlockWeight& wt) {
+  RETURN_IF_ERROR(CheckFp8Weight(op, w));
+  RETURN_IF_ERROR(CheckFp8Weight(op, wt));
+  if (wt.rows() != w.cols() || wt.cols() != w.rows())
+    return InvalidArgumentError("{}: wt {} is not the transpose of w {}", op, wt.data.ToString(),
+                                w.data.ToString());
+  return ExpectSameDevice(op, w.data, wt.data);
+}
+
 namespace cpu {
+
+Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream) {
+  RETURN_IF_ERROR(internal::CheckFp8Transpose("cpu::TransposeFp8Weight", w, wt));
+  const int64_t n = w.rows(), k = w.cols();
+  const uint8_t* q = w.data.data_as<const uint8_t>();
+  uint8_t* qt = wt.data.data_as<uint8_t>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) qt[c * n + r] = q[r * k + c];
+  const float* sc = w.scale.data_as<const float>();
+  float* sct = wt.scale.data_as<float>();
+  const int64_t ld = w.scale.dim(1), ldt = wt.scale.dim(1);
+  std::fill(sct, sct + wt.scale.numel(), 0.f);
+  for (int64_t nb = 0; nb < Fp8Blocks(n); ++nb)
+    for (int64_t kb = 0; kb < Fp8Blocks(k); ++kb) sct[kb * ldt + nb] = sc[nb * ld + kb];
+  return Status::Ok();
+}
 
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream) {
   constexpr const char* kOp = "cpu::QuantizeFp8Weight";
@@ -170,6 +196,10 @@ Status Fp8Gemm(GemmContext*, const Fp8GroupActivation& a, const Fp8BlockWeight& 
 
 }  // namespace cpu
 
+Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream s) {
+  if (w.data.device().is_cpu()) return cpu::TransposeFp8Weight(w, wt, s);
+  return cuda::TransposeFp8Weight(w, wt, s);
+}
 Status QuantizeFp8Weight(const TensorView& w, const Fp8BlockWeight& out, Stream s) {
   if (out.data.device().is_cpu()) return cpu::QuantizeFp8Weight(w, out, s);
   return cuda::QuantizeFp8Weight(w, out, s);
@@ -195,6 +225,7 @@ Status NoCuda(const char* op) {
   return UnavailableError("{}: CUDA tensors but tandem was built without CUDA", op);
 }
 }  // namespace
+Status TransposeFp8Weight(const Fp8BlockWeight&, const Fp8BlockWeight&, Stream) { return NoCuda("TransposeFp8Weight"); }
 Status QuantizeFp8Weight(const TensorView&, const Fp8BlockWeight&, Stream) { return NoCuda("QuantizeFp8Weight"); }
 Status QuantizeFp8Activation(const TensorView&, const Fp8GroupActivation&, Stream) { return NoCuda("QuantizeFp8Activation"); }
 Status DequantizeFp8Weight(const Fp8BlockWeight&, const TensorView&, Stream) { return NoCuda("DequantizeFp8Weight"); }

@@ -52,6 +52,17 @@ Status QuantizeFp8Activation(const TensorView& x, const Fp8GroupActivation& out,
   return Status::Ok();
 }
 
+Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream s) {
+  constexpr const char* kOp = "cuda::TransposeFp8Weight";
+  RETURN_IF_ERROR(internal::CheckFp8Transpose(kOp, w, wt));
+  if (w.data.numel() == 0) return Status::Ok();
+  NvtxRange range(kOp);
+  CUDA_RETURN_IF_ERROR(LaunchTransposeFp8Weight(
+      w.data.data_as<const uint8_t>(), w.scale.data_as<const float>(), w.scale.dim(1), w.rows(),
+      w.cols(), wt.data.data_as<uint8_t>(), wt.scale.data_as<float>(), wt.scale.dim(1), s));
+  return Status::Ok();
+}
+
 Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Stream s) {
   constexpr const char* kOp = "cuda::DequantizeFp8Weight";
   RETURN_IF_ERROR(CheckFp8Weight(kOp, w));

@@ -70,6 +70,31 @@ TEST_F(Fp8Cuda, WeightQuantizeAndDequantizeMatchCpuExactly) {
   }
 }
 
+TEST_F(Fp8Cuda, TransposeMatchesCpuExactly) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 300}, {33, 4100}, {1, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
+    std::vector<float> w = Randn(n * k, 23, 0.03f);
+    const int64_t nb = Fp8Blocks(n), ld = Fp8WeightScaleLd(k);
+    const int64_t kb = Fp8Blocks(k), ldt = Fp8WeightScaleLd(n);
+    std::vector<uint8_t> hq(n * k), hqt(k * n);
+    std::vector<float> hs(nb * ld), hst(kb * ldt, -1.f);
+    Fp8BlockWeight hw{TensorView(hq.data(), DType::kF8E4M3, {n, k}),
+                      TensorView(hs.data(), DType::kF32, {nb, ld})};
+    Fp8BlockWeight hwt{TensorView(hqt.data(), DType::kF8E4M3, {k, n}),
+                       TensorView(hst.data(), DType::kF32, {kb, ldt})};
+    ASSERT_TRUE(cpu::QuantizeFp8Weight(TensorView(w.data(), DType::kF32, {n, k}), hw, nullptr).ok());
+    ASSERT_TRUE(cpu::TransposeFp8Weight(hw, hwt, nullptr).ok());
+    DeviceArray<uint8_t> dq(hq), dqt(std::vector<uint8_t>(k * n, 0xAB));
+    DeviceArray<float> ds(hs), dst(std::vector<float>(kb * ldt, -1.f));
+    Fp8BlockWeight gw{dq.View(DType::kF8E4M3, {n, k}), ds.View(DType::kF32, {nb, ld})};
+    Fp8BlockWeight gwt{dqt.View(DType::kF8E4M3, {k, n}), dst.View(DType::kF32, {kb, ldt})};
+    Status st = TransposeFp8Weight(gw, gwt, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(dqt.ToHost(), hqt);
+    EXPECT_EQ(dst.ToHost(), hst);
+  }
+}
+
 TEST_F(Fp8Cuda, ActivationQuantizeMatchesCpuExactly) {
   for (auto [m, k] : {std::pair<int64_t, int64_t>{13, 300}, {1, 128}, {259, 4096}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << m << " K=" << k);

@@ -17,6 +17,10 @@ cudaError_t LaunchQuantizeFp8Weight(const void* w, bool w_is_f32, int64_t ldw, i
 cudaError_t LaunchQuantizeFp8Activation(const void* x, bool x_is_f32, int64_t ldx, int64_t m,
                                         int64_t mp, int64_t k, uint8_t* q, float* scale,
                                         cudaStream_t s);
+// q [n, k] -> qt [k, n]; scale [ceil(n/128), lds] -> scale_t [ceil(k/128), lds_t] (padding 0).
+cudaError_t LaunchTransposeFp8Weight(const uint8_t* q, const float* scale, int64_t lds,
+                                     int64_t n, int64_t k, uint8_t* qt, float* scale_t,
+                                     int64_t lds_t, cudaStream_t s);
 // q [n, k], scale [nb, lds] -> out [n, k] dense, bf16 or f32.
 cudaError_t LaunchDequantizeFp8Weight(const uint8_t* q, const float* scale, int64_t lds,
                                       int64_t n, int64_t k, void* out, bool out_is_f32,

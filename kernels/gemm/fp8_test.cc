@@ -122,6 +122,30 @@ TEST(Fp8Quantize, WeightRoundTripOnOddShapes) {
   }
 }
 
+// Blocks are square, so the transposed FP8 weight must equal quantizing the transposed
+// matrix, codes and scales bit for bit (odd shapes: partial blocks on both sides).
+TEST(Fp8Quantize, TransposeEqualsQuantizingTheTranspose) {
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 1}, {130, 257}, {77, 300}, {256, 129}}) {
+    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
+    std::vector<float> w = Randn(n * k, 17, 0.05f), wt(w.size());
+    for (int64_t i = 0; i < n * k; i += 89) w[i] *= 500.f;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) wt[c * n + r] = w[r * k + c];
+    HostWeight hw, ht, want;
+    Fp8BlockWeight q = hw.View(n, k), qt = ht.View(k, n), qw = want.View(k, n);
+    ASSERT_TRUE(QuantizeFp8Weight(TensorView(w.data(), DType::kF32, {n, k}), q, nullptr).ok());
+    ASSERT_TRUE(QuantizeFp8Weight(TensorView(wt.data(), DType::kF32, {k, n}), qw, nullptr).ok());
+    Status st = TransposeFp8Weight(q, qt, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(ht.q, want.q);
+    EXPECT_EQ(ht.s, want.s);
+  }
+  HostWeight a, b;
+  Status bad = TransposeFp8Weight(a.View(130, 257), b.View(130, 257), nullptr);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.ToString().find("not the transpose"), std::string::npos) << bad.ToString();
+}
+
 TEST(Fp8Quantize, ActivationRoundTripAndScaleLayout) {
   const int64_t m = 13, k = 300;  // M not a multiple of 4: the scale rows are padded to 16
   std::vector<float> x = Randn(m * k, 3);

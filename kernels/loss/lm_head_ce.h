@@ -63,6 +63,15 @@ Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const Tens
                           const LmHeadCeOutputs& out, const TensorView& workspace,
                           int64_t chunk_rows, Stream s);
 
+namespace internal {
+// The checks of everything but the weight (hidden, targets, row weights, outputs) against a
+// vocabulary of `vocab`; returns R and H. Shared with the FP8 LM head (lm_head_ce_fp8.h).
+Status CheckLmHeadCeRows(const char* op, const TensorView& hidden, int64_t vocab,
+                         const TensorView& targets, const TensorView& row_weights,
+                         const LmHeadCeOutputs& out, int64_t chunk_rows, int64_t* rows,
+                         int64_t* hidden_dim);
+}  // namespace internal
+
 // Shape and dtype checks shared by both versions; returns R, H, V.
 Status CheckLmHeadCeArgs(const char* op, const TensorView& hidden, const TensorView& weight,
                          const TensorView& targets, const TensorView& row_weights,

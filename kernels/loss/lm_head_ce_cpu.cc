@@ -20,18 +20,28 @@ Status CheckLmHeadCeArgs(const char* op, const TensorView& hidden, const TensorV
                          const TensorView& targets, const TensorView& row_weights,
                          const LmHeadCeOutputs& out, int64_t chunk_rows, int64_t* rows,
                          int64_t* hidden_dim, int64_t* vocab) {
-  RETURN_IF_ERROR(ExpectDType(op, "hidden", hidden, DType::kBF16));
   RETURN_IF_ERROR(ExpectDType(op, "weight", weight, DType::kBF16));
   if (hidden.ndim() != 2 || weight.ndim() != 2)
     return InvalidArgumentError("{}: hidden {} and weight {} must be 2-d", op, hidden.ToString(),
                                 weight.ToString());
+  *vocab = weight.dim(0);
+  RETURN_IF_ERROR(ExpectShape(op, "weight", weight, Shape{*vocab, hidden.dim(1)}));
+  RETURN_IF_ERROR(ExpectContiguous(op, "weight", weight));
+  return internal::CheckLmHeadCeRows(op, hidden, *vocab, targets, row_weights, out, chunk_rows,
+                                     rows, hidden_dim);
+}
+
+Status internal::CheckLmHeadCeRows(const char* op, const TensorView& hidden, int64_t vocab,
+                                   const TensorView& targets, const TensorView& row_weights,
+                                   const LmHeadCeOutputs& out, int64_t chunk_rows, int64_t* rows,
+                                   int64_t* hidden_dim) {
+  RETURN_IF_ERROR(ExpectDType(op, "hidden", hidden, DType::kBF16));
+  if (hidden.ndim() != 2)
+    return InvalidArgumentError("{}: hidden {} must be 2-d", op, hidden.ToString());
   *rows = hidden.dim(0);
   *hidden_dim = hidden.dim(1);
-  *vocab = weight.dim(0);
   const int64_t r = *rows;
-  RETURN_IF_ERROR(ExpectShape(op, "weight", weight, Shape{*vocab, *hidden_dim}));
   RETURN_IF_ERROR(ExpectContiguous(op, "hidden", hidden));
-  RETURN_IF_ERROR(ExpectContiguous(op, "weight", weight));
   RETURN_IF_ERROR(ExpectDType(op, "targets", targets, DType::kI32));
   RETURN_IF_ERROR(ExpectShape(op, "targets", targets, Shape{r}));
   RETURN_IF_ERROR(ExpectDType(op, "row_weights", row_weights, DType::kF32));
@@ -58,7 +68,7 @@ Status CheckLmHeadCeArgs(const char* op, const TensorView& hidden, const TensorV
   }
   if (chunk_rows <= 0)
     return InvalidArgumentError("{}: chunk_rows must be positive, got {}", op, chunk_rows);
-  if (*vocab <= 0) return InvalidArgumentError("{}: empty vocabulary", op);
+  if (vocab <= 0) return InvalidArgumentError("{}: empty vocabulary", op);
   return Status::Ok();
 }
 

@@ -201,8 +201,11 @@ Status DFlashDrafter::Carve(char* base) {
   d_ctx_f32_ = c.Take(DType::kF32, Shape{tmax, h});
   // The shared region: each phase carves it from its start; phases never overlap in time.
   const int64_t ce_bytes =
-      device_.is_cpu() ? 0
-                       : kernels::LmHeadCeWorkspaceBytes(r, t.vocab_size, options_.ce_chunk_rows);
+      device_.is_cpu()       ? 0
+      : options_.lm_head_fp8 ? kernels::LmHeadCeFp8WorkspaceBytes(r, t.vocab_size, h,
+                                                                  options_.ce_chunk_rows)
+                             : kernels::LmHeadCeWorkspaceBytes(r, t.vocab_size,
+                                                               options_.ce_chunk_rows);
   const std::function<void(WorkspaceCarver&)> phases[] = {
       [&](WorkspaceCarver& o) {  // attention
         q_s_ = o.Take(DType::kBF16, Shape{r, hq, d});
@@ -337,6 +340,10 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
   const int64_t tt = tokens_;
   const DFlashParamViews& w = params_.w;
   head_lm_ = head.lm_head;
+  head_lm_fp8_ = head.lm_head_fp8;
+  if (options_.lm_head_fp8 && head_lm_fp8_ == nullptr)
+    return InvalidArgumentError("DFlash drafter: lm_head_precision = \"fp8\" but the target "
+                                "head has no FP8 form (DFlashTargetHead::lm_head_fp8)");
   RETURN_IF_ERROR(kernels::ConcatNoiseForward(concat_.Narrow(0, 0, tt), ctx_layers, noise_std,
                                               seed, offset, stream_));
   RETURN_IF_ERROR(WaitUpdated(0));  // fc and the norm weights (overlapped optimizer)
@@ -380,10 +387,17 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
   out.loss = loss_;
   out.correct = correct;
   if (want_grad) out.dhidden = dhidden;
-  RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), hidden, head_lm_,
-                                              lm_targets_.Narrow(0, 0, n),
-                                              lm_weights_.Narrow(0, 0, n), out, ce_workspace_,
-                                              options_.ce_chunk_rows, s));
+  if (options_.lm_head_fp8) {
+    RETURN_IF_ERROR(kernels::LmHeadCrossEntropyFp8(gemm_.get(), hidden, *head_lm_fp8_,
+                                                   lm_targets_.Narrow(0, 0, n),
+                                                   lm_weights_.Narrow(0, 0, n), out,
+                                                   ce_workspace_, options_.ce_chunk_rows, s));
+  } else {
+    RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), hidden, head_lm_,
+                                                lm_targets_.Narrow(0, 0, n),
+                                                lm_weights_.Narrow(0, 0, n), out, ce_workspace_,
+                                                options_.ce_chunk_rows, s));
+  }
   RETURN_IF_ERROR(kernels::RowGather(correct_, lm_slot_, correct, s));
   return want_grad ? kernels::RowGather(d_tmp_, lm_slot_, dhidden, s) : Status::Ok();
 }

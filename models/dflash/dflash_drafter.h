@@ -35,6 +35,7 @@
 #include "kernels/core/memory.h"
 #include "kernels/core/stream.h"
 #include "kernels/core/tensor.h"
+#include "kernels/loss/lm_head_ce_fp8.h"
 #include "models/dflash/dflash_anchors.h"
 #include "models/dflash/dflash_config.h"
 #include "models/dflash/dflash_params.h"
@@ -47,12 +48,18 @@ namespace tandem::models {
 struct DFlashTargetHead {
   kernels::TensorView embedding;
   kernels::TensorView lm_head;
+  // The LM head's FP8 form (kernels/loss/lm_head_ce_fp8.h), quantized once by the owner of
+  // the head; REQUIRED when the drafter was created with lm_head_fp8, ignored otherwise.
+  const kernels::Fp8LmHead* lm_head_fp8 = nullptr;
 };
 
 struct DFlashDrafterOptions {
   int64_t max_tokens = 0;  // most context tokens T of a batch
   int64_t num_blocks = 0;  // NB blocks per step (anchors per batch, padded)
   int64_t ce_chunk_rows = 2048;
+  // lm_head_precision = "fp8": the LM head + CE runs as block-scaled e4m3 GEMMs against
+  // DFlashTargetHead::lm_head_fp8 (fp32 accumulation; CUDA needs sm_90).
+  bool lm_head_fp8 = false;
 };
 
 struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter_internal.h)
@@ -213,6 +220,7 @@ class DFlashDrafter {
   bool update_pending_ = false;
   Status join_error_;  // a failed join in params(), returned by the next step
   kernels::TensorView head_lm_;  // the LM head of the current step
+  const kernels::Fp8LmHead* head_lm_fp8_ = nullptr;  // its FP8 form (lm_head_fp8)
   kernels::TensorView concat_in_;
 };
 

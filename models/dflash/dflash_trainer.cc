@@ -18,7 +18,8 @@ Result<std::unique_ptr<DFlashTrainer>> DFlashTrainer::Create(const DFlashConfig&
   t->options_ = options;
   t->warmup_ = std::max<int64_t>(
       1, static_cast<int64_t>(std::llround(options.warmup_ratio * options.total_steps)));
-  DFlashDrafterOptions o{options.max_tokens, options.anchors_per_batch, options.ce_chunk_rows};
+  DFlashDrafterOptions o{options.max_tokens, options.anchors_per_batch, options.ce_chunk_rows,
+                         options.lm_head_fp8};
   ASSIGN_OR_RETURN(t->drafter_, DFlashDrafter::Create(config, o, device, stream));
   if (options.optimizer_overlap) RETURN_IF_ERROR(t->drafter_->SetOptimizerOverlap(true));
   return t;

@@ -32,6 +32,7 @@ struct DFlashTrainOptions {
   int64_t ce_chunk_rows = 2048;
   // AdamW on a second stream, overlapping the next forward (DFlashDrafter::OptimizerStep).
   bool optimizer_overlap = false;
+  bool lm_head_fp8 = false;  // DFlashDrafterOptions::lm_head_fp8
 };
 
 class DFlashTrainer {

@@ -1,6 +1,7 @@
 #include "models/qwen3/qwen3_fp8.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/core/stream.h"
 
@@ -42,40 +43,61 @@ Fp8BlockWeight Carve(char* base, int64_t* offset, int64_t n, int64_t k, kernels:
 
 }  // namespace
 
-Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Quantize(const Qwen3Weights& weights,
+Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Allocate(const TransformerConfig& c,
+                                                          kernels::Device device,
                                                           kernels::Stream stream) {
-  const kernels::Device device = weights.device();
-  std::vector<const TensorView*> sources;
-  for (const Qwen3LayerWeights& l : weights.layers())
-    for (const TensorView* v : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_up, &l.down_proj}) {
-      if (v->empty())
-        return InvalidArgumentError("Qwen3Fp8Projections: the bf16 projections were released");
-      sources.push_back(v);
-    }
-  int64_t total = 0;
-  for (const TensorView* v : sources) total += Fp8Bytes(v->dim(0), v->dim(1));
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size;
+  // [N, K] of q, k, v, o, gate|up, down: the order of Qwen3Fp8Layer's fields.
+  const int64_t shapes[6][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {2 * ff, h}, {h, ff}};
+  int64_t per_layer = 0;
+  for (const auto& nk : shapes) per_layer += Fp8Bytes(nk[0], nk[1]);
   kernels::Allocator* alloc = &kernels::HostAllocator();
   if (device.is_cuda()) {
     ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
     alloc = pool;
   }
   Qwen3Fp8Projections p;
-  ASSIGN_OR_RETURN(p.storage_, kernels::Tensor::Empty(*alloc, DType::kU8,
-                                                       {std::max<int64_t>(total, 1)}, stream));
+  ASSIGN_OR_RETURN(p.storage_,
+                   kernels::Tensor::Empty(*alloc, DType::kU8,
+                                          {std::max<int64_t>(per_layer * c.num_hidden_layers, 1)},
+                                          stream));
   char* base = static_cast<char*>(p.storage_.data());
   int64_t offset = 0;
-  size_t i = 0;
-  for (size_t layer = 0; layer < weights.layers().size(); ++layer) {
-    Qwen3Fp8Layer q;
-    for (Fp8BlockWeight* dst : {&q.q_proj, &q.k_proj, &q.v_proj, &q.o_proj, &q.gate_up, &q.down_proj}) {
-      const TensorView& src = *sources[i++];
-      *dst = Carve(base, &offset, src.dim(0), src.dim(1), device);
-      RETURN_IF_ERROR(kernels::QuantizeFp8Weight(src, *dst, stream)
-                          .WithContext(fmt::format("layer {} projection {}", layer, src.ToString())));
-    }
-    p.layers_.push_back(q);
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    Qwen3Fp8Layer l;
+    Fp8BlockWeight* dst[6] = {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_up, &l.down_proj};
+    for (int i = 0; i < 6; ++i) *dst[i] = Carve(base, &offset, shapes[i][0], shapes[i][1], device);
+    p.layers_.push_back(l);
   }
-  RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
+  return p;
+}
+
+Status Qwen3Fp8Projections::QuantizeLayer(int64_t layer, const Qwen3LayerWeights& staged,
+                                          kernels::Stream stream) {
+  if (layer < 0 || layer >= static_cast<int64_t>(layers_.size()))
+    return InvalidArgumentError("Qwen3Fp8Projections: layer {} of {}", layer, layers_.size());
+  Qwen3Fp8Layer& q = layers_[static_cast<size_t>(layer)];
+  const std::pair<const TensorView*, Fp8BlockWeight*> pairs[] = {
+      {&staged.q_proj, &q.q_proj}, {&staged.k_proj, &q.k_proj},     {&staged.v_proj, &q.v_proj},
+      {&staged.o_proj, &q.o_proj}, {&staged.gate_up, &q.gate_up}, {&staged.down_proj, &q.down_proj}};
+  for (const auto& [src, dst] : pairs) {
+    if (src->empty())
+      return InvalidArgumentError("Qwen3Fp8Projections: layer {}: a bf16 projection is missing",
+                                  layer);
+    RETURN_IF_ERROR(kernels::QuantizeFp8Weight(*src, *dst, stream)
+                        .WithContext(fmt::format("layer {} projection {}", layer, src->ToString())));
+  }
+  return Status::Ok();
+}
+
+Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Quantize(const Qwen3Weights& weights,
+                                                          kernels::Stream stream) {
+  if (!weights.has_projections())
+    return InvalidArgumentError("Qwen3Fp8Projections: the bf16 projections were released");
+  ASSIGN_OR_RETURN(Qwen3Fp8Projections p, Allocate(weights.config(), weights.device(), stream));
+  for (size_t layer = 0; layer < weights.layers().size(); ++layer)
+    RETURN_IF_ERROR(p.QuantizeLayer(static_cast<int64_t>(layer), weights.layers()[layer], stream));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(weights.device(), stream));
   return p;
 }
 

@@ -36,6 +36,15 @@ class Qwen3Fp8Projections {
   // weights' device, ordered on `stream`; returns once done. All of K, N must be multiples
   // of 16 on CUDA (every Qwen3 size is).
   static Result<Qwen3Fp8Projections> Quantize(const Qwen3Weights& weights, kernels::Stream stream);
+  // Storage for every layer's e4m3 projections of `config` on `device`, not yet filled;
+  // QuantizeLayer fills layer by layer (e.g. as a Qwen3Weights ProjectionSink, so the bf16
+  // projections never coexist in full with their FP8 form: the load's peak drops from
+  // bf16 + e4m3 to e4m3 + one bf16 layer).
+  static Result<Qwen3Fp8Projections> Allocate(const TransformerConfig& config,
+                                              kernels::Device device, kernels::Stream stream);
+  // Quantizes `staged`'s projections into layer `layer` (enqueued on `stream`; `staged` must
+  // stay valid until the stream reaches this point).
+  Status QuantizeLayer(int64_t layer, const Qwen3LayerWeights& staged, kernels::Stream stream);
 
   Qwen3Fp8Projections() = default;
   Qwen3Fp8Projections(Qwen3Fp8Projections&&) = default;

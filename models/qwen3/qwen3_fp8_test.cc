@@ -1,7 +1,8 @@
 // CPU tests of the Qwen3 target with precision = "fp8" (the FP8 reference kernels): on a
 // tiny random checkpoint the fp8 forward stays close to the bf16 one (but is not it), with a
 // token count that is not a multiple of 4 (padded FP8 rows); the projections' memory
-// shrinks; a bad precision name is refused.
+// shrinks; quantizing layer by layer at load equals quantizing after it; a bad precision
+// name is refused.
 #include <cmath>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "models/io/model_test_util.h"
 #include "models/qwen3/qwen3_target.h"
 #include "models/qwen3/qwen3_test_util.h"
+#include "models/qwen3/qwen3_weights_internal.h"
 
 namespace tandem::models {
 namespace {
@@ -66,6 +68,78 @@ TEST(Qwen3Fp8Test, Fp8ForwardTracksBf16) {
     EXPECT_LT(rel, 0.08) << "layer " << l;
     EXPECT_GT(min_cos, 0.99) << "layer " << l;
   }
+}
+
+// Load and Random quantize each layer as it arrives (Qwen3Weights' ProjectionSink); the
+// result must be the forward of quantizing the complete bf16 weights afterwards, bit for bit.
+TEST(Qwen3Fp8Test, LayerByLayerQuantizeEqualsQuantizeAfterLoad) {
+  const TransformerConfig cfg = testing::TinyConfig(false, false);
+  const testing::HostWeights w = testing::RandomHostWeights(cfg, 12);
+  testing::ScratchDir dir;
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
+  const Qwen3TargetOptions fp8{.max_tokens = 40, .precision = TargetPrecision::kFp8};
+  auto streamed = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(), fp8);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
+  auto reader = SafetensorsReader::Open(dir.path());
+  ASSERT_TRUE(reader.ok());
+  auto whole = Qwen3Weights::Load(cfg, *reader, kernels::Device::Cpu(), nullptr);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_TRUE(whole->has_projections());
+  auto after = Qwen3Target::Create(std::move(*whole), fp8);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  // Same tensors; the two layouts of the remaining bf16 weights differ only in alignment
+  // padding (256 bytes at most per tensor).
+  EXPECT_FALSE((*streamed)->weights().has_projections());
+  EXPECT_LE(std::abs((*streamed)->weight_bytes() - (*after)->weight_bytes()),
+            256 * (3 + 4 * cfg.num_hidden_layers));
+  testing::HostBatch b = testing::MakeBatch({7, 9, 2}, cfg.vocab_size, 5);
+  const auto got = RunCaptures(**streamed, b), want = RunCaptures(**after, b);
+  for (int l = 0; l < 3; ++l)
+    for (size_t i = 0; i < got[l].size(); ++i)
+      ASSERT_EQ(got[l][i].bits, want[l][i].bits) << "layer " << l << " element " << i;
+
+  auto random_streamed = Qwen3Target::Random(cfg, kernels::Device::Cpu(), 3, fp8);
+  ASSERT_TRUE(random_streamed.ok()) << random_streamed.status().ToString();
+  auto random_whole = Qwen3Weights::Random(cfg, kernels::Device::Cpu(), 3, nullptr);
+  ASSERT_TRUE(random_whole.ok());
+  auto random_after = Qwen3Target::Create(std::move(*random_whole), fp8);
+  ASSERT_TRUE(random_after.ok()) << random_after.status().ToString();
+  const auto rg = RunCaptures(**random_streamed, b), rw = RunCaptures(**random_after, b);
+  for (int l = 0; l < 3; ++l)
+    for (size_t i = 0; i < rg[l].size(); ++i)
+      ASSERT_EQ(rg[l][i].bits, rw[l][i].bits) << "random, layer " << l << " element " << i;
+}
+
+TEST(Qwen3Fp8Test, ProjectionNamesAndIncompleteLayers) {
+  auto p = ParseProjectionName("model.layers.17.mlp.up_proj.weight");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->layer, 17);
+  EXPECT_EQ(p->kind, 5);
+  EXPECT_FALSE(ParseProjectionName("model.layers.3.input_layernorm.weight").has_value());
+  EXPECT_FALSE(ParseProjectionName("model.layers.x.mlp.up_proj.weight").has_value());
+  EXPECT_FALSE(ParseProjectionName("lm_head.weight").has_value());
+  // A layer whose projections never all arrive is named by CheckComplete, and the sink
+  // never sees it.
+  const TransformerConfig cfg = testing::TinyConfig(false, false);
+  int calls = 0;
+  const ProjectionSink sink = [&](int64_t, const Qwen3LayerWeights&, kernels::Stream) {
+    ++calls;
+    return Status::Ok();
+  };
+  ProjectionStaging staging(cfg, kernels::Device::Cpu(), sink, nullptr);
+  for (int k = 0; k < kProjectionsPerLayer; ++k) {
+    const ProjectionName n{0, k};
+    ASSERT_TRUE(staging.Destination(n).ok());
+    ASSERT_TRUE(staging.Arrived(n).ok());
+  }
+  ASSERT_TRUE(staging.Destination({1, 2}).ok());
+  ASSERT_TRUE(staging.Arrived({1, 2}).ok());
+  EXPECT_EQ(calls, 1);
+  const Status st = staging.CheckComplete();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("model.layers.1: 1 of its 7"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(staging.Destination({0, 3}).ok()) << "a tensor after its layer was complete";
+  EXPECT_FALSE(staging.Destination({cfg.num_hidden_layers, 0}).ok());
 }
 
 TEST(Qwen3Fp8Test, RejectsUnknownPrecision) {

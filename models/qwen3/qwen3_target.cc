@@ -56,8 +56,60 @@ Qwen3Target::Qwen3Target(Qwen3Weights weights, const Qwen3TargetOptions& options
 
 Qwen3Target::~Qwen3Target() = default;
 
+namespace {
+
+Status CheckPrecisionDevice(Device device, TargetPrecision precision) {
+#ifdef TANDEM_HAVE_CUDA
+  if (device.is_cuda() && precision == TargetPrecision::kFp8)
+    return kernels::cuda::CheckFp8Device(device.index);
+#endif
+  (void)device, (void)precision;
+  return Status::Ok();
+}
+
+// Loads or makes the weights through `make(sink)`; with fp8 the sink quantizes each layer's
+// projections into a Qwen3Fp8Projections as they arrive.
+template <typename MakeWeights>
+Result<std::unique_ptr<Qwen3Target>> BuildTarget(const TransformerConfig& config, Device device,
+                                                 const Qwen3TargetOptions& options,
+                                                 MakeWeights make) {
+  RETURN_IF_ERROR(CheckPrecisionDevice(device, options.precision));
+  if (options.precision != TargetPrecision::kFp8) {
+    ASSIGN_OR_RETURN(Qwen3Weights weights, make(ProjectionSink()));
+    return Qwen3Target::Create(std::move(weights), options);
+  }
+  ASSIGN_OR_RETURN(Qwen3Fp8Projections fp8,
+                   Qwen3Fp8Projections::Allocate(config, device, options.stream));
+  ASSIGN_OR_RETURN(Qwen3Weights weights,
+                   make([&fp8](int64_t layer, const Qwen3LayerWeights& staged, kernels::Stream s) {
+                     return fp8.QuantizeLayer(layer, staged, s);
+                   }));
+  return Qwen3Target::Create(std::move(weights), std::move(fp8), options);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Create(Qwen3Weights weights,
+                                                         Qwen3Fp8Projections fp8,
+                                                         const Qwen3TargetOptions& options) {
+  if (options.precision != TargetPrecision::kFp8 || weights.has_projections() ||
+      fp8.layers().size() != weights.layers().size())
+    return InvalidArgumentError("Qwen3Target::Create: FP8 projections of {} layers for weights "
+                                "of {} layers {} bf16 projections at precision {}",
+                                fp8.layers().size(), weights.layers().size(),
+                                weights.has_projections() ? "with" : "without",
+                                TargetPrecisionName(options.precision));
+  return CreateImpl(std::move(weights), options, std::move(fp8));
+}
+
 Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Create(Qwen3Weights weights,
                                                          const Qwen3TargetOptions& options) {
+  return CreateImpl(std::move(weights), options, Qwen3Fp8Projections());
+}
+
+Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weights,
+                                                             const Qwen3TargetOptions& options,
+                                                             Qwen3Fp8Projections fp8) {
   const TransformerConfig& c = weights.config();
   if (options.max_tokens <= 0)
     return InvalidArgumentError("Qwen3Target: max_tokens must be positive, got {}",
@@ -73,10 +125,11 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Create(Qwen3Weights weights,
                                 c.rotary_dim, kernels::kRopeMaxRotaryDim);
   std::unique_ptr<Qwen3Target> t(new Qwen3Target(std::move(weights), options));
   const Device device = t->device();
-#ifdef TANDEM_HAVE_CUDA
-  if (device.is_cuda() && options.precision == TargetPrecision::kFp8)
-    RETURN_IF_ERROR(kernels::cuda::CheckFp8Device(device.index));
-#endif
+  RETURN_IF_ERROR(CheckPrecisionDevice(device, options.precision));
+  if (!t->weights_.has_projections() && fp8.layers().empty())
+    return InvalidArgumentError("Qwen3Target::Create: the weights hold no projections (loaded "
+                                "with a ProjectionSink) and no FP8 form of them was given");
+  t->fp8_ = std::move(fp8);
   RETURN_IF_ERROR(t->AllocateWorkspace());
   if (options.precision == TargetPrecision::kFp8) RETURN_IF_ERROR(t->PrepareFp8());
   if (device.is_cuda()) {
@@ -93,11 +146,20 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Create(Qwen3Weights weights,
 
 Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir, Device device,
                                                        const Qwen3TargetOptions& options) {
+  RETURN_IF_ERROR(CheckPrecisionDevice(device, options.precision));
   ASSIGN_OR_RETURN(TransformerConfig config, LoadTransformerConfig(dir));
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
-  ASSIGN_OR_RETURN(Qwen3Weights weights,
-                   Qwen3Weights::Load(config, reader, device, options.stream));
-  return Create(std::move(weights), options);
+  return BuildTarget(config, device, options, [&](const ProjectionSink& sink) {
+    return Qwen3Weights::Load(config, reader, device, options.stream, sink);
+  });
+}
+
+Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Random(const TransformerConfig& config,
+                                                         Device device, uint64_t seed,
+                                                         const Qwen3TargetOptions& options) {
+  return BuildTarget(config, device, options, [&](const ProjectionSink& sink) {
+    return Qwen3Weights::Random(config, device, seed, options.stream, 1.f, sink);
+  });
 }
 
 Status Qwen3Target::AllocateWorkspace() {

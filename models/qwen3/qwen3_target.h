@@ -68,11 +68,22 @@ class Qwen3Target {
   // contexts) on the weights' device.
   static Result<std::unique_ptr<Qwen3Target>> Create(Qwen3Weights weights,
                                                      const Qwen3TargetOptions& options);
+  // Same, for weights loaded without projections (Qwen3Weights with a ProjectionSink) whose
+  // FP8 form `fp8` was filled layer by layer; REQUIRES options.precision == kFp8.
+  static Result<std::unique_ptr<Qwen3Target>> Create(Qwen3Weights weights,
+                                                     Qwen3Fp8Projections fp8,
+                                                     const Qwen3TargetOptions& options);
   // Reads `dir`/config.json and the checkpoint beside it (model.safetensors or a sharded
-  // index) onto `device`, then Create.
+  // index) onto `device`, then Create. With fp8 the projections are quantized layer by layer
+  // as they are read (the device never holds all of them in bf16), after the FP8 device
+  // check, so a GPU below sm_90 is refused before anything is read.
   static Result<std::unique_ptr<Qwen3Target>> Load(const std::string& dir,
                                                    kernels::Device device,
                                                    const Qwen3TargetOptions& options);
+  // Random weights (Qwen3Weights::Random with `seed`), quantized layer by layer with fp8.
+  static Result<std::unique_ptr<Qwen3Target>> Random(const TransformerConfig& config,
+                                                     kernels::Device device, uint64_t seed,
+                                                     const Qwen3TargetOptions& options);
   ~Qwen3Target();
   Qwen3Target(const Qwen3Target&) = delete;
   Qwen3Target& operator=(const Qwen3Target&) = delete;
@@ -120,6 +131,10 @@ class Qwen3Target {
   };
 
   Qwen3Target(Qwen3Weights weights, const Qwen3TargetOptions& options);
+  // `fp8`: empty, or the projections' FP8 form when `weights` hold none.
+  static Result<std::unique_ptr<Qwen3Target>> CreateImpl(Qwen3Weights weights,
+                                                         const Qwen3TargetOptions& options,
+                                                         Qwen3Fp8Projections fp8);
   Status AllocateWorkspace();
   Status CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
                       const kernels::TensorView& logits, int* max_seqlen) const;
@@ -135,8 +150,8 @@ class Qwen3Target {
   // With `kv`, the attention runs over the cache instead of inside the batch's documents.
   Status Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t tokens,
                int max_seqlen, const KvSlot* kv = nullptr);
-  // fp8: quantizes the projections, releases their bf16 copies, allocates the e4m3
-  // activation buffer (qwen3_target_fp8.cc).
+  // fp8: unless fp8_ is already filled, quantizes the projections and releases their bf16
+  // copies; allocates the e4m3 activation buffer (qwen3_target_fp8.cc).
   Status PrepareFp8();
   Status LayerFp8(size_t index, const PackedBatch& batch, int64_t tokens, int max_seqlen);
   Status AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,

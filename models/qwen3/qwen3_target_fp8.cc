@@ -1,5 +1,5 @@
-// Qwen3Target with precision = "fp8": setup (quantize the projections, release their bf16
-// copies, allocate the e4m3 activation buffer) and the FP8 decoder layer.
+// Qwen3Target with precision = "fp8": setup (quantize the projections unless the loader did,
+// release their bf16 copies, allocate the e4m3 activation buffer) and the FP8 decoder layer.
 #include <algorithm>
 
 #include "kernels/gemm/fp8.h"
@@ -17,8 +17,10 @@ using kernels::TensorView;
 
 Status Qwen3Target::PrepareFp8() {
   const TransformerConfig& c = config();
-  ASSIGN_OR_RETURN(fp8_, Qwen3Fp8Projections::Quantize(weights_, options_.stream));
-  RETURN_IF_ERROR(weights_.ReleaseProjections(options_.stream));
+  if (fp8_.layers().empty()) {
+    ASSIGN_OR_RETURN(fp8_, Qwen3Fp8Projections::Quantize(weights_, options_.stream));
+    RETURN_IF_ERROR(weights_.ReleaseProjections(options_.stream));
+  }
   // One e4m3 buffer serves every GEMM input in turn (each is consumed before the next is
   // produced): [Tp, max K] codes + the scales for that many rows and columns.
   const int64_t tp = kernels::Fp8PaddedRows(options_.max_tokens);

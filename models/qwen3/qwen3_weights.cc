@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -75,8 +76,10 @@ Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint6
 }
 
 Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device device,
-                                            Stream stream) {
-  const std::vector<WeightSpec> specs = CausalLmWeightSpecs(c);
+                                            Stream stream, bool projections) {
+  std::vector<WeightSpec> specs = CausalLmWeightSpecs(c);
+  if (!projections)
+    std::erase_if(specs, [](const WeightSpec& s) { return ParseProjectionName(s.name).has_value(); });
   // Byte offsets: every parameter aligned; up_proj directly after gate_proj (one [2I, H]).
   std::unordered_map<std::string, int64_t> offsets;
   int64_t total = 0;
@@ -102,7 +105,10 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device d
   for (const WeightSpec& s : specs) {
     views[s.name] = TensorView(base + offsets.at(s.name), DType::kBF16, ToShape(s.shape), device);
   }
-  auto at = [&](const std::string& name) { return views.at(name); };
+  auto at = [&](const std::string& name) {
+    auto it = views.find(name);
+    return it == views.end() ? TensorView() : it->second;
+  };
   w.embed_ = at("model.embed_tokens.weight");
   w.final_norm_ = at("model.norm.weight");
   w.lm_head_ = c.tie_word_embeddings ? w.embed_ : at("lm_head.weight");
@@ -119,9 +125,9 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device d
     }
     l.o_proj = at(p + "self_attn.o_proj.weight");
     l.post_norm = at(p + "post_attention_layernorm.weight");
-    const TensorView gate = at(p + "mlp.gate_proj.weight");
-    l.gate_up = TensorView(gate.data(), DType::kBF16,
-                           {2 * c.intermediate_size, c.hidden_size}, device);
+    if (const TensorView gate = at(p + "mlp.gate_proj.weight"); !gate.empty())
+      l.gate_up = TensorView(gate.data(), DType::kBF16,
+                             {2 * c.intermediate_size, c.hidden_size}, device);
     l.down_proj = at(p + "mlp.down_proj.weight");
     w.layers_.push_back(l);
   }
@@ -166,14 +172,20 @@ TensorView Qwen3Weights::Destination(const std::string& name) const {
 
 Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
                                         const SafetensorsReader& reader, Device device,
-                                        Stream stream) {
+                                        Stream stream, const ProjectionSink& sink) {
   RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config), config.fp8_block_weights));
-  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream, !sink));
+  std::optional<ProjectionStaging> staged;
+  if (sink) staged.emplace(config, device, sink, stream);
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
   RETURN_IF_ERROR(reader.ForEachInFileOrder(
       [&](const TensorInfo& t, std::span<const std::byte> bytes) -> Status {
-        const TensorView dst = w.Destination(t.name);
+        TensorView dst = w.Destination(t.name);
+        std::optional<ProjectionName> projection;
+        if (dst.empty() && staged && (projection = ParseProjectionName(t.name))) {
+          ASSIGN_OR_RETURN(dst, staged->Destination(*projection));
+        }
         if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
         const void* src = bytes.data();
         if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
@@ -191,10 +203,12 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
         }
         RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
         ++loaded;
-        return Status::Ok();
+        return projection ? staged->Arrived(*projection) : Status::Ok();
       }));
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
-  const int64_t expected = static_cast<int64_t>(w.by_name_.size());
+  if (staged) RETURN_IF_ERROR(staged->CheckComplete());
+  const int64_t expected = static_cast<int64_t>(w.by_name_.size()) +
+                           (staged ? kProjectionsPerLayer * config.num_hidden_layers : 0);
   if (loaded != expected) {
     return DataLossError("{}: loaded {} of the {} weights the config needs (duplicate names?)",
                          reader.files().empty() ? "" : reader.files().front(), loaded, expected);
@@ -203,15 +217,26 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
 }
 
 Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config, Device device,
-                                          uint64_t seed, Stream stream, float scale) {
-  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream));
+                                          uint64_t seed, Stream stream, float scale,
+                                          const ProjectionSink& sink) {
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream, !sink));
+  std::optional<ProjectionStaging> staged;
+  if (sink) staged.emplace(config, device, sink, stream);
   ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
   ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
   const std::vector<WeightSpec> specs = CausalLmWeightSpecs(config);
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];
-    RETURN_IF_ERROR(FillRandomWeight(s, i, w.Destination(s.name), seed, scale, scratch, stream));
+    const std::optional<ProjectionName> projection =
+        staged ? ParseProjectionName(s.name) : std::nullopt;
+    TensorView dst = w.Destination(s.name);
+    if (projection) {
+      ASSIGN_OR_RETURN(dst, staged->Destination(*projection));
+    }
+    RETURN_IF_ERROR(FillRandomWeight(s, i, dst, seed, scale, scratch, stream));
+    if (projection) RETURN_IF_ERROR(staged->Arrived(*projection));
   }
+  if (staged) RETURN_IF_ERROR(staged->CheckComplete());
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   return w;
 }

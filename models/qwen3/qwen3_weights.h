@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,13 @@ struct Qwen3LayerWeights {
   kernels::TensorView down_proj;   // bf16 [H, I]
 };
 
+// Receives one layer's bf16 projections (q/k/v/o, gate|up, down) as soon as all of them are
+// on the device, e.g. to quantize them (models/qwen3/qwen3_fp8.h). `staged` views are valid
+// during the call only: their memory goes back to the stream-ordered pool afterwards, so the
+// sink may enqueue work that reads them on `stream` but must not keep them.
+using ProjectionSink =
+    std::function<Status(int64_t layer, const Qwen3LayerWeights& staged, kernels::Stream stream)>;
+
 class Qwen3Weights {
  public:
   // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
@@ -47,14 +55,20 @@ class Qwen3Weights {
   // their weight are DataLoss naming the tensor.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype), OutOfMemory.
+  // With a `sink`, the projections are not kept: each layer's are read into a staging buffer
+  // of one layer, handed to the sink once complete, and the buffer freed, so the device never
+  // holds more than the other weights plus the layers whose tensors are in flight (one, for
+  // checkpoints stored layer by layer); the result has no projections (has_projections()).
   static Result<Qwen3Weights> Load(const TransformerConfig& config,
                                    const SafetensorsReader& reader, kernels::Device device,
-                                   kernels::Stream stream);
+                                   kernels::Stream stream, const ProjectionSink& sink = {});
   // Random weights for benchmarks and tests: linear weights uniform in +-`scale`/sqrt(in),
   // norm weights uniform in [0.8, 1.2), embeddings uniform in +-`scale`; generated on
   // `device` from Philox stream `seed` (same values on the CPU and the GPU).
+  // With a `sink`, as Load: projections go to it layer by layer (same values) and are not kept.
   static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Device device,
-                                     uint64_t seed, kernels::Stream stream, float scale = 1.f);
+                                     uint64_t seed, kernels::Stream stream, float scale = 1.f,
+                                     const ProjectionSink& sink = {});
 
   // Drops the bf16 q/k/v/o, gate|up and down weights (after an FP8 copy was made of them:
   // models/qwen3/qwen3_fp8.h): the remaining parameters move to a new, smaller allocation
@@ -77,8 +91,9 @@ class Qwen3Weights {
 
  private:
   // Lays out every parameter in one buffer of `device` and sets the views.
+  // `projections` false: the layers' projection views stay empty (a sink receives them).
   static Result<Qwen3Weights> Allocate(const TransformerConfig& config, kernels::Device device,
-                                       kernels::Stream stream);
+                                       kernels::Stream stream, bool projections);
   // The view that checkpoint tensor `name` fills, or an empty view when it is not a weight.
   kernels::TensorView Destination(const std::string& name) const;
 

@@ -81,9 +81,21 @@ struct SectionContext {
   const Group* Find(std::string_view name) const;
 };
 
+// A GPU that a replica of the section's group was placed on (KeyTable::SetDeviceCheck).
+struct PlacedGpu {
+  int index = 0;                // CUDA device ordinal
+  std::string name;             // "NVIDIA H200"
+  int compute_capability = 0;   // major * 10 + minor
+};
+
 class KeyTable {
  public:
   using SectionCheck = std::function<Status(const ConfigValue& section, const SectionContext&)>;
+  // Settings that need a kind of GPU (e.g. FP8 tensor cores) are checked against each GPU a
+  // replica was placed on, when the job is validated, before any actor starts. `prefix`
+  // names the section ("actors.target").
+  using DeviceCheck = std::function<Status(const ConfigValue& section, std::string_view prefix,
+                                           const PlacedGpu& gpu)>;
   static constexpr int kMaxReported = 10;
 
   KeyTable() = default;
@@ -108,6 +120,7 @@ class KeyTable {
   // Every key of `other` (a shared set, e.g. the data-source keys); CHECKs against duplicates.
   void Include(const KeyTable& other);
   void SetCheck(SectionCheck check) { check_ = std::move(check); }
+  void SetDeviceCheck(DeviceCheck check) { device_check_ = std::move(check); }
 
   const std::string& title() const { return title_; }
   const std::string& doc() const { return doc_; }
@@ -123,6 +136,11 @@ class KeyTable {
                const KeyTable* extra = nullptr, bool unknown_ok = false) const;
   // Runs the whole-section check, if any (after Check passed).
   Status CheckSection(const ConfigValue& section, const SectionContext& ctx) const;
+  // Runs the device check, if any, for one placed GPU (after Check passed).
+  Status CheckDevice(const ConfigValue& section, std::string_view prefix,
+                     const PlacedGpu& gpu) const {
+    return device_check_ ? device_check_(section, prefix, gpu) : Status::Ok();
+  }
 
   // `section` with every absent key that has a fixed default set to it.
   ConfigValue WithDefaults(const ConfigValue& section) const;
@@ -149,6 +167,7 @@ class KeyTable {
   std::string doc_;
   std::vector<KeySpec> keys_;
   SectionCheck check_;
+  DeviceCheck device_check_;
 };
 
 // "job.toml:14: actors.drafter.lr" for messages about `key` of `section` (named `prefix`),

@@ -1,5 +1,6 @@
 #include "runtime/job/runner.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <thread>
@@ -133,7 +134,33 @@ JobStatus BuildStatus(const JobRunner::Live& live, const ProfileSnapshot& snap) 
   return st;
 }
 
-// Places the job's groups on `node` (all of this node's resources when null).
+// Each class's device check (KeyTable::SetDeviceCheck) against every GPU its group's
+// replicas were placed on, so settings a GPU cannot run (FP8 below sm_90) are refused when
+// the job is validated, before any actor starts.
+Status CheckPlacedDevices(const JobSpec& job, const sched::Placement& placement,
+                          const sched::NodeResources& node) {
+  for (const sched::ReplicaAssignment& r : placement.replicas) {
+    auto group = std::find_if(job.actors.begin(), job.actors.end(),
+                              [&](const ActorGroupSpec& g) { return g.name == r.group; });
+    if (group == job.actors.end() || r.gpus.empty()) continue;
+    Result<ActorClass> cls = ActorRegistry::Global().Find(group->class_name);
+    if (!cls.ok() || cls->keys == nullptr) continue;
+    for (int index : r.gpus) {
+      auto gpu = std::find_if(node.gpus.begin(), node.gpus.end(),
+                              [&](const sched::GpuInfo& g) { return g.index == index; });
+      if (gpu == node.gpus.end()) continue;
+      RETURN_IF_ERROR(cls->keys
+                          ->CheckDevice(group->settings, "actors." + group->name,
+                                        PlacedGpu{gpu->index, gpu->name, gpu->compute_capability})
+                          .WithContext(fmt::format("{}: replica {} of actors.{} on GPU {}",
+                                                   job.path, r.replica, group->name, index)));
+    }
+  }
+  return Status::Ok();
+}
+
+// Places the job's groups on `node` (all of this node's resources when null) and checks the
+// placed GPUs against the classes' device checks.
 Result<sched::Placement> PlaceJob(const JobSpec& job, const sched::NodeResources* node,
                                   bool* fake_gpus) {
   sched::NodeResources discovered;
@@ -142,7 +169,9 @@ Result<sched::Placement> PlaceJob(const JobSpec& job, const sched::NodeResources
     node = &discovered;
   }
   *fake_gpus = node->fake_gpus();
-  return JobRunner::PlaceOn(job, *node);
+  ASSIGN_OR_RETURN(sched::Placement placement, JobRunner::PlaceOn(job, *node));
+  RETURN_IF_ERROR(CheckPlacedDevices(job, placement, *node));
+  return placement;
 }
 
 }  // namespace
@@ -180,7 +209,8 @@ Result<sched::Placement> JobRunner::PlaceOn(const JobSpec& job, const sched::Nod
   return placed;
 }
 
-Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes) {
+Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes,
+                        const sched::NodeResources* node) {
   for (const auto& plugin : job.plugins) {
     auto loaded = LoadPlugin(plugin);
     if (!loaded.ok()) return loaded.status().WithContext(fmt::format("{}: plugin", job.path));
@@ -189,7 +219,7 @@ Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes) {
   RETURN_IF_ERROR(CheckClasses(job));
   RETURN_IF_ERROR(CheckActorSections(job, notes));
   bool fake_gpus = false;
-  return PlaceJob(job, nullptr, &fake_gpus).status();
+  return PlaceJob(job, node, &fake_gpus).status();
 }
 
 void JobRunner::RequestStop() { stop_requested_.store(true); }
@@ -209,7 +239,7 @@ JobStatus JobRunner::Snapshot() {
 
 Result<JobReport> JobRunner::Run(const JobSpec& job) {
   const TimePoint start = SteadyClock::now();
-  RETURN_IF_ERROR(Check(job));
+  RETURN_IF_ERROR(Check(job, nullptr, options_.resources ? &*options_.resources : nullptr));
   bool fake_gpus = false;
   ASSIGN_OR_RETURN(sched::Placement placement,
                    PlaceJob(job, options_.resources ? &*options_.resources : nullptr, &fake_gpus));

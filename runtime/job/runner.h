@@ -70,9 +70,12 @@ class JobRunner {
   // What Run() checks before it starts anything: loads the job's plugins, then checks that
   // every actor class is registered, that every group's keys are declared by its class and
   // valid (CheckActorSections), and that the job fits this node (GPUs, CPU slots, pinned
-  // bytes). Errors name the file and the group. `notes` (may be null) gets the warnings
-  // (a class that declares no keys).
-  static Status Check(const JobSpec& job, std::vector<std::string>* notes = nullptr);
+  // bytes), including each class's device check against the GPUs its replicas are placed
+  // on (e.g. precision = "fp8" below sm_90). Errors name the file and the group. `notes` (may
+  // be null) gets the warnings (a class that declares no keys). `node`: place on these
+  // resources instead of this node's (null: discover them).
+  static Status Check(const JobSpec& job, std::vector<std::string>* notes = nullptr,
+                      const sched::NodeResources* node = nullptr);
   // Places `job`'s actor groups on `node` (all or nothing); replicas get the GpuInfo::index
   // of the GPUs they are placed on. InvalidArgument, naming the file, when it does not fit.
   static Result<sched::Placement> PlaceOn(const JobSpec& job, const sched::NodeResources& node);

@@ -51,7 +51,8 @@ Result<std::vector<GpuInfo>> CudaGpus() {
     if (err != cudaSuccess) {
       return CudaError("cudaGetDeviceProperties({}): {}", i, cudaGetErrorString(err));
     }
-    gpus.push_back(GpuInfo{i, prop.name, static_cast<uint64_t>(prop.totalGlobalMem), false});
+    gpus.push_back(GpuInfo{i, prop.name, static_cast<uint64_t>(prop.totalGlobalMem), false,
+                           prop.major * 10 + prop.minor});
   }
 #endif
   return gpus;

@@ -22,6 +22,7 @@ struct GpuInfo {
   std::string name;           // "NVIDIA H200" or "fake-gpu"
   uint64_t memory_bytes = 0;  // total device memory
   bool fake = false;          // declared for tests; never passed to cudaSetDevice
+  int compute_capability = 90;  // major * 10 + minor (fake GPUs: an sm_90 unless set)
 };
 
 struct NodeResources {
