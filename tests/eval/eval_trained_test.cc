@@ -145,6 +145,7 @@ total_steps = 400
 lr = 8e-3
 anchors_per_batch = 64
 log_every = 20
+pinned_bytes = 8000000
 checkpoint = {{ dir = "{}", every_steps = {} }}
 )",
                      kSeed, target, steps, steps, ckpt, steps);
