@@ -52,10 +52,13 @@ inline constexpr Duration kWaitForever = Duration::max();
 template <class T>
 class Channel final : public ChannelBase {
  public:
-  // InvalidArgument if the options are invalid (see ChannelOptions).
-  static Result<std::shared_ptr<Channel<T>>> Create(std::string name, ChannelOptions options) {
+  // InvalidArgument if the options are invalid (see ChannelOptions). `clock` measures the
+  // waits reported in Stats() (a test passes a ManualClock); deadlines of timed calls are on
+  // the steady clock. REQUIRES: `clock` outlives the channel.
+  static Result<std::shared_ptr<Channel<T>>> Create(std::string name, ChannelOptions options,
+                                                    const Clock& clock = RealClock()) {
     RETURN_IF_ERROR(ValidateChannelOptions(name, options));
-    return std::shared_ptr<Channel<T>>(new Channel<T>(std::move(name), options));
+    return std::shared_ptr<Channel<T>>(new Channel<T>(std::move(name), options, clock));
   }
 
   ~Channel() override {
@@ -165,8 +168,8 @@ class Channel final : public ChannelBase {
     void AddCall(int64_t wait_ns) { recent_ns += (static_cast<double>(wait_ns) - recent_ns) / 8; }
   };
 
-  Channel(std::string name, ChannelOptions options)
-      : name_(std::move(name)), options_(options), ring_(options.capacity) {}
+  Channel(std::string name, ChannelOptions options, const Clock& clock)
+      : name_(std::move(name)), options_(options), clock_(clock), ring_(options.capacity) {}
 
   size_t ReadyThreshold() const { return std::max<size_t>(options_.min_ready, 1); }
 
@@ -194,16 +197,17 @@ class Channel final : public ChannelBase {
                                    options_.min_ready);
     }
     std::condition_variable& cv = producer ? not_full_ : ready_;
-    const TimePoint start = SteadyClock::now();
+    const TimePoint start = clock_.Now();
+    const TimePoint real_start = SteadyClock::now();
     ++side.blocked;
     bool met = true;
-    if (timeout > TimePoint::max() - start) {  // kWaitForever, or a deadline past the clock's end
+    if (timeout > TimePoint::max() - real_start) {  // kWaitForever, or past the clock's end
       cv.wait(lock, ready);
     } else {
-      met = cv.wait_until(lock, start + timeout, ready);
+      met = cv.wait_until(lock, real_start + timeout, ready);
     }
     --side.blocked;
-    const int64_t waited = (SteadyClock::now() - start).count();
+    const int64_t waited = (clock_.Now() - start).count();
     ++side.waits;
     side.total_ns += waited;
     side.AddCall(waited);
@@ -228,6 +232,7 @@ class Channel final : public ChannelBase {
 
   const std::string name_;
   const ChannelOptions options_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable not_full_;  // producers wait here
   std::condition_variable ready_;     // consumers wait here

@@ -47,6 +47,8 @@ void WaitUntil(F cond) {
   const auto deadline = SteadyClock::now() + 10s;
   while (!cond()) {
     ASSERT_LT(SteadyClock::now(), deadline) << "condition never became true";
+    // A poll interval, not a timing assumption: blocked-thread counts have no notification,
+    // and the loop ends as soon as the condition holds, however loaded the machine.
     std::this_thread::sleep_for(1ms);
   }
 }
@@ -178,32 +180,36 @@ TEST(ChannelTest, TimedOpsWaitTheirTimeout) {
 }
 
 TEST(ChannelTest, StatsMeasureWhoWaits) {
-  auto ch = Make<int>(1);
-  // A consumer waits ~80 ms for a producer.
+  // Waits are measured on a clock the test steps, so the numbers are exact however loaded
+  // the machine is (the waits themselves are real: the threads block until woken).
+  ManualClock clock;
+  auto ch = *Channel<int>::Create("test", {.capacity = 1, .min_ready = 1}, clock);
+  // A consumer waits 80 ms (of the manual clock) for a producer.
   std::thread consumer([&] { EXPECT_EQ(*ch->Pop(), 1); });
   WaitUntil([&] { return ch->Stats().blocked_consumers == 1; });
-  std::this_thread::sleep_for(80ms);
+  clock.Advance(80ms);
   ASSERT_TRUE(ch->Push(1).ok());
   consumer.join();
   ChannelStats s = ch->Stats();
   EXPECT_EQ(s.pop_waits, 1u);
-  EXPECT_GE(s.pop_wait_total_ns, 80'000'000);
+  EXPECT_EQ(s.pop_wait_total_ns, 80'000'000);
   // First call into a fresh average: recent = wait / 8.
   EXPECT_DOUBLE_EQ(s.recent_pop_wait_ns, s.pop_wait_total_ns / 8.0);
   EXPECT_EQ(s.push_waits, 0u);
   EXPECT_EQ(s.push_wait_total_ns, 0);
 
-  // Now a producer waits ~80 ms on a full channel.
+  // Now a producer waits 30 ms on a full channel.
   ASSERT_TRUE(ch->Push(2).ok());
   std::thread producer([&] { EXPECT_TRUE(ch->Push(3).ok()); });
   WaitUntil([&] { return ch->Stats().blocked_producers == 1; });
-  std::this_thread::sleep_for(80ms);
+  clock.Advance(30ms);
   EXPECT_EQ(*ch->Pop(), 2);
   producer.join();
   s = ch->Stats();
   EXPECT_EQ(s.push_waits, 1u);
-  EXPECT_GE(s.push_wait_total_ns, 80'000'000);
-  EXPECT_GT(s.recent_push_wait_ns, 0);
+  EXPECT_EQ(s.push_wait_total_ns, 30'000'000);
+  EXPECT_DOUBLE_EQ(s.recent_push_wait_ns, 30'000'000 / 8.0);
+  EXPECT_EQ(s.pop_wait_total_ns, 80'000'000) << "the producer's wait is not the consumers'";
   EXPECT_EQ(s.total_pushed, 3u);
   EXPECT_EQ(s.total_popped, 2u);
   EXPECT_EQ(s.depth, 1u);

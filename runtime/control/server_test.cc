@@ -231,6 +231,8 @@ TEST(ControlServerTest, IdleAndSlowConnectionsAreClosed) {
   bool closed = false;
   while (!closed && std::chrono::steady_clock::now() - start < testing::kDeadline) {
     closed = !slow.Send("z") || slow.ClosedByPeer(std::chrono::seconds(0));
+    // The trickle is what is under test (a slow client that keeps sending): any pace below
+    // the 300 ms idle timeout works, and a slower machine only trickles less often.
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(closed);
@@ -273,6 +275,8 @@ TEST(ControlServerTest, AcceptFailuresBackOffAndRecover) {
   ASSERT_TRUE(WaitFor([&] { return s->server->Stats().accept_failures > 0; }));
   const double cpu0 = ProcessCpuSeconds();
   const auto wall0 = std::chrono::steady_clock::now();
+  // The window is what is under test: CPU used over wall time while accept() keeps failing
+  // (a ratio, so a loaded machine that stretches the window does not change the verdict).
   std::this_thread::sleep_for(1500ms);
   const double cpu = ProcessCpuSeconds() - cpu0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

@@ -3,6 +3,19 @@
 #include <fmt/format.h>
 
 namespace tandem {
+namespace {
+
+class SteadyClockSource final : public Clock {
+ public:
+  TimePoint Now() const override { return SteadyClock::now(); }
+};
+
+}  // namespace
+
+const Clock& RealClock() {
+  static const SteadyClockSource clock;
+  return clock;
+}
 
 std::string FormatBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -18,9 +18,10 @@ namespace tandem {
 // recorders' critical section is one histogram increment.
 class ProfileStage {
  public:
-  explicit ProfileStage(std::string name) : name_(std::move(name)) {}
+  ProfileStage(std::string name, const Clock& clock) : name_(std::move(name)), clock_(clock) {}
 
   const std::string& name() const { return name_; }
+  int64_t NowNs() const { return clock_.Now().time_since_epoch().count(); }
 
   void Record(int64_t ns) {
     std::lock_guard lock(mu_);
@@ -59,6 +60,7 @@ class ProfileStage {
   }
 
   const std::string name_;
+  const Clock& clock_;
   std::mutex mu_;
   int current_ GUARDED_BY(mu_) = 0;
   LatencyHistogram windows_[2];
@@ -69,11 +71,13 @@ const std::string& StageHandle::name() const { return stage_->name(); }
 
 void StageHandle::Record(int64_t ns) const { stage_->Record(ns); }
 
+int64_t StageHandle::NowNs() const { return stage_->NowNs(); }
+
 ScopedTimer::ScopedTimer(StageHandle stage) : stage_(stage), running_(stage.valid()) {
 #ifdef TANDEM_HAVE_CUDA
   if (running_) nvtxRangePushA(stage_.name().c_str());
 #endif
-  start_ns_ = NowNanos();
+  if (running_) start_ns_ = stage_.NowNs();
 }
 
 ScopedTimer::ScopedTimer(ScopedTimer&& other) noexcept
@@ -84,7 +88,7 @@ ScopedTimer::ScopedTimer(ScopedTimer&& other) noexcept
 int64_t ScopedTimer::Stop() {
   if (!running_) return 0;
   running_ = false;
-  const int64_t elapsed = NowNanos() - start_ns_;
+  const int64_t elapsed = stage_.NowNs() - start_ns_;
   stage_.Record(elapsed);
 #ifdef TANDEM_HAVE_CUDA
   nvtxRangePop();
@@ -92,8 +96,9 @@ int64_t ScopedTimer::Stop() {
   return elapsed;
 }
 
-ProfileStats::ProfileStats(std::string name)
-    : name_(std::move(name)), window_start_ns_(NowNanos()) {}
+ProfileStats::ProfileStats(std::string name, const Clock& clock)
+    : name_(std::move(name)), clock_(clock),
+      window_start_ns_(clock.Now().time_since_epoch().count()) {}
 
 ProfileStats::~ProfileStats() = default;
 
@@ -106,13 +111,15 @@ StageHandle ProfileStats::Stage(std::string_view name) {
   std::unique_lock lock(stages_mu_);
   auto it = by_name_.find(name);
   if (it != by_name_.end()) return StageHandle(it->second);
-  stages_.push_back(std::make_unique<ProfileStage>(std::string(name)));
+  stages_.push_back(std::make_unique<ProfileStage>(std::string(name), clock_));
   ProfileStage* stage = stages_.back().get();
   by_name_.emplace(stage->name(), stage);
   return StageHandle(stage);
 }
 
-ProfileSnapshot ProfileStats::RollWindow() { return RollWindow(NowNanos()); }
+ProfileSnapshot ProfileStats::RollWindow() {
+  return RollWindow(clock_.Now().time_since_epoch().count());
+}
 
 ProfileSnapshot ProfileStats::RollWindow(int64_t now_ns) {
   {

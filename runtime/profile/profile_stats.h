@@ -13,7 +13,8 @@
 // Cost: a record takes the stage's own mutex for a histogram increment (tens of ns; only
 // threads recording the same stage contend, and RollWindow holds it just to flip the
 // window). It never allocates once the stage exists. Scope(name) adds a shared-lock hash
-// lookup; hot loops should keep a StageHandle. With CUDA, a ScopedTimer is also an NVTX
+// lookup; hot loops should keep a StageHandle. Scopes and windows are timed on the
+// ProfileStats' Clock (runtime/core/clock.h; tests pass a ManualClock). With CUDA, a ScopedTimer is also an NVTX
 // range named after the stage, so Nsight timelines show the same stages.
 //
 // Thread-safety: all methods are safe from any thread. StageHandles stay valid for the
@@ -32,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/thread_annotations.h"
 
 namespace tandem {
@@ -46,6 +48,8 @@ class StageHandle {
   const std::string& name() const;
   // Adds one duration to the stage's current window. REQUIRES: valid().
   void Record(int64_t ns) const;
+  // Now on its ProfileStats' clock, in ns. REQUIRES: valid().
+  int64_t NowNs() const;
 
  private:
   friend class ProfileStats;
@@ -53,7 +57,7 @@ class StageHandle {
   ProfileStage* stage_ = nullptr;
 };
 
-// Times a scope on the wall clock and records it into its stage when it ends.
+// Times a scope on its stage's clock and records it into the stage when it ends.
 class ScopedTimer {
  public:
   explicit ScopedTimer(StageHandle stage);
@@ -94,7 +98,7 @@ struct StageReport {
 struct ProfileSnapshot {
   std::string profile_name;
   uint64_t sequence = 0;  // 1 for the first window
-  int64_t window_start_ns = 0;  // NowNanos() clock
+  int64_t window_start_ns = 0;  // on the ProfileStats' clock (steady_clock by default)
   int64_t window_end_ns = 0;
   std::vector<StageReport> stages;  // by window total, largest first
   double window_seconds() const { return (window_end_ns - window_start_ns) * 1e-9; }
@@ -106,7 +110,8 @@ std::string FormatProfileTable(const ProfileSnapshot& snapshot);
 
 class ProfileStats {
  public:
-  explicit ProfileStats(std::string name = "profile");
+  // REQUIRES: `clock` outlives the ProfileStats.
+  explicit ProfileStats(std::string name = "profile", const Clock& clock = RealClock());
   ~ProfileStats();
   ProfileStats(const ProfileStats&) = delete;
   ProfileStats& operator=(const ProfileStats&) = delete;
@@ -120,7 +125,7 @@ class ProfileStats {
   ScopedTimer Scope(StageHandle stage) { return ScopedTimer(stage); }
   ScopedTimer Scope(std::string_view stage) { return ScopedTimer(Stage(stage)); }
 
-  // Runs the pre-roll hooks, closes the current window at `now_ns` (default NowNanos()),
+  // Runs the pre-roll hooks, closes the current window at `now_ns` (default: now on the clock),
   // and returns its snapshot, which also becomes LatestSnapshot(). Calls are serialised.
   ProfileSnapshot RollWindow();
   ProfileSnapshot RollWindow(int64_t now_ns);
@@ -140,6 +145,7 @@ class ProfileStats {
   };
 
   const std::string name_;
+  const Clock& clock_;
   mutable std::shared_mutex stages_mu_;
   std::vector<std::unique_ptr<ProfileStage>> stages_ GUARDED_BY(stages_mu_);
   std::unordered_map<std::string, ProfileStage*, NameHash, std::equal_to<>> by_name_

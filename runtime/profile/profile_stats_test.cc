@@ -73,22 +73,28 @@ TEST(ProfileStatsTest, WindowsRollOverAndCumulativeAccumulates) {
 }
 
 TEST(ProfileStatsTest, ScopedTimerRecordsOnceOnStopOrScopeEnd) {
-  ProfileStats prof;
+  ManualClock clock;
+  ProfileStats prof("p", clock);
   {
-    auto t = prof.Scope("sleep");
-    std::this_thread::sleep_for(20ms);
+    auto t = prof.Scope("step");
+    clock.Advance(20ms);
     const int64_t elapsed = t.Stop();
-    EXPECT_GE(elapsed, 20 * kMs);
+    EXPECT_EQ(elapsed, 20 * kMs);
+    clock.Advance(5ms);
     EXPECT_EQ(t.Stop(), 0);
   }
   {
-    auto a = prof.Scope("sleep");
+    auto a = prof.Scope("step");
+    clock.Advance(3ms);
     ScopedTimer b(std::move(a));  // the moved-from timer must not record
+    clock.Advance(4ms);
   }
+  clock.Advance(1ms);
   ProfileSnapshot s = prof.RollWindow();
   ASSERT_EQ(s.stages.size(), 1u);
   EXPECT_EQ(s.stages[0].window.count, 2u);
-  EXPECT_GE(s.stages[0].window.max_ns, 20 * kMs);
+  EXPECT_EQ(s.stages[0].window.total_ns, 27 * kMs);  // 20 + (3 + 4): one record each
+  EXPECT_EQ(s.window_end_ns - s.window_start_ns, 33 * kMs) << "the window is on the clock too";
 }
 
 TEST(ProfileStatsTest, SameNameSameStage) {

@@ -239,7 +239,10 @@ void ObjectStore::ReaperLoop() {
       reaper_cv_.wait_for(lock, options_.reaper_interval,
                           [this]() REQUIRES(mu_) { return stopping_; });
     }
-    if (!stopping_) PollFencesLocked();
+    if (!stopping_) {
+      PollFencesLocked();
+      ++reaper_polls_;
+    }
   }
 }
 
@@ -264,6 +267,7 @@ StoreStats ObjectStore::StatsLocked() const {
   s.frees = frees_;
   s.create_waits = create_waits_;
   s.create_timeouts = create_timeouts_;
+  s.reaper_polls = reaper_polls_;
   std::map<uint32_t, OwnerStats> by_owner;
   auto add = [](HolderStats& h, uint32_t refs, uint64_t bytes) {
     if (refs == 0) return;

@@ -135,6 +135,7 @@ class ObjectStore {
   uint64_t frees_ GUARDED_BY(mu_) = 0;
   uint64_t create_waits_ GUARDED_BY(mu_) = 0;
   uint64_t create_timeouts_ GUARDED_BY(mu_) = 0;
+  uint64_t reaper_polls_ GUARDED_BY(mu_) = 0;
   int waiters_ GUARDED_BY(mu_) = 0;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread reaper_;

@@ -130,8 +130,16 @@ TEST_F(StoreTest, InflightCopyKeepsObjectUntilFenceCompletes) {
     EXPECT_NE(c.status().message().find("'target': 1 objects"), std::string::npos)
         << c.status().message();
     EXPECT_NE(c.status().message().find("in-flight copies 1"), std::string::npos);
-    std::this_thread::sleep_for(std::chrono::microseconds(200));  // let the reaper poll
+    // Let the reaper poll before the next round: wait for its count to move (it polls
+    // every 1 ms while a copy is pending), instead of sleeping and hoping it ran.
+    const uint64_t polls = store_->Stats().reaper_polls;
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+    while (store_->Stats().reaper_polls == polls) {
+      ASSERT_LT(SteadyClock::now(), deadline) << "the reaper stopped polling";
+      std::this_thread::yield();
+    }
   }
+  EXPECT_GE(store_->Stats().reaper_polls, 50u);
   EXPECT_FALSE((*fence)->IsComplete());
   ASSERT_TRUE(engine_.CompleteOldest());  // the copy reads the source bytes only now
   for (uint64_t i = 0; i < kObj; ++i)

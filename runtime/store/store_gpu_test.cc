@@ -74,6 +74,8 @@ TEST_F(StoreTest, GpuInflightCopyBlocksReuseUntilEventCompletes) {
         ASSERT_TRUE(fence->IsComplete()) << "old range reused while the copy was in flight";
       }
     }
+    // Paces the probe loop over the 200 ms kernel (GPU-only test): each round checks a
+    // fresh allocation; the count below needs only 11 of ~2000 possible rounds.
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   // The copy sat behind a 200 ms kernel, so the loop must have seen it pending many times.

@@ -44,6 +44,7 @@ struct StoreStats {
   uint64_t frees = 0;
   uint64_t create_waits = 0;     // creates that had to wait for memory
   uint64_t create_timeouts = 0;  // creates that gave up with OutOfMemory
+  uint64_t reaper_polls = 0;     // fence polls the reaper thread has made
   HolderStats local;
   HolderStats channel;
   HolderStats inflight;
