@@ -14,7 +14,8 @@ namespace {
 KeyTable CheckpointKeys() {
   KeyTable t("checkpoint");
   t.String("dir", "directory of step_N checkpoints and `latest`; must not be a file")
-      .Default("");
+      .Default("")
+      .ExclusiveDir();
   t.Int("every_steps", "checkpoint every N steps (0: only at the end)").Default(0).Min(0);
   t.Bool("async", "snapshot into host buffers and write on a background thread while "
          "training goes on (needs the group's pinned_bytes; docs/checkpoints.md)")

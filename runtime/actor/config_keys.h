@@ -52,6 +52,10 @@ struct KeySpec {
   ConfigValue default_value;              // null: no fixed default (see default_doc)
   std::string default_doc;                // a computed default, e.g. "max_steps"
   bool required = false;
+  // kString: a directory that one running job at a time may use (a checkpoint dir). The
+  // daemon queues a job whose directory a running job holds, and a running job holds a
+  // lock in it (runtime/core/dir_lock.h), so two processes never share one.
+  bool exclusive_dir = false;
   std::shared_ptr<const KeyTable> sub;    // kTable: the keys it takes (null: free-form)
 
   KeySpec& Default(ConfigValue v) { default_value = std::move(v); return *this; }
@@ -61,6 +65,7 @@ struct KeySpec {
   KeySpec& Range(double lo, double hi) { min = lo; max = hi; return *this; }
   KeySpec& OneOf(std::vector<std::string> values) { allowed = std::move(values); return *this; }
   KeySpec& Required() { required = true; return *this; }
+  KeySpec& ExclusiveDir() { exclusive_dir = true; return *this; }
   KeySpec& Keys(const KeyTable& table);   // kTable: declares its sub-keys
 
   // "an integer in [1, 64]", "one of \"split\", \"truncate\"", "a number >= 0".

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -13,7 +14,9 @@
 
 #include "runtime/control/log_ring.h"
 #include "runtime/control/metrics.h"
+#include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
+#include "runtime/job/job_spec_keys.h"
 #include "runtime/sched/resources.h"
 
 namespace tandem {
@@ -25,8 +28,12 @@ struct JobManager::Job {
   LogRing logs;
   std::thread thread;
   std::atomic<bool> done{false};
-  std::atomic<bool> queued{true};  // waiting for GPUs other jobs hold
-  std::vector<int> gpus;           // held while it runs; written under the manager's mu_
+  std::atomic<bool> queued{true};  // waiting for what other jobs hold
+  // Held while it runs; written under the manager's mu_.
+  std::vector<int> gpus;
+  double cpus = 0;                 // CPU slots of its replicas
+  uint64_t pinned = 0;             // pinned bytes: its replicas' and its object store's
+  std::vector<ExclusiveDir> dirs;  // checkpoint dirs and the like (job_spec_keys.h)
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Result<JobReport>> report GUARDED_BY(mu);
@@ -128,26 +135,64 @@ std::string JobManager::Submit(JobSpec spec) {
 }
 
 Result<sched::NodeResources> JobManager::FreeResources(Job& job, std::string* why) {
+  // A directory only one running job may use (a checkpoint dir): wait for its holder.
+  const std::vector<ExclusiveDir> dirs = ExclusiveDirs(job.spec);
+  std::vector<std::shared_ptr<Job>> running;
+  for (const auto& j : jobs_)
+    if (!j->queued.load() && !j->done.load()) running.push_back(j);
+  for (const ExclusiveDir& d : dirs)
+    for (const auto& j : running)
+      for (const ExclusiveDir& held : j->dirs)
+        if (held.path == d.path) {
+          *why = fmt::format("{} '{}', which running job {} ('{}') uses", d.key, d.path, j->id,
+                             j->spec.name);
+          return UnavailableError("{}", *why);
+        }
   ASSIGN_OR_RETURN(sched::NodeResources node, sched::DiscoverResources());
   std::map<int, std::string> held;  // GPU index -> the job holding it
-  for (const auto& j : jobs_)
-    if (!j->queued.load() && !j->done.load())
-      for (int g : j->gpus) held[g] = j->id;
+  double cpus_held = 0;
+  uint64_t pinned_held = 0;
+  for (const auto& j : running) {
+    for (int g : j->gpus) held[g] = j->id;
+    cpus_held += j->cpus;
+    pinned_held += j->pinned;
+  }
   sched::NodeResources free = node;
   free.gpus.clear();
   for (const sched::GpuInfo& g : node.gpus)
     if (held.count(g.index) == 0) free.gpus.push_back(g);
+  free.cpu_slots = std::max(0, node.cpu_slots - static_cast<int>(std::ceil(cpus_held - 1e-9)));
+  free.pinned_bytes = node.pinned_bytes - std::min(node.pinned_bytes, pinned_held);
+  std::vector<std::string> gpus;
+  for (const auto& [gpu, id] : held) gpus.push_back(fmt::format("GPU {} by {}", gpu, id));
+  const std::string held_by = fmt::format(
+      "{}{}{} of {} CPU slots, {} of {} pinned", fmt::join(gpus, ", "), gpus.empty() ? "" : "; ",
+      cpus_held, node.cpu_slots, FormatBytes(pinned_held), FormatBytes(node.pinned_bytes));
   auto placed = JobRunner::PlaceOn(job.spec, free);
   if (!placed.ok()) {
-    std::vector<std::string> holders;
-    for (const auto& [gpu, id] : held) holders.push_back(fmt::format("GPU {} by {}", gpu, id));
-    *why = fmt::format("GPUs that running jobs hold ({}): {}", fmt::join(holders, ", "),
+    *why = fmt::format("resources that running jobs hold ({}): {}", held_by,
                        placed.status().message());
     return placed.status();
+  }
+  double cpus = 0;
+  uint64_t pinned = static_cast<uint64_t>(std::max<int64_t>(job.spec.store_bytes, 0));
+  for (const auto& r : placed->replicas) {
+    cpus += r.cpus;
+    pinned += r.pinned_bytes;
+  }
+  // With nothing running the job starts regardless (its store reports what does not fit).
+  if (pinned > free.pinned_bytes && !running.empty()) {
+    *why = fmt::format("pinned memory that running jobs hold ({}): this job needs {} (its "
+                       "store and replicas), {} of {} is free", held_by, FormatBytes(pinned),
+                       FormatBytes(free.pinned_bytes), FormatBytes(node.pinned_bytes));
+    return UnavailableError("{}", *why);
   }
   std::set<int> used;
   for (const auto& r : placed->replicas) used.insert(r.gpus.begin(), r.gpus.end());
   job.gpus.assign(used.begin(), used.end());
+  job.cpus = cpus;
+  job.pinned = pinned;
+  job.dirs = dirs;
   return free;
 }
 

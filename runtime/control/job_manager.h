@@ -45,8 +45,9 @@ class JobManager {
   JobManager(const JobManager&) = delete;
   JobManager& operator=(const JobManager&) = delete;
 
-  // Starts `job` on a new thread, or queues it while GPUs it needs are held by running jobs
-  // (state "queued", the verdict says what it waits for); queued jobs start in arrival
+  // Starts `job` on a new thread, or queues it while what it needs is held by running jobs
+  // (GPUs, CPU slots, pinned memory for its store and replicas, or a checkpoint dir that a
+  // running job uses; state "queued", the verdict says what it waits for); queued jobs start in arrival
   // order as jobs end. Returns its id ("j1", "j2", ...).
   std::string Submit(JobSpec job) EXCLUDES(mu_);
   // Asks a job to stop (graceful: actors see Cancelled). NotFound names the known jobs.
@@ -81,8 +82,9 @@ class JobManager {
   void SubmitLoop() EXCLUDES(mu_);
   // Returns lines to log once mu_ is released (the log sink takes mu_).
   std::vector<std::string> StartQueued() REQUIRES(mu_);
-  // This node's resources without the GPUs running jobs hold, if `job` fits on them (then
-  // job.gpus says which it takes); else the placement error, and *why for the status.
+  // This node's resources without what running jobs hold (GPUs, CPU slots, pinned bytes),
+  // if `job` fits on them and none of its exclusive dirs is in use (then job.gpus, cpus,
+  // pinned and dirs say what it takes); else the error, and *why for the status.
   Result<sched::NodeResources> FreeResources(Job& job, std::string* why) REQUIRES(mu_);
   void RunJob(const std::shared_ptr<Job>& job) EXCLUDES(mu_);
   void CancelQueued(const std::shared_ptr<Job>& job) REQUIRES(mu_);

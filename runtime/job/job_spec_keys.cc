@@ -116,6 +116,37 @@ Status CheckActorSections(const JobSpec& job, std::vector<std::string>* notes) {
   return InvalidArgumentError("{}", fmt::join(problems, "\n"));
 }
 
+namespace {
+
+void CollectExclusiveDirs(const KeyTable& table, const ConfigValue& section,
+                          const std::string& prefix, std::vector<ExclusiveDir>* out) {
+  for (const KeySpec& k : table.keys()) {
+    const ConfigValue* v = section.Find(k.name);
+    if (v == nullptr) continue;
+    if (k.type == KeyType::kTable && k.sub != nullptr && v->is_table()) {
+      CollectExclusiveDirs(*k.sub, *v, prefix + "." + k.name, out);
+    } else if (k.exclusive_dir) {
+      Result<std::string> path = v->AsString();
+      if (!path.ok() || path->empty()) continue;
+      bool seen = false;
+      for (const ExclusiveDir& d : *out) seen = seen || d.path == *path;
+      if (!seen) out->push_back({*path, prefix + "." + k.name});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ExclusiveDir> ExclusiveDirs(const JobSpec& job) {
+  std::vector<ExclusiveDir> out;
+  for (const ActorGroupSpec& g : job.actors) {
+    Result<ActorClass> cls = ActorRegistry::Global().Find(g.class_name);
+    if (!cls.ok() || cls->keys == nullptr) continue;
+    CollectExclusiveDirs(*cls->keys, g.settings, "actors." + g.name, &out);
+  }
+  return out;
+}
+
 std::string KeyReferenceMarkdown() {
   std::string out;
   auto section = [&out](const std::string& heading, const KeyTable& t) {

@@ -28,6 +28,16 @@ const KeyTable& ChannelKeys();
 // null) and is logged. InvalidArgument listing the problems of every group.
 Status CheckActorSections(const JobSpec& job, std::vector<std::string>* notes = nullptr);
 
+// A directory of `job` that no other running job may use: the value of every key declared
+// ExclusiveDir() in its actor groups' classes (e.g. the drafter's checkpoint.dir).
+struct ExclusiveDir {
+  std::string path;  // as written in the job file
+  std::string key;   // "actors.drafter.checkpoint.dir", for messages
+};
+// Every exclusive directory of `job`, each path once (in file order). Groups of unregistered
+// classes, or with values that are not strings, are skipped (Check reports them).
+std::vector<ExclusiveDir> ExclusiveDirs(const JobSpec& job);
+
 // The context a class's whole-section check gets for group `group` of `job`.
 SectionContext JobSectionContext(const JobSpec& job, const std::string& group);
 

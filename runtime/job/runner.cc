@@ -13,6 +13,7 @@
 #include "runtime/job/job_actor.h"
 #include "runtime/job/job_spec_keys.h"
 #include "runtime/core/clock.h"
+#include "runtime/core/dir_lock.h"
 #include "runtime/core/logging.h"
 #include "runtime/profile/profile_reporter.h"
 #include "runtime/sched/placement.h"
@@ -174,6 +175,23 @@ Result<sched::Placement> PlaceJob(const JobSpec& job, const sched::NodeResources
   return placement;
 }
 
+// Locks every exclusive directory of `job` (its checkpoint dirs: job_spec_keys.h) for the
+// job's run, so a second job (in this process or another) that names one is refused with
+// the directory and the job holding it. A lock left by a killed process is taken over, and
+// the log says whose it was.
+Result<std::vector<DirLock>> LockExclusiveDirs(const JobSpec& job) {
+  std::vector<DirLock> locks;
+  for (const ExclusiveDir& d : ExclusiveDirs(job)) {
+    std::string took_over;
+    Result<DirLock> lock = DirLock::Acquire(
+        d.path, fmt::format("job '{}' ({})", job.name, job.path), d.key, &took_over);
+    if (!lock.ok()) return lock.status().WithContext(job.path);
+    if (!took_over.empty()) TLOG_WARN("{}", took_over);
+    locks.push_back(std::move(*lock));
+  }
+  return locks;
+}
+
 }  // namespace
 
 std::string JobReport::ToString() const {
@@ -243,6 +261,8 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
   bool fake_gpus = false;
   ASSIGN_OR_RETURN(sched::Placement placement,
                    PlaceJob(job, options_.resources ? &*options_.resources : nullptr, &fake_gpus));
+  // Held until the actors have stopped (declared before them).
+  ASSIGN_OR_RETURN(std::vector<DirLock> dir_locks, LockExclusiveDirs(job));
 
   StoreOptions so;
   so.name = job.name;

@@ -369,6 +369,53 @@ class RunTest(TandemCase):
         self.assertIn("job 'pingpong' finished", out)
         self.assertIn("0 live objects", out)
 
+    def tiny_job(self, name, max_steps, ckpt):
+        """examples/tiny.toml with its checkpoint dir at `ckpt` and `max_steps` steps."""
+        with open(os.path.join(os.path.dirname(PINGPONG), "tiny.toml")) as f:
+            text = f.read()
+        for old, new in (("max_steps = 240 ", f"max_steps = {max_steps} "),
+                         ('dir = "/tmp/tandem-tiny-ckpt"', f'dir = "{ckpt}"')):
+            self.assertIn(old, text, "examples/tiny.toml changed")
+            text = text.replace(old, new)
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_two_runs_sharing_a_checkpoint_dir(self):
+        # Issue 18: two jobs on one checkpoint dir wrote over each other's steps. The second
+        # `tandem run` is refused, naming the dir and the first; a killed holder's lock is
+        # taken over by the next run, which says whose it was.
+        ckpt = os.path.join(self.tmp.name, "ckpt")
+        lock = os.path.join(ckpt, ".tandem-lock")
+        env1 = dict(self.env, TANDEM_HOME=os.path.join(self.tmp.name, "home1"))
+        env2 = dict(self.env, TANDEM_HOME=os.path.join(self.tmp.name, "home2"))
+        first = subprocess.Popen([TANDEM, "run", self.tiny_job("long.toml", 100000, ckpt)],
+                                 env=env1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def locked():
+                try:
+                    with open(lock) as f:
+                        return f"pid={first.pid}" in f.read()
+                except OSError:
+                    return False
+            poll(locked, "the first run to lock its checkpoint dir", deadline_s=300)
+            second = self.cli("run", self.tiny_job("short.toml", 2, ckpt), check=False,
+                              env=env2, timeout=300)
+            self.assertNotEqual(second.returncode, 0, second.stdout)
+            self.assertIn(f"'{ckpt}' is in use by another job", second.stderr)
+            self.assertIn("job 'tiny'", second.stderr)
+            self.assertIn(f"pid {first.pid}", second.stderr)
+            self.assertIsNone(first.poll(), "the refused run must not disturb the first")
+        finally:
+            first.kill()  # SIGKILL: the lock's record stays behind, stale
+            first.wait()
+        third = self.cli("run", self.tiny_job("short.toml", 2, ckpt), check=False, env=env2,
+                         timeout=300)
+        self.assertEqual(third.returncode, 0, third.stderr)
+        self.assertIn("took over the stale lock", third.stderr)
+        self.assertIn(f"pid {first.pid}", third.stderr)
+
     def test_run_default_job(self):
         # The built-in job is examples/tiny.toml: a tiny target and drafter on synthetic data.
         p = self.cli("run", timeout=300)  # ~30 s alone on 2 cores; more under a parallel ctest
