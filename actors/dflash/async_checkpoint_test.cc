@@ -234,6 +234,10 @@ TEST(AsyncCheckpointTest, FailedBackgroundWriteIsTheJobsErrorWithThePath) {
   fs::create_directories(out);
   // The checkpoint directory is read-only; `out` (metrics, the child's report) is writable by
   // the unprivileged user the child becomes when the test runs as root.
+  // Its lock file (runtime/core/dir_lock.h) exists and is writable, so the job starts (a dir
+  // whose lock cannot be created is refused before training) and fails in the background write.
+  { std::ofstream lock(ck + "/.tandem-lock"); }
+  ASSERT_EQ(chmod((ck + "/.tandem-lock").c_str(), 0666), 0);
   ASSERT_EQ(chmod(ck.c_str(), 0555), 0);
   ASSERT_EQ(chmod(out.c_str(), 0777), 0);
   const pid_t pid = SpawnChild("RunsWithAReadOnlyCheckpointDir", root);
