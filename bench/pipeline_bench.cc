@@ -162,7 +162,6 @@ struct PipelineArgs {
   std::vector<int> densities;  // empty: the job file's anchors_per_batch
   bool optimizer_overlap = false;
   int checkpoint_every = 0;  // > 0: RunCheckpointComparison instead
-  bool expect_checkpoint_every = false;  // parsing: the next argument is its value
 };
 
 // One density's numbers, for the summary table.
@@ -276,7 +275,8 @@ Status Run(const PipelineArgs& args) {
 // [seconds] [--density=32,16,8] [--optimizer-overlap] [--checkpoint-every N]
 Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
   PipelineArgs out;
-  for (const std::string& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a.rfind("--density=", 0) == 0) {
       std::stringstream list(a.substr(10));
       for (std::string item; std::getline(list, item, ',');) {
@@ -289,12 +289,12 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
     } else if (a == "--optimizer-overlap") {
       out.optimizer_overlap = true;
     } else if (a == "--checkpoint-every") {
-      out.expect_checkpoint_every = true;
-    } else if (out.expect_checkpoint_every) {
-      out.checkpoint_every = std::atoi(a.c_str());
-      out.expect_checkpoint_every = false;
-      if (out.checkpoint_every < 1 || std::to_string(out.checkpoint_every) != a)
-        return InvalidArgumentError("pipeline: --checkpoint-every takes steps, not \"{}\"", a);
+      if (++i == args.size())
+        return InvalidArgumentError("pipeline: --checkpoint-every needs a number of steps");
+      out.checkpoint_every = std::atoi(args[i].c_str());
+      if (out.checkpoint_every < 1 || std::to_string(out.checkpoint_every) != args[i])
+        return InvalidArgumentError("pipeline: --checkpoint-every takes steps, not \"{}\"",
+                                    args[i]);
     } else if (!a.empty() && a.find_first_not_of("0123456789") == std::string::npos) {
       out.seconds = std::stoi(a);
     } else {
@@ -303,8 +303,6 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
                                   "[--checkpoint-every N])", a);
     }
   }
-  if (out.expect_checkpoint_every)
-    return InvalidArgumentError("pipeline: --checkpoint-every needs a number of steps");
   return out;
 }
 
