@@ -22,6 +22,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/target_bench.h"
 #include "bench/target_fp8.h"
 
 #ifdef TANDEM_HAVE_CUDA
@@ -34,6 +35,27 @@
 #endif
 
 namespace tandem::bench {
+
+#ifdef TANDEM_HAVE_CUDA
+models::TransformerConfig Qwen3_8bConfig() {
+  models::TransformerConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 151936;
+  c.hidden_size = 4096;
+  c.num_hidden_layers = 36;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.rotary_dim = 128;
+  c.intermediate_size = 12288;
+  c.max_position_embeddings = 40960;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.layer_types.assign(36, models::LayerType::kFullAttention);
+  return c;
+}
+#endif
+
 namespace {
 
 #ifdef TANDEM_HAVE_CUDA
@@ -51,23 +73,6 @@ using models::TransformerConfig;
     }                                                                                 \
   } while (0)
 
-TransformerConfig Qwen3_8bConfig() {
-  TransformerConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 151936;
-  c.hidden_size = 4096;
-  c.num_hidden_layers = 36;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.rotary_dim = 128;
-  c.intermediate_size = 12288;
-  c.max_position_embeddings = 40960;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.layer_types.assign(36, models::LayerType::kFullAttention);
-  return c;
-}
 
 struct ForwardResult {
   bool fp8 = false;
