@@ -6,7 +6,8 @@
 // past_key_values, output_hidden_states, then cache.crop), in the same run. Also one
 // autoregressive step (1 token over the prefix, the block-size-1 loop's cost per token) on
 // both sides, and tandem's verify with the f32 logits copied to the host and the stream
-// synchronised, as models/speculative/DFlashDecoder does today. Bar: verify >= 1.5x HF.
+// synchronised, as models/speculative/DFlashDecoder does today, and with the greedy picks
+// made on the device (kernels RowArgmax) and only they copied back. Bar: verify >= 1.5x HF.
 // Args: --prefix=N (2048), --block=N (16), --iters=N (50), --no-peer, --peer=PATH.
 #include <cstdio>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #ifdef TANDEM_HAVE_CUDA
 #include "kernels/core/stream.h"
+#include "kernels/elementwise/row_argmax.h"
 #include "models/dflash/dflash_config.h"
 #include "models/qwen3/qwen3_target.h"
 #endif
@@ -38,7 +40,7 @@ struct VerifyArgs {
 };
 
 struct VerifyTimes {
-  double prefill_ms = 0, verify_ms = 0, verify_host_ms = 0, step1_ms = 0;
+  double prefill_ms = 0, verify_ms = 0, verify_host_ms = 0, verify_argmax_ms = 0, step1_ms = 0;
 };
 
 std::vector<int32_t> Ids(int64_t n, uint32_t salt, int64_t vocab) {
@@ -72,7 +74,9 @@ Result<VerifyTimes> TimeTandem(const models::TransformerConfig& cfg, const std::
   };
   ASSIGN_OR_RETURN(Tensor logits, Tensor::Empty(*pool, DType::kF32, {a.block, cfg.vocab_size},
                                                 stream.get()));
+  ASSIGN_OR_RETURN(Tensor picks, Tensor::Empty(*pool, DType::kI32, {a.block}, stream.get()));
   std::vector<float> host(static_cast<size_t>(a.block * cfg.vocab_size));
+  std::vector<int32_t> host_picks(static_cast<size_t>(a.block));
   const std::vector<int32_t> prefix = Ids(a.prefix, 0, cfg.vocab_size);
   const std::vector<int32_t> block = Ids(a.block, 7, cfg.vocab_size);
   const auto prefix_caps = captures(a.prefix), block_caps = captures(a.block),
@@ -82,20 +86,30 @@ Result<VerifyTimes> TimeTandem(const models::TransformerConfig& cfg, const std::
                      RETURN_IF_ERROR(cache.Crop(0));
                      return target->Extend(cache, prefix, prefix_caps);
                    }));
-  auto verify = [&](int64_t n, bool to_host) -> Status {
+  enum class Out { kDevice, kHostLogits, kHostArgmax };
+  auto verify = [&](int64_t n, Out to) -> Status {
     const kernels::TensorView l = logits.view().Narrow(0, 0, n);
     RETURN_IF_ERROR(target->Extend(cache, std::span(block).first(n),
                                    n == 1 ? step_caps : block_caps, l));
     RETURN_IF_ERROR(cache.Crop(a.prefix));
-    if (!to_host) return Status::Ok();
-    RETURN_IF_ERROR(kernels::CopyToHost(host.data(), l, stream.get()));
+    if (to == Out::kDevice) return Status::Ok();
+    if (to == Out::kHostLogits) {
+      RETURN_IF_ERROR(kernels::CopyToHost(host.data(), l, stream.get()));
+    } else {
+      const kernels::TensorView p = picks.view().Narrow(0, 0, n);
+      RETURN_IF_ERROR(kernels::RowArgmax(p, l, stream.get()));
+      RETURN_IF_ERROR(kernels::CopyToHost(host_picks.data(), p, stream.get()));
+    }
     return stream.Synchronize();
   };
   ASSIGN_OR_RETURN(t.verify_ms,
-                   TimeMs(stream.get(), a.iters, 3, [&] { return verify(a.block, false); }));
-  ASSIGN_OR_RETURN(t.verify_host_ms,
-                   TimeMs(stream.get(), a.iters, 3, [&] { return verify(a.block, true); }));
-  ASSIGN_OR_RETURN(t.step1_ms, TimeMs(stream.get(), a.iters, 3, [&] { return verify(1, false); }));
+                   TimeMs(stream.get(), a.iters, 3, [&] { return verify(a.block, Out::kDevice); }));
+  ASSIGN_OR_RETURN(t.verify_host_ms, TimeMs(stream.get(), a.iters, 3,
+                                            [&] { return verify(a.block, Out::kHostLogits); }));
+  ASSIGN_OR_RETURN(t.verify_argmax_ms, TimeMs(stream.get(), a.iters, 3,
+                                              [&] { return verify(a.block, Out::kHostArgmax); }));
+  ASSIGN_OR_RETURN(t.step1_ms,
+                   TimeMs(stream.get(), a.iters, 3, [&] { return verify(1, Out::kDevice); }));
   RETURN_IF_ERROR(stream.Synchronize());
   return t;
 }
@@ -174,6 +188,7 @@ int RunVerify(const std::vector<std::string>& args) {
   row("prefill", t->prefill_ms, "prefill_ms");
   row("verify (block over prefix)", t->verify_ms, "verify_ms");
   row("verify + logits to host + sync", t->verify_host_ms, "");
+  row("verify + device argmax to host", t->verify_argmax_ms, "");
   row("1-token step (block size 1)", t->step1_ms, "step1_ms");
   const double hf = PeerNumber(pj, "verify_ms");
   if (hf > 0)
