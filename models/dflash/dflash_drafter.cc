@@ -56,6 +56,17 @@ Status CheckSupported(const DFlashConfig& c) {
   return Status::Ok();
 }
 
+// The plan's i32/f32 tables share one buffer (plan_i32_); each starts on a 16-byte boundary,
+// which the CUDA block-attention kernel checks for its anchor and doc-start tables, so any
+// num_blocks works (one block, as a decoder drafts, included).
+int64_t AlignedWords(int64_t n) { return (n + 3) / 4 * 4; }
+
+// Words of plan_i32_: anchors and doc starts (nb each), six row tables (r each), and the
+// context positions (t).
+int64_t PlanWords(int64_t nb, int64_t r, int64_t t) {
+  return 2 * AlignedWords(nb) + 6 * AlignedWords(r) + AlignedWords(t);
+}
+
 }  // namespace
 
 TensorView As2d(const TensorView& t, int64_t cols) { return t.Reshape(Shape{t.numel() / cols, cols}); }
@@ -144,12 +155,12 @@ Status DFlashDrafter::Carve(char* base) {
   const int64_t nb = options_.num_blocks, r = rows(), tmax = options_.max_tokens;
   const int64_t k = static_cast<int64_t>(config_.target_layer_ids.size());
   WorkspaceCarver c(base, device_);
-  plan_i32_ = c.Take(DType::kI32, Shape{2 * nb + 6 * r + tmax});
+  plan_i32_ = c.Take(DType::kI32, Shape{PlanWords(nb, r, tmax)});
   {
     int32_t* p = plan_i32_.data_as<int32_t>();
     auto slice = [&](DType dt, int64_t n) {
       TensorView v(p, dt, Shape{n}, device_);
-      if (p) p += n;
+      if (p) p += AlignedWords(n);
       return v;
     };
     anchors_ = slice(DType::kI32, nb);
@@ -276,11 +287,11 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
   const int64_t kept = static_cast<int64_t>(lm_rows.size());
   // Host image of plan_i32_ (compact tables and the T-sized tail written only up to their
   // lengths).
-  std::vector<int32_t> words(2 * nb + 6 * r + plan.tokens);
+  std::vector<int32_t> words(PlanWords(nb, r, plan.tokens));
   int32_t* p = words.data();
   auto put = [&](const void* src, int64_t n) {
     std::memcpy(p, src, n * 4);
-    p += n;
+    p += AlignedWords(n);
   };
   put(plan.anchors.data(), nb);
   put(plan.doc_start.data(), nb);
@@ -288,7 +299,7 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
   put(plan.block_pos.data(), r);
   auto put_padded = [&](const void* src, int64_t n) {
     std::memcpy(p, src, n * 4);
-    p += r;
+    p += AlignedWords(r);
   };
   put_padded(lm_rows.data(), kept);
   put(lm_slot.data(), r);

@@ -179,7 +179,7 @@ class DFlashDrafter {
   int64_t tokens_ = 0;  // T of the current plan
 
   // Views into workspace_ (full capacity; narrowed to tokens_ where T-sized).
-  kernels::TensorView plan_i32_;  // i32 [2 NB + 6 R + Tmax]
+  kernels::TensorView plan_i32_;  // i32 [2 NB + 6 R + Tmax], each table 16-byte aligned
   kernels::TensorView anchors_, doc_start_, block_ids_, block_pos_, ctx_pos_;
   // The R' = lm_rows_count_ rows with loss weight != 0 (SetPlan): lm_rows_ i32 [R] (first
   // R' used) their row ids, lm_slot_ i32 [R] a row's index among them or -1, lm_targets_
