@@ -20,8 +20,23 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
                    "DFlash drafter directory (config.json + model.safetensors)")
       ->required();
   eval->add_option("--prompts", q.prompts_file,
-                   "JSONL, one prompt per line as {\"input_ids\": [...]}")
+                   "JSONL, one prompt per line: token ids, chat messages, or a public set's "
+                   "layout (see --format)")
       ->required();
+  eval->add_option("--format", a->format,
+                   "prompt layout: auto (detected per file), ids, openai, sharegpt, mt-bench, "
+                   "gsm8k, math500, humaneval, mbpp")
+      ->capture_default_str();
+  eval->add_option("--tokenizer", q.tokenizer_dir,
+                   "tokenizer.json + tokenizer_config.json for text and chat prompts "
+                   "(default: the target's directory)");
+  eval->add_flag("--skip-bad", q.skip_bad,
+                 "skip and count bad prompt lines (malformed, empty, too long, bad token id) "
+                 "instead of failing on the first");
+  eval->add_option("--batch", q.batch,
+                   "prompts decoded at once (one drafter and one target forward per step for "
+                   "all of them)")
+      ->capture_default_str();
   eval->add_option("--max-new-tokens", q.max_new_tokens, "tokens to generate per prompt")
       ->capture_default_str();
   eval->add_option("--temperature", q.temperature,
@@ -32,7 +47,8 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
   eval->add_option("--seed", q.seed, "sampling seed (temperature > 0)")->capture_default_str();
   eval->add_option("--max-prompts", q.max_prompts, "use the first N usable prompts (0: all)");
   eval->add_option("--max-prompt-tokens", q.max_prompt_tokens,
-                   "skip (and count) longer prompts")
+                   "longer prompts are bad lines (also past max_position_embeddings - "
+                   "max_new_tokens - block size + 1)")
       ->capture_default_str();
   eval->add_option("--stop", q.stop_token_ids,
                    "stop token ids (default: the target's eos_token_id)");
@@ -69,6 +85,12 @@ int Eval(EvalArgs a, bool json) {
     return 2;
   }
   a.request.device = *device;
+  auto format = models::ParsePromptFormat(a.format);
+  if (!format.ok()) {
+    fmt::print(stderr, "tandem eval: --format: {}\n", format.status().ToString());
+    return 2;
+  }
+  a.request.prompt_format = *format;
   auto report = models::RunSpecEval(a.request);
   if (!report.ok()) {
     fmt::print(stderr, "tandem eval: {}\n", report.status().ToString());

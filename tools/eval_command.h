@@ -18,6 +18,7 @@ namespace tandem::cli {
 struct EvalArgs {
   models::SpecEvalRequest request;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  std::string format = "auto";  // models::ParsePromptFormat
   bool json = false;
   std::string out;  // also write the JSON here
 };

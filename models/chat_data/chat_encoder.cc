@@ -194,4 +194,17 @@ EncodeOutcome ChatEncoder::Encode(const Conversation& c, Scratch& scratch) const
   return out;
 }
 
+Result<std::vector<uint32_t>> ChatEncoder::EncodePrompt(const Conversation& c,
+                                                        Scratch& scratch) const {
+  size_t count = c.messages.size();
+  if (count > 0 && c.messages[count - 1].value("role", "") == "assistant") --count;
+  bool asks = false;
+  for (size_t k = 0; k < count; ++k) asks = asks || c.messages[k].value("role", "") != "assistant";
+  if (!asks) return InvalidArgumentError("no message to answer (only assistant turns)");
+  ASSIGN_OR_RETURN(std::string text, Render(c, count, /*generation_prompt=*/true));
+  std::vector<uint32_t> ids;
+  RETURN_IF_ERROR(tok_->Encode(text, scratch.tok, &ids));
+  return ids;
+}
+
 }  // namespace tandem::chat_data

@@ -77,6 +77,12 @@ class ChatEncoder {
 
   EncodeOutcome Encode(const Conversation& c, Scratch& scratch) const;
 
+  // The tokens a model is prompted with to answer `c`: a trailing assistant message is
+  // dropped (the model generates it), the rest rendered with add_generation_prompt=true
+  // and tokenized. InvalidArgument when nothing but assistant messages remains, or for a
+  // template or tokenizer failure (its message).
+  Result<std::vector<uint32_t>> EncodePrompt(const Conversation& c, Scratch& scratch) const;
+
   const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
   uint32_t end_of_turn() const { return eot_; }
 

@@ -58,7 +58,7 @@ ChatFormat DetectFormat(std::string_view line) {
 }
 
 bool ParseConversation(std::string_view line, ChatFormat format, Conversation* out,
-                       BadLine* bad) {
+                       BadLine* bad, bool require_assistant) {
   if (int64_t at = tokenizer::FindInvalidUtf8(line); at >= 0) {
     return Fail(bad, "invalid_utf8", fmt::format("invalid UTF-8 at byte {}", at));
   }
@@ -115,7 +115,7 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
     has_assistant = has_assistant || role == "assistant";
     out->messages.push_back(std::move(msg));
   }
-  if (!has_assistant) return Fail(bad, "no_assistant", "no assistant message to train on");
+  if (!has_assistant && require_assistant) return Fail(bad, "no_assistant", "no assistant message to train on");
   return true;
 }
 

@@ -39,6 +39,8 @@ struct BadLine {
 ChatFormat DetectFormat(std::string_view line);
 
 // Parses one line in `format` (not kAuto). On failure fills *bad and returns false.
-bool ParseConversation(std::string_view line, ChatFormat format, Conversation* out, BadLine* bad);
+// `require_assistant` false accepts conversations without an assistant message (prompts).
+bool ParseConversation(std::string_view line, ChatFormat format, Conversation* out, BadLine* bad,
+                       bool require_assistant = true);
 
 }  // namespace tandem::chat_data

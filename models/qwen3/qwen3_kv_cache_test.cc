@@ -137,6 +137,72 @@ TEST_P(Qwen3KvCacheTest, RejectsBadArguments) {
   EXPECT_NE(s.ToString().find("does not fit"), std::string::npos) << s.ToString();
 }
 
+// ExtendBatch over three sequences with different pasts and block lengths gives, row for
+// row, the logits and features of an Extend of each sequence alone; the caches grow per
+// sequence and crop independently.
+TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
+  const std::vector<int64_t> prompt_len = {5, 9, 2}, block_len = {3, 1, 4};
+  auto alone = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  auto batched = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  ASSERT_TRUE(alone.ok() && batched.ok());
+  std::vector<std::vector<int32_t>> blocks;
+  std::vector<float> want_logits, want_feat, logits, feat;
+  for (int64_t s = 0; s < 3; ++s) {
+    const testing::HostBatch seq = testing::MakeBatch({int(prompt_len[s] + block_len[s])},
+                                                      cfg_.vocab_size, 40 + uint32_t(s));
+    const std::vector<int32_t> prompt(seq.ids.begin(), seq.ids.begin() + prompt_len[s]);
+    blocks.emplace_back(seq.ids.begin() + prompt_len[s], seq.ids.end());
+    Extend(alone->sequence(s), prompt, &logits, &feat);
+    Extend(batched->sequence(s), prompt, &logits, &feat);
+    Extend(alone->sequence(s), blocks.back(), &logits, &feat);
+    want_logits.insert(want_logits.end(), logits.begin(), logits.end());
+    want_feat.insert(want_feat.end(), feat.begin(), feat.end());
+  }
+  // Rows packed in the order 2, 0, 1.
+  const std::vector<BatchExtendPart> parts = {{2, blocks[2]}, {0, blocks[0]}, {1, blocks[1]}};
+  const int64_t rows = 8, v = cfg_.vocab_size, h = cfg_.hidden_size;
+  std::vector<float> got(rows * v);
+  std::vector<bf16> f(rows * h);
+  const LayerCapture cap[] = {{1, TensorView(f.data(), DType::kBF16, {rows, h})}};
+  ASSERT_TRUE(target_->ExtendBatch(*batched, parts, cap, TensorView(got.data(), DType::kF32,
+                                                                     {rows, v}))
+                  .ok());
+  const int64_t want_row[] = {0, 3, 4}, got_row[] = {4, 7, 0};  // per sequence
+  for (int64_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(batched->sequence(s).length(), prompt_len[s] + block_len[s]);
+    for (int64_t r = 0; r < block_len[s]; ++r) {
+      for (int64_t i = 0; i < v; ++i)
+        ASSERT_EQ(got[(got_row[s] + r) * v + i], want_logits[(want_row[s] + r) * v + i])
+            << "sequence " << s << " row " << r;
+      for (int64_t i = 0; i < h; ++i)
+        ASSERT_EQ(f[(got_row[s] + r) * h + i].f(), want_feat[(want_row[s] + r) * h + i]);
+    }
+  }
+  // Sensitivity: a sequence verified against another's cache gives other logits.
+  auto swapped = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  ASSERT_TRUE(swapped.ok());
+  std::vector<float> other(block_len[0] * v);
+  Extend(swapped->sequence(1), std::vector<int32_t>(5, 3), &logits, &feat);
+  const BatchExtendPart wrong[] = {{1, blocks[0]}};
+  ASSERT_TRUE(target_->ExtendBatch(*swapped, wrong, {}, TensorView(other.data(), DType::kF32,
+                                                                    {block_len[0], v}))
+                  .ok());
+  EXPECT_GT(MaxDiff(other, want_logits, 0), 1e-3);
+  // Errors: a repeated sequence, one out of range, capacity, nothing to do.
+  const BatchExtendPart twice[] = {{0, blocks[0]}, {0, blocks[1]}};
+  Status st = target_->ExtendBatch(*batched, twice, {});
+  EXPECT_NE(st.ToString().find("or repeated"), std::string::npos) << st.ToString();
+  const BatchExtendPart outside[] = {{3, blocks[0]}};
+  EXPECT_FALSE(target_->ExtendBatch(*batched, outside, {}).ok());
+  const std::vector<int32_t> many(15, 1);
+  const BatchExtendPart full[] = {{1, many}};
+  st = target_->ExtendBatch(*batched, full, {});
+  EXPECT_NE(st.ToString().find("sequence 1"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.ToString().find("capacity 20"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(target_->ExtendBatch(*batched, {}, {}).ok());
+  EXPECT_FALSE(Qwen3BatchKvCache::Create(cfg_, 0, 20, Device::Cpu()).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, Qwen3KvCacheTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "llama" : "qwen3"; });
 

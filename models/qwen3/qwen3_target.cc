@@ -271,7 +271,7 @@ Status Qwen3Target::Forward(const PackedBatch& batch, std::span<const LayerCaptu
 }
 
 Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
-                          int max_seqlen, const KvSlot* kv) {
+                          int max_seqlen, std::span<const KvSlot> kv) {
   const TransformerConfig& c = config();
   const kernels::Stream s = options_.stream;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -303,7 +303,7 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
 }
 
 Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch,
-                                       int64_t t, int max_seqlen, const KvSlot* kv) {
+                                       int64_t t, int max_seqlen, std::span<const KvSlot> kv) {
   // q_raw, k_raw, v hold the projections; writes attn = attention(norm+RoPE(q, k), v).
   const TransformerConfig& c = config();
   const kernels::Stream s = options_.stream;
@@ -325,13 +325,17 @@ Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedB
     RETURN_IF_ERROR(kernels::RopeForward(q3, q_raw3, batch.position_ids, rope, s));
     RETURN_IF_ERROR(kernels::RopeForward(k3, k_raw3, batch.position_ids, rope, s));
   }
-  if (kv != nullptr) {
-    const int64_t p = kv->past + t;
-    RETURN_IF_ERROR(kernels::Copy(kv->k.Narrow(0, kv->past, t), k3, s));
-    RETURN_IF_ERROR(kernels::Copy(kv->v.Narrow(0, kv->past, t), v.Reshape({t, hk, d}), s));
-    return kernels::CachedCausalAttentionForward(q3, kv->k.Narrow(0, 0, p),
-                                                 kv->v.Narrow(0, 0, p), 0.f,
-                                                 rows(act_.attn).Reshape({t, hq, d}), s);
+  if (!kv.empty()) {
+    const TensorView v3 = v.Reshape({t, hk, d}), attn3 = rows(act_.attn).Reshape({t, hq, d});
+    for (const KvSlot& slot : kv) {  // each sequence attends over its own cache
+      const int64_t r = slot.row, n = slot.rows > 0 ? slot.rows : t, p = slot.past + n;
+      RETURN_IF_ERROR(kernels::Copy(slot.k.Narrow(0, slot.past, n), k3.Narrow(0, r, n), s));
+      RETURN_IF_ERROR(kernels::Copy(slot.v.Narrow(0, slot.past, n), v3.Narrow(0, r, n), s));
+      RETURN_IF_ERROR(kernels::CachedCausalAttentionForward(
+          q3.Narrow(0, r, n), slot.k.Narrow(0, 0, p), slot.v.Narrow(0, 0, p), 0.f,
+          attn3.Narrow(0, r, n), s));
+    }
+    return Status::Ok();
   }
   return Attention(q3, k3, v.Reshape({t, hk, d}), batch.cu_seqlens, max_seqlen,
                    rows(act_.attn).Reshape({t, hq, d}));

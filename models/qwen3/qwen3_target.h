@@ -29,11 +29,13 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/attention/attention.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/core/memory.h"
 #include "models/qwen3/qwen3_fp8.h"
+#include "models/qwen3/qwen3_batch_kv_cache.h"
 #include "models/qwen3/qwen3_kv_cache.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "runtime/core/status.h"
@@ -106,6 +108,17 @@ class Qwen3Target {
   Status Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
                 std::span<const LayerCapture> captures, kernels::TensorView logits = {});
 
+  // Batched decoding (qwen3_target_batch.cc): one forward over several sequences of
+  // `cache`, each part's tokens appended to its own sequence (rows packed in the order of
+  // `parts`, each sequence at most once, 1 <= total rows <= max_tokens). The projections,
+  // norms and MLP run once over all rows (where batching pays: the weights are read once);
+  // the attention runs per sequence over its own cache. Captures ([total, H]) and logits
+  // ([total, V], may be empty) are packed the same way. Row r's results equal those of an
+  // Extend of its sequence alone whenever the GEMMs compute rows independently (the CPU
+  // reference does). Same limits and errors as Extend, per part.
+  Status ExtendBatch(Qwen3BatchKvCache& cache, std::span<const BatchExtendPart> parts,
+                     std::span<const LayerCapture> captures, kernels::TensorView logits = {});
+
   const TransformerConfig& config() const { return weights_.config(); }
   const Qwen3Weights& weights() const { return weights_; }
   kernels::Device device() const { return weights_.device(); }
@@ -138,24 +151,39 @@ class Qwen3Target {
   Status AllocateWorkspace();
   Status CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
                       const kernels::TensorView& logits, int* max_seqlen) const;
-  // One layer's cache rows while extending: new keys/values go to rows [past, past + T)
-  // and the attention reads rows [0, past + T).
+  // One sequence's cache rows in one layer while extending: batch rows [row, row + n)
+  // (n = rows, or every row when rows == 0) are its new tokens; their keys/values go to
+  // cache rows [past, past + n) and their attention reads cache rows [0, past + n).
   struct KvSlot {
     kernels::TensorView k, v;  // bf16 [capacity, hk, d]
     int64_t past = 0;
+    int64_t row = 0, rows = 0;
   };
   Status CheckExtend(const Qwen3KvCache& cache, std::span<const int32_t> tokens,
                      std::span<const LayerCapture> captures,
                      const kernels::TensorView& logits) const;
-  // With `kv`, the attention runs over the cache instead of inside the batch's documents.
+  // The captures ([rows, H]) and logits ([rows, V], may be empty) of an Extend.
+  Status CheckExtendOutputs(int64_t rows, std::span<const LayerCapture> captures,
+                            const kernels::TensorView& logits) const;
+  // A sequence's rows in an Extend: batch rows [row, row + rows) append to `cache`.
+  struct SeqRows {
+    Qwen3KvCache* cache = nullptr;
+    int64_t row = 0, rows = 0;
+  };
+  // Embedding, every layer (the attention of each sequence over its cache, captures copied
+  // as they pass), the caches grown, and the LM head, for `batch` of `t` rows whose ids and
+  // positions are already staged.
+  Status ExtendRows(const PackedBatch& batch, int64_t t, std::span<const SeqRows> seqs,
+                    std::span<const LayerCapture> captures, kernels::TensorView logits);
+  // With `kv`, the attention runs over the caches instead of inside the batch's documents.
   Status Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t tokens,
-               int max_seqlen, const KvSlot* kv = nullptr);
+               int max_seqlen, std::span<const KvSlot> kv = {});
   // fp8: unless fp8_ is already filled, quantizes the projections and releases their bf16
   // copies; allocates the e4m3 activation buffer (qwen3_target_fp8.cc).
   Status PrepareFp8();
   Status LayerFp8(size_t index, const PackedBatch& batch, int64_t tokens, int max_seqlen);
   Status AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
-                            int max_seqlen, const KvSlot* kv = nullptr);
+                            int max_seqlen, std::span<const KvSlot> kv = {});
   Status Attention(const kernels::TensorView& q, const kernels::TensorView& k,
                    const kernels::TensorView& v, const kernels::TensorView& cu_seqlens,
                    int max_seqlen, const kernels::TensorView& out);

@@ -39,6 +39,12 @@ Status Qwen3Target::CheckExtend(const Qwen3KvCache& cache, std::span<const int32
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       return InvalidArgumentError("Qwen3Target::Extend: token {} is id {}, not in [0, {})", i,
                                   tokens[i], c.vocab_size);
+  return CheckExtendOutputs(b, captures, logits);
+}
+
+Status Qwen3Target::CheckExtendOutputs(int64_t b, std::span<const LayerCapture> captures,
+                                       const TensorView& logits) const {
+  const TransformerConfig& c = config();
   std::vector<bool> seen(static_cast<size_t>(c.num_hidden_layers), false);
   for (const LayerCapture& cap : captures) {
     if (cap.layer < 0 || cap.layer >= c.num_hidden_layers || seen[cap.layer])
@@ -65,7 +71,6 @@ Status Qwen3Target::CheckExtend(const Qwen3KvCache& cache, std::span<const int32
 Status Qwen3Target::Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
                            std::span<const LayerCapture> captures, TensorView logits) {
   RETURN_IF_ERROR(CheckExtend(cache, tokens, captures, logits));
-  const TransformerConfig& c = config();
   const kernels::Stream s = options_.stream;
   const int64_t t = static_cast<int64_t>(tokens.size()), past = cache.length();
   std::optional<kernels::DeviceGuard> guard;
@@ -80,18 +85,29 @@ Status Qwen3Target::Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
   RETURN_IF_ERROR(kernels::CopyFromHost(batch.input_ids, tokens.data(), s));
   RETURN_IF_ERROR(kernels::CopyFromHost(batch.position_ids, positions.data(), s));
 
+  const SeqRows seq{&cache, 0, t};
+  return ExtendRows(batch, t, {&seq, 1}, captures, logits);
+}
+
+Status Qwen3Target::ExtendRows(const PackedBatch& batch, int64_t t, std::span<const SeqRows> seqs,
+                               std::span<const LayerCapture> captures, TensorView logits) {
+  const TransformerConfig& c = config();
+  const kernels::Stream s = options_.stream;
   // Every layer runs, even past the last capture: each one's cache rows must be written.
   const int last = static_cast<int>(c.num_hidden_layers) - 1;
   const TensorView hidden = act_.hidden.Narrow(0, 0, t);
   RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  std::vector<KvSlot> kv(seqs.size());
   for (int i = 0; i <= last; ++i) {
-    const KvSlot kv{cache.keys(i), cache.values(i), past};
-    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, /*max_seqlen=*/0, &kv)
+    for (size_t j = 0; j < seqs.size(); ++j)
+      kv[j] = {seqs[j].cache->keys(i), seqs[j].cache->values(i), seqs[j].cache->length(),
+               seqs[j].row, seqs[j].rows};
+    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, /*max_seqlen=*/0, kv)
                         .WithContext(fmt::format("layer {}", i)));
     for (const LayerCapture& cap : captures)
       if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
   }
-  cache.Grow(t);
+  for (const SeqRows& q : seqs) q.cache->Grow(q.rows);
   if (logits.empty()) return Status::Ok();
   const TensorView normed = act_.normed.Narrow(0, 0, t);
   RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, weights_.final_norm(),

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "kernels/core/stream.h"
+#include "models/speculative/spec_pick.h"
 
 namespace tandem::models {
 
@@ -110,37 +111,7 @@ Status DFlashDecoder::CheckRequest(std::span<const int32_t> prompt,
 
 std::vector<int32_t> DFlashDecoder::Pick(const std::vector<float>& logits, int64_t rows,
                                          float temperature) {
-  const int64_t v = target_->config().vocab_size;
-  std::vector<int32_t> out(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits.data() + r * v;
-    const int64_t best = std::max_element(row, row + v) - row;  // first maximum
-    if (temperature == 0.0f) {
-      out[r] = static_cast<int32_t>(best);
-      continue;
-    }
-    // Inverse-CDF sampling from softmax(row / T) in double, with a 53-bit uniform from
-    // SplitMix64 so the draw is the same on every platform.
-    rng_state_ += 0x9E3779B97F4A7C15ull;
-    uint64_t z = rng_state_;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
-    double total = 0;
-    for (int64_t i = 0; i < v; ++i) total += std::exp((double(row[i]) - row[best]) / temperature);
-    double acc = 0, target = u * total;
-    int64_t pick = v - 1;
-    for (int64_t i = 0; i < v; ++i) {
-      acc += std::exp((double(row[i]) - row[best]) / temperature);
-      if (acc > target) {
-        pick = i;
-        break;
-      }
-    }
-    out[r] = static_cast<int32_t>(pick);
-  }
-  return out;
+  return PickTokens(logits.data(), rows, target_->config().vocab_size, temperature, &rng_state_);
 }
 
 Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> tokens,

@@ -6,74 +6,13 @@
 
 namespace tandem::models {
 
-namespace {
-
-constexpr const char* kIdFields[] = {"input_ids", "prompt_ids", "ids", "tokens"};
-constexpr size_t kMaxReasons = 8;
-
-// Empty string when `line` holds a usable prompt (appended to `out`), else why not.
-std::string ParseLine(std::string_view line, int64_t vocab, int64_t max_tokens,
-                      std::vector<int32_t>* out) {
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "not valid JSON";
-  if (!j.is_object()) return "not a JSON object";
-  const nlohmann::json* ids = nullptr;
-  for (const char* f : kIdFields)
-    if (j.contains(f)) {
-      ids = &j[f];
-      break;
-    }
-  if (ids == nullptr) {
-    if (j.contains("messages") || j.contains("conversations") || j.contains("prompt") ||
-        j.contains("question") || j.contains("turns"))
-      return "text or chat prompts need tokenizing first (`tandem data --model DIR`); this "
-             "reader takes token ids under \"input_ids\"";
-    return "no \"input_ids\" array";
-  }
-  if (!ids->is_array()) return "\"input_ids\" is not an array";
-  if (ids->empty()) return "empty prompt";
-  if (max_tokens > 0 && static_cast<int64_t>(ids->size()) > max_tokens)
-    return fmt::format("{} tokens, over the limit of {}", ids->size(), max_tokens);
-  out->clear();
-  for (size_t i = 0; i < ids->size(); ++i) {
-    const nlohmann::json& v = (*ids)[i];
-    if (!v.is_number_integer()) return fmt::format("id {} is not an integer", i);
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id >= vocab) return fmt::format("id {} is {}, not in [0, {})", i, id, vocab);
-    out->push_back(static_cast<int32_t>(id));
-  }
-  return "";
-}
-
-}  // namespace
-
 Result<PromptSet> ParsePrompts(std::string_view text, const std::string& source, int64_t vocab,
                                int64_t max_tokens) {
-  PromptSet set;
-  int64_t line_no = 0;
-  size_t pos = 0;
-  std::vector<int32_t> ids;
-  while (pos <= text.size()) {
-    const size_t end = std::min(text.find('\n', pos), text.size());
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    ++set.lines;
-    const std::string why = ParseLine(line, vocab, max_tokens, &ids);
-    if (why.empty()) {
-      set.prompts.push_back(ids);
-      continue;
-    }
-    ++set.skipped;
-    if (set.skip_reasons.size() < kMaxReasons)
-      set.skip_reasons.push_back(fmt::format("{}:{}: {}", source, line_no, why));
-  }
-  if (set.prompts.empty())
-    return InvalidArgumentError("{}: no usable prompt ({} lines{}{})", source, set.lines,
-                                set.skip_reasons.empty() ? "" : "; first problem: ",
-                                set.skip_reasons.empty() ? "" : set.skip_reasons[0]);
-  return set;
+  PromptLoadOptions o;
+  o.skip_bad = true;
+  o.vocab = vocab;
+  o.max_tokens = max_tokens;
+  return ReadPromptSet(text, source, o);
 }
 
 Result<PromptSet> LoadPromptFile(const std::string& path, int64_t vocab, int64_t max_tokens) {
@@ -81,7 +20,8 @@ Result<PromptSet> LoadPromptFile(const std::string& path, int64_t vocab, int64_t
   return ParsePrompts(text, path, vocab, max_tokens);
 }
 
-SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_t block_size) {
+SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_t block_size,
+                               double wall_seconds) {
   SpecEvalStats s;
   s.block_size = block_size;
   s.prompts = static_cast<int64_t>(results.size());
@@ -105,6 +45,7 @@ SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_
       s.cond_rate[j] = s.accept_rate[j - 1] > 0 ? s.accept_rate[j] / s.accept_rate[j - 1] : 0.0;
     }
   }
+  if (wall_seconds > 0) s.seconds = wall_seconds;
   if (s.seconds > 0) s.tokens_per_s = static_cast<double>(s.generated_tokens) / s.seconds;
   return s;
 }
@@ -144,8 +85,11 @@ nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r) {
                                               : "sampled: drafts accepted while equal to the "
                                                 "target's sample (not rejection sampling)"},
                       {"max_new_tokens", r.max_new_tokens},
+                      {"batch", r.batch},
+                      {"prompt_format", r.prompt_format},
                       {"prompt_lines", r.prompt_lines},
                       {"prompts_skipped", r.prompts_skipped},
+                      {"skipped_by_reason", r.skipped_by_reason},
                       {"skip_reasons", r.skip_reasons},
                       {"run", StatsJson(r.run)}};
   if (r.baseline.prompts > 0) {
@@ -159,10 +103,13 @@ nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r) {
 std::string FormatSpecEvalReport(const SpecEvalReport& r) {
   std::string out;
   out += fmt::format("tandem eval  target {}  drafter {}\n", r.target, r.drafter);
-  out += fmt::format("prompts {} ({} of {} lines skipped)  device {}  temperature {}  "
-                     "max new tokens {}\n",
-                     r.run.prompts, r.prompts_skipped, r.prompt_lines, r.device, r.temperature,
-                     r.max_new_tokens);
+  out += fmt::format("prompts {} ({}, {} of {} lines skipped)  device {}  temperature {}  "
+                     "max new tokens {}  batch {}\n",
+                     r.run.prompts, r.prompt_format.empty() ? "ids" : r.prompt_format,
+                     r.prompts_skipped, r.prompt_lines, r.device, r.temperature,
+                     r.max_new_tokens, r.batch);
+  for (const auto& [reason, n] : r.skipped_by_reason)
+    out += fmt::format("  {} lines skipped as {}\n", n, reason);
   for (const std::string& why : r.skip_reasons) out += fmt::format("  skipped {}\n", why);
   out += fmt::format("\n{:<12} {:>8} {:>10} {:>12} {:>10} {:>10}\n", "block size", "tau",
                      "steps", "tokens", "seconds", "tokens/s");

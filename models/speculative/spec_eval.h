@@ -1,11 +1,7 @@
 // `tandem eval`'s data and numbers: the prompt file reader and the acceptance statistics
 // of a set of speculative decodes (dflash_decoder.h).
 //
-// Prompt files are JSONL, one prompt per line, pre-tokenized: an object with an integer
-// array under "input_ids" (or "prompt_ids", "ids", "tokens"). Blank lines are ignored. A
-// line that is not such an object, has an id outside [0, vocab), is empty, or is longer than
-// the limit is skipped and counted (with the first few reasons kept: file:line and why);
-// a file with no usable prompt is an error.
+// Prompt files: prompt_set.h (LoadPromptFile below is its ids reader that skips bad lines).
 //
 // Statistics (over all verify steps of all prompts):
 //   tau          = mean accept length (accepted drafts + the bonus token), as the DFlash
@@ -20,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,18 +24,13 @@
 #include <nlohmann/json.hpp>
 
 #include "models/speculative/dflash_decoder.h"
+#include "models/speculative/prompt_set.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
 
-struct PromptSet {
-  std::vector<std::vector<int32_t>> prompts;
-  int64_t lines = 0;    // non-blank lines read
-  int64_t skipped = 0;  // lines not used
-  std::vector<std::string> skip_reasons;  // the first 8, "file:line: why"
-};
-
-// Reads `path`. max_tokens <= 0: no length limit. InvalidArgument when the file holds no
+// LoadPromptSet with the layout detected, bad lines skipped and counted, and no tokenizer
+// (so ids only). max_tokens <= 0: no length limit. InvalidArgument when the file holds no
 // usable prompt (naming the file and the first skip reason), NotFound when it is missing.
 Result<PromptSet> LoadPromptFile(const std::string& path, int64_t vocab, int64_t max_tokens);
 // The same over text already in memory (`source` names it in messages).
@@ -57,7 +49,10 @@ struct SpecEvalStats {
   std::vector<double> cond_rate;    // [B]: index 0 unused (= 1)
 };
 
-SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_t block_size);
+// wall_seconds > 0: the run's wall time (batched decodes overlap, so their own seconds do
+// not add up); 0: the sum of the results' seconds.
+SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_t block_size,
+                               double wall_seconds = 0);
 
 // A report: the run at block size B and, when baseline.prompts > 0, the same prompts at
 // block size 1 (the speedup is the ratio of tokens per second).
@@ -65,7 +60,10 @@ struct SpecEvalReport {
   std::string target, drafter, prompts_file, device;
   float temperature = 0;
   int64_t max_new_tokens = 0;
+  std::string prompt_format;  // the layout read (prompt_set.h)
+  int64_t batch = 1;          // sequences decoded at once
   int64_t prompt_lines = 0, prompts_skipped = 0;
+  std::map<std::string, int64_t> skipped_by_reason;
   std::vector<std::string> skip_reasons;
   SpecEvalStats run, baseline;
 };

@@ -1,26 +1,40 @@
 #include "models/speculative/spec_eval_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_config.h"
 #include "models/qwen3/qwen3_target.h"
+#include "models/speculative/dflash_batch_decoder.h"
 
 namespace tandem::models {
 
 namespace {
 
-Result<std::vector<SpecDecodeResult>> DecodeAll(DFlashDecoder& decoder, const PromptSet& set,
-                                                SpecDecodeOptions o) {
+// Decodes every prompt, one at a time or `batched` several at a time, with prompt i
+// sampling from seed o.seed + i + 1 either way. Sets *wall to the run's wall time.
+Result<std::vector<SpecDecodeResult>> DecodeAll(DFlashDecoder* single, DFlashBatchDecoder* batched,
+                                                const PromptSet& set, SpecDecodeOptions o,
+                                                double* wall) {
+  const auto start = std::chrono::steady_clock::now();
   std::vector<SpecDecodeResult> out;
-  for (size_t i = 0; i < set.prompts.size(); ++i) {
-    o.seed += 1;  // a different draw per prompt, the same for both block sizes
-    auto r = decoder.Generate(set.prompts[i], o);
-    if (!r.ok()) return r.status().WithContext(fmt::format("prompt {}", i));
-    out.push_back(std::move(*r));
+  if (batched != nullptr) {
+    o.seed += 1;
+    ASSIGN_OR_RETURN(out, batched->GenerateAll(set.prompts, o));
+  } else {
+    for (size_t i = 0; i < set.prompts.size(); ++i) {
+      o.seed += 1;  // a different draw per prompt, the same for both block sizes
+      auto r = single->Generate(set.prompts[i], o);
+      if (!r.ok())
+        return r.status().WithContext(fmt::format("prompt {} (line {})", i,
+                                                  set.line_numbers[i]));
+      out.push_back(std::move(*r));
+    }
   }
+  *wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 
@@ -41,10 +55,32 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   if (b < 1 || b > max_b)
     return InvalidArgumentError("block_size {} not in [1, {}]{}", b, max_b,
                                 dc ? " (the drafter's block size)" : " (no drafter given)");
-  ASSIGN_OR_RETURN(PromptSet set,
-                   LoadPromptFile(q.prompts_file, tc.vocab_size, q.max_prompt_tokens));
-  if (q.max_prompts > 0 && static_cast<int64_t>(set.prompts.size()) > q.max_prompts)
+  if (q.batch < 1) return InvalidArgumentError("batch must be positive, got {}", q.batch);
+  PromptLoadOptions po;
+  po.format = q.prompt_format;
+  po.skip_bad = q.skip_bad;
+  po.vocab = tc.vocab_size;
+  po.max_tokens = q.max_prompt_tokens;
+  po.max_tokens_origin = "--max-prompt-tokens";
+  if (tc.max_position_embeddings > 0) {
+    const int64_t by_positions = tc.max_position_embeddings - q.max_new_tokens - b + 1;
+    if (by_positions < 1)
+      return InvalidArgumentError(
+          "max_new_tokens {} + block size {} leave no room for a prompt in the target's "
+          "max_position_embeddings {}", q.max_new_tokens, b, tc.max_position_embeddings);
+    if (po.max_tokens <= 0 || by_positions < po.max_tokens) {
+      po.max_tokens = by_positions;
+      po.max_tokens_origin = fmt::format(
+          "the target's max_position_embeddings {} - max_new_tokens {} - block size {} + 1",
+          tc.max_position_embeddings, q.max_new_tokens, b);
+    }
+  }
+  po.tokenizer_dir = q.tokenizer_dir.empty() ? q.target_dir : q.tokenizer_dir;
+  ASSIGN_OR_RETURN(PromptSet set, LoadPromptSet(q.prompts_file, po));
+  if (q.max_prompts > 0 && static_cast<int64_t>(set.prompts.size()) > q.max_prompts) {
     set.prompts.resize(static_cast<size_t>(q.max_prompts));
+    set.line_numbers.resize(static_cast<size_t>(q.max_prompts));
+  }
   int64_t longest = 0;
   for (const auto& p : set.prompts) longest = std::max<int64_t>(longest, p.size());
   const int64_t max_context = longest + q.max_new_tokens + max_b;
@@ -56,7 +92,8 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     s = stream->get();
   }
   Qwen3TargetOptions to;
-  to.max_tokens = std::max(longest, max_b);
+  const int64_t batch = std::min<int64_t>(q.batch, static_cast<int64_t>(set.prompts.size()));
+  to.max_tokens = std::max(longest, batch * max_b);
   to.stream = s;
   ASSIGN_OR_RETURN(std::unique_ptr<Qwen3Target> target,
                    Qwen3Target::Load(q.target_dir, q.device, to));
@@ -64,13 +101,19 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   if (dc) {
     ASSIGN_OR_RETURN(drafter, DFlashDrafter::Create(
                                   *dc,
-                                  {.max_tokens = max_context,
-                                   .num_blocks = q.device.is_cuda() ? kDrafterBlocksCuda : 1},
+                                  {.max_tokens = batch * max_context,
+                                   .num_blocks = DrafterBlocksForBatch(batch, q.device)},
                                   q.device, s));
     RETURN_IF_ERROR(LoadDFlashWeights(q.drafter_dir, *drafter));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<DFlashDecoder> decoder,
-                   DFlashDecoder::Create(target.get(), drafter.get(), max_context, s));
+  std::unique_ptr<DFlashDecoder> single;
+  std::unique_ptr<DFlashBatchDecoder> batched;
+  if (batch > 1) {
+    ASSIGN_OR_RETURN(batched, DFlashBatchDecoder::Create(target.get(), drafter.get(), batch,
+                                                         max_context, s));
+  } else {
+    ASSIGN_OR_RETURN(single, DFlashDecoder::Create(target.get(), drafter.get(), max_context, s));
+  }
 
   SpecDecodeOptions o;
   o.max_new_tokens = q.max_new_tokens;
@@ -88,15 +131,21 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   r.device = q.device.is_cpu() ? "cpu" : fmt::format("cuda:{}", q.device.index);
   r.temperature = q.temperature;
   r.max_new_tokens = q.max_new_tokens;
+  r.prompt_format = PromptFormatName(set.format);
+  r.batch = batch;
   r.prompt_lines = set.lines;
   r.prompts_skipped = set.skipped;
+  r.skipped_by_reason = set.skipped_by_reason;
   r.skip_reasons = set.skip_reasons;
-  ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> run, DecodeAll(*decoder, set, o));
-  r.run = SummarizeDecodes(run, b);
+  double wall = 0;
+  ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> run,
+                   DecodeAll(single.get(), batched.get(), set, o, &wall));
+  r.run = SummarizeDecodes(run, b, wall);
   if (q.baseline && b > 1) {
     o.block_size = 1;
-    ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> base, DecodeAll(*decoder, set, o));
-    r.baseline = SummarizeDecodes(base, 1);
+    ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> base,
+                     DecodeAll(single.get(), batched.get(), set, o, &wall));
+    r.baseline = SummarizeDecodes(base, 1, wall);
   }
   return r;
 }

@@ -1,6 +1,8 @@
 // One `tandem eval` run as a library call: load a Qwen3 target and a DFlash drafter from
-// their HF directories, check they fit (before any weights are read), decode every prompt
-// of a JSONL file at block size B and again at block size 1, and summarize (spec_eval.h).
+// their HF directories, check they fit (before any weights are read), read the prompt file
+// (prompt_set.h: ids, chat or a public set's layout, bad lines refused or skipped), decode
+// every prompt at block size B and again at block size 1 (`batch` prompts at a time, each
+// run timed by its wall clock), and summarize (spec_eval.h).
 //
 // Thread-safety: one call at a time per device (it owns the models it loads).
 #pragma once
@@ -23,7 +25,13 @@ struct SpecEvalRequest {
   int64_t block_size = 0;     // 0: the drafter's block size
   float temperature = 0.0f;
   uint64_t seed = 0;
-  int64_t max_prompt_tokens = 4096;  // longer prompts are skipped and counted
+  int64_t max_prompt_tokens = 4096;  // longer prompts are bad lines (prompt_set.h), as are
+                                     // those past max_position_embeddings - max_new_tokens
+                                     // - block_size + 1
+  PromptFormat prompt_format = PromptFormat::kAuto;
+  bool skip_bad = false;       // skip and count bad prompt lines instead of failing
+  std::string tokenizer_dir;   // for text and chat prompts; "": the target's directory
+  int64_t batch = 1;           // sequences decoded at once (DFlashBatchDecoder when > 1)
   int64_t max_prompts = 0;           // 0: all
   bool baseline = true;              // also decode at block size 1 for the speedup
   std::vector<int32_t> stop_token_ids;  // empty: the target's eos_token_id if it has one

@@ -1,5 +1,6 @@
-// Tests of the prompt reader (skips and counts bad lines, refuses files without a usable
-// prompt) and of the acceptance statistics.
+// Tests of the ids prompt reader that skips bad lines (LoadPromptFile; prompt_set_test.cc
+// covers every layout), refusing files without a usable prompt, and of the acceptance
+// statistics.
 #include <string>
 #include <vector>
 
@@ -33,16 +34,18 @@ TEST(ParsePrompts, SkipsAndCountsBadLines) {
   EXPECT_EQ(set->skip_reasons[1], "p.jsonl:4: empty prompt");
   EXPECT_EQ(set->skip_reasons[2], "p.jsonl:5: id 1 is 99, not in [0, 50)");
   EXPECT_EQ(set->skip_reasons[3], "p.jsonl:6: 6 tokens, over the limit of 5");
-  EXPECT_NE(set->skip_reasons[4].find("need tokenizing first"), std::string::npos);
+  EXPECT_EQ(set->skip_reasons[4],
+            "p.jsonl:7: no \"input_ids\" array (the file is read as ids, detected from line 1)");
   EXPECT_EQ(set->skip_reasons[5], "p.jsonl:8: not a JSON object");
 }
 
 TEST(ParsePrompts, RefusesFilesWithoutAPrompt) {
   Status s = ParsePrompts("", "empty.jsonl", 50, 0).status();
-  EXPECT_NE(s.ToString().find("empty.jsonl: no usable prompt (0 lines"), std::string::npos)
+  EXPECT_NE(s.ToString().find("empty.jsonl: empty: no prompt lines"), std::string::npos)
       << s.ToString();
   s = ParsePrompts("{\"x\": 1}\n", "bad.jsonl", 50, 0).status();
-  EXPECT_NE(s.ToString().find("first problem: bad.jsonl:1: no \"input_ids\" array"),
+  EXPECT_NE(s.ToString().find("bad.jsonl: no usable prompt (1 lines, all skipped; first: "
+                              "bad.jsonl:1: no prompt field"),
             std::string::npos)
       << s.ToString();
   EXPECT_EQ(LoadPromptFile("/nonexistent/p.jsonl", 50, 0).status().code(),

@@ -1,0 +1,118 @@
+// RunSpecEval end to end on the tiny golden pair: a batched run reports the same acceptance
+// as one prompt at a time, and bad prompt files fail clearly or (skip_bad) are counted in
+// the report.
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "models/io/model_test_util.h"
+#include "models/speculative/spec_eval_run.h"
+
+namespace tandem::models {
+namespace {
+
+class RunSpecEvalTest : public ::testing::Test {
+ protected:
+  RunSpecEvalTest() {
+    const std::string golden = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/dflash_decode_tiny/";
+    q_.target_dir = golden + "target";
+    q_.drafter_dir = golden + "drafter";
+    q_.prompts_file = golden + "prompts.jsonl";
+    q_.max_new_tokens = 24;
+  }
+  std::string Write(const std::string& text) {
+    q_.prompts_file = dir_.File("p.jsonl");
+    std::ofstream(q_.prompts_file) << text;
+    return q_.prompts_file;
+  }
+  testing::ScratchDir dir_;
+  SpecEvalRequest q_;
+};
+
+TEST_F(RunSpecEvalTest, BatchedRunReportsTheSameAcceptance) {
+  auto one = RunSpecEval(q_);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  q_.batch = 3;
+  auto three = RunSpecEval(q_);
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  EXPECT_EQ(one->batch, 1);
+  EXPECT_EQ(three->batch, 3);
+  EXPECT_GT(one->run.tau, 1.5);  // the trained drafter: the comparison has teeth
+  EXPECT_DOUBLE_EQ(three->run.tau, one->run.tau);
+  EXPECT_EQ(three->run.verify_steps, one->run.verify_steps);
+  EXPECT_EQ(three->run.generated_tokens, 8 * 24);
+  EXPECT_EQ(three->run.accept_rate, one->run.accept_rate);
+  EXPECT_EQ(three->baseline.generated_tokens, 8 * 24);
+  EXPECT_DOUBLE_EQ(three->baseline.tau, 1.0);
+  const nlohmann::json j = SpecEvalReportToJson(*three);
+  EXPECT_EQ(j["batch"], 3);
+  EXPECT_EQ(j["prompt_format"], "ids");
+  EXPECT_EQ(j["prompts_skipped"], 0);
+  EXPECT_NE(j["acceptance_rule"].get<std::string>().find("greedy"), std::string::npos);
+  // More slots than prompts: the batch shrinks to the prompts.
+  q_.batch = 20;
+  auto wide = RunSpecEval(q_);
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  EXPECT_EQ(wide->batch, 8);
+  EXPECT_DOUBLE_EQ(wide->run.tau, one->run.tau);
+  q_.batch = 0;
+  EXPECT_EQ(RunSpecEval(q_).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RunSpecEvalTest, BadPromptLinesFailOrAreCounted) {
+  q_.max_prompt_tokens = 10;
+  q_.baseline = false;
+  Write("{\"input_ids\": [34, 27, 31, 40]}\n"
+        "{\"input_ids\": [3, 64]}\n"
+        "{\"input_ids\": [3, 4\n"
+        "{\"input_ids\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}\n");
+  Status s = RunSpecEval(q_).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("p.jsonl:2: id 1 is 64, not in [0, 64)"), std::string::npos)
+      << s.ToString();
+  q_.skip_bad = true;
+  auto r = RunSpecEval(q_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->run.prompts, 1);
+  EXPECT_EQ(r->prompt_lines, 4);
+  EXPECT_EQ(r->prompts_skipped, 3);
+  const nlohmann::json j = SpecEvalReportToJson(*r);
+  EXPECT_EQ(j["skipped_by_reason"],
+            nlohmann::json({{"bad_token_id", 1}, {"malformed", 1}, {"too_long", 1}}));
+  EXPECT_NE(j["skip_reasons"][2].get<std::string>().find(
+                "p.jsonl:4: 11 tokens, over the limit of 10 (--max-prompt-tokens)"),
+            std::string::npos)
+      << j.dump();
+  EXPECT_NE(FormatSpecEvalReport(*r).find("1 lines skipped as too_long"), std::string::npos);
+}
+
+TEST_F(RunSpecEvalTest, PromptsPastTheTargetsPositionsAreTooLong) {
+  // 512 positions - 490 new tokens - block 16 + 1 = 7: the 8-token prompt does not fit.
+  q_.max_new_tokens = 490;
+  Write("{\"input_ids\": [34, 27, 31, 40, 7, 37, 55, 24]}\n");
+  Status s = RunSpecEval(q_).status();
+  EXPECT_NE(s.ToString().find("p.jsonl:1: 8 tokens, over the limit of 7 (the target's "
+                              "max_position_embeddings 512 - max_new_tokens 490 - block size "
+                              "16 + 1)"),
+            std::string::npos)
+      << s.ToString();
+  q_.max_new_tokens = 600;
+  s = RunSpecEval(q_).status();
+  EXPECT_NE(s.ToString().find("leave no room for a prompt"), std::string::npos) << s.ToString();
+}
+
+TEST_F(RunSpecEvalTest, EmptyFilesAndTextWithoutATokenizer) {
+  Write("\n\n");
+  Status s = RunSpecEval(q_).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("p.jsonl: empty"), std::string::npos) << s.ToString();
+  // The golden target's directory has no tokenizer: a text prompt names what is missing.
+  Write("{\"question\": \"How many?\"}\n");
+  s = RunSpecEval(q_).status();
+  EXPECT_NE(s.ToString().find("tokenizer.json"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("p.jsonl"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace tandem::models
