@@ -56,7 +56,10 @@ std::optional<std::string> LineText(const ordered_json& j, PromptFormat f, Bad* 
     what = "\"turns\"[0]";
   } else {
     if (!j.contains(key)) {
-      *bad = {"malformed", fmt::format("no \"{}\" field", key), true};
+      *bad = {"malformed",
+              f == PromptFormat::kMbpp ? std::string("no \"text\" or \"prompt\" field")
+                                       : fmt::format("no \"{}\" field", key),
+              true};
       return std::nullopt;
     }
     v = &j[key];
@@ -151,7 +154,10 @@ class Reader {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || ids[i] >= o_.vocab)
         return Bad{"bad_token_id",
-                   fmt::format("id {} is {}, not in [0, {})", i, ids[i], o_.vocab)};
+                   fmt::format("id {} is {}, not in [0, {}){}", i, ids[i], o_.vocab,
+                               f == PromptFormat::kIds
+                                   ? ""
+                                   : " (the tokenizer's ids do not fit the model's vocab)")};
       out->push_back(static_cast<int32_t>(ids[i]));
     }
     return std::nullopt;

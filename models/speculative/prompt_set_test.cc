@@ -132,6 +132,17 @@ TEST_F(PromptSetTest, FormatOverridesDetection) {
                               "given as math500)"),
             std::string::npos)
       << s.ToString();
+  options_.format = PromptFormat::kMbpp;
+  s = Load(R"({"question": "Q?"})").status();
+  EXPECT_NE(s.ToString().find("p.jsonl:1: no \"text\" or \"prompt\" field"), std::string::npos)
+      << s.ToString();
+  // A tokenizer whose ids do not fit the model's vocab: the message says so.
+  options_.format = PromptFormat::kAuto;
+  options_.vocab = 1000;
+  s = Load(line).status();
+  EXPECT_NE(s.ToString().find("not in [0, 1000) (the tokenizer's ids do not fit"),
+            std::string::npos)
+      << s.ToString();
   EXPECT_FALSE(ParsePromptFormat("squad").ok());
   for (const char* name : {"auto", "ids", "openai", "sharegpt", "mt-bench", "gsm8k", "math500",
                            "humaneval", "mbpp"}) {
