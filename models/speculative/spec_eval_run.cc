@@ -38,24 +38,10 @@ Result<std::vector<SpecDecodeResult>> DecodeAll(DFlashDecoder* single, DFlashBat
   return out;
 }
 
-}  // namespace
-
-Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
-  if (q.max_new_tokens < 1)
-    return InvalidArgumentError("max_new_tokens must be positive, got {}", q.max_new_tokens);
-  ASSIGN_OR_RETURN(TransformerConfig tc, LoadTransformerConfig(q.target_dir));
-  std::optional<DFlashConfig> dc;
-  if (!q.drafter_dir.empty()) {
-    ASSIGN_OR_RETURN(dc, LoadDFlashConfig(q.drafter_dir));
-    RETURN_IF_ERROR(CheckDrafterFitsTarget(*dc, tc).WithContext(
-        fmt::format("drafter {} vs target {}", q.drafter_dir, q.target_dir)));
-  }
-  const int64_t max_b = dc ? dc->block_size : 1;
-  const int64_t b = q.block_size == 0 ? max_b : q.block_size;
-  if (b < 1 || b > max_b)
-    return InvalidArgumentError("block_size {} not in [1, {}]{}", b, max_b,
-                                dc ? " (the drafter's block size)" : " (no drafter given)");
-  if (q.batch < 1) return InvalidArgumentError("batch must be positive, got {}", q.batch);
+// The prompt file with its limits: --max-prompt-tokens and the target's positions (a prompt
+// needs room for max_new_tokens and one block after it).
+Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const TransformerConfig& tc,
+                                  int64_t b) {
   PromptLoadOptions po;
   po.format = q.prompt_format;
   po.skip_bad = q.skip_bad;
@@ -81,6 +67,28 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     set.prompts.resize(static_cast<size_t>(q.max_prompts));
     set.line_numbers.resize(static_cast<size_t>(q.max_prompts));
   }
+  return set;
+}
+
+}  // namespace
+
+Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
+  if (q.max_new_tokens < 1)
+    return InvalidArgumentError("max_new_tokens must be positive, got {}", q.max_new_tokens);
+  ASSIGN_OR_RETURN(TransformerConfig tc, LoadTransformerConfig(q.target_dir));
+  std::optional<DFlashConfig> dc;
+  if (!q.drafter_dir.empty()) {
+    ASSIGN_OR_RETURN(dc, LoadDFlashConfig(q.drafter_dir));
+    RETURN_IF_ERROR(CheckDrafterFitsTarget(*dc, tc).WithContext(
+        fmt::format("drafter {} vs target {}", q.drafter_dir, q.target_dir)));
+  }
+  const int64_t max_b = dc ? dc->block_size : 1;
+  const int64_t b = q.block_size == 0 ? max_b : q.block_size;
+  if (b < 1 || b > max_b)
+    return InvalidArgumentError("block_size {} not in [1, {}]{}", b, max_b,
+                                dc ? " (the drafter's block size)" : " (no drafter given)");
+  if (q.batch < 1) return InvalidArgumentError("batch must be positive, got {}", q.batch);
+  ASSIGN_OR_RETURN(PromptSet set, LoadEvalPrompts(q, tc, b));
   int64_t longest = 0;
   for (const auto& p : set.prompts) longest = std::max<int64_t>(longest, p.size());
   const int64_t max_context = longest + q.max_new_tokens + max_b;
