@@ -30,6 +30,10 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
   eval->add_option("--tokenizer", q.tokenizer_dir,
                    "tokenizer.json + tokenizer_config.json for text and chat prompts "
                    "(default: the target's directory)");
+  eval->add_option_function<bool>(
+      "--enable-thinking", [&q](const bool& on) { q.enable_thinking = on; },
+      "true|false: the chat template's enable_thinking (Qwen3: false renders an empty "
+      "<think></think> block); default: unset, the template's own default");
   eval->add_flag("--skip-bad", q.skip_bad,
                  "skip and count bad prompt lines (malformed, empty, too long, bad token id) "
                  "instead of failing on the first");

@@ -175,7 +175,9 @@ class Reader {
         return Bad{"template_error", fatal->message()};
       }
       if (!loaded_) {
-        auto e = chat_data::ChatEncoder::Load(o_.tokenizer_dir, {});
+        chat_data::ChatEncodeOptions eo;
+        eo.enable_thinking = o_.enable_thinking;
+        auto e = chat_data::ChatEncoder::Load(o_.tokenizer_dir, eo);
         if (!e.ok()) {
           *fatal = e.status().WithContext(
               fmt::format("{}: loading the tokenizer for text and chat prompts", source_));

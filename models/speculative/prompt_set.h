@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,8 @@ struct PromptLoadOptions {
   // target's directory) once a line needs it. Neither: such a file is an InvalidArgument.
   const chat_data::ChatEncoder* encoder = nullptr;
   std::string tokenizer_dir;
+  // Passed to the template as enable_thinking when set (e.g. Qwen3's), with tokenizer_dir.
+  std::optional<bool> enable_thinking;
 };
 
 struct PromptSet {

@@ -249,7 +249,7 @@ TEST_F(PromptSetTest, BadTextAndChatLines) {
   EXPECT_NE(s.ToString().find("no prompt field"), std::string::npos) << s.ToString();
 }
 
-TEST_F(PromptSetTest, TextWithoutATokenizerIsRefused) {
+TEST_F(PromptSetTest, TokenizerFromADirectoryOrRefused) {
   options_.encoder = nullptr;
   Status s = Load("{\"question\": \"Q?\"}\n").status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -268,6 +268,11 @@ TEST_F(PromptSetTest, TextWithoutATokenizerIsRefused) {
   auto set = Load("{\"question\": \"Q?\"}\n");
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(set->prompts[0], Tokens(UserPrompt("Q?")));
+  // enable_thinking reaches the template: Qwen3's renders an empty think block for false.
+  options_.enable_thinking = false;
+  set = Load("{\"question\": \"Q?\"}\n");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->prompts[0], Tokens(UserPrompt("Q?") + "<think>\n\n</think>\n\n"));
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const TransformerCon
     }
   }
   po.tokenizer_dir = q.tokenizer_dir.empty() ? q.target_dir : q.tokenizer_dir;
+  po.enable_thinking = q.enable_thinking;
   ASSIGN_OR_RETURN(PromptSet set, LoadPromptSet(q.prompts_file, po));
   if (q.max_prompts > 0 && static_cast<int64_t>(set.prompts.size()) > q.max_prompts) {
     set.prompts.resize(static_cast<size_t>(q.max_prompts));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kernels/core/dtype.h"
@@ -31,6 +32,7 @@ struct SpecEvalRequest {
   PromptFormat prompt_format = PromptFormat::kAuto;
   bool skip_bad = false;       // skip and count bad prompt lines instead of failing
   std::string tokenizer_dir;   // for text and chat prompts; "": the target's directory
+  std::optional<bool> enable_thinking;  // the chat template's enable_thinking, when set
   int64_t batch = 1;           // sequences decoded at once (DFlashBatchDecoder when > 1)
   int64_t max_prompts = 0;           // 0: all
   bool baseline = true;              // also decode at block size 1 for the speedup
