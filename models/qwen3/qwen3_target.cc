@@ -328,7 +328,7 @@ Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedB
   if (!kv.empty()) {
     const TensorView v3 = v.Reshape({t, hk, d}), attn3 = rows(act_.attn).Reshape({t, hq, d});
     for (const KvSlot& slot : kv) {  // each sequence attends over its own cache
-      const int64_t r = slot.row, n = slot.rows > 0 ? slot.rows : t, p = slot.past + n;
+      const int64_t r = slot.row, n = slot.rows, p = slot.past + n;
       RETURN_IF_ERROR(kernels::Copy(slot.k.Narrow(0, slot.past, n), k3.Narrow(0, r, n), s));
       RETURN_IF_ERROR(kernels::Copy(slot.v.Narrow(0, slot.past, n), v3.Narrow(0, r, n), s));
       RETURN_IF_ERROR(kernels::CachedCausalAttentionForward(

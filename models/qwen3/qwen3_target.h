@@ -151,9 +151,9 @@ class Qwen3Target {
   Status AllocateWorkspace();
   Status CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
                       const kernels::TensorView& logits, int* max_seqlen) const;
-  // One sequence's cache rows in one layer while extending: batch rows [row, row + n)
-  // (n = rows, or every row when rows == 0) are its new tokens; their keys/values go to
-  // cache rows [past, past + n) and their attention reads cache rows [0, past + n).
+  // One sequence's cache rows in one layer while extending: batch rows [row, row + rows)
+  // are its new tokens; their keys/values go to cache rows [past, past + rows) and their
+  // attention reads cache rows [0, past + rows).
   struct KvSlot {
     kernels::TensorView k, v;  // bf16 [capacity, hk, d]
     int64_t past = 0;
