@@ -6,7 +6,7 @@
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_config.h"
-#include "models/qwen3/qwen3_target.h"
+#include "models/speculative/decode_target.h"
 
 namespace tandem::models {
 
@@ -29,7 +29,8 @@ Result<std::vector<SpecDecodeResult>> DecodeAll(DFlashDecoder& decoder, const Pr
 Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   if (q.max_new_tokens < 1)
     return InvalidArgumentError("max_new_tokens must be positive, got {}", q.max_new_tokens);
-  ASSIGN_OR_RETURN(TransformerConfig tc, LoadTransformerConfig(q.target_dir));
+  // The family (dense Qwen3 or the Qwen3.5 hybrid) is the checkpoint's model_type.
+  ASSIGN_OR_RETURN(DecodeTargetShape tc, ReadDecodeTargetShape(q.target_dir));
   std::optional<DFlashConfig> dc;
   if (!q.drafter_dir.empty()) {
     ASSIGN_OR_RETURN(dc, LoadDFlashConfig(q.drafter_dir));
@@ -55,11 +56,13 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     ASSIGN_OR_RETURN(stream, kernels::CudaStream::Create(q.device.index));
     s = stream->get();
   }
-  Qwen3TargetOptions to;
+  DecodeTargetOptions to;
   to.max_tokens = std::max(longest, max_b);
+  to.capacity = max_context;
+  to.max_rollback = max_b;
   to.stream = s;
-  ASSIGN_OR_RETURN(std::unique_ptr<Qwen3Target> target,
-                   Qwen3Target::Load(q.target_dir, q.device, to));
+  ASSIGN_OR_RETURN(std::unique_ptr<DecodeTarget> target,
+                   LoadDecodeTarget(q.target_dir, q.device, to));
   std::unique_ptr<DFlashDrafter> drafter;
   if (dc) {
     ASSIGN_OR_RETURN(drafter, DFlashDrafter::Create(
@@ -70,7 +73,7 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     RETURN_IF_ERROR(LoadDFlashWeights(q.drafter_dir, *drafter));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<DFlashDecoder> decoder,
-                   DFlashDecoder::Create(target.get(), drafter.get(), max_context, s));
+                   DFlashDecoder::Create(std::move(target), drafter.get(), max_context, s));
 
   SpecDecodeOptions o;
   o.max_new_tokens = q.max_new_tokens;

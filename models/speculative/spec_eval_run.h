@@ -1,4 +1,5 @@
-// One `tandem eval` run as a library call: load a Qwen3 target and a DFlash drafter from
+// One `tandem eval` run as a library call: load a target (dense Qwen3 / Llama, or the
+// Qwen3.5 / 3.6 hybrid, by its config.json's model_type) and a DFlash drafter from
 // their HF directories, check they fit (before any weights are read), decode every prompt
 // of a JSONL file at block size B and again at block size 1, and summarize (spec_eval.h).
 //
@@ -15,7 +16,7 @@
 namespace tandem::models {
 
 struct SpecEvalRequest {
-  std::string target_dir;   // config.json + *.safetensors (Qwen3 / Llama)
+  std::string target_dir;   // config.json + *.safetensors (Qwen3 / Llama / Qwen3.5 hybrid)
   std::string drafter_dir;  // DFlashDraftModel config.json + model.safetensors; "" = none
   std::string prompts_file;
   kernels::Device device = kernels::Device::Cpu();
