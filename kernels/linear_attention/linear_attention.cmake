@@ -15,5 +15,5 @@ tandem_kernel_sources(CUDA linear_attention/hybrid_ops.cu linear_attention/hybri
      linear_attention/decode_step.cu linear_attention/decode_step_cuda.cc)
 tandem_add_test(linear_attention_gpu_test
   SOURCES linear_attention/hybrid_ops_gpu_test.cc linear_attention/gated_delta_rule_gpu_test.cc
-          linear_attention/gated_delta_rule_chunked_gpu_test.cc
+          linear_attention/gated_delta_rule_chunked_gpu_test.cc linear_attention/decode_step_gpu_test.cc
   LIBS tandem_kernels tandem_kernels_testing GPU)
