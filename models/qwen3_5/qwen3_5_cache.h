@@ -90,6 +90,10 @@ class Qwen35Cache {
   Qwen35LinearDecode Linear(int layer, int64_t t) const;
   kernels::TensorView id_staging() const { return ids_; }         // i32 [capacity]
   kernels::TensorView position_staging() const { return pos_; }   // i32 [capacity]
+  // Called by Extend before it writes anything: the last block's rollback data (and the
+  // snapshot) are about to be overwritten, so a failed Extend leaves a cache that keeps its
+  // length and state but can no longer roll back.
+  void BeginExtend() { block_len_ = 0; }
   // Called by Extend once every layer has written its rows for t new tokens.
   void Commit(int64_t t);
 

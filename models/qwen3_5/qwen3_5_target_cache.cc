@@ -82,6 +82,7 @@ Status Qwen35Target::Extend(Qwen35Cache& cache, std::span<const int32_t> tokens,
   const TensorView hidden = View(kHidden, t, c.hidden_size);
   const TensorView normed = View(kNormed, t, c.hidden_size);
   RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  cache.BeginExtend();
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const Qwen35LayerWeights& w = weights_.layers()[i];
     Status st = kernels::ZeroCentredRmsNormForward(normed, hidden, w.input_norm, eps, s);
