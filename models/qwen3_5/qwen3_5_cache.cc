@@ -1,5 +1,8 @@
 #include "models/qwen3_5/qwen3_5_cache.h"
 
+#include <optional>
+
+#include "kernels/core/stream.h"
 #include "kernels/linear_attention/decode_step.h"
 
 namespace tandem::models {
@@ -94,6 +97,8 @@ Result<Qwen35Cache> Qwen35Cache::Create(const Qwen35Config& c, int64_t capacity,
 
 Status Qwen35Cache::Reset() {
   const int64_t taps = config_.linear_conv_kernel_dim - 1;
+  std::optional<kernels::DeviceGuard> guard;
+  if (device().is_cuda()) guard.emplace(device().index);
   for (const LinearSlot& s : linear_) {
     RETURN_IF_ERROR(kernels::FillZero(s.state[cur_], stream_));
     if (taps > 0) RETURN_IF_ERROR(kernels::FillZero(s.window[wcur_].Narrow(0, 0, taps), stream_));
@@ -164,6 +169,8 @@ Status Qwen35Cache::Crop(int64_t length) {
   if (m == 0) {
     cur_ = 1 - cur_;  // the snapshot becomes the state; the conv state is the block start's
   } else {
+    std::optional<kernels::DeviceGuard> guard;
+    if (device().is_cuda()) guard.emplace(device().index);
     for (const LinearSlot& s : linear_) {
       kernels::GatedDeltaRuleStepArgs a;
       a.rule.q = s.mixed.Narrow(0, 0, m).Narrow(1, 0, kd);
