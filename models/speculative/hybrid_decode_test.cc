@@ -68,6 +68,13 @@ void Randomize(DFlashDrafter& d, uint32_t seed) {
   ASSERT_TRUE(params.SyncCompute(nullptr).ok());
 }
 
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 class HybridDecodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -161,11 +168,25 @@ TEST_F(HybridDecodeTest, DecoderRefusesATargetThatCannotRollBackItsBlock) {
       << s.ToString();
 }
 
-std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+TEST(DecodeTargetShape, FamilyComesFromModelType) {
+  auto hybrid = ReadDecodeTargetShape(kTinyHybrid);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status().ToString();
+  EXPECT_EQ(hybrid->model_type, "qwen3_5");
+  EXPECT_EQ(hybrid->hidden_size, 64);
+  EXPECT_EQ(hybrid->num_hidden_layers, 8);
+  EXPECT_EQ(hybrid->eos_token_ids, std::vector<int64_t>{2});
+  auto dense = ReadDecodeTargetShape(std::string(TANDEM_SOURCE_DIR) + "/tests/golden/qwen3_tiny");
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  EXPECT_EQ(dense->model_type, "qwen3");
+  EXPECT_EQ(ReadDecodeTargetShape("/nonexistent/model").status().code(), StatusCode::kNotFound);
+  const std::string dir = FreshDir("decode_shape");
+  std::ofstream(dir + "/config.json") << R"({"model_type": "qwen3_next", "hidden_size": 8})";
+  const Status s = ReadDecodeTargetShape(dir).status();
+  EXPECT_NE(s.ToString().find("Gated DeltaNet layers are not supported"), std::string::npos)
+      << s.ToString();
+  std::ofstream(dir + "/config.json") << R"({"hidden_size": 8})";
+  EXPECT_NE(ReadDecodeTargetShape(dir).status().ToString().find("key 'model_type': missing"),
+            std::string::npos);
 }
 
 TEST(HybridEval, RunsEndToEndOnTheTinyHybridCheckpoint) {
