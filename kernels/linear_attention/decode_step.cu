@@ -31,7 +31,8 @@ __global__ void conv_step_kernel(bf16_t* out, int64_t out_stride, bf16_t* histor
   };
   if (row < n) {
     float acc = 0.f;
-    for (int64_t j = 0; j < k; ++j) acc += __bfloat162float(w[ch * k + j]) * __bfloat162float(cat(row + j));
+    for (int64_t j = 0; j < k; ++j)
+      acc += __bfloat162float(w[ch * k + j]) * __bfloat162float(cat(row + j));
     out[row * out_stride + ch] = __float2bfloat16(Silu(acc));
   }
   if (row < r) history[row * c + ch] = cat(k - 1 + n - r + row);
@@ -66,8 +67,8 @@ __global__ void __launch_bounds__(kMaxDim)
                                  int64_t q_stride, const bf16_t* k, int64_t k_stride,
                                  const bf16_t* v, int64_t v_stride, const float* g,
                                  int64_t g_stride, const float* beta, int64_t beta_stride,
-                                 const float* state_in, float* state_out, int64_t n, int hk,
-                                 int hv, int dk, int dv, bool l2norm, float scale) {
+                                 const float* state_in, float* state_out, int64_t n, int hk, int hv,
+                                 int dk, int dv, bool l2norm, float scale) {
   __shared__ float sq[kMaxDim], sk[kMaxDim];
   __shared__ float scratch[kMaxDim / 32][2];
   const int vh = blockIdx.x, kh = vh / (hv / hk), j = threadIdx.x;
@@ -146,8 +147,8 @@ cudaError_t LaunchGatedDeltaRuleStep(void* out, int64_t out_stride, bool out_f32
   const int threads = ((dk > dv ? dk : dv) + 31) / 32 * 32;
   gated_delta_rule_step_kernel<<<static_cast<unsigned>(hv), threads, 0, s>>>(
       out, out_stride, out_f32, static_cast<const bf16_t*>(q), q_stride,
-      static_cast<const bf16_t*>(k), k_stride, static_cast<const bf16_t*>(v), v_stride, g,
-      g_stride, beta, beta_stride, state_in, state_out, n, hk, hv, dk, dv, l2norm, scale);
+      static_cast<const bf16_t*>(k), k_stride, static_cast<const bf16_t*>(v), v_stride, g, g_stride,
+      beta, beta_stride, state_in, state_out, n, hk, hv, dk, dv, l2norm, scale);
   return cudaGetLastError();
 }
 

@@ -27,8 +27,8 @@ Status GatedDeltaRuleStep(const GatedDeltaRuleStepArgs& args, Stream s) {
   RETURN_IF_ERROR(internal::CheckGatedDeltaRuleStep(args, &n));
   const GatedDeltaRuleArgs& a = args.rule;
   if (a.key_dim > kGatedDeltaRuleMaxHeadDim || a.value_dim > kGatedDeltaRuleMaxHeadDim)
-    return InvalidArgumentError("{}: head dims {} / {} exceed the CUDA kernel's {}", kOp,
-                                a.key_dim, a.value_dim, kGatedDeltaRuleMaxHeadDim);
+    return InvalidArgumentError("{}: head dims {} / {} exceed the CUDA kernel's {}", kOp, a.key_dim,
+                                a.value_dim, kGatedDeltaRuleMaxHeadDim);
   const float scale = a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(a.key_dim));
   NvtxRange range(kOp);
   CUDA_RETURN_IF_ERROR(LaunchGatedDeltaRuleStep(

@@ -46,17 +46,17 @@ TEST(DecodeStepGpuTest, DeltaRuleStepMatchesCpuTwin) {
       return a;
     };
     std::vector<float> want(c.n * vd), want_state(plane);
-    ASSERT_TRUE(GatedDeltaRuleStep(
-                    args(TensorView(q.data(), DType::kBF16, {c.n, qd}),
-                         TensorView(k.data(), DType::kBF16, {c.n, qd}),
-                         TensorView(v.data(), DType::kBF16, {c.n, vd}),
-                         TensorView(g.data(), DType::kF32, {c.n, c.hv}),
-                         TensorView(beta.data(), DType::kF32, {c.n, c.hv}), 0, c.n,
-                         TensorView(want.data(), DType::kF32, {c.n, vd}),
-                         TensorView(s0.data(), DType::kF32, {c.hv, c.dk, c.dv}),
-                         TensorView(want_state.data(), DType::kF32, {c.hv, c.dk, c.dv})),
-                    nullptr)
-                    .ok());
+    ASSERT_TRUE(
+        GatedDeltaRuleStep(args(TensorView(q.data(), DType::kBF16, {c.n, qd}),
+                                TensorView(k.data(), DType::kBF16, {c.n, qd}),
+                                TensorView(v.data(), DType::kBF16, {c.n, vd}),
+                                TensorView(g.data(), DType::kF32, {c.n, c.hv}),
+                                TensorView(beta.data(), DType::kF32, {c.n, c.hv}), 0, c.n,
+                                TensorView(want.data(), DType::kF32, {c.n, vd}),
+                                TensorView(s0.data(), DType::kF32, {c.hv, c.dk, c.dv}),
+                                TensorView(want_state.data(), DType::kF32, {c.hv, c.dk, c.dv})),
+                           nullptr)
+            .ok());
     Tensor gq = ToDevice(q, DType::kBF16, {c.n, qd}), gk = ToDevice(k, DType::kBF16, {c.n, qd}),
            gv = ToDevice(v, DType::kBF16, {c.n, vd}), gg = ToDevice(g, DType::kF32, {c.n, c.hv}),
            gb = ToDevice(beta, DType::kF32, {c.n, c.hv});
@@ -71,7 +71,8 @@ TEST(DecodeStepGpuTest, DeltaRuleStepMatchesCpuTwin) {
     // In place, split 2 + rest, and a replay without outputs: bitwise the one call.
     Tensor split = ToDevice(s0, DType::kF32, {c.hv, c.dk, c.dv});
     Tensor out2 = Tensor::Empty(testing::Pool(), DType::kF32, {c.n, vd}).value();
-    ASSERT_TRUE(GatedDeltaRuleStep(args(gq, gk, gv, gg, gb, 0, 2, out2, split, split), nullptr).ok());
+    ASSERT_TRUE(
+        GatedDeltaRuleStep(args(gq, gk, gv, gg, gb, 0, 2, out2, split, split), nullptr).ok());
     ASSERT_TRUE(
         GatedDeltaRuleStep(args(gq, gk, gv, gg, gb, 2, c.n - 2, out2, split, split), nullptr).ok());
     EXPECT_EQ(ToHost<float>(out2), ToHost<float>(out));

@@ -43,15 +43,13 @@ TEST(ConvStep, SplitCallsMatchTheDocumentConvBitwise) {
     std::vector<bf16> history((kK - 1 + n) * kC);
     const TensorView h(history.data(), DType::kBF16, {kK - 1 + n, kC});
     const Status st = CausalConv1dSiluStep(
-        TensorView(out.data() + at * kC, DType::kBF16, {n, kC}), h,
-        Rows(x, n, kC + 3, kC, at), TensorView(state.data(), DType::kBF16, {kK - 1, kC}), wv,
-        nullptr);
+        TensorView(out.data() + at * kC, DType::kBF16, {n, kC}), h, Rows(x, n, kC + 3, kC, at),
+        TensorView(state.data(), DType::kBF16, {kK - 1, kC}), wv, nullptr);
     ASSERT_TRUE(st.ok()) << st.ToString();
     // History row r is cat row r = [state; x] row r.
     for (int64_t r = 0; r < kK - 1 + n; ++r)
       for (int64_t c = 0; c < kC; ++c) {
-        const bf16 want =
-            r < kK - 1 ? state[r * kC + c] : x[(at + r - (kK - 1)) * (kC + 3) + c];
+        const bf16 want = r < kK - 1 ? state[r * kC + c] : x[(at + r - (kK - 1)) * (kC + 3) + c];
         ASSERT_EQ(history[r * kC + c].bits, want.bits) << "row " << r;
       }
     std::copy(history.end() - (kK - 1) * kC, history.end(), state.begin());
@@ -65,13 +63,12 @@ TEST(ConvStep, SplitCallsMatchTheDocumentConvBitwise) {
   ASSERT_TRUE(CausalConv1dSiluStep(TensorView(out2.data(), DType::kBF16, {2, kC}),
                                    TensorView(last.data(), DType::kBF16, {kK - 1, kC}),
                                    Rows(x, 2, kC + 3, kC),
-                                   TensorView(zero.data(), DType::kBF16, {kK - 1, kC}), wv,
-                                   nullptr)
+                                   TensorView(zero.data(), DType::kBF16, {kK - 1, kC}), wv, nullptr)
                   .ok());
   for (int64_t c = 0; c < kC; ++c) {
-    EXPECT_EQ(last[c].bits, zero[c].bits);                          // cat row 2: state row 2
-    EXPECT_EQ(last[kC + c].bits, x[c].bits);                        // cat row 3: x row 0
-    EXPECT_EQ(last[2 * kC + c].bits, x[(kC + 3) + c].bits);         // cat row 4: x row 1
+    EXPECT_EQ(last[c].bits, zero[c].bits);                   // cat row 2: state row 2
+    EXPECT_EQ(last[kC + c].bits, x[c].bits);                 // cat row 3: x row 0
+    EXPECT_EQ(last[2 * kC + c].bits, x[(kC + 3) + c].bits);  // cat row 4: x row 1
   }
 }
 
@@ -80,10 +77,10 @@ TEST(ConvStep, RefusesBadArguments) {
   const TensorView xv(x.data(), DType::kBF16, {4, kC}), ov(out.data(), DType::kBF16, {4, kC});
   const TensorView wv(w.data(), DType::kBF16, {kC, kK});
   const TensorView sv(state.data(), DType::kBF16, {3, kC});
-  Status s = CausalConv1dSiluStep(ov, TensorView(hist.data(), DType::kBF16, {8, kC}), xv, sv, wv,
-                                  nullptr);
-  EXPECT_NE(s.ToString().find("history must be bf16 [R, 37] with 3 <= R <= 7"),
-            std::string::npos) << s.ToString();
+  Status s =
+      CausalConv1dSiluStep(ov, TensorView(hist.data(), DType::kBF16, {8, kC}), xv, sv, wv, nullptr);
+  EXPECT_NE(s.ToString().find("history must be bf16 [R, 37] with 3 <= R <= 7"), std::string::npos)
+      << s.ToString();
   s = CausalConv1dSiluStep(ov, TensorView(hist.data(), DType::kBF16, {4, kC}), xv,
                            TensorView(hist.data() + kC, DType::kBF16, {3, kC}), wv, nullptr);
   EXPECT_NE(s.ToString().find("overlaps state"), std::string::npos) << s.ToString();

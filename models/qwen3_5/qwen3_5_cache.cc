@@ -36,13 +36,11 @@ class Carver {
 
 }  // namespace
 
-Result<Qwen35Cache> Qwen35Cache::Create(const Qwen35Config& c, int64_t capacity,
-                                        int64_t max_block, kernels::Device device,
-                                        kernels::Stream stream) {
+Result<Qwen35Cache> Qwen35Cache::Create(const Qwen35Config& c, int64_t capacity, int64_t max_block,
+                                        kernels::Device device, kernels::Stream stream) {
   if (capacity < 1 || max_block < 1)
     return InvalidArgumentError(
-        "Qwen35Cache: capacity and max_block must be positive, got {} and {}", capacity,
-        max_block);
+        "Qwen35Cache: capacity and max_block must be positive, got {} and {}", capacity, max_block);
   if (c.linear_conv_kernel_dim < 1 ||
       static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers)
     return InvalidArgumentError("Qwen35Cache: {}: conv kernel {} and {} layer types for {} layers",
@@ -109,13 +107,13 @@ Status Qwen35Cache::Reset() {
 
 Status Qwen35Cache::CheckFits(const Qwen35Config& c) const {
   const Qwen35Config& m = config_;
-  const bool same =
-      c.layer_types == m.layer_types && c.num_key_value_heads == m.num_key_value_heads &&
-      c.head_dim == m.head_dim && c.linear_num_key_heads == m.linear_num_key_heads &&
-      c.linear_num_value_heads == m.linear_num_value_heads &&
-      c.linear_key_head_dim == m.linear_key_head_dim &&
-      c.linear_value_head_dim == m.linear_value_head_dim &&
-      c.linear_conv_kernel_dim == m.linear_conv_kernel_dim;
+  const bool same = c.layer_types == m.layer_types &&
+                    c.num_key_value_heads == m.num_key_value_heads && c.head_dim == m.head_dim &&
+                    c.linear_num_key_heads == m.linear_num_key_heads &&
+                    c.linear_num_value_heads == m.linear_num_value_heads &&
+                    c.linear_key_head_dim == m.linear_key_head_dim &&
+                    c.linear_value_head_dim == m.linear_value_head_dim &&
+                    c.linear_conv_kernel_dim == m.linear_conv_kernel_dim;
   if (same) return Status::Ok();
   return InvalidArgumentError(
       "Qwen35Cache: made for {} layers (kv {}x{}, linear {}/{} heads of {}/{}, conv {}), "

@@ -88,8 +88,8 @@ class Qwen35Cache {
   kernels::TensorView keys(int layer) const;    // bf16 [capacity, hk, d]
   kernels::TensorView values(int layer) const;  // bf16 [capacity, hk, d]
   Qwen35LinearDecode Linear(int layer, int64_t t) const;
-  kernels::TensorView id_staging() const { return ids_; }         // i32 [capacity]
-  kernels::TensorView position_staging() const { return pos_; }   // i32 [capacity]
+  kernels::TensorView id_staging() const { return ids_; }        // i32 [capacity]
+  kernels::TensorView position_staging() const { return pos_; }  // i32 [capacity]
   // Called by Extend before it writes anything: the last block's rollback data (and the
   // snapshot) are about to be overwritten, so a failed Extend leaves a cache that keeps its
   // length and state but can no longer roll back.
@@ -110,13 +110,13 @@ class Qwen35Cache {
 
   Qwen35Config config_;  // the shape it was made for
   kernels::Stream stream_ = nullptr;
-  kernels::Tensor storage_;           // u8: every buffer below
-  std::vector<int> slot_;             // per layer: index into linear_ or attention_
+  kernels::Tensor storage_;  // u8: every buffer below
+  std::vector<int> slot_;    // per layer: index into linear_ or attention_
   std::vector<LinearSlot> linear_;
   std::vector<AttentionSlot> attention_;
   kernels::TensorView ids_, pos_;
   int64_t capacity_ = 0, max_block_ = 0, length_ = 0;
-  int64_t block_len_ = 0;   // tokens of the last extension that can still be rolled back
+  int64_t block_len_ = 0;    // tokens of the last extension that can still be rolled back
   int64_t conv_offset_ = 0;  // the conv state is window[wcur_] rows [offset, offset + K-1)
   int cur_ = 0, wcur_ = 0;   // state[cur_] is the state after length_ tokens
 };

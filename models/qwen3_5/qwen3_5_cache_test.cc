@@ -4,12 +4,12 @@
 // bitwise the logits and features of a one-shot prefill of the accepted sequence; the cached
 // forward agrees with the packed Forward (float64 delta rule) to bf16 rounding; rollback
 // limits and argument errors.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/qwen3_5/qwen3_5_test_util.h"
@@ -194,8 +194,7 @@ TEST_F(Qwen35CacheTest, RollbackLimitsAndBadArguments) {
   s = target_->Extend(cache, bad, {});
   EXPECT_NE(s.ToString().find("token 1 is id 512"), std::string::npos) << s.ToString();
   s = target_->Extend(cache, Ids(18, 6), {});
-  EXPECT_NE(s.ToString().find("exceed the cache's capacity 24"), std::string::npos)
-      << s.ToString();
+  EXPECT_NE(s.ToString().find("exceed the cache's capacity 24"), std::string::npos) << s.ToString();
   EXPECT_FALSE(target_->Extend(cache, std::vector<int32_t>{}, {}).ok());
   EXPECT_EQ(cache.length(), 7);
   std::vector<float> small(3);

@@ -32,8 +32,8 @@ Status Qwen35Target::CheckExtend(const Qwen35Cache& cache, std::span<const int32
   if (!(cache.device() == device()))
     return InvalidArgumentError("{}: the cache is on another device than the model", kOp);
   if (cache.length() + b > cache.capacity())
-    return InvalidArgumentError("{}: {} cached + {} new tokens exceed the cache's capacity {}",
-                                kOp, cache.length(), b, cache.capacity());
+    return InvalidArgumentError("{}: {} cached + {} new tokens exceed the cache's capacity {}", kOp,
+                                cache.length(), b, cache.capacity());
   for (int64_t i = 0; i < b; ++i)
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       return InvalidArgumentError("{}: token {} is id {}, not in [0, {})", kOp, i, tokens[i],
@@ -48,15 +48,15 @@ Status Qwen35Target::CheckExtend(const Qwen35Cache& cache, std::span<const int32
         !(cap.out.shape() == Shape{b, c.hidden_size}) || !cap.out.is_contiguous())
       return InvalidArgumentError(
           "{}: capture of layer {} must be a contiguous bf16 [{}, {}] on the model's device, "
-          "got {}", kOp, cap.layer, b, c.hidden_size, cap.out.ToString());
+          "got {}",
+          kOp, cap.layer, b, c.hidden_size, cap.out.ToString());
   }
-  if (!logits.empty() &&
-      (!(logits.device() == device()) || !logits.is_contiguous() ||
-       !(logits.shape() == Shape{b, c.vocab_size}) ||
-       (logits.dtype() != DType::kBF16 && logits.dtype() != DType::kF32)))
+  if (!logits.empty() && (!(logits.device() == device()) || !logits.is_contiguous() ||
+                          !(logits.shape() == Shape{b, c.vocab_size}) ||
+                          (logits.dtype() != DType::kBF16 && logits.dtype() != DType::kF32)))
     return InvalidArgumentError(
-        "{}: logits must be a contiguous bf16/f32 [{}, {}] on the model's device, got {}", kOp,
-        b, c.vocab_size, logits.ToString());
+        "{}: logits must be a contiguous bf16/f32 [{}, {}] on the model's device, got {}", kOp, b,
+        c.vocab_size, logits.ToString());
   return Status::Ok();
 }
 
@@ -96,14 +96,15 @@ Status Qwen35Target::Extend(Qwen35Cache& cache, std::span<const int32_t> tokens,
       }
     }
     if (st.ok()) st = Mlp(w, t);
-    RETURN_IF_ERROR(st.WithContext(fmt::format("{}: layer {} ({})", kOp, i,
-                                               HybridLayerTypeName(w.type))));
+    RETURN_IF_ERROR(
+        st.WithContext(fmt::format("{}: layer {} ({})", kOp, i, HybridLayerTypeName(w.type))));
     for (const HybridCapture& cap : captures)
       if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
   }
   cache.Commit(t);
   if (logits.empty()) return Status::Ok();
-  RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(normed, hidden, weights_.final_norm(), eps, s));
+  RETURN_IF_ERROR(
+      kernels::ZeroCentredRmsNormForward(normed, hidden, weights_.final_norm(), eps, s));
   kernels::GemmOptions linear;
   linear.trans_b = true;
   return kernels::Gemm(gemm_.get(), normed, weights_.lm_head(), logits, linear, s);

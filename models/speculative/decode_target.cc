@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "models/io/hf_config.h"
 #include "models/qwen3/qwen3_kv_cache.h"
@@ -25,7 +24,10 @@ DecodeTargetShape ShapeOf(const Qwen35Config& c) {
 class DenseDecodeTarget final : public DecodeTarget {
  public:
   DenseDecodeTarget(Qwen3Target* t, Qwen3KvCache cache, std::unique_ptr<Qwen3Target> owned)
-      : target_(t), cache_(std::move(cache)), owned_(std::move(owned)), shape_(ShapeOf(t->config())) {}
+      : target_(t),
+        cache_(std::move(cache)),
+        owned_(std::move(owned)),
+        shape_(ShapeOf(t->config())) {}
   const DecodeTargetShape& shape() const override { return shape_; }
   kernels::Device device() const override { return target_->device(); }
   int64_t max_tokens() const override { return target_->max_tokens(); }
@@ -51,7 +53,10 @@ class DenseDecodeTarget final : public DecodeTarget {
 class HybridDecodeTarget final : public DecodeTarget {
  public:
   HybridDecodeTarget(Qwen35Target* t, Qwen35Cache cache, std::unique_ptr<Qwen35Target> owned)
-      : target_(t), cache_(std::move(cache)), owned_(std::move(owned)), shape_(ShapeOf(t->config())) {}
+      : target_(t),
+        cache_(std::move(cache)),
+        owned_(std::move(owned)),
+        shape_(ShapeOf(t->config())) {}
   const DecodeTargetShape& shape() const override { return shape_; }
   kernels::Device device() const override { return target_->device(); }
   int64_t max_tokens() const override { return target_->max_tokens(); }
@@ -108,8 +113,8 @@ Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen35Target* target, int
                                                        int64_t max_rollback,
                                                        kernels::Stream stream) {
   if (target == nullptr) return InvalidArgumentError("MakeDecodeTarget: no target");
-  ASSIGN_OR_RETURN(Qwen35Cache cache, Qwen35Cache::Create(target->config(), capacity,
-                                                          max_rollback, target->device(), stream));
+  ASSIGN_OR_RETURN(Qwen35Cache cache, Qwen35Cache::Create(target->config(), capacity, max_rollback,
+                                                          target->device(), stream));
   return std::unique_ptr<DecodeTarget>(new HybridDecodeTarget(target, std::move(cache), nullptr));
 }
 
@@ -128,11 +133,11 @@ Result<std::unique_ptr<DecodeTarget>> LoadDecodeTarget(const std::string& dir,
                                                        const DecodeTargetOptions& o) {
   ASSIGN_OR_RETURN(std::string model_type, ReadModelType(dir));
   if (IsHybrid(model_type)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Target> t,
-                     Qwen35Target::Load(dir, device, {.max_tokens = o.max_tokens,
-                                                      .stream = o.stream}));
-    ASSIGN_OR_RETURN(Qwen35Cache cache, Qwen35Cache::Create(t->config(), o.capacity,
-                                                            o.max_rollback, device, o.stream));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Qwen35Target> t,
+        Qwen35Target::Load(dir, device, {.max_tokens = o.max_tokens, .stream = o.stream}));
+    ASSIGN_OR_RETURN(Qwen35Cache cache, Qwen35Cache::Create(t->config(), o.capacity, o.max_rollback,
+                                                            device, o.stream));
     Qwen35Target* raw = t.get();
     return std::unique_ptr<DecodeTarget>(
         new HybridDecodeTarget(raw, std::move(cache), std::move(t)));
@@ -141,8 +146,8 @@ Result<std::unique_ptr<DecodeTarget>> LoadDecodeTarget(const std::string& dir,
   to.max_tokens = o.max_tokens;
   to.stream = o.stream;
   ASSIGN_OR_RETURN(std::unique_ptr<Qwen3Target> t, Qwen3Target::Load(dir, device, to));
-  ASSIGN_OR_RETURN(Qwen3KvCache cache, Qwen3KvCache::Create(t->config(), o.capacity, device,
-                                                            o.stream));
+  ASSIGN_OR_RETURN(Qwen3KvCache cache,
+                   Qwen3KvCache::Create(t->config(), o.capacity, device, o.stream));
   Qwen3Target* raw = t.get();
   return std::unique_ptr<DecodeTarget>(new DenseDecodeTarget(raw, std::move(cache), std::move(t)));
 }

@@ -40,9 +40,9 @@ class DecodeTarget {
   virtual ~DecodeTarget() = default;
   virtual const DecodeTargetShape& shape() const = 0;
   virtual kernels::Device device() const = 0;
-  virtual int64_t max_tokens() const = 0;    // the most tokens one Extend takes
-  virtual int64_t capacity() const = 0;      // the most tokens the cache holds
-  virtual int64_t max_rollback() const = 0;  // the longest Extend that Crop can undo
+  virtual int64_t max_tokens() const = 0;           // the most tokens one Extend takes
+  virtual int64_t capacity() const = 0;             // the most tokens the cache holds
+  virtual int64_t max_rollback() const = 0;         // the longest Extend that Crop can undo
   virtual kernels::TensorView embed() const = 0;    // bf16 [V, H]
   virtual kernels::TensorView lm_head() const = 0;  // bf16 [V, H]
 
@@ -70,8 +70,8 @@ Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen35Target* target, int
 Result<DecodeTargetShape> ReadDecodeTargetShape(const std::string& dir);
 
 struct DecodeTargetOptions {
-  int64_t max_tokens = 0;    // the longest Extend (prefill) the target's workspace takes
-  int64_t capacity = 0;      // cache tokens
+  int64_t max_tokens = 0;     // the longest Extend (prefill) the target's workspace takes
+  int64_t capacity = 0;       // cache tokens
   int64_t max_rollback = 16;  // the longest verify block (hybrid: rollback data kept for it)
   kernels::Stream stream = nullptr;
 };

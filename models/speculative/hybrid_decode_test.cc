@@ -4,16 +4,16 @@
 // or rolled back), the accepted-length sequence is recorded and consistent, and `tandem
 // eval`'s library call runs end to end on the committed tiny hybrid checkpoint, picking the
 // family from its config.json.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <gtest/gtest.h>
 
 #include "kernels/random/philox.h"
 #include "models/dflash/dflash_checkpoint.h"
