@@ -159,6 +159,26 @@ TEST_F(HybridDecodeTest, GreedySpeculativeDecodingIsLossless) {
   EXPECT_TRUE(full) << "no block was accepted whole";
 }
 
+// Above temperature 0 the target samples (the host-side rule of dflash_decoder.h, the same for
+// both families): seeded, in the vocabulary, and repeatable (so Reset really empties the cache).
+TEST_F(HybridDecodeTest, SampledDecodingIsSeeded) {
+  auto decoder = DFlashDecoder::Create(target_.get(), drafter_.get(), 128);
+  ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+  SpecDecodeOptions o;
+  o.max_new_tokens = 24;
+  o.block_size = 5;
+  o.temperature = 1.0f;
+  o.seed = 3;
+  const std::vector<int32_t> prompt = {3, 1, 1, 4};
+  auto a = (*decoder)->Generate(prompt, o);
+  auto b = (*decoder)->Generate(prompt, o);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(a->accept_lengths, b->accept_lengths);
+  EXPECT_EQ(a->tokens.size(), 24u);
+  for (int32_t t : a->tokens) EXPECT_LT(t, cfg_.vocab_size);
+}
+
 TEST_F(HybridDecodeTest, DecoderRefusesATargetThatCannotRollBackItsBlock) {
   auto small = MakeDecodeTarget(target_.get(), 128, /*max_rollback=*/4, nullptr);
   ASSERT_TRUE(small.ok()) << small.status().ToString();
