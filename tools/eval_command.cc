@@ -14,7 +14,8 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
   models::SpecEvalRequest& q = a->request;
   auto* eval = app->add_subcommand(
       "eval", "acceptance length (tau) of a DFlash drafter by speculative decoding");
-  eval->add_option("--target", q.target_dir, "target model directory (Qwen3 / Llama HF layout)")
+  eval->add_option("--target", q.target_dir,
+                   "target model directory (HF layout: Qwen3 / Llama, or a Qwen3.5 hybrid)")
       ->required();
   eval->add_option("--drafter", q.drafter_dir,
                    "DFlash drafter directory (config.json + model.safetensors)")

@@ -180,6 +180,20 @@ Status ParseDType(const Scope& s, const json& top, Qwen35Config* c) {
   return Status::Ok();
 }
 
+// eos_token_id: absent, an id, or a list of ids (decoding's default stop tokens).
+Status ParseEos(const Scope& s, const json& obj, Qwen35Config* c) {
+  const json* v = Find(obj, "eos_token_id");
+  if (v == nullptr) return Status::Ok();
+  const json list = v->is_array() ? *v : json::array({*v});
+  c->eos_token_ids.clear();
+  for (const json& e : list) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0)
+      return KeyError(s, "eos_token_id", "expected token ids, got {}", v->dump());
+    c->eos_token_ids.push_back(e.get<int64_t>());
+  }
+  return Status::Ok();
+}
+
 Status ParseText(const Scope& s, Qwen35Config* c) {
   RETURN_IF_ERROR(RejectUnsupported(s));
   ASSIGN_OR_RETURN(c->vocab_size, PositiveInt(s, "vocab_size"));
@@ -204,6 +218,7 @@ Status ParseText(const Scope& s, Qwen35Config* c) {
     return KeyError(s, "linear_num_key_heads", "{} does not divide linear_num_value_heads {}",
                     c->linear_num_key_heads, c->linear_num_value_heads);
   RETURN_IF_ERROR(ParseLayerTypes(s, c));
+  RETURN_IF_ERROR(ParseEos(s, s.j, c));
   return ParseRope(s, c);
 }
 
@@ -237,6 +252,7 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
       return KeyError(s, "model_type", "{} is not qwen3_5_text", tmt->dump());
     c.weight_prefix = "model.language_model.";
     RETURN_IF_ERROR(ParseText(s, &c));
+    if (c.eos_token_ids.empty()) RETURN_IF_ERROR(ParseEos(top, j, &c));
     ASSIGN_OR_RETURN(c.tie_word_embeddings, Bool(top, j, "tie_word_embeddings", false));
     RETURN_IF_ERROR(ParseDType(s, j, &c));
   } else if (c.model_type == "qwen3_5_text") {

@@ -46,6 +46,7 @@ struct Qwen35Config {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   kernels::DType dtype = kernels::DType::kBF16;  // the checkpoint's dtype
+  std::vector<int64_t> eos_token_ids;             // eos_token_id (text_config's first)
   std::vector<HybridLayerType> layer_types;      // one per layer
   // Gated attention.
   int64_t num_attention_heads = 0;

@@ -73,6 +73,16 @@ TEST(Qwen35ConfigTest, Wrapper27BShape) {
   EXPECT_EQ(c->vocab_size, 248320);
   EXPECT_EQ(c->layer_types[62], HybridLayerType::kLinearAttention);
   EXPECT_EQ(c->layer_types[63], HybridLayerType::kFullAttention);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{248044});
+  json listed = Wrapper(Text27B());  // a list at the top when text_config has none
+  listed["text_config"].erase("eos_token_id");
+  listed["eos_token_id"] = {7, 9};
+  c = ParseQwen35Config(listed, "/m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{7, 9}));
+  listed["eos_token_id"] = "x";
+  EXPECT_NE(ErrorOf(listed).find("key 'eos_token_id': expected token ids"), std::string::npos)
+      << ErrorOf(listed);
 }
 
 TEST(Qwen35ConfigTest, TextOnlyAndIntervalWithoutLayerTypes) {

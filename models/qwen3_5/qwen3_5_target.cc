@@ -6,6 +6,8 @@
 
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/embedding.h"
+#include "kernels/attention/decode_attention.h"
+#include "kernels/linear_attention/decode_step.h"
 #include "kernels/linear_attention/gated_delta_rule.h"
 #include "kernels/linear_attention/gated_delta_rule_chunked.h"
 #include "kernels/linear_attention/hybrid_ops.h"
@@ -222,7 +224,8 @@ Status Qwen35Target::Forward(const HybridBatch& batch, std::span<const HybridCap
 }
 
 Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
-                                     const HybridBatch& batch, int64_t t) {
+                                     const HybridBatch& batch, int64_t t,
+                                     const Qwen35LinearDecode* dec) {
   const Qwen35Config& c = config();
   const kernels::Stream s = options_.stream;
   const int64_t conv = c.conv_dim(), vd = c.linear_value_dim(), kd = c.linear_key_dim(),
@@ -230,10 +233,18 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   const TensorView proj = View(kProj, t, conv + vd + 2 * hv);  // qkv | z | b | a
   RETURN_IF_ERROR(
       kernels::Gemm(gemm_.get(), View(kNormed, t, c.hidden_size), w.in_proj, proj, Linear(), s));
-  const TensorView mixed = View(kConv, t, conv);  // q | k | v after conv + SiLU
-  RETURN_IF_ERROR(kernels::CausalConv1dSiluForward(mixed, proj.Narrow(1, 0, conv), w.conv1d,
-                                                   batch.cu_seqlens, s));
-  const TensorView g = View(kGate, t, hv), beta = View(kBeta, t, hv);
+  // q | k | v after conv + SiLU; when decoding a block, in the cache (kept for a replay).
+  const bool block = dec != nullptr && !dec->mixed.empty();
+  const TensorView mixed = block ? dec->mixed : View(kConv, t, conv);
+  if (dec != nullptr) {
+    RETURN_IF_ERROR(kernels::CausalConv1dSiluStep(mixed, dec->history, proj.Narrow(1, 0, conv),
+                                                  dec->conv_state, w.conv1d, s));
+  } else {
+    RETURN_IF_ERROR(kernels::CausalConv1dSiluForward(mixed, proj.Narrow(1, 0, conv), w.conv1d,
+                                                     batch.cu_seqlens, s));
+  }
+  const TensorView g = block ? dec->g : View(kGate, t, hv);
+  const TensorView beta = block ? dec->beta : View(kBeta, t, hv);
   RETURN_IF_ERROR(kernels::GatedDeltaGates(g, beta, proj.Narrow(1, conv + vd + hv, hv),
                                            proj.Narrow(1, conv + vd, hv), w.a_log, w.dt_bias, s));
   kernels::GatedDeltaRuleArgs rule;
@@ -248,7 +259,9 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   rule.value_heads = hv;
   rule.key_dim = c.linear_key_head_dim;
   rule.value_dim = c.linear_value_head_dim;
-  if (UsesChunkedRule()) {
+  if (dec != nullptr) {
+    RETURN_IF_ERROR(kernels::GatedDeltaRuleStep({rule, dec->state_in, dec->state_out}, s));
+  } else if (UsesChunkedRule()) {
     RETURN_IF_ERROR(kernels::GatedDeltaRuleChunkedForward(
         rule, View(kRule, options_.max_tokens, slot_bytes_[kRule]), s));
   } else {
@@ -262,7 +275,7 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
 }
 
 Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const HybridBatch& batch,
-                                   int64_t t, int max_seqlen) {
+                                   int64_t t, int max_seqlen, const KvRows* kv) {
   const Qwen35Config& c = config();
   const kernels::Stream s = options_.stream;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -284,7 +297,13 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
   RETURN_IF_ERROR(kernels::RopeForward(k3, k3, batch.position_ids, rope, s));
   const TensorView attn = View(kAttn, t * hq, d);
   const TensorView v3 = v.Reshape({t, hk, d}), attn3 = attn.Reshape({t, hq, d});
-  if (device().is_cpu()) {
+  if (kv != nullptr) {
+    const int64_t p = kv->past + t;
+    RETURN_IF_ERROR(kernels::Copy(kv->k.Narrow(0, kv->past, t), k3, s));
+    RETURN_IF_ERROR(kernels::Copy(kv->v.Narrow(0, kv->past, t), v3, s));
+    RETURN_IF_ERROR(kernels::CachedCausalAttentionForward(q3, kv->k.Narrow(0, 0, p),
+                                                          kv->v.Narrow(0, 0, p), 0.f, attn3, s));
+  } else if (device().is_cpu()) {
     RETURN_IF_ERROR(kernels::CausalVarlenAttentionForwardCpu(q3, k3, v3, batch.cu_seqlens,
                                                              max_seqlen, 0.f, attn3, {}, s));
   } else {

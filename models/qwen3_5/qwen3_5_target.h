@@ -34,6 +34,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/core/memory.h"
 #include "kernels/gemm/gemm.h"
+#include "models/qwen3_5/qwen3_5_cache.h"
 #include "models/qwen3_5/qwen3_5_weights.h"
 #include "runtime/core/status.h"
 
@@ -73,6 +74,18 @@ class Qwen35Target {
   // layer ids, checked before any work.
   Status Forward(const HybridBatch& batch, std::span<const HybridCapture> captures);
 
+  // Decoding with a cache (qwen3_5_target_cache.cc; the cache and its rollback scheme:
+  // qwen3_5_cache.h): appends `tokens` (host ids, B = tokens.size() in [1, max_tokens]) at
+  // positions cache.length() .. + B - 1, every layer continuing from the cached state, writes
+  // each capture (bf16 [B, H]) and `logits` (bf16 / f32 [B, V] after the final norm and the
+  // LM head; may be empty), and grows the cache by B. Prefill is an Extend of an empty cache;
+  // verifying a block of drafts is an Extend of at most cache.max_block() tokens followed by
+  // cache.Crop to the accepted length. The cache must fit this model and have room for B
+  // more tokens; token ids in [0, vocab). InvalidArgument (checked before any work)
+  // otherwise. Asynchronous on CUDA as Forward. The CUDA path has not run on a GPU yet.
+  Status Extend(Qwen35Cache& cache, std::span<const int32_t> tokens,
+                std::span<const HybridCapture> captures, kernels::TensorView logits = {});
+
   const Qwen35Config& config() const { return weights_.config(); }
   const Qwen35Weights& weights() const { return weights_; }
   kernels::Device device() const { return weights_.device(); }
@@ -108,10 +121,20 @@ class Qwen35Target {
   kernels::TensorView View(Slot slot, int64_t rows, int64_t cols) const;
   Status CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
                       int* max_seqlen) const;
+  // With `dec` (decoding), the conv and the delta rule continue from the cached state.
   Status LinearAttention(const Qwen35LinearAttentionWeights& w, const HybridBatch& batch,
-                         int64_t t);
+                         int64_t t, const Qwen35LinearDecode* dec = nullptr);
+  // One attention layer's cache rows while extending: new keys/values go to rows
+  // [past, past + T) and the attention reads rows [0, past + T).
+  struct KvRows {
+    kernels::TensorView k, v;  // bf16 [capacity, hk, d]
+    int64_t past = 0;
+  };
   Status FullAttention(const Qwen35AttentionWeights& w, const HybridBatch& batch, int64_t t,
-                       int max_seqlen);
+                       int max_seqlen, const KvRows* kv = nullptr);
+  Status CheckExtend(const Qwen35Cache& cache, std::span<const int32_t> tokens,
+                     std::span<const HybridCapture> captures,
+                     const kernels::TensorView& logits) const;
   Status Mlp(const Qwen35LayerWeights& w, int64_t t);
 
   Qwen35Weights weights_;

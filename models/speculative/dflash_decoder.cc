@@ -15,6 +15,11 @@ using kernels::DType;
 using kernels::TensorView;
 
 Status CheckDrafterFitsTarget(const DFlashConfig& d, const TransformerConfig& t) {
+  return CheckDrafterFitsTarget(
+      d, DecodeTargetShape{t.model_type, t.hidden_size, t.vocab_size, t.num_hidden_layers, {}});
+}
+
+Status CheckDrafterFitsTarget(const DFlashConfig& d, const DecodeTargetShape& t) {
   if (d.layers.hidden_size != t.hidden_size)
     return InvalidArgumentError("drafter hidden_size {} does not match the target's {}",
                                 d.layers.hidden_size, t.hidden_size);
@@ -41,12 +46,35 @@ Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(Qwen3Target* target
                                                              int64_t max_context,
                                                              kernels::Stream stream) {
   if (target == nullptr) return InvalidArgumentError("DFlashDecoder: no target");
-  const TransformerConfig& tc = target->config();
+  ASSIGN_OR_RETURN(std::unique_ptr<DecodeTarget> t, MakeDecodeTarget(target, max_context, stream));
+  return Create(std::move(t), drafter, max_context, stream);
+}
+
+Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(Qwen35Target* target,
+                                                             DFlashDrafter* drafter,
+                                                             int64_t max_context,
+                                                             kernels::Stream stream) {
+  if (target == nullptr) return InvalidArgumentError("DFlashDecoder: no target");
+  const int64_t block = drafter != nullptr ? drafter->config().block_size : 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<DecodeTarget> t,
+                   MakeDecodeTarget(target, max_context, block, stream));
+  return Create(std::move(t), drafter, max_context, stream);
+}
+
+Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(std::unique_ptr<DecodeTarget> target,
+                                                             DFlashDrafter* drafter,
+                                                             int64_t max_context,
+                                                             kernels::Stream stream) {
+  if (target == nullptr) return InvalidArgumentError("DFlashDecoder: no target");
+  const DecodeTargetShape& tc = target->shape();
+  if (target->capacity() < max_context)
+    return InvalidArgumentError("DFlashDecoder: the target's cache holds {} tokens, below "
+                                "max_context {}", target->capacity(), max_context);
   std::unique_ptr<DFlashDecoder> d(new DFlashDecoder());
-  d->target_ = target;
+  d->target_ = std::move(target);
   d->drafter_ = drafter;
   d->max_context_ = max_context;
-  const kernels::Device dev = target->device();
+  const kernels::Device dev = d->target_->device();
   const kernels::Stream s = stream;
   d->stream_ = stream;
   int64_t rows = 1;
@@ -61,9 +89,12 @@ Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(Qwen3Target* target
           "DFlashDecoder: the drafter must have num_blocks >= 1 and max_tokens >= {} (has {}, "
           "{})", max_context, drafter->options().num_blocks, drafter->options().max_tokens);
     rows = dc.block_size;
+    if (d->target_->max_rollback() < rows)
+      return InvalidArgumentError("DFlashDecoder: the target rolls back blocks of up to {} "
+                                  "tokens, below the drafter's block size {}",
+                                  d->target_->max_rollback(), rows);
     for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
   }
-  ASSIGN_OR_RETURN(d->cache_, Qwen3KvCache::Create(tc, max_context, dev, s));
   kernels::Allocator* alloc = &kernels::HostAllocator();
   if (dev.is_cuda()) {
     ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
@@ -102,7 +133,7 @@ Status DFlashDecoder::CheckRequest(std::span<const int32_t> prompt,
   if (p > target_->max_tokens())
     return InvalidArgumentError("prompt of {} tokens exceeds the target's max_tokens {}", p,
                                 target_->max_tokens());
-  const int64_t v = target_->config().vocab_size;
+  const int64_t v = target_->shape().vocab_size;
   for (int64_t i = 0; i < p; ++i)
     if (prompt[i] < 0 || prompt[i] >= v)
       return InvalidArgumentError("prompt token {} is id {}, not in [0, {})", i, prompt[i], v);
@@ -111,13 +142,13 @@ Status DFlashDecoder::CheckRequest(std::span<const int32_t> prompt,
 
 std::vector<int32_t> DFlashDecoder::Pick(const std::vector<float>& logits, int64_t rows,
                                          float temperature) {
-  return PickTokens(logits.data(), rows, target_->config().vocab_size, temperature, &rng_state_);
+  return PickTokens(logits.data(), rows, target_->shape().vocab_size, temperature, &rng_state_);
 }
 
 Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> tokens,
                                                        int64_t picks, float temperature) {
-  const int64_t n = static_cast<int64_t>(tokens.size()), t0 = cache_.length();
-  const int64_t v = target_->config().vocab_size;
+  const int64_t n = static_cast<int64_t>(tokens.size()), t0 = target_->length();
+  const int64_t v = target_->shape().vocab_size;
   std::vector<LayerCapture> caps;
   for (size_t i = 0; i < capture_layers_.size(); ++i)
     caps.push_back({capture_layers_[i], features_[i].view().Narrow(0, t0, n)});
@@ -125,11 +156,11 @@ Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> 
   if (n > picks) {
     std::vector<LayerCapture> head = caps;
     for (LayerCapture& c : head) c.out = c.out.Narrow(0, 0, n - picks);
-    RETURN_IF_ERROR(target_->Extend(cache_, tokens.first(n - picks), head));
+    RETURN_IF_ERROR(target_->Extend(tokens.first(n - picks), head, {}));
     for (LayerCapture& c : caps) c.out = c.out.Narrow(0, n - picks, picks);
   }
   const TensorView logits = logits_.view().Narrow(0, 0, picks);
-  RETURN_IF_ERROR(target_->Extend(cache_, tokens.last(picks), caps, logits));
+  RETURN_IF_ERROR(target_->Extend(tokens.last(picks), caps, logits));
   host_logits_.resize(static_cast<size_t>(picks * v));
   RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
   RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
@@ -138,7 +169,7 @@ Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> 
 
 Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
   const DFlashConfig& c = drafter_->config();
-  const int64_t t = cache_.length(), bs = c.block_size, v = c.layers.vocab_size;
+  const int64_t t = target_->length(), bs = c.block_size, v = c.layers.vocab_size;
   DFlashBlockPlan plan;
   // Block 0 drafts; any further blocks (kDrafterBlocks on CUDA) are padding: anchor 0, an
   // empty context, no loss weight.
@@ -160,7 +191,7 @@ Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n)
   RETURN_IF_ERROR(drafter_->SetPlan(plan));
   std::vector<TensorView> ctx;
   for (const kernels::Tensor& f : features_) ctx.push_back(f.view().Narrow(0, 0, t));
-  const DFlashTargetHead head{target_->weights().embed(), target_->weights().lm_head()};
+  const DFlashTargetHead head{target_->embed(), target_->lm_head()};
   RETURN_IF_ERROR(drafter_->ForwardBackward(head, ctx, 0.0f, 0, 0, /*backward=*/false));
   kernels::GemmOptions linear;
   linear.trans_b = true;
@@ -180,7 +211,7 @@ Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt
   std::optional<kernels::DeviceGuard> guard;
   if (target_->device().is_cuda()) guard.emplace(target_->device().index);
   rng_state_ = o.seed;
-  RETURN_IF_ERROR(cache_.Crop(0));
+  RETURN_IF_ERROR(target_->Reset());
   SpecDecodeResult r;
   r.prefill_tokens = static_cast<int64_t>(prompt.size());
   auto stop = [&](int32_t tok) {
@@ -198,12 +229,12 @@ Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt
       ASSIGN_OR_RETURN(std::vector<int32_t> drafts, Draft(last, o.block_size - 1));
       block.insert(block.end(), drafts.begin(), drafts.end());
     }
-    const int64_t base = cache_.length();
+    const int64_t base = target_->length();
     ASSIGN_OR_RETURN(std::vector<int32_t> post,
                      TargetStep(block, static_cast<int64_t>(block.size()), o.temperature));
     int64_t acc = 0;
     while (acc + 1 < static_cast<int64_t>(block.size()) && block[acc + 1] == post[acc]) ++acc;
-    RETURN_IF_ERROR(cache_.Crop(base + acc + 1));
+    RETURN_IF_ERROR(target_->Crop(base + acc + 1));
     r.accept_lengths.push_back(static_cast<int32_t>(acc + 1));
     for (int64_t j = 1; j <= acc + 1 && !done; ++j) {
       const int32_t tok = j <= acc ? block[j] : post[acc];

@@ -1,5 +1,7 @@
-// DFlash speculative decoding of one prompt: a frozen Qwen3 target with a KV cache and a
-// DFlash drafter, the loop of z-lab's reference `spec_generate`:
+// DFlash speculative decoding of one prompt: a frozen target with a decode cache and a
+// DFlash drafter, the loop of z-lab's reference `spec_generate`. The target is any
+// DecodeTarget (decode_target.h): dense Qwen3 (KV cache) or the Qwen3.5 hybrid (KV cache
+// plus Gated DeltaNet state rolled back by replaying the accepted prefix of a block):
 //   1. the target prefills the prompt, capturing the drafter's context layers, and picks
 //      the first new token;
 //   2. the drafter fills one block (slot 0 = the last accepted token, slots 1.. = the mask
@@ -35,8 +37,9 @@
 #include "kernels/core/memory.h"
 #include "kernels/gemm/gemm.h"
 #include "models/dflash/dflash_drafter.h"
-#include "models/qwen3/qwen3_kv_cache.h"
 #include "models/qwen3/qwen3_target.h"
+#include "models/qwen3_5/qwen3_5_target.h"
+#include "models/speculative/decode_target.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
@@ -59,6 +62,7 @@ struct SpecDecodeResult {
 // Refuses a drafter that cannot serve this target, naming both values: hidden size, vocab,
 // context layer ids (each < the target's depth) and num_target_layers.
 Status CheckDrafterFitsTarget(const DFlashConfig& drafter, const TransformerConfig& target);
+Status CheckDrafterFitsTarget(const DFlashConfig& drafter, const DecodeTargetShape& target);
 
 inline constexpr int64_t kDrafterBlocksCuda = 4;
 
@@ -71,6 +75,17 @@ class DFlashDecoder {
   // kernel wants its i32 tables 16-byte aligned; blocks past the first are padding). Allocates a KV cache and feature buffers for `max_context`
   // tokens (prompt + new tokens + one block).
   static Result<std::unique_ptr<DFlashDecoder>> Create(Qwen3Target* target,
+                                                       DFlashDrafter* drafter,
+                                                       int64_t max_context,
+                                                       kernels::Stream stream = nullptr);
+  // The same over a Qwen3.5 hybrid (its cache keeps rollback data for the drafter's block).
+  static Result<std::unique_ptr<DFlashDecoder>> Create(Qwen35Target* target,
+                                                       DFlashDrafter* drafter,
+                                                       int64_t max_context,
+                                                       kernels::Stream stream = nullptr);
+  // Over any decode target (owned by the decoder); its capacity must be >= max_context and
+  // its max_rollback >= the drafter's block size.
+  static Result<std::unique_ptr<DFlashDecoder>> Create(std::unique_ptr<DecodeTarget> target,
                                                        DFlashDrafter* drafter,
                                                        int64_t max_context,
                                                        kernels::Stream stream = nullptr);
@@ -94,11 +109,10 @@ class DFlashDecoder {
   // Row-wise picks over host logits [rows, V].
   std::vector<int32_t> Pick(const std::vector<float>& logits, int64_t rows, float temperature);
 
-  Qwen3Target* target_ = nullptr;
+  std::unique_ptr<DecodeTarget> target_;
   DFlashDrafter* drafter_ = nullptr;
   int64_t max_context_ = 0;
   kernels::Stream stream_ = nullptr;
-  Qwen3KvCache cache_;
   std::vector<int> capture_layers_;       // the drafter's target_layer_ids
   std::vector<kernels::Tensor> features_;  // per context layer: bf16 [max_context, H]
   kernels::Tensor logits_;                 // f32 [max(B), V]: target or drafter logits

@@ -8,6 +8,7 @@
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_config.h"
 #include "models/qwen3/qwen3_target.h"
+#include "models/speculative/decode_target.h"
 #include "models/speculative/dflash_batch_decoder.h"
 
 namespace tandem::models {
@@ -40,7 +41,7 @@ Result<std::vector<SpecDecodeResult>> DecodeAll(DFlashDecoder* single, DFlashBat
 
 // The prompt file with its limits: --max-prompt-tokens and the target's positions (a prompt
 // needs room for max_new_tokens and one block after it).
-Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const TransformerConfig& tc,
+Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const DecodeTargetShape& tc,
                                   int64_t b) {
   PromptLoadOptions po;
   po.format = q.prompt_format;
@@ -76,7 +77,8 @@ Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const TransformerCon
 Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   if (q.max_new_tokens < 1)
     return InvalidArgumentError("max_new_tokens must be positive, got {}", q.max_new_tokens);
-  ASSIGN_OR_RETURN(TransformerConfig tc, LoadTransformerConfig(q.target_dir));
+  // The family (dense Qwen3 or the Qwen3.5 hybrid) is the checkpoint's model_type.
+  ASSIGN_OR_RETURN(DecodeTargetShape tc, ReadDecodeTargetShape(q.target_dir));
   std::optional<DFlashConfig> dc;
   if (!q.drafter_dir.empty()) {
     ASSIGN_OR_RETURN(dc, LoadDFlashConfig(q.drafter_dir));
@@ -100,12 +102,28 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     ASSIGN_OR_RETURN(stream, kernels::CudaStream::Create(q.device.index));
     s = stream->get();
   }
-  Qwen3TargetOptions to;
   const int64_t batch = std::min<int64_t>(q.batch, static_cast<int64_t>(set.prompts.size()));
-  to.max_tokens = std::max(longest, batch * max_b);
-  to.stream = s;
-  ASSIGN_OR_RETURN(std::unique_ptr<Qwen3Target> target,
-                   Qwen3Target::Load(q.target_dir, q.device, to));
+  // Several prompts per forward: the batched decoder drives a dense Qwen3Target directly.
+  // One at a time: any family, through its DecodeTarget.
+  std::unique_ptr<Qwen3Target> dense;
+  std::unique_ptr<DecodeTarget> target;
+  if (batch > 1) {
+    if (tc.hybrid)
+      return InvalidArgumentError(
+          "batch {}: batched decoding takes dense Qwen3 / Llama targets; {} is the Qwen3.5 "
+          "hybrid (model_type {}): use batch 1", q.batch, q.target_dir, tc.model_type);
+    Qwen3TargetOptions to;
+    to.max_tokens = std::max(longest, batch * max_b);
+    to.stream = s;
+    ASSIGN_OR_RETURN(dense, Qwen3Target::Load(q.target_dir, q.device, to));
+  } else {
+    DecodeTargetOptions to;
+    to.max_tokens = std::max(longest, max_b);
+    to.capacity = max_context;
+    to.max_rollback = max_b;
+    to.stream = s;
+    ASSIGN_OR_RETURN(target, LoadDecodeTarget(q.target_dir, q.device, to));
+  }
   std::unique_ptr<DFlashDrafter> drafter;
   if (dc) {
     ASSIGN_OR_RETURN(drafter, DFlashDrafter::Create(
@@ -118,10 +136,11 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   std::unique_ptr<DFlashDecoder> single;
   std::unique_ptr<DFlashBatchDecoder> batched;
   if (batch > 1) {
-    ASSIGN_OR_RETURN(batched, DFlashBatchDecoder::Create(target.get(), drafter.get(), batch,
+    ASSIGN_OR_RETURN(batched, DFlashBatchDecoder::Create(dense.get(), drafter.get(), batch,
                                                          max_context, s));
   } else {
-    ASSIGN_OR_RETURN(single, DFlashDecoder::Create(target.get(), drafter.get(), max_context, s));
+    ASSIGN_OR_RETURN(single,
+                     DFlashDecoder::Create(std::move(target), drafter.get(), max_context, s));
   }
 
   SpecDecodeOptions o;

@@ -1,8 +1,9 @@
-// One `tandem eval` run as a library call: load a Qwen3 target and a DFlash drafter from
-// their HF directories, check they fit (before any weights are read), read the prompt file
+// One `tandem eval` run as a library call: load a target (dense Qwen3 / Llama, or the
+// Qwen3.5 / 3.6 hybrid, by its config.json's model_type) and a DFlash drafter from their HF
+// directories, check they fit (before any weights are read), read the prompt file
 // (prompt_set.h: ids, chat or a public set's layout, bad lines refused or skipped), decode
-// every prompt at block size B and again at block size 1 (`batch` prompts at a time, each
-// run timed by its wall clock), and summarize (spec_eval.h).
+// every prompt at block size B and again at block size 1 (`batch` prompts at a time, dense
+// targets only; each run timed by its wall clock), and summarize (spec_eval.h).
 //
 // Thread-safety: one call at a time per device (it owns the models it loads).
 #pragma once
@@ -18,7 +19,7 @@
 namespace tandem::models {
 
 struct SpecEvalRequest {
-  std::string target_dir;   // config.json + *.safetensors (Qwen3 / Llama)
+  std::string target_dir;   // config.json + *.safetensors (Qwen3 / Llama / Qwen3.5 hybrid)
   std::string drafter_dir;  // DFlashDraftModel config.json + model.safetensors; "" = none
   std::string prompts_file;
   kernels::Device device = kernels::Device::Cpu();
