@@ -7,6 +7,7 @@
 #include <random>
 
 #include "kernels/core/stream.h"
+#include "kernels/elementwise/row_argmax.h"
 #include "models/speculative/spec_pick.h"
 
 namespace tandem::models {
@@ -111,6 +112,7 @@ Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(std::unique_ptr<Dec
   }
   ASSIGN_OR_RETURN(d->logits_,
                    kernels::Tensor::Empty(*alloc, DType::kF32, {rows, tc.vocab_size}, s));
+  ASSIGN_OR_RETURN(d->picks_, kernels::Tensor::Empty(*alloc, DType::kI32, {rows}, s));
   return d;
 }
 
@@ -148,7 +150,6 @@ std::vector<int32_t> DFlashDecoder::Pick(const std::vector<float>& logits, int64
 Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> tokens,
                                                        int64_t picks, float temperature) {
   const int64_t n = static_cast<int64_t>(tokens.size()), t0 = target_->length();
-  const int64_t v = target_->shape().vocab_size;
   std::vector<LayerCapture> caps;
   for (size_t i = 0; i < capture_layers_.size(); ++i)
     caps.push_back({capture_layers_[i], features_[i].view().Narrow(0, t0, n)});
@@ -161,15 +162,28 @@ Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> 
   }
   const TensorView logits = logits_.view().Narrow(0, 0, picks);
   RETURN_IF_ERROR(target_->Extend(tokens.last(picks), caps, logits));
-  host_logits_.resize(static_cast<size_t>(picks * v));
+  return PickFrom(logits, temperature);
+}
+
+Result<std::vector<int32_t>> DFlashDecoder::PickFrom(const TensorView& logits, float temperature) {
+  const int64_t rows = logits.dim(0);
+  if (temperature == 0.0f) {  // greedy: the argmax runs where the logits are; ids come back
+    std::vector<int32_t> out(static_cast<size_t>(rows));
+    const TensorView ids = picks_.view().Narrow(0, 0, rows);
+    RETURN_IF_ERROR(kernels::RowArgmax(ids, logits, stream_));
+    RETURN_IF_ERROR(kernels::CopyToHost(out.data(), ids, stream_));
+    RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
+    return out;
+  }
+  host_logits_.resize(static_cast<size_t>(logits.numel()));
   RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
   RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-  return Pick(host_logits_, picks, temperature);
+  return Pick(host_logits_, rows, temperature);
 }
 
 Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
   const DFlashConfig& c = drafter_->config();
-  const int64_t t = target_->length(), bs = c.block_size, v = c.layers.vocab_size;
+  const int64_t t = target_->length(), bs = c.block_size;
   DFlashBlockPlan plan;
   // Block 0 drafts; any further blocks (kDrafterBlocks on CUDA) are padding: anchor 0, an
   // empty context, no loss weight.
@@ -198,10 +212,7 @@ Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n)
   const TensorView logits = logits_.view().Narrow(0, 0, n);
   RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), drafter_->final_hidden().Narrow(0, 1, n),
                                 head.lm_head, logits, linear, stream_));
-  host_logits_.resize(static_cast<size_t>(n * v));
-  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
-  RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
-  return Pick(host_logits_, n, 0.0f);
+  return PickFrom(logits, 0.0f);
 }
 
 Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt,

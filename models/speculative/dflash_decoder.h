@@ -108,6 +108,10 @@ class DFlashDecoder {
   Result<std::vector<int32_t>> Draft(int32_t last_token, int64_t n);
   // Row-wise picks over host logits [rows, V].
   std::vector<int32_t> Pick(const std::vector<float>& logits, int64_t rows, float temperature);
+  // Picks over the logits [rows, V] on the decoder's device, synchronising the stream: greedy
+  // runs RowArgmax there and copies back only the ids (the same first maximum as Pick);
+  // sampling copies the logits and uses Pick.
+  Result<std::vector<int32_t>> PickFrom(const kernels::TensorView& logits, float temperature);
 
   std::unique_ptr<DecodeTarget> target_;
   DFlashDrafter* drafter_ = nullptr;
@@ -116,6 +120,7 @@ class DFlashDecoder {
   std::vector<int> capture_layers_;       // the drafter's target_layer_ids
   std::vector<kernels::Tensor> features_;  // per context layer: bf16 [max_context, H]
   kernels::Tensor logits_;                 // f32 [max(B), V]: target or drafter logits
+  kernels::Tensor picks_;                  // i32 [max(B)]: greedy picks on the device
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
   uint64_t rng_state_ = 0;
