@@ -15,7 +15,7 @@
 //
 // Args: --dir=DIR (default ./tandem-checkpoint-bench, created), --layers=N (1: 3.9 GB; 5 is
 // the 14.7 GB checkpoint of the H200 runs), --reps=R (2), --threads=T (4), --chunk-mib=M
-// (16), --buffered (no O_DIRECT for `after`), --after-only (skip `before`).
+// (32), --buffered (no O_DIRECT for `after`), --after-only (skip `before`).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -36,6 +36,7 @@
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_params.h"
+#include "models/io/file_digest.h"
 #include "models/io/file_util.h"
 #include "models/io/safetensors_writer.h"
 
@@ -165,6 +166,29 @@ struct Series {
   }
 };
 
+// The writer's CPU work alone (file_set_writer.cc's staging: copy into a 16 MiB buffer in
+// 1 MiB blocks, XXH3-64 of each block), over the whole state: GB/s. When this is not well
+// above the disk's bandwidth, the write is CPU-bound on this host.
+double StagingRate(const models::DFlashHostState& h) {
+  std::vector<std::byte> buf(size_t{16} << 20);
+  models::Xxh3Stream hash;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  for (const kernels::Tensor* t : {&h.weights, &h.master, &h.adam_m, &h.adam_v}) {
+    const auto* p = static_cast<const std::byte*>(t->data());
+    const size_t n = static_cast<size_t>(t->nbytes());
+    for (size_t at = 0; at < n; at += size_t{1} << 20) {
+      const size_t len = std::min(n - at, size_t{1} << 20);
+      std::byte* dst = buf.data() + (at % buf.size());
+      std::memcpy(dst, p + at, len);
+      hash.Update({dst, len});
+    }
+    bytes += n;
+  }
+  const double s = Seconds(t0);
+  return hash.Digest() == 0 ? 0.0 : bytes / s / 1e9;  // (keeps the hash from being dropped)
+}
+
 bool DirectSupported(const std::string& dir) {
   const std::string probe = dir + "/.direct-probe";
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
@@ -206,6 +230,7 @@ int Run(const std::vector<std::string>& argv) {
   std::printf("checkpoint write: 8B-shaped drafter, %d layer(s), %.1f M params, %.2f GB, "
               "dir %s (O_DIRECT %s)\n", a.layers, layout.total / 1e6, bytes / 1e9,
               a.dir.c_str(), DirectSupported(a.dir) ? "supported" : "not supported");
+  std::printf("  staging alone (copy + XXH3-64 on one thread): %.2f GB/s\n", StagingRate(*host));
   dflash::ResumeState state;
   state.identity = dflash::RunIdentity{0, "bench", {1, 9, 17, 25, 33}, 1, 8192, "bench"};
   Series dd, before, after;

@@ -45,7 +45,7 @@ struct WrittenFile {
 
 struct FileSetWriteOptions {
   int io_threads = 4;                    // writes in flight at once, >= 1
-  uint64_t chunk_bytes = uint64_t{16} << 20;  // bytes per write, a multiple of 4096
+  uint64_t chunk_bytes = uint64_t{32} << 20;  // bytes per write, a multiple of 4096
   bool direct = true;                    // O_DIRECT where the filesystem allows it
 };
 
