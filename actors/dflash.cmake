@@ -2,6 +2,7 @@
 target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_cleanup.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_resume.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_retention.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_snapshot.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
@@ -32,6 +33,11 @@ tandem_add_test(dflash_trust_test
 # Issue 19: asynchronous checkpoints (bitwise against synchronous ones, kill -9 mid-write,
 # a failed write as the job's error).
 tandem_add_test(async_checkpoint_test SOURCES dflash/async_checkpoint_test.cc
+                LIBS tandem::actors_whole)
+# Issue 19 follow-ups: keep_last retention, the snapshot's pinned budget by default.
+tandem_add_test(checkpoint_retention_test SOURCES dflash/checkpoint_retention_test.cc
+                LIBS tandem_actors)
+tandem_add_test(checkpoint_policy_test SOURCES dflash/checkpoint_policy_test.cc
                 LIBS tandem::actors_whole)
 tandem_add_test(checkpoint_snapshot_gpu_test SOURCES dflash/checkpoint_snapshot_gpu_test.cc
                 LIBS tandem::actors_whole GPU)

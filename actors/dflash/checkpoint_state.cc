@@ -339,7 +339,8 @@ Result<std::optional<ResumeState>> ReadLatestState(const std::string& dir) {
   return std::optional<ResumeState>(std::move(st).value());
 }
 
-Status CommitState(const std::string& dir, const ResumeState& state) {
+Status CommitState(const std::string& dir, const ResumeState& state,
+                   const std::map<std::string, FileDigest>& written) {
   ResumeState st = state;
   st.files.clear();
   std::error_code ec, file_ec;
@@ -351,7 +352,15 @@ Status CommitState(const std::string& dir, const ResumeState& state) {
       continue;
     }
     FileDigest d;
-    ASSIGN_OR_RETURN(d.xxh3, models::FileXxh3(e.path().string(), &d.bytes));
+    if (auto w = written.find(name); w != written.end()) {
+      d = w->second;
+      const uint64_t on_disk = e.file_size(file_ec);
+      if (file_ec || on_disk != d.bytes)
+        return InternalError("{}: {} bytes on disk, the writer wrote {}", e.path().string(),
+                             file_ec ? 0 : on_disk, d.bytes);
+    } else {
+      ASSIGN_OR_RETURN(d.xxh3, models::FileXxh3(e.path().string(), &d.bytes));
+    }
     st.files[name] = d;
   }
   if (ec) return InternalError("cannot list {}: {}", state.path, ec.message());

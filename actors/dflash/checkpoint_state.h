@@ -85,6 +85,10 @@ Result<std::optional<ResumeState>> ReadLatestState(const std::string& dir);
 // Records the digests of every file in state.path, writes state.path/tandem_state.json,
 // then points DIR/latest at it; every rename is made durable (fsync of the files and their
 // directories) before the next step, so `latest` never names a step that is not on disk.
-Status CommitState(const std::string& dir, const ResumeState& state);
+// `written`: digests the writer computed while writing (file name -> digest), taken as they
+// are after checking each file's size on disk (Internal when it differs); any other file is
+// read and hashed here.
+Status CommitState(const std::string& dir, const ResumeState& state,
+                   const std::map<std::string, FileDigest>& written = {});
 
 }  // namespace tandem::dflash

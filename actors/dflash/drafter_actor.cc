@@ -8,7 +8,8 @@
 // Settings: in; target (the dflash.target group whose model it trains against, default
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
-// checkpoint = { dir, every_steps, async (asynchronous: the snapshot needs pinned_bytes) };
+// checkpoint = { dir, every_steps, async (the snapshot takes pinned_bytes, by default sized
+// from the drafter), keep_last };
 // resume (true, false or "force": checkpoint_resume.h);
 // max_bad_steps (5); fail_at_step (-1: never);
 // metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
@@ -59,28 +60,6 @@
 
 namespace tandem::dflash {
 namespace {
-
-// The drafter's model config: the target's layer shapes, `num_layers` of them, with the
-// settings' attention pattern and the target's layers as context.
-models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelSpec& spec) {
-  models::DFlashConfig dc;
-  dc.layers = spec.config;
-  dc.layers.architectures = {"DFlashDraftModel"};
-  dc.layers.num_hidden_layers = ds.num_layers;
-  dc.layers.layer_types = ds.layer_types;
-  dc.layers.sliding_window.reset();
-  if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
-  dc.layers.tie_word_embeddings = false;
-  dc.layers.num_attention_heads = ds.num_attention_heads;
-  dc.layers.num_key_value_heads = ds.num_key_value_heads;
-  dc.layers.head_dim = ds.head_dim;
-  dc.layers.rotary_dim = dc.layers.head_dim;
-  dc.mask_token_id = ds.mask_token_id;
-  dc.block_size = ds.block_size;
-  dc.num_target_layers = spec.config.num_hidden_layers;
-  dc.target_layer_ids = spec.layer_ids;
-  return dc;
-}
 
 models::DFlashTrainOptions TrainOptions(const DrafterSettings& ds, const TargetModelSpec& spec) {
   models::DFlashTrainOptions to;
@@ -193,8 +172,13 @@ class DrafterActor final : public JobActor {
     co.writer = context().replica == 0;
     co.owner = name();
     co.async = ds.checkpoint_async;
-    ASSIGN_OR_RETURN(const int64_t pinned, s_.GetInt("pinned_bytes", 0));
-    co.pinned_budget = static_cast<uint64_t>(pinned);
+    co.keep_last = ds.checkpoint_keep_last;
+    // What the job's resource check counted for this group (DrafterKeys' pinned default).
+    co.pinned_budget = DefaultDrafterPinnedBytes(ds);
+    if (s_.Find("pinned_bytes") != nullptr) {
+      ASSIGN_OR_RETURN(const int64_t pinned, s_.GetInt("pinned_bytes", 0));
+      co.pinned_budget = static_cast<uint64_t>(pinned);
+    }
     co.test_hold_write = ds.checkpoint_test_hold_write;
     co.test_stall_at = ds.checkpoint_test_stall_at;
     DrafterCheckpointer checkpointer(std::move(co), env->profile);

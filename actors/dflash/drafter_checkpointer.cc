@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "actors/dflash/checkpoint_resume.h"
+#include "actors/dflash/checkpoint_retention.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
@@ -25,6 +27,14 @@ uint64_t FileBytes(const std::string& dir) {
     if (e.is_regular_file(size_ec)) n += e.file_size(size_ec);
   }
   return n;
+}
+
+// The digests the writer computed, by file name (CommitState's `written`).
+std::map<std::string, FileDigest> Digests(const std::vector<models::WrittenFile>& files) {
+  std::map<std::string, FileDigest> out;
+  for (const models::WrittenFile& f : files)
+    out[std::filesystem::path(f.path).filename().string()] = {f.bytes, f.xxh3};
+  return out;
 }
 
 }  // namespace
@@ -78,8 +88,9 @@ Result<ResumeState> DrafterCheckpointer::Open(models::DFlashTrainer& trainer, Re
       return InvalidArgumentError(
           "{}: asynchronous checkpoints snapshot the drafter's state into {} of pinned host "
           "memory, but the group's pinned_bytes is {}; set pinned_bytes >= {} in its "
-          "[actors.*] section (the job's resource check counts it against the node), or "
-          "checkpoint.async = false to write synchronously",
+          "[actors.*] section or leave it out (then it is sized from the drafter; the job's "
+          "resource check counts it against the node), or checkpoint.async = false to write "
+          "synchronously",
           o_.owner, FormatBytes(need), FormatBytes(o_.pinned_budget), need);
     ASSIGN_OR_RETURN(snapshot_, CheckpointSnapshot::Create(layout_, d.device()));
   }
@@ -104,8 +115,11 @@ Status DrafterCheckpointer::SaveNow(ResumeState& state, DrafterDevice& dev,
     ScopedTimer wait(wait_stage_);
     ScopedTimer write(write_stage_);
     RETURN_IF_ERROR(dev.Synchronize());
-    RETURN_IF_ERROR(models::SaveDFlashCheckpoint(state.path, trainer.drafter(), trainer.state()));
-    RETURN_IF_ERROR(CommitState(o_.dir, state));
+    ASSIGN_OR_RETURN(std::vector<models::WrittenFile> files,
+                     models::SaveDFlashCheckpoint(state.path, trainer.drafter(),
+                                                  trainer.state(), o_.io));
+    RETURN_IF_ERROR(CommitState(o_.dir, state, Digests(files)));
+    Retain();
     const double secs = write.Stop() * 1e-9;
     (at_end_ ? wait_end_s_ : wait_s_) += wait.Stop() * 1e-9;
     saved_step_ = state.step;
@@ -141,10 +155,12 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
   snapshot_stage_.Record(static_cast<int64_t>(copy_s * 1e9));
   HoldIfAsked(state.step);
   ScopedTimer timer(write_stage_);
-  RETURN_IF_ERROR(
-      models::WriteDFlashCheckpoint(state.path, config_, layout_, snapshot_->host(), ts));
+  ASSIGN_OR_RETURN(std::vector<models::WrittenFile> files,
+                   models::WriteDFlashCheckpoint(state.path, config_, layout_,
+                                                 snapshot_->host(), ts, o_.io));
   RETURN_IF_ERROR(StallIfAsked(state.path, state.step));
-  RETURN_IF_ERROR(CommitState(o_.dir, state));
+  RETURN_IF_ERROR(CommitState(o_.dir, state, Digests(files)));
+  Retain();
   const double secs = timer.Stop() * 1e-9;
   const uint64_t bytes = FileBytes(state.path);
   std::lock_guard<std::mutex> lock(mu_);
@@ -154,6 +170,16 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
   stats_.write_s += secs;
   stats_.bytes += bytes;
   return Status::Ok();
+}
+
+void DrafterCheckpointer::Retain() const {
+  Result<std::vector<std::string>> removed = ApplyRetention(o_.dir, o_.keep_last);
+  if (!removed.ok()) {
+    TLOG_WARN("{}: checkpoint.keep_last: {}", o_.owner, removed.status().ToString());
+    return;
+  }
+  for (const std::string& p : *removed)
+    TLOG_INFO("{}: removed {} (checkpoint.keep_last = {})", o_.owner, p, o_.keep_last);
 }
 
 void DrafterCheckpointer::HoldIfAsked(int64_t step) {

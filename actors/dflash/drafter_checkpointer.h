@@ -14,6 +14,11 @@
 // at Open and must fit the group's `pinned_bytes`, which the job's resource check counts
 // against the node. With async = false, Save copies and writes on the caller's thread.
 //
+// The files are written by WriteDFlashCheckpoint (parallel chunks, O_DIRECT where possible,
+// digests computed while writing, so CommitState reads nothing back). With keep_last > 0,
+// older complete steps are removed after `latest` moves (checkpoint_retention.h; a failed
+// removal is logged, never the job's error: the checkpoint itself is durable).
+//
 // Errors of a background write (a read-only directory, a full disk) come back from the next
 // Poll, Save or Flush, naming the path; the destructor waits for an in-flight write (a stop,
 // Ctrl-C or an error never leaves a half-written checkpoint behind `latest`; a killed process
@@ -43,6 +48,7 @@
 #include "actors/dflash/drafter_device.h"
 #include "models/dflash/dflash_config.h"
 #include "models/dflash/dflash_trainer.h"
+#include "models/io/file_set_writer.h"
 #include "runtime/core/status.h"
 #include "runtime/core/thread_annotations.h"
 #include "runtime/profile/profile_stats.h"
@@ -55,6 +61,8 @@ struct CheckpointerOptions {
   std::string owner;           // the actor, in logs and errors
   bool async = true;           // snapshot + background write
   uint64_t pinned_budget = 0;  // the group's pinned_bytes: the snapshot must fit in it
+  int64_t keep_last = 0;       // > 0: retention after each commit (checkpoint_retention.h)
+  models::FileSetWriteOptions io;  // how the files are written (models/io/file_set_writer.h)
   // Testing: a background write starts only after the loop has taken this many more steps
   // (or waits for the write), so training provably continues past the snapshot.
   int64_t test_hold_write = 0;
@@ -128,6 +136,8 @@ class DrafterCheckpointer {
   // The test hooks, on the writer's thread.
   void HoldIfAsked(int64_t step) EXCLUDES(mu_);
   Status StallIfAsked(const std::string& path, int64_t step) EXCLUDES(mu_);
+  // After a commit: keep_last (logged; on the writer's thread).
+  void Retain() const;
 
   const CheckpointerOptions o_;
   StageHandle snapshot_stage_, write_stage_, wait_stage_;

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "actors/dflash/target_settings.h"
+#include "models/dflash/dflash_checkpoint.h"
+#include "models/dflash/dflash_params.h"
 #include "runtime/actor/system.h"
 
 namespace tandem::dflash {
@@ -18,8 +20,12 @@ KeyTable CheckpointKeys() {
       .ExclusiveDir();
   t.Int("every_steps", "checkpoint every N steps (0: only at the end)").Default(0).Min(0);
   t.Bool("async", "snapshot into host buffers and write on a background thread while "
-         "training goes on (needs the group's pinned_bytes; docs/checkpoints.md)")
+         "training goes on (the snapshot's pinned memory: pinned_bytes, by default sized "
+         "from the drafter; docs/checkpoints.md)")
       .Default(true);
+  t.Int("keep_last", "keep the newest N complete step directories (never the one `latest` "
+        "or DIR/best names), removing older ones after each checkpoint (0: keep all)")
+      .Default(0).Min(0);
   t.Int("test_hold_write", "testing: a background write starts only after N more training "
         "steps (or when the loop waits for it)").Default(0).Min(0);
   t.Int("test_stall_write_at_step", "testing: the write of this step stops before its commit "
@@ -120,10 +126,16 @@ const KeyTable& DrafterKeys() {
         .Default("");
     t->Number("max_seconds", "stop after this many seconds of steady state (0: no limit; "
               "needs replicas = 1)").Default(0.0).Min(0);
-    t->Table("checkpoint", "checkpointing: { dir, every_steps, async }").Keys(CheckpointKeys())
+    t->Table("checkpoint", "checkpointing: { dir, every_steps, async, keep_last }").Keys(CheckpointKeys())
         .DefaultIs("none: no checkpoints");
     t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
       return ParseDrafterSettings(s, ctx).status();
+    });
+    // Without pinned_bytes, the group is counted (and its snapshot budgeted) for what its
+    // asynchronous checkpoints need.
+    t->SetPinnedDefault([](const ConfigValue& s, const SectionContext& ctx) -> Result<uint64_t> {
+      ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s, ctx));
+      return DefaultDrafterPinnedBytes(ds);
     });
     t->SetDeviceCheck([](const ConfigValue& s, std::string_view prefix, const PlacedGpu& gpu) {
       return CheckFp8Gpu(s, prefix, "lm_head_precision", gpu);
@@ -194,11 +206,39 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
     s.checkpoint_dir = spec->sub->GetString(*ck, "dir");
     s.checkpoint_every = spec->sub->GetInt(*ck, "every_steps");
     s.checkpoint_async = spec->sub->GetBool(*ck, "async");
+    s.checkpoint_keep_last = spec->sub->GetInt(*ck, "keep_last");
     s.checkpoint_test_hold_write = spec->sub->GetInt(*ck, "test_hold_write");
     s.checkpoint_test_stall_at = spec->sub->GetInt(*ck, "test_stall_write_at_step");
   }
   RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));
   return s;
+}
+
+models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelSpec& spec) {
+  models::DFlashConfig dc;
+  dc.layers = spec.config;
+  dc.layers.architectures = {"DFlashDraftModel"};
+  dc.layers.num_hidden_layers = ds.num_layers;
+  dc.layers.layer_types = ds.layer_types;
+  dc.layers.sliding_window.reset();
+  if (ds.sliding_window > 0) dc.layers.sliding_window = ds.sliding_window;
+  dc.layers.tie_word_embeddings = false;
+  dc.layers.num_attention_heads = ds.num_attention_heads;
+  dc.layers.num_key_value_heads = ds.num_key_value_heads;
+  dc.layers.head_dim = ds.head_dim;
+  dc.layers.rotary_dim = dc.layers.head_dim;
+  dc.mask_token_id = ds.mask_token_id;
+  dc.block_size = ds.block_size;
+  dc.num_target_layers = spec.config.num_hidden_layers;
+  dc.target_layer_ids = spec.layer_ids;
+  return dc;
+}
+
+uint64_t DefaultDrafterPinnedBytes(const DrafterSettings& ds) {
+  if (ds.checkpoint_dir.empty() || !ds.checkpoint_async) return 0;
+  const models::DFlashParamLayout layout =
+      models::MakeDFlashParamLayout(DrafterConfig(ds, ds.target));
+  return static_cast<uint64_t>(models::DFlashHostState::Bytes(layout));
 }
 
 }  // namespace tandem::dflash

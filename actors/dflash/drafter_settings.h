@@ -7,7 +7,8 @@
 // total_steps >= max_steps; layer_types has num_layers entries and sliding_window > 0 exactly
 // when one is sliding; `target` names a dflash.target group, whose config gives the vocab
 // that mask_token_id must fall in; max_seconds needs replicas = 1; metrics_file's directory
-// exists; checkpoint.dir is not a file.
+// exists; checkpoint.dir is not a file. Without `pinned_bytes` the group's pinned memory is
+// what its asynchronous checkpoint snapshot needs (DefaultDrafterPinnedBytes).
 //
 // Thread-safety: the table is immutable; ParseDrafterSettings is reentrant.
 #pragma once
@@ -18,6 +19,7 @@
 
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/target_model.h"
+#include "models/dflash/dflash_config.h"
 #include "models/io/hf_config.h"
 #include "runtime/actor/config_keys.h"
 
@@ -57,6 +59,7 @@ struct DrafterSettings {
   std::string checkpoint_dir;     // "" = no checkpoints
   int64_t checkpoint_every = 0;   // 0 = only at the end
   bool checkpoint_async = true;   // snapshot + background write (drafter_checkpointer.h)
+  int64_t checkpoint_keep_last = 0;  // 0: keep all (checkpoint_retention.h)
   int64_t checkpoint_test_hold_write = 0;  // testing: see DrafterCheckpointer's options
   int64_t checkpoint_test_stall_at = -1;   // testing: see DrafterCheckpointer's options
 };
@@ -65,5 +68,15 @@ const KeyTable& DrafterKeys();
 
 Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
                                              const SectionContext& ctx);
+
+// The drafter's model config: the target's layer shapes (`spec`), `num_layers` of them, with
+// the settings' attention pattern and the target's layers as context.
+models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelSpec& spec);
+
+// Pinned host memory per replica when the group sets no `pinned_bytes`: the asynchronous
+// checkpoints' snapshot (DFlashHostState::Bytes of the drafter, 14 bytes per parameter) when
+// checkpoints are on and async, else 0. DrafterKeys' pinned default, so the job's resource
+// check counts it (runtime/job/runner.cc PlaceOn).
+uint64_t DefaultDrafterPinnedBytes(const DrafterSettings& ds);
 
 }  // namespace tandem::dflash

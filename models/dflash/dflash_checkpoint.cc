@@ -100,9 +100,10 @@ Status CopyDFlashState(DFlashDrafter& drafter, DFlashHostState& host, kernels::S
   return kernels::CopyToHost(host.step.data(), p.step, stream);
 }
 
-Status WriteDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
-                             const DFlashParamLayout& layout, const DFlashHostState& host,
-                             const DFlashTrainerState& state) {
+Result<std::vector<WrittenFile>> WriteDFlashCheckpoint(
+    const std::string& dir, const DFlashConfig& config, const DFlashParamLayout& layout,
+    const DFlashHostState& host, const DFlashTrainerState& state,
+    const FileSetWriteOptions& io) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return InvalidArgumentError("cannot create checkpoint dir {}: {}", dir, ec.message());
@@ -110,7 +111,6 @@ Status WriteDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
   const auto* master = host.master.view().data_as<float>();
   const auto* m = host.adam_m.view().data_as<float>();
   const auto* v = host.adam_v.view().data_as<float>();
-  RETURN_IF_ERROR(WriteDFlashConfig(dir + "/config.json", config));
   std::vector<TensorToWrite> model, opt;
   for (const DFlashParamSpec& sp : layout.specs) {
     const int64_t n = sp.numel();
@@ -120,22 +120,36 @@ Status WriteDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
     opt.push_back({"exp_avg_sq." + sp.name, DType::kF32, sp.shape, Bytes(&v[sp.offset], n * 4)});
   }
   opt.push_back({"step", DType::kI32, {1}, Bytes(host.step.data(), 4)});
-  RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", model, {{"format", "pt"}}));
-  RETURN_IF_ERROR(WriteSafetensors(dir + "/optimizer.safetensors", opt,
-                                   {{"format", "tandem-dflash-optimizer"}}));
-  nlohmann::json j = {{"format", kTrainerFormat}, {"version", 1}, {"step", state.step},
-                      {"seed", state.seed}};
-  return WriteFileAtomically(dir + "/trainer_state.json", j.dump(2) + "\n");
+  ASSIGN_OR_RETURN(SafetensorsBytes model_bytes,
+                   SerializeSafetensors(dir + "/model.safetensors", model, {{"format", "pt"}}));
+  ASSIGN_OR_RETURN(SafetensorsBytes opt_bytes,
+                   SerializeSafetensors(dir + "/optimizer.safetensors", opt,
+                                        {{"format", "tandem-dflash-optimizer"}}));
+  const std::string config_text = DFlashConfigToJson(config).dump(2) + "\n";
+  const nlohmann::json j = {{"format", kTrainerFormat}, {"version", 1}, {"step", state.step},
+                            {"seed", state.seed}};
+  const std::string state_text = j.dump(2) + "\n";
+  auto text = [](const std::string& s) { return Bytes(s.data(), static_cast<int64_t>(s.size())); };
+  std::vector<FileToWrite> files(4);
+  files[0] = {dir + "/config.json", {text(config_text)}};
+  files[1] = {dir + "/model.safetensors", {text(model_bytes.header)}};
+  files[1].parts.insert(files[1].parts.end(), model_bytes.data.begin(), model_bytes.data.end());
+  files[2] = {dir + "/optimizer.safetensors", {text(opt_bytes.header)}};
+  files[2].parts.insert(files[2].parts.end(), opt_bytes.data.begin(), opt_bytes.data.end());
+  files[3] = {dir + "/trainer_state.json", {text(state_text)}};
+  return WriteFileSet(files, io);
 }
 
-Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
-                            const DFlashTrainerState& state) {
+Result<std::vector<WrittenFile>> SaveDFlashCheckpoint(const std::string& dir,
+                                                      DFlashDrafter& drafter,
+                                                      const DFlashTrainerState& state,
+                                                      const FileSetWriteOptions& io) {
   const DFlashParams& p = drafter.params();
   ASSIGN_OR_RETURN(DFlashHostState host,
                    DFlashHostState::Allocate(p.layout, kernels::HostAllocator()));
   RETURN_IF_ERROR(CopyDFlashState(drafter, host, drafter.stream()));
   RETURN_IF_ERROR(kernels::SynchronizeStream(drafter.device(), drafter.stream()));
-  return WriteDFlashCheckpoint(dir, drafter.config(), p.layout, host, state);
+  return WriteDFlashCheckpoint(dir, drafter.config(), p.layout, host, state, io);
 }
 
 Status LoadDFlashWeights(const std::string& dir, DFlashDrafter& drafter) {

@@ -5,6 +5,7 @@
 //                               i32 `step` (AdamW steps taken on the device)
 //   DIR/trainer_state.json      {"format": "tandem-dflash-trainer", "version": 1,
 //                                "step": host step, "seed": RNG seed}
+// config.json + model.safetensors alone are the servable drafter.
 // Anchors and noise are pure functions of (seed, step), so these files restore the RNG too.
 //
 // Saving comes in two halves for asynchronous checkpoints: CopyDFlashState enqueues a copy
@@ -20,6 +21,7 @@
 #include <string_view>
 
 #include "models/dflash/dflash_drafter.h"
+#include "models/io/file_set_writer.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
@@ -53,14 +55,20 @@ struct DFlashHostState {
 // synchronises before reading `host`. On the CPU the copy is done on return.
 Status CopyDFlashState(DFlashDrafter& drafter, DFlashHostState& host, kernels::Stream stream);
 
-// Writes all four files from a finished copy (each atomically; `dir` is created).
-Status WriteDFlashCheckpoint(const std::string& dir, const DFlashConfig& config,
-                             const DFlashParamLayout& layout, const DFlashHostState& host,
-                             const DFlashTrainerState& state);
+// Writes all four files from a finished copy (`dir` is created) with WriteFileSet
+// (models/io/file_set_writer.h): chunks written in parallel, O_DIRECT where the filesystem
+// allows it, each file's XXH3-64 computed from the bytes as they are written, every file
+// fsynced before any is renamed into place. Returns the files written with their digests.
+Result<std::vector<WrittenFile>> WriteDFlashCheckpoint(
+    const std::string& dir, const DFlashConfig& config, const DFlashParamLayout& layout,
+    const DFlashHostState& host, const DFlashTrainerState& state,
+    const FileSetWriteOptions& io = {});
 
-// Writes all four files (each atomically; `dir` is created): copy, wait, write.
-Status SaveDFlashCheckpoint(const std::string& dir, DFlashDrafter& drafter,
-                            const DFlashTrainerState& state);
+// Writes all four files as WriteDFlashCheckpoint does: copy, wait, write.
+Result<std::vector<WrittenFile>> SaveDFlashCheckpoint(const std::string& dir,
+                                                      DFlashDrafter& drafter,
+                                                      const DFlashTrainerState& state,
+                                                      const FileSetWriteOptions& io = {});
 
 // Loads model.safetensors into the drafter (master = the bf16 weights widened) and resets
 // the optimizer. Every key must be present with the drafter's shape (NotFound / DataLoss

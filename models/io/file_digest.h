@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -16,6 +17,23 @@ namespace tandem::models {
 
 // XXH3-64 (seed 0) of `bytes`.
 uint64_t Xxh3(std::span<const std::byte> bytes);
+
+// XXH3-64 over bytes given in pieces, in order: Digest() equals Xxh3 of their concatenation
+// (file_set_writer.h hashes a file this way while writing it). Single-threaded.
+class Xxh3Stream {
+ public:
+  Xxh3Stream();
+  ~Xxh3Stream();
+  Xxh3Stream(const Xxh3Stream&) = delete;
+  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
+
+  void Update(std::span<const std::byte> bytes);
+  uint64_t Digest() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // XXH3-64 of the file at `path`; its size goes to *bytes when given. NotFound for a missing
 // file, InvalidArgument when it is not a regular file or cannot be read.

@@ -48,8 +48,8 @@ std::vector<const TensorToWrite*> FileOrder(std::span<const TensorToWrite> tenso
   return order;
 }
 
-Status WriteOrdered(const std::string& path, const std::vector<const TensorToWrite*>& order,
-                    const SafetensorsMetadata& metadata) {
+SafetensorsBytes SerializeOrdered(const std::vector<const TensorToWrite*>& order,
+                                  const SafetensorsMetadata& metadata) {
   json header = json::object();
   if (!metadata.empty()) {
     json md = json::object();
@@ -66,12 +66,20 @@ Status WriteOrdered(const std::string& path, const std::vector<const TensorToWri
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+  SafetensorsBytes out;
+  for (int i = 0; i < 8; ++i)
+    out.header.push_back(static_cast<char>(uint64_t{text.size()} >> (8 * i)));
+  out.header += text;
+  for (const TensorToWrite* t : order) out.data.push_back(t->data);
+  return out;
+}
+
+Status WriteOrdered(const std::string& path, const std::vector<const TensorToWrite*>& order,
+                    const SafetensorsMetadata& metadata) {
+  const SafetensorsBytes bytes = SerializeOrdered(order, metadata);
   ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Create(path));
-  RETURN_IF_ERROR(w.Append(std::as_bytes(std::span<const uint8_t>(len, 8))));
-  RETURN_IF_ERROR(w.Append(text));
-  for (const TensorToWrite* t : order) RETURN_IF_ERROR(w.Append(t->data));
+  RETURN_IF_ERROR(w.Append(bytes.header));
+  for (std::span<const std::byte> d : bytes.data) RETURN_IF_ERROR(w.Append(d));
   return w.Commit();
 }
 
@@ -81,6 +89,13 @@ Status WriteSafetensors(const std::string& path, std::span<const TensorToWrite> 
                         const SafetensorsMetadata& metadata) {
   RETURN_IF_ERROR(CheckTensors(path, tensors));
   return WriteOrdered(path, FileOrder(tensors), metadata);
+}
+
+Result<SafetensorsBytes> SerializeSafetensors(const std::string& path,
+                                              std::span<const TensorToWrite> tensors,
+                                              const SafetensorsMetadata& metadata) {
+  RETURN_IF_ERROR(CheckTensors(path, tensors));
+  return SerializeOrdered(FileOrder(tensors), metadata);
 }
 
 Result<std::vector<std::string>> WriteShardedSafetensors(const std::string& dir,

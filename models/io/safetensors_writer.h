@@ -32,6 +32,17 @@ using SafetensorsMetadata = std::map<std::string, std::string>;
 Status WriteSafetensors(const std::string& path, std::span<const TensorToWrite> tensors,
                         const SafetensorsMetadata& metadata = {});
 
+// A safetensors file's bytes without writing them, for writers of their own
+// (file_set_writer.h): `header` (the 8-byte length and the padded JSON), then `data`, the
+// tensors' bytes in file order (views of the TensorToWrite data). Errors as WriteSafetensors.
+struct SafetensorsBytes {
+  std::string header;
+  std::vector<std::span<const std::byte>> data;
+};
+Result<SafetensorsBytes> SerializeSafetensors(const std::string& path,
+                                              std::span<const TensorToWrite> tensors,
+                                              const SafetensorsMetadata& metadata = {});
+
 // Writes `dir`/model.safetensors when everything fits in `max_shard_bytes` of tensor data,
 // otherwise shards of at most that many tensor bytes (a larger tensor gets a shard of its
 // own) plus the index, whose "metadata" holds `total_size` and the entries of `metadata`.

@@ -126,6 +126,15 @@ class KeyTable {
   void Include(const KeyTable& other);
   void SetCheck(SectionCheck check) { check_ = std::move(check); }
   void SetDeviceCheck(DeviceCheck check) { device_check_ = std::move(check); }
+  // The pinned host memory per replica of a group whose section sets no `pinned_bytes`
+  // (e.g. a drafter's checkpoint snapshot, sized from its model); placement counts it.
+  using PinnedDefault =
+      std::function<Result<uint64_t>(const ConfigValue& section, const SectionContext&)>;
+  void SetPinnedDefault(PinnedDefault f) { pinned_default_ = std::move(f); }
+  Result<uint64_t> DefaultPinnedBytes(const ConfigValue& section,
+                                      const SectionContext& ctx) const {
+    return pinned_default_ ? pinned_default_(section, ctx) : Result<uint64_t>(uint64_t{0});
+  }
 
   const std::string& title() const { return title_; }
   const std::string& doc() const { return doc_; }
@@ -173,6 +182,7 @@ class KeyTable {
   std::vector<KeySpec> keys_;
   SectionCheck check_;
   DeviceCheck device_check_;
+  PinnedDefault pinned_default_;
 };
 
 // "job.toml:14: actors.drafter.lr" for messages about `key` of `section` (named `prefix`),

@@ -127,7 +127,9 @@ const KeyTable& ActorGroupKeys() {
         .Default(0.0).Range(0, 1024);
     t->Number("cpus", "CPU slots per replica, counted against the node's hardware threads")
         .Default(0.0).Range(0, 65536);
-    t->Int("pinned_bytes", "pinned host memory per replica, for placement").Default(0).Min(0);
+    // No fixed default: a class may size it when absent (KeyTable::SetPinnedDefault).
+    t->Int("pinned_bytes", "pinned host memory per replica, for placement")
+        .Min(0).DefaultIs("0, or the class's (a dflash.drafter's: its checkpoint snapshot)");
     t->Int("max_restarts", "restarts allowed after a failure before the job fails")
         .Default(0).Range(0, 1000000);
     t->Number("restart_backoff_s", "delay before the first restart in seconds; it doubles per "

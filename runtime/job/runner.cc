@@ -217,6 +217,14 @@ Result<sched::Placement> JobRunner::PlaceOn(const JobSpec& job, const sched::Nod
   std::vector<sched::GroupRequest> requests;
   for (const auto& g : job.actors) {
     ASSIGN_OR_RETURN(sched::GroupRequest r, sched::GroupRequestFromConfig(g.name, g.settings));
+    // No pinned_bytes: what the class says its replicas need (KeyTable::SetPinnedDefault).
+    Result<ActorClass> cls = ActorRegistry::Global().Find(g.class_name);
+    if (g.settings.Find("pinned_bytes") == nullptr && cls.ok() && cls->keys != nullptr) {
+      Result<uint64_t> pinned = cls->keys->DefaultPinnedBytes(g.settings,
+                                                              JobSectionContext(job, g.name));
+      if (!pinned.ok()) return pinned.status().WithContext(job.path);
+      r.pinned_bytes = *pinned;
+    }
     requests.push_back(std::move(r));
   }
   auto placed = sched::Place(node, requests);
