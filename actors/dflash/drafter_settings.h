@@ -7,7 +7,8 @@
 // total_steps >= max_steps; layer_types has num_layers entries and sliding_window > 0 exactly
 // when one is sliding; `target` names a dflash.target group, whose config gives the vocab
 // that mask_token_id must fall in; max_seconds needs replicas = 1; metrics_file's directory
-// exists; checkpoint.dir is not a file.
+// exists; checkpoint.dir is not a file; the `eval` table's own checks
+// (drafter_eval_settings.h).
 //
 // Thread-safety: the table is immutable; ParseDrafterSettings is reentrant.
 #pragma once
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/drafter_eval_settings.h"
 #include "actors/dflash/target_model.h"
 #include "models/io/hf_config.h"
 #include "runtime/actor/config_keys.h"
@@ -59,6 +61,7 @@ struct DrafterSettings {
   bool checkpoint_async = true;   // snapshot + background write (drafter_checkpointer.h)
   int64_t checkpoint_test_hold_write = 0;  // testing: see DrafterCheckpointer's options
   int64_t checkpoint_test_stall_at = -1;   // testing: see DrafterCheckpointer's options
+  EvalSettings eval;              // the `eval` table: tau by speculative decoding
 };
 
 const KeyTable& DrafterKeys();
