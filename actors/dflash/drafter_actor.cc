@@ -35,8 +35,9 @@
 //
 // This file builds the parts of a run (settings: drafter_settings.h; the target's
 // embedding and LM head: a colocated target replica's, else the two matrices alone,
-// never a whole target of its own unless the eval's decoder needs one; the trainer; the device; the all-reduce; checkpoints:
-// drafter_checkpointer.h) and hands them to the loop (drafter_loop.h).
+// never a whole target of its own unless the eval's decoder needs one; the trainer; the
+// device; the all-reduce; checkpoints: drafter_checkpointer.h) and hands them to the loop
+// (drafter_loop.h).
 #include <memory>
 #include <optional>
 #include <string>

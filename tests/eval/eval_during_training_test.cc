@@ -205,5 +205,30 @@ TEST(EvalDuringTrainingTest, PromptFileWithoutUsablePromptFailsAtStart) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/" + dflash::StepDirName(1)));
 }
 
+// DIR/best round-trips, and a damaged one is DataLoss naming the file, never a crash.
+TEST(EvalDuringTrainingTest, BestPointerRoundTripsAndDamageIsNamed) {
+  const std::string dir = FreshDir("evaljob_bestfile");
+  auto none = dflash::ReadBestCheckpoint(dir);
+  ASSERT_TRUE(none.ok() && !none->has_value());
+  ASSERT_TRUE(dflash::WriteBestCheckpoint(dir, {1500, 4.8125, 8}).ok());
+  std::ifstream f(dir + "/best");
+  std::string line;
+  std::getline(f, line);
+  EXPECT_CONTAINS(line, "\"dir\":\"step_00001500\"");
+  auto back = dflash::ReadBestCheckpoint(dir);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status().ToString();
+  EXPECT_EQ((*back)->step, 1500);
+  EXPECT_EQ((*back)->tau, 4.8125);
+  EXPECT_EQ((*back)->prompts, 8);
+  for (const char* bad : {"", "step_00001500\n", "{\"step\": \"x\", \"tau\": 1}",
+                          "{\"step\": -3, \"tau\": 1}"}) {
+    std::ofstream(dir + "/best") << bad;
+    auto r = dflash::ReadBestCheckpoint(dir);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_CONTAINS(r.status().ToString(), dir + "/best");
+  }
+}
+
 }  // namespace
 }  // namespace tandem
