@@ -49,9 +49,10 @@ std::string MakeRuleTarget(const std::string& dir) {
   return testing::WriteRulePrompts(dir, perm, 6);
 }
 
-std::string EvalTable(const std::string& prompts, const std::string& more = "") {
-  return fmt::format("eval = {{ every_steps = 30, prompts = \"{}\", max_prompts = 4, "
-                     "max_new_tokens = 24{} }}", prompts, more);
+std::string EvalTable(const std::string& prompts, const std::string& more = "",
+                      int every_steps = 30) {
+  return fmt::format("eval = {{ every_steps = {}, prompts = \"{}\", max_prompts = 4, "
+                     "max_new_tokens = 24{} }}", every_steps, prompts, more);
 }
 
 std::vector<nlohmann::json> EvalRecords(const std::string& metrics_file) {
@@ -203,6 +204,48 @@ TEST(EvalDuringTrainingTest, PromptFileWithoutUsablePromptFailsAtStart) {
   EXPECT_CONTAINS(report->status.ToString(), prompts + ": no usable prompt (2 lines");
   EXPECT_CONTAINS(report->status.ToString(), "id 2 is 999, not in [0, 128)");
   EXPECT_FALSE(std::filesystem::exists(dir + "/" + dflash::StepDirName(1)));
+}
+
+// A resumed run continues from the best of the run it resumes (a new best must beat it);
+// a fresh run in the same directory moves the old `best` aside with the old checkpoints.
+TEST(EvalDuringTrainingTest, ResumeKeepsTheBestAndAFreshRunMovesItAside) {
+  const std::string dir = FreshDir("evaljob_resume");
+  const std::string prompts = MakeRuleTarget(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const std::string ckpt = dir + "/ckpt";
+  auto run = [&](int max_steps, const std::string& resume) {
+    TinyJob job{.name = "resume", .batches_per_epoch = 400, .max_steps = max_steps,
+                .checkpoint_dir = ckpt, .checkpoint_every = 10,
+                .drafter_extra = EvalTable(prompts, "", 10) + "\nresume = " + resume,
+                .model = dir};
+    auto report = dflash::testing::RunJob(job);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_TRUE(report->status.ok()) << report->ToString();
+  };
+  ASSERT_NO_FATAL_FAILURE(run(10, "false"));
+  // A best no later evaluation of this tiny run can reach.
+  ASSERT_TRUE(dflash::WriteBestCheckpoint(ckpt, {10, 99.0, 4}).ok());
+  ASSERT_NO_FATAL_FAILURE(run(20, "true"));
+  std::vector<nlohmann::json> evals = EvalRecords(ckpt + "/metrics.jsonl");
+  ASSERT_EQ(evals.size(), 2u);  // step 10 of the first run, step 20 of the resumed one
+  EXPECT_EQ(evals[1]["step"], 20);
+  EXPECT_EQ(evals[1]["best"], false);
+  EXPECT_EQ(evals[1]["best_step"], 10);
+  EXPECT_EQ(evals[1]["best_tau"], 99.0);
+  auto best = dflash::ReadBestCheckpoint(ckpt);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ((*best)->tau, 99.0);
+  // Fresh: the old pointer goes with the old checkpoints; the first evaluation is the best.
+  ASSERT_NO_FATAL_FAILURE(run(10, "false"));
+  best = dflash::ReadBestCheckpoint(ckpt);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ((*best)->step, 10);
+  EXPECT_LT((*best)->tau, 99.0);
+  int moved = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ckpt))
+    if (e.path().filename().string().starts_with("previous-"))
+      moved += std::filesystem::exists(e.path() / "best");
+  EXPECT_EQ(moved, 1);
 }
 
 // DIR/best round-trips, and a damaged one is DataLoss naming the file, never a crash.
