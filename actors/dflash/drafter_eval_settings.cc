@@ -64,9 +64,9 @@ Result<EvalSettings> ParseEvalSettings(const ConfigValue& section, const std::st
     return InvalidArgumentError("{}: '{}' is not a regular file", at("prompts"), e.prompts);
   if (target.family != TargetFamily::kDense)
     return InvalidArgumentError(
-        "{}: speculative decoding of the Qwen3.5 hybrid target (actors.{}.model) is not "
-        "implemented yet; remove the eval table, or measure checkpoints with `tandem eval` "
-        "once it is", prefix, target_group);
+        "{}: evaluating against the Qwen3.5 hybrid target (actors.{}.model) during training "
+        "is not implemented yet (its weights are not shared with a decoder); remove the eval "
+        "table and measure checkpoints with `tandem eval`", prefix, target_group);
   if (target.precision != models::TargetPrecision::kBf16)
     return InvalidArgumentError(
         "{}: the decoder needs the target in bf16, but actors.{}.precision = \"{}\"; "

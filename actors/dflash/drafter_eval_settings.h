@@ -8,8 +8,9 @@
 // Beyond each key's own type and range: `prompts` must be an existing regular file (what it
 // holds is read when the drafter starts, before its first step); `block_size` at most the
 // drafter's; `keep_best = true` needs checkpoint.dir; the target must be a dense bf16 one
-// (the decoder's KV cache exists for models/qwen3 in bf16 only: an fp8 or hybrid target is
-// refused, naming the target's key).
+// (the decoder's target shares the job's loaded Qwen3 weights, and its KV cache exists in
+// bf16 only: an fp8 or hybrid target is refused, naming the target's key; `tandem eval`
+// measures a hybrid's checkpoints).
 //
 // Thread-safety: the table is immutable; ParseEvalSettings is reentrant.
 #pragma once
