@@ -7,6 +7,9 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_checkpointer.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_eval.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_eval_best.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_eval_settings.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_loop.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
@@ -19,7 +22,7 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/data/source_keys.cc)
-target_link_libraries(tandem_actors PUBLIC tandem::models)
+target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative)
 
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole)
 tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::actors_whole)

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/dflash/drafter_eval_best.h"
 #include "actors/dflash/job_test_util.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_config.h"
@@ -49,7 +50,8 @@ TEST(CheckpointPolicyTest, KeepLastRemovesOlderStepsButNeverBest) {
       << (first.ok() ? first->ToString() : first.status().ToString());
   EXPECT_EQ(StepDirs(dir), (std::set<std::string>{"step_00000010", "step_00000020",
                                                   "step_00000030"}));  // keep_last = 0: all
-  std::ofstream(dir + "/best") << "step_00000010\n";  // as an evaluating run would point it
+  // As an evaluating run would point it (drafter_eval_best.h).
+  ASSERT_TRUE(WriteBestCheckpoint(dir, {.step = 10, .tau = 2.5, .prompts = 4}).ok());
   job.max_steps = 60;
   job.checkpoint_extra = ", keep_last = 2";
   job.drafter_extra = "resume = true";

@@ -199,6 +199,7 @@ Status PrepareFreshDir(const std::string& dir, const std::string& who) {
   std::vector<std::string> old;
   for (const auto& [step, sub] : StepDirs(dir)) old.push_back(sub);
   const bool has_latest = fs::exists(dir + "/latest", ec);
+  if (fs::exists(dir + "/best", ec)) old.push_back("best");  // eval's keep_best pointer
   if (old.empty() && !has_latest) return Status::Ok();
   std::string aside = dir + "/previous-" + UtcStamp();
   for (int i = 2; fs::exists(aside, ec); ++i) aside = dir + "/previous-" + UtcStamp() + "-" + std::to_string(i);

@@ -51,7 +51,7 @@ Status PrepareToContinue(const std::string& dir, const ResumeState& state,
                          const std::string& who);
 
 // Before a fresh run (resume = false) in DIR: a DIR that is not a directory is
-// InvalidArgument; an earlier run's `latest` and step directories are moved into
+// InvalidArgument; an earlier run's `latest`, `best` and step directories are moved into
 // DIR/previous-<UTC time>/ (logged), so nothing is overwritten.
 Status PrepareFreshDir(const std::string& dir, const std::string& who);
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/drafter_eval_best.h"
 
 namespace tandem::dflash {
 namespace {
@@ -34,11 +35,13 @@ Result<std::vector<std::string>> ApplyRetention(const std::string& dir, int64_t 
   if (!latest) return removed;
   const std::optional<int64_t> latest_step = StepOfDirName(*latest);
   if (!latest_step) return removed;  // resume reports a garbled `latest` itself
-  ASSIGN_OR_RETURN(std::optional<std::string> best, ReadPointer(dir, "best"));
-  if (best && !StepOfDirName(*best))
-    return DataLossError("{}/best: '{}' is not a step directory name (step_NNNNNNNN); no "
-                         "checkpoint is removed until it is fixed",
-                         dir, best->substr(0, 40));
+  // DIR/best (drafter_eval_best.h); one that does not parse stops retention, naming it.
+  Result<std::optional<BestCheckpoint>> best_or = ReadBestCheckpoint(dir);
+  if (!best_or.ok())
+    return DataLossError("{}; no checkpoint is removed until it is fixed",
+                         best_or.status().message());
+  std::optional<std::string> best;
+  if (*best_or) best = StepDirName((*best_or)->step);
   std::vector<int64_t> complete;  // steps up to `latest`, newest first
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {

@@ -4,7 +4,7 @@
 // directories (those with a tandem_state.json) older than the newest K are removed, except:
 //   * never the step `latest` names;
 //   * never the step DIR/best names, when that file exists (the best-tau checkpoint of an
-//     evaluating run; same format as `latest`: "step_NNNNNNNN" and a newline);
+//     evaluating run: drafter_eval_best.h; one that does not parse stops retention);
 //   * never a step newer than `latest`, an incomplete one (checkpoint_cleanup.h's), or
 //     anything that is not a step directory.
 // A step's tandem_state.json is removed first, so a crash in the middle of a removal leaves

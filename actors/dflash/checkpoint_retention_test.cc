@@ -52,7 +52,7 @@ TEST_F(RetentionTest, KeepsTheNewestLatestAndBestRemovesTheRest) {
   Step(70);                     // newer than latest: never touched
   fs::create_directories(dir_ / "previous-20260101T000000Z");
   Pointer("latest", "step_00000060\n");
-  Pointer("best", "step_00000020\n");
+  Pointer("best", R"({"dir": "step_00000020", "step": 20, "tau": 2.5, "prompts": 4})" "\n");
   auto removed = ApplyRetention(dir_.string(), 2);
   ASSERT_TRUE(removed.ok()) << removed.status().ToString();
   EXPECT_EQ(std::set<std::string>(removed->begin(), removed->end()),
@@ -94,7 +94,7 @@ TEST_F(RetentionTest, AGarbledBestPointerRemovesNothingAndSaysWhy) {
   Pointer("best", "step_2O\n");
   auto removed = ApplyRetention(dir_.string(), 1);
   ASSERT_FALSE(removed.ok());
-  EXPECT_NE(removed.status().message().find("/best: 'step_2O' is not a step directory"),
+  EXPECT_NE(removed.status().message().find("/best: not a best-checkpoint record"),
             std::string::npos)
       << removed.status().ToString();
   EXPECT_EQ(Left().size(), 5u);

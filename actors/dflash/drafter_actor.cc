@@ -10,6 +10,8 @@
 // max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
 // checkpoint = { dir, every_steps, async (the snapshot takes pinned_bytes, by default sized
 // from the drafter), keep_last };
+// eval = { every_steps, prompts, ... } (tau by speculative decoding every N steps on replica
+// 0, profile stage drafter.eval, the best checkpoint kept: drafter_eval.h);
 // resume (true, false or "force": checkpoint_resume.h);
 // max_bad_steps (5); fail_at_step (-1: never);
 // metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
@@ -34,8 +36,9 @@
 //
 // This file builds the parts of a run (settings: drafter_settings.h; the target's
 // embedding and LM head: a colocated target replica's, else the two matrices alone,
-// never a whole target of its own; the trainer; the device; the all-reduce; checkpoints:
-// drafter_checkpointer.h) and hands them to the loop (drafter_loop.h).
+// never a whole target of its own unless the eval's decoder needs one; the trainer; the
+// device; the all-reduce; checkpoints: drafter_checkpointer.h) and hands them to the loop
+// (drafter_loop.h).
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +49,7 @@
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_checkpointer.h"
 #include "actors/dflash/drafter_device.h"
+#include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/drafter_loop.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
@@ -148,7 +152,7 @@ class DrafterActor final : public JobActor {
     std::shared_ptr<SharedTarget> target;
     std::optional<TargetHead> own_head;
     models::DFlashTargetHead head;
-    if (SharesDeviceWithTarget(ds.target_group, device)) {
+    if (SharesDeviceWithTarget(ds.target_group, device) || ds.eval.enabled) {  // eval decodes
       ASSIGN_OR_RETURN(target, AcquireTarget(*env->registry, spec, device));
       head = {target->embed(), target->lm_head()};
     } else {
@@ -199,6 +203,12 @@ class DrafterActor final : public JobActor {
     if (env->metrics != nullptr && !metrics_file.empty())
       RETURN_IF_ERROR(env->metrics->OpenFile(
           metrics_file, /*append=*/ds.resume != ResumeMode::kOff || restarts > 0));
+    std::unique_ptr<DrafterEval> eval;  // the `eval` table: replica 0 decodes (drafter_eval.h)
+    if (ds.eval.enabled && context().replica == 0) {
+      ASSIGN_OR_RETURN(eval, DrafterEval::Create(ds.eval, target, trainer->drafter(),
+                                                 env->metrics, env->profile, name(), to.seed));
+      RETURN_IF_ERROR(eval->ResumeBest(ds.checkpoint_dir, state.step));
+    }
     DrafterParts parts;
     parts.settings = &ds;
     parts.env = env;
@@ -210,6 +220,7 @@ class DrafterActor final : public JobActor {
     parts.dev = dev.get();
     parts.allreduce = ar.get();
     parts.checkpointer = &checkpointer;
+    parts.eval = eval.get();
     parts.set_stage = [this](std::string stage) { SetStage(std::move(stage)); };
     parts.stop_requested = [this] { return stop_requested(); };
     DrafterLoop loop(std::move(parts), std::move(state));

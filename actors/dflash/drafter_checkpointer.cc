@@ -109,6 +109,7 @@ Status DrafterCheckpointer::Save(ResumeState& state, DrafterDevice& dev,
 Status DrafterCheckpointer::SaveNow(ResumeState& state, DrafterDevice& dev,
                                     models::DFlashTrainer& trainer) {
   RETURN_IF_ERROR(WaitForWrite());  // at most one checkpoint in flight
+  const std::optional<BestCheckpoint> best = TakeBest(state.step);
   state.path = fmt::format("{}/{}", o_.dir, StepDirName(state.step));
   RETURN_IF_ERROR(CheckStepDirIsNew(state.path));
   if (!o_.async) {
@@ -119,6 +120,7 @@ Status DrafterCheckpointer::SaveNow(ResumeState& state, DrafterDevice& dev,
                      models::SaveDFlashCheckpoint(state.path, trainer.drafter(),
                                                   trainer.state(), o_.io));
     RETURN_IF_ERROR(CommitState(o_.dir, state, Digests(files)));
+    if (best) RETURN_IF_ERROR(WriteBestCheckpoint(o_.dir, *best));
     Retain();
     const double secs = write.Stop() * 1e-9;
     (at_end_ ? wait_end_s_ : wait_s_) += wait.Stop() * 1e-9;
@@ -138,8 +140,8 @@ Status DrafterCheckpointer::SaveNow(ResumeState& state, DrafterDevice& dev,
     write_done_ = false;
     write_status_ = Status::Ok();
   }
-  thread_ = std::thread([this, st = state, ts = trainer.state()] {
-    Status s = Write(st, ts);
+  thread_ = std::thread([this, st = state, ts = trainer.state(), best] {
+    Status s = Write(st, ts, best);
     if (!s.ok())
       s = s.WithContext(fmt::format("checkpoint {} (written in the background)", st.path));
     std::lock_guard<std::mutex> lock(mu_);
@@ -149,8 +151,14 @@ Status DrafterCheckpointer::SaveNow(ResumeState& state, DrafterDevice& dev,
   return Status::Ok();
 }
 
+std::optional<BestCheckpoint> DrafterCheckpointer::TakeBest(int64_t step) {
+  if (!pending_best_ || pending_best_->step != step) return std::nullopt;
+  return std::exchange(pending_best_, std::nullopt);
+}
+
 Status DrafterCheckpointer::Write(const ResumeState& state,
-                                  const models::DFlashTrainerState& ts) {
+                                  const models::DFlashTrainerState& ts,
+                                  const std::optional<BestCheckpoint>& best) {
   ASSIGN_OR_RETURN(double copy_s, snapshot_->WaitCopied());
   snapshot_stage_.Record(static_cast<int64_t>(copy_s * 1e9));
   HoldIfAsked(state.step);
@@ -160,6 +168,7 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
                                                  snapshot_->host(), ts, o_.io));
   RETURN_IF_ERROR(StallIfAsked(state.path, state.step));
   RETURN_IF_ERROR(CommitState(o_.dir, state, Digests(files)));
+  if (best) RETURN_IF_ERROR(WriteBestCheckpoint(o_.dir, *best));
   Retain();
   const double secs = timer.Stop() * 1e-9;
   const uint64_t bytes = FileBytes(state.path);

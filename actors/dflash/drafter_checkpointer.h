@@ -40,11 +40,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "actors/dflash/checkpoint_snapshot.h"
 #include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/drafter_eval_best.h"
 #include "actors/dflash/drafter_device.h"
 #include "models/dflash/dflash_config.h"
 #include "models/dflash/dflash_trainer.h"
@@ -119,6 +121,10 @@ class DrafterCheckpointer {
   Status Poll(int64_t step);
   // Waits until every checkpoint saved so far is durable (or its write failed: the error).
   Status Flush();
+  // keep_best (the drafter's eval, drafter_eval.h): the Save of step `best.step` (call it
+  // next) also points DIR/best at it, right after `latest` (drafter_eval_best.h), so `best`
+  // never names a checkpoint that is not durable.
+  void MarkBest(const BestCheckpoint& best) { pending_best_ = best; }
 
   // True when Save writes files.
   bool enabled() const { return !o_.dir.empty() && o_.writer; }
@@ -132,7 +138,10 @@ class DrafterCheckpointer {
   Status SaveNow(ResumeState& state, DrafterDevice& dev, models::DFlashTrainer& trainer);
   Status WaitForWrite();
   // The background write's body.
-  Status Write(const ResumeState& state, const models::DFlashTrainerState& ts) EXCLUDES(mu_);
+  Status Write(const ResumeState& state, const models::DFlashTrainerState& ts,
+               const std::optional<BestCheckpoint>& best) EXCLUDES(mu_);
+  // The best pointer due with the checkpoint of `step` (MarkBest), taken.
+  std::optional<BestCheckpoint> TakeBest(int64_t step);
   // The test hooks, on the writer's thread.
   void HoldIfAsked(int64_t step) EXCLUDES(mu_);
   Status StallIfAsked(const std::string& path, int64_t step) EXCLUDES(mu_);
@@ -148,6 +157,7 @@ class DrafterCheckpointer {
   std::thread thread_;   // the in-flight write, if joinable
   double wait_s_ = 0, wait_end_s_ = 0, stall_max_s_ = 0;
   bool at_end_ = false;  // inside SaveAndFlush: waits count as wait_end_s_
+  std::optional<BestCheckpoint> pending_best_;  // MarkBest's, until its step is saved
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -117,12 +117,24 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   if (s_.max_seconds > 0 && (NowNanos() - steady_t0_) * 1e-9 >= s_.max_seconds) done_ = true;
   if (state_.step % s_.log_every == 0 || state_.step == s_.max_steps || done_)
     RETURN_IF_ERROR(LogMetrics());
+  if (p_.eval != nullptr && p_.eval->Due(state_.step, done_ || state_.step >= s_.max_steps))
+    RETURN_IF_ERROR(Evaluate());
   if (s_.checkpoint_every > 0 && state_.step % s_.checkpoint_every == 0) {
     p_.set_stage("drafter.checkpoint");
     RETURN_IF_ERROR(p_.checkpointer->Save(state_, *p_.dev, trainer));
   }
   if (state_.step >= s_.max_steps) done_ = true;
   return Status::Ok();
+}
+
+Status DrafterLoop::Evaluate() {
+  p_.set_stage("drafter.eval");
+  ASSIGN_OR_RETURN(const EvalResult r, p_.eval->Run(state_.step));
+  if (!r.new_best || !p_.eval->settings().keep_best || !p_.checkpointer->enabled())
+    return Status::Ok();
+  p_.checkpointer->MarkBest(*p_.eval->best());
+  p_.set_stage("drafter.checkpoint");
+  return p_.checkpointer->Save(state_, *p_.dev, *p_.trainer);
 }
 
 Status DrafterLoop::CheckFlags(bool wait) {
@@ -192,8 +204,11 @@ Result<std::string> DrafterLoop::Finish(Channel<HiddenBatch>& channel) {
 }
 
 std::string DrafterLoop::CheckpointNote() const {
-  std::string s = p_.checkpointer->Summary();
-  return s.empty() ? s : ", " + s;
+  std::string s;
+  for (std::string part : {p_.checkpointer->Summary(),
+                           p_.eval != nullptr ? p_.eval->Summary() : std::string()})
+    if (!part.empty()) s += ", " + part;
+  return s;
 }
 
 // FNV-1a over the bytes of the fp32 master weights (waits for the device).

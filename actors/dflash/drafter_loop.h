@@ -10,7 +10,9 @@
 // CUDA drafter.gpu.step (GPU time of the step, CUDA events: DrafterDevice::BeginStep);
 // drafter.checkpoint.{snapshot,write,wait} (drafter_checkpointer.h: snapshots are ordered
 // before the next optimizer update, writes run in the background and are durable before the
-// run reports its end or its stop).
+// run reports its end or its stop); drafter.eval (the `eval` table: speculative decoding
+// between two batches every eval.every_steps, drafter_eval.h; a new best tau with keep_best
+// checkpoints that step and points DIR/best at it).
 //
 // Thread-safety: thread-compatible; the drafter's thread only.
 #pragma once
@@ -24,6 +26,7 @@
 #include "actors/dflash/checkpoint_state.h"
 #include "actors/dflash/drafter_checkpointer.h"
 #include "actors/dflash/drafter_device.h"
+#include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/drafter_metrics.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
@@ -45,6 +48,7 @@ struct DrafterParts {
   DrafterDevice* dev = nullptr;
   GradientAllReduce* allreduce = nullptr;  // null: a single replica
   DrafterCheckpointer* checkpointer = nullptr;
+  DrafterEval* eval = nullptr;             // null: no `eval` table, or not replica 0
   std::function<void(std::string)> set_stage;  // Actor::SetStage
   std::function<bool()> stop_requested;        // Actor::stop_requested
 };
@@ -64,6 +68,8 @@ class DrafterLoop {
   // Applies the finite/non-finite flags of finished steps (with `wait`, of all steps).
   Status CheckFlags(bool wait);
   Status LogMetrics();
+  // The eval after this step; a new best tau with keep_best is checkpointed now.
+  Status Evaluate();
   // After a stop request: checkpoint what is new, then Cancelled.
   Status Stopped();
   bool Stopping() const;

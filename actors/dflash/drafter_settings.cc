@@ -128,6 +128,9 @@ const KeyTable& DrafterKeys() {
               "needs replicas = 1)").Default(0.0).Min(0);
     t->Table("checkpoint", "checkpointing: { dir, every_steps, async, keep_last }").Keys(CheckpointKeys())
         .DefaultIs("none: no checkpoints");
+    t->Table("eval", "every N steps, tau by real speculative decoding of held-out prompts "
+             "(docs/training-eval.md): { every_steps, prompts, ... }").Keys(EvalKeys())
+        .DefaultIs("none: no evaluation");
     t->SetCheck([](const ConfigValue& s, const SectionContext& ctx) {
       return ParseDrafterSettings(s, ctx).status();
     });
@@ -211,6 +214,10 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
     s.checkpoint_test_stall_at = spec->sub->GetInt(*ck, "test_stall_write_at_step");
   }
   RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));
+  if (const ConfigValue* ev = section.Find("eval")) {
+    ASSIGN_OR_RETURN(s.eval, ParseEvalSettings(*ev, prefix + ".eval", s.block_size,
+                                               s.checkpoint_dir, s.target, s.target_group));
+  }
   return s;
 }
 

@@ -7,8 +7,9 @@
 // total_steps >= max_steps; layer_types has num_layers entries and sliding_window > 0 exactly
 // when one is sliding; `target` names a dflash.target group, whose config gives the vocab
 // that mask_token_id must fall in; max_seconds needs replicas = 1; metrics_file's directory
-// exists; checkpoint.dir is not a file. Without `pinned_bytes` the group's pinned memory is
-// what its asynchronous checkpoint snapshot needs (DefaultDrafterPinnedBytes).
+// exists; checkpoint.dir is not a file; the `eval` table's own checks
+// (drafter_eval_settings.h). Without `pinned_bytes` the group's pinned memory is what its
+// asynchronous checkpoint snapshot needs (DefaultDrafterPinnedBytes).
 //
 // Thread-safety: the table is immutable; ParseDrafterSettings is reentrant.
 #pragma once
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/drafter_eval_settings.h"
 #include "actors/dflash/target_model.h"
 #include "models/dflash/dflash_config.h"
 #include "models/io/hf_config.h"
@@ -62,6 +64,7 @@ struct DrafterSettings {
   int64_t checkpoint_keep_last = 0;  // 0: keep all (checkpoint_retention.h)
   int64_t checkpoint_test_hold_write = 0;  // testing: see DrafterCheckpointer's options
   int64_t checkpoint_test_stall_at = -1;   // testing: see DrafterCheckpointer's options
+  EvalSettings eval;              // the `eval` table: tau by speculative decoding
 };
 
 const KeyTable& DrafterKeys();

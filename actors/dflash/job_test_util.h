@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "models/io/hf_config.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
 
@@ -24,13 +25,52 @@ struct TinyJob {
   std::string checkpoint_extra;  // more keys of the checkpoint table: ", async = false"
   std::string target_extra;   // TOML lines added to [actors.target]
   std::string drafter_extra;  // TOML lines added to [actors.drafter]
+  // "": random weights of TinyTargetConfig(); else an HF directory holding a target of that
+  // config (e.g. tests/eval/rule_target.h's, which continues text the way the data does).
+  std::string model;
 };
 
+// The tiny target's config (what `target_config` of the tiny job says).
+inline models::TransformerConfig TinyTargetConfig() {
+  models::TransformerConfig c;
+  c.family = models::ModelFamily::kQwen3;
+  c.model_type = "qwen3";
+  c.architectures = {"Qwen3ForCausalLM"};
+  c.vocab_size = 128;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 6;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.rotary_dim = 16;
+  c.intermediate_size = 128;
+  c.max_position_embeddings = 512;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 10000.0;
+  c.qk_norm = true;
+  c.layer_types.assign(6, models::LayerType::kFullAttention);
+  return c;
+}
+
+// The [job] seed of the tiny job (its synthetic data's seed).
+inline constexpr uint64_t kTinyJobSeed = 1;
+
 inline std::string TinyJobText(const TinyJob& j) {
+  const models::TransformerConfig c = TinyTargetConfig();
+  const std::string model =
+      !j.model.empty()
+          ? fmt::format("model = \"{}\"", j.model)
+          : fmt::format("model = \"random\"\ntarget_config = {{ vocab_size = {}, hidden_size = "
+                        "{}, num_hidden_layers = {}, num_attention_heads = {}, "
+                        "num_key_value_heads = {}, head_dim = {}, intermediate_size = {}, "
+                        "max_position_embeddings = {} }}",
+                        c.vocab_size, c.hidden_size, c.num_hidden_layers,
+                        c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                        c.intermediate_size, c.max_position_embeddings);
   return fmt::format(R"(
 [job]
 name = "{}"
-seed = 1
+seed = {}
 [store]
 capacity_mb = 32
 [channels.hidden]
@@ -39,8 +79,7 @@ min_ready = 1
 [actors.target]
 class = "dflash.target"
 out = "hidden"
-model = "random"
-target_config = {{ vocab_size = 128, hidden_size = 64, num_hidden_layers = 6, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 16, intermediate_size = 128, max_position_embeddings = 512 }}
+{}
 layers = [1, 4]
 max_tokens = 256
 doc_len = 64
@@ -58,7 +97,7 @@ checkpoint = {{ dir = "{}", every_steps = {}{} }}
 pinned_bytes = 4194304  # the asynchronous checkpoints' snapshot (~0.7 MB here)
 {}
 )",
-                     j.name, j.batches_per_epoch, j.target_extra, j.max_steps, j.checkpoint_dir,
+                     j.name, kTinyJobSeed, model, j.batches_per_epoch, j.target_extra, j.max_steps, j.checkpoint_dir,
                      j.checkpoint_every, j.checkpoint_extra, j.drafter_extra);
 }
 

@@ -66,6 +66,9 @@ class SharedTarget {
   kernels::TensorView embed() const;    // bf16 [V, H], the frozen token embedding
   kernels::TensorView lm_head() const;  // bf16 [V, H]
   kernels::Stream stream() const { return stream_; }
+  // The dense model (null for a hybrid), read-only: e.g. its weights for a decoder of its
+  // own (models::Qwen3Weights::Alias, actors/dflash/drafter_eval.h).
+  const models::Qwen3Target* dense() const { return dense_.get(); }
   // True for the first caller only: it may run Forward on model() until ReleaseForward().
   bool ClaimForward() { return !forward_claimed_.exchange(true); }
   void ReleaseForward() { forward_claimed_.store(false); }

@@ -139,7 +139,18 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig&
     d->alloc_ = pool;
     ASSIGN_OR_RETURN(d->gemm_, kernels::GemmContext::Create(device.index));
   }
-  ASSIGN_OR_RETURN(d->params_, DFlashParams::Create(config, *d->alloc_, stream));
+  if (const DFlashParams* shared = options.shared_weights) {
+    DFlashParamLayout layout = MakeDFlashParamLayout(config);
+    if (layout.total != shared->layout.total || shared->compute.view().numel() != layout.total ||
+        !(shared->compute.device() == device))
+      return InvalidArgumentError("DFlash drafter: shared_weights hold {} parameters, this "
+                                  "config needs {} (on the same device)", shared->layout.total,
+                                  layout.total);
+    d->params_.layout = std::move(layout);
+    d->params_.w = shared->w;
+  } else {
+    ASSIGN_OR_RETURN(d->params_, DFlashParams::Create(config, *d->alloc_, stream));
+  }
   d->acts_.resize(config.layers.num_hidden_layers);
   RETURN_IF_ERROR(d->Carve(nullptr));  // measures
   ASSIGN_OR_RETURN(d->workspace_, kernels::Tensor::Empty(*d->alloc_, DType::kU8,
@@ -340,6 +351,8 @@ Status DFlashDrafter::ForwardBackward(const DFlashTargetHead& head,
   // The backward overwrites the gradients an overlapped optimizer step may still read.
   RETURN_IF_ERROR(JoinOptimizer());
   if (!backward) return Status::Ok();
+  if (options_.shared_weights != nullptr)
+    return InvalidArgumentError("DFlash drafter: a drafter over shared weights is forward only");
   return Backward();
 }
 

@@ -60,6 +60,13 @@ struct DFlashDrafterOptions {
   // lm_head_precision = "fp8": the LM head + CE runs as block-scaled e4m3 GEMMs against
   // DFlashTargetHead::lm_head_fp8 (fp32 accumulation; CUDA needs sm_90).
   bool lm_head_fp8 = false;
+  // Forward only, over another drafter's weights (speculative decoding while that one
+  // trains: actors/dflash/drafter_eval.h): no parameters are allocated, the forward reads
+  // `shared_weights->w` (the bf16 compute copy), and ForwardBackward with backward,
+  // OptimizerStep and SetOptimizerOverlap(true) are InvalidArgument. REQUIRES: it outlives
+  // this drafter, keeps its buffers, has this config's layout, and its updates are ordered
+  // before this drafter's forwards (the same stream, after JoinOptimizer).
+  const DFlashParams* shared_weights = nullptr;
 };
 
 struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter_internal.h)

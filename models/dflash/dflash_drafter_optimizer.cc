@@ -42,6 +42,8 @@ DFlashParams& DFlashDrafter::params() {
 
 Status DFlashDrafter::SetOptimizerOverlap(bool on, int stream_priority) {
   RETURN_IF_ERROR(JoinOptimizer());
+  if (on && options_.shared_weights != nullptr)
+    return InvalidArgumentError("DFlash drafter: a drafter over shared weights has no optimizer");
   if (on && update_ranges_.empty())
     update_ranges_ = DFlashUpdateRanges(params_.layout, config_.layers.num_hidden_layers);
   if (on && device_.is_cuda()) {
@@ -92,6 +94,8 @@ Status DFlashDrafter::UpdateRanges(std::span<const DFlashUpdateRange> ranges,
 
 Status DFlashDrafter::OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip) {
   kernels::NvtxRange range("dflash.adamw");
+  if (options_.shared_weights != nullptr)
+    return InvalidArgumentError("DFlash drafter: a drafter over shared weights has no optimizer");
   RETURN_IF_ERROR(std::exchange(join_error_, Status::Ok()));
   RETURN_IF_ERROR(JoinOptimizer());  // a step without a forward in between
   RETURN_IF_ERROR(kernels::GradNorm(params_.grads, grad_clip, grad_stats_, norm_workspace_,

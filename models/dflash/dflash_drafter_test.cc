@@ -137,6 +137,37 @@ TEST_F(DrafterCpuTest, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// A forward-only drafter over another's weights (the eval during training): the same
+// forward bit for bit without parameters of its own, following the owner's updates; no
+// backward, no optimizer.
+TEST_F(DrafterCpuTest, SharedWeightsForwardTheOwnersWeightsOnly) {
+  ASSERT_TRUE(Run(false).ok());
+  const float owner_loss = Loss();
+  DFlashDrafterOptions o = drafter_->options();
+  o.shared_weights = &drafter_->params();
+  auto shared = DFlashDrafter::Create(config_, o, kernels::Device::Cpu(), nullptr);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  DFlashDrafter& d = **shared;
+  EXPECT_TRUE(d.params().master.view().empty());
+  ASSERT_TRUE(d.SetPlan(plan_).ok());
+  std::vector<TensorView> ctx = Context();
+  ASSERT_TRUE(d.ForwardBackward(Head(), ctx, 0.0f, 0, 0, /*backward=*/false).ok());
+  EXPECT_EQ(d.loss().data_as<float>()[0], owner_loss);
+  // The owner's next update is what the shared drafter reads.
+  testing::RandomizeParams(drafter_->params(), 4);
+  ASSERT_TRUE(Run(false).ok());
+  ASSERT_TRUE(d.ForwardBackward(Head(), ctx, 0.0f, 0, 0, /*backward=*/false).ok());
+  EXPECT_EQ(d.loss().data_as<float>()[0], Loss());
+  EXPECT_NE(Loss(), owner_loss);
+  EXPECT_FALSE(d.ForwardBackward(Head(), ctx, 0.0f, 0, 0, /*backward=*/true).ok());
+  EXPECT_FALSE(d.OptimizerStep({}, 1.0f).ok());
+  // A config of another size is refused.
+  DFlashConfig other = config_;
+  other.layers.num_hidden_layers = 1;
+  other.layers.layer_types.resize(1);
+  EXPECT_FALSE(DFlashDrafter::Create(other, o, kernels::Device::Cpu(), nullptr).ok());
+}
+
 TEST_F(DrafterCpuTest, BackwardOverwritesStaleGradients) {
   // Matrix gradients are written by beta = 0 GEMMs instead of being zeroed first: a run
   // over NaN-filled gradients must give bitwise the gradients of a run over zeros, so a

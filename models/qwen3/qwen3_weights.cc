@@ -165,6 +165,16 @@ Status Qwen3Weights::ReleaseProjections(Stream stream) {
   return Status::Ok();
 }
 
+Qwen3Weights Qwen3Weights::Alias() const {
+  Qwen3Weights w;
+  w.config_ = config_;
+  w.embed_ = embed_;
+  w.final_norm_ = final_norm_;
+  w.lm_head_ = lm_head_;
+  w.layers_ = layers_;
+  return w;
+}
+
 TensorView Qwen3Weights::Destination(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? TensorView() : it->second;

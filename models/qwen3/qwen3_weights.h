@@ -76,12 +76,18 @@ class Qwen3Weights {
   Status ReleaseProjections(kernels::Stream stream);
   bool has_projections() const { return layers_.empty() || !layers_[0].q_proj.empty(); }
 
+  // A non-owning copy: the same parameter views and no storage of its own (nbytes() 0), for
+  // a second model over weights already on the device (e.g. the decoder of an evaluation
+  // during training beside the job's target, with a workspace of its own). REQUIRES: this
+  // object outlives the alias and keeps its buffers (no ReleaseProjections) meanwhile.
+  Qwen3Weights Alias() const;
+
   Qwen3Weights() = default;
   Qwen3Weights(Qwen3Weights&&) = default;
   Qwen3Weights& operator=(Qwen3Weights&&) = default;
 
   const TransformerConfig& config() const { return config_; }
-  kernels::Device device() const { return storage_.device(); }
+  kernels::Device device() const { return embed_.device(); }
   int64_t nbytes() const { return storage_.nbytes(); }
 
   kernels::TensorView embed() const { return embed_; }        // bf16 [V, H]

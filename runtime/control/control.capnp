@@ -93,6 +93,18 @@ struct TrainingStatus {         # what training actors publish (runtime/job/job_
   acc @7 :Float64;
   tau @8 :Float64;
   tokensPerSecond @9 :Float64;
+  eval @10 :EvalStatus;
+}
+
+struct EvalStatus {             # the last evaluation by speculative decoding (job_status.h)
+  active @0 :Bool;
+  step @1 :Int64;
+  tau @2 :Float64;
+  tokensPerSecond @3 :Float64;
+  prompts @4 :Int64;
+  acceptRate @5 :List(Float64);
+  bestStep @6 :Int64;
+  bestTau @7 :Float64;
 }
 
 struct ActorStatus {

@@ -126,6 +126,17 @@ void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
   t.setAcc(j.training.acc);
   t.setTau(j.training.tau);
   t.setTokensPerSecond(j.training.tok_s);
+  const EvalStatus& e = j.training.eval;
+  auto ev = t.initEval();
+  ev.setActive(e.active);
+  ev.setStep(e.step);
+  ev.setTau(e.tau);
+  ev.setTokensPerSecond(e.tok_s);
+  ev.setPrompts(e.prompts);
+  auto rates = ev.initAcceptRate(static_cast<unsigned>(e.accept_rate.size()));
+  for (size_t i = 0; i < e.accept_rate.size(); ++i) rates.set(static_cast<unsigned>(i), e.accept_rate[i]);
+  ev.setBestStep(e.best_step);
+  ev.setBestTau(e.best_tau);
 }
 
 JobStatus GetJob(wire::JobStatus::Reader r) {
@@ -161,7 +172,12 @@ JobStatus GetJob(wire::JobStatus::Reader r) {
   auto t = r.getTraining();
   j.training = {t.getActive(), t.getStep(),        t.getTotalSteps(), t.getStepsPerSecond(),
                 t.getHasMetrics(), t.getMetricsStep(), t.getLoss(),   t.getAcc(),
-                t.getTau(),    t.getTokensPerSecond()};
+                t.getTau(),    t.getTokensPerSecond(), EvalStatus{}};
+  auto ev = t.getEval();
+  EvalStatus& e = j.training.eval;
+  e = {ev.getActive(), ev.getStep(), ev.getTau(), ev.getTokensPerSecond(), ev.getPrompts(), {},
+       ev.getBestStep(), ev.getBestTau()};
+  for (double r : ev.getAcceptRate()) e.accept_rate.push_back(r);
   return j;
 }
 

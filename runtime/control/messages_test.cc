@@ -29,6 +29,31 @@ TEST(MessagesTest, ResponseWithManyActorsRoundTrips) {
   EXPECT_EQ(back->jobs[0].actors[1999].name, "a1999");
 }
 
+// `tandem status` against a daemon or a running `tandem run` carries the drafter's last
+// evaluation (its tau by speculative decoding) across the wire.
+TEST(MessagesTest, TrainingEvalRoundTrips) {
+  ControlResponse r;
+  r.kind = ControlResponse::Kind::kJobs;
+  JobStatus j;
+  j.training.active = true;
+  j.training.tau = 1.5;
+  j.training.eval = {true, 200, 3.25, 410.5, 8, {0.9, 0.5, 0.25}, 150, 3.5};
+  r.jobs.push_back(j);
+  auto back = DecodeResponse(EncodeResponse(r).substr(kFrameHeaderBytes));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->jobs.size(), 1u);
+  const EvalStatus& e = back->jobs[0].training.eval;
+  EXPECT_TRUE(e.active);
+  EXPECT_EQ(e.step, 200);
+  EXPECT_DOUBLE_EQ(e.tau, 3.25);
+  EXPECT_DOUBLE_EQ(e.tok_s, 410.5);
+  EXPECT_EQ(e.prompts, 8);
+  EXPECT_EQ(e.accept_rate, (std::vector<double>{0.9, 0.5, 0.25}));
+  EXPECT_EQ(e.best_step, 150);
+  EXPECT_DOUBLE_EQ(e.best_tau, 3.5);
+  EXPECT_DOUBLE_EQ(back->jobs[0].training.tau, 1.5);
+}
+
 long MaxRssKb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

@@ -118,6 +118,28 @@ std::string FormatPrometheus(const std::vector<JobStatus>& jobs) {
            [](const TrainingStatus& t) { return t.tau; });
   training("tandem_train_tokens_per_second", "gauge", "tokens trained per second",
            [](const TrainingStatus& t) { return t.tok_s; });
+  // Jobs whose drafter evaluates by speculative decoding (its `eval` table): the last one.
+  auto eval = [&](const char* name, const char* help, auto value) {
+    w.Family(name, "gauge", help);
+    for (const auto& j : jobs)
+      if (j.training.eval.active) w.Sample(job_label(j), value(j.training.eval));
+  };
+  eval("tandem_eval_step", "the training step of the last evaluation",
+       [](const EvalStatus& e) { return static_cast<double>(e.step); });
+  eval("tandem_eval_tau", "acceptance length tau by speculative decoding at the last evaluation",
+       [](const EvalStatus& e) { return e.tau; });
+  eval("tandem_eval_best_tau", "the highest evaluated tau so far",
+       [](const EvalStatus& e) { return e.best_tau; });
+  eval("tandem_eval_best_step", "the training step of the highest evaluated tau",
+       [](const EvalStatus& e) { return static_cast<double>(e.best_step); });
+  eval("tandem_eval_tokens_per_second", "generated tokens per second at the last evaluation",
+       [](const EvalStatus& e) { return e.tok_s; });
+  w.Family("tandem_eval_accept_rate", "gauge",
+           "share of verify steps that accepted the draft at this block position");
+  for (const auto& j : jobs)
+    for (size_t i = 0; i < j.training.eval.accept_rate.size(); ++i)
+      w.Sample(fmt::format("{},position=\"{}\"", job_label(j), i + 1),
+               j.training.eval.accept_rate[i]);
   return w.Take();
 }
 

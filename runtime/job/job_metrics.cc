@@ -120,6 +120,32 @@ void JobMetrics::Record(const std::string& actor, const TrainPoint& p) {
       Num(p.tau).dump(), Num(p.grad_norm).dump(), Num(p.lr).dump(), Num(p.tok_s).dump()));
 }
 
+void JobMetrics::RecordEval(const std::string& actor, const EvalPoint& p) {
+  std::lock_guard lock(mu_);
+  ActorProgress& a = actors_[actor];
+  a.has_eval = true;
+  a.eval = p;
+  Json rates = Json::array();
+  for (double r : p.accept_rate) rates.push_back(Num(r));
+  Json j = {{"kind", "eval"},
+            {"t", Now()},
+            {"actor", actor},
+            {"step", p.step},
+            {"tau", Num(p.tau)},
+            {"accept_rate", rates},
+            {"tok_s", Num(p.tok_s)},
+            {"prompts", p.prompts},
+            {"tokens", p.tokens},
+            {"verify_steps", p.verify_steps},
+            {"seconds", Num(p.seconds)},
+            {"block_size", p.block_size},
+            {"temperature", Num(p.temperature)},
+            {"best", p.best},
+            {"best_step", p.best_step},
+            {"best_tau", Num(p.best_tau)}};
+  WriteLine(j.dump());
+}
+
 void JobMetrics::Sample(const StoreStats& store, const std::vector<ChannelStats>& channels,
                         const ProfileSnapshot& profile, uint64_t items_done) {
   std::lock_guard lock(mu_);
@@ -170,6 +196,11 @@ TrainingStatus JobMetrics::Training() const {
     const double rate = secs > 0 ? (a.step - a.first_step) / secs : 0;
     t.steps_per_s = n == 0 ? rate : std::min(t.steps_per_s, rate);
     ++n;
+  }
+  for (const auto& [name, a] : actors_) {  // one replica evaluates: its latest
+    if (!a.has_eval || (t.eval.active && a.eval.step < t.eval.step)) continue;
+    t.eval = {true, a.eval.step, a.eval.tau, a.eval.tok_s, a.eval.prompts, a.eval.accept_rate,
+              a.eval.best_step, a.eval.best_tau};
   }
   int m = 0;
   for (const auto& [name, a] : actors_) {

@@ -47,6 +47,24 @@ struct TrainPoint {
   double tok_s = 0;
 };
 
+// What one evaluation by speculative decoding measured (a drafter's `eval` table, every
+// eval.every_steps steps); appended as an "eval" record.
+struct EvalPoint {
+  int64_t step = 0;
+  double tau = 0;                   // mean accept length per verify step (bonus included)
+  std::vector<double> accept_rate;  // [j - 1]: share of verify steps that accepted draft j
+  double tok_s = 0;                 // generated tokens per second of decoding
+  int64_t prompts = 0;
+  int64_t tokens = 0;               // generated
+  int64_t verify_steps = 0;
+  double seconds = 0;               // the evaluation's wall time
+  int64_t block_size = 0;
+  double temperature = 0;
+  bool best = false;                // the highest tau of the run so far
+  int64_t best_step = -1;
+  double best_tau = 0;
+};
+
 class JobMetrics {
  public:
   // `job` must outlive this; `start` is time 0 of the file's "t" fields.
@@ -62,6 +80,8 @@ class JobMetrics {
   void SetStep(const std::string& actor, int64_t step, int64_t total_steps) EXCLUDES(mu_);
   // Every log interval: the numbers read from the device; appended as a "train" record.
   void Record(const std::string& actor, const TrainPoint& p) EXCLUDES(mu_);
+  // After each evaluation: appended as an "eval" record, and the live status's eval.
+  void RecordEval(const std::string& actor, const EvalPoint& p) EXCLUDES(mu_);
   // The runner's periodic sample ("sample" record): store, channels, and the per-stage time
   // spent since the previous sample, from the profile's cumulative totals.
   void Sample(const StoreStats& store, const std::vector<ChannelStats>& channels,
@@ -82,6 +102,8 @@ class JobMetrics {
     TimePoint last_time;
     bool has_point = false;
     TrainPoint point;
+    bool has_eval = false;
+    EvalPoint eval;
   };
   double Now() const { return SecondsSince(start_); }
   void WriteLine(const std::string& line) REQUIRES(mu_);

@@ -117,5 +117,58 @@ TEST(JobMetricsTest, NonFiniteNumbersAreNullAndAFreshRunTruncates) {
   EXPECT_TRUE(r[1]["grad_norm"].is_null());
 }
 
+// Evaluations by speculative decoding: an "eval" record each, and the live status shows the
+// latest one with the best so far; its text form names both.
+TEST(JobMetricsTest, EvalRecordsAndTheLatestEvalInTheStatus) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "job_metrics_test_eval.jsonl").string();
+  JobMetrics m(nullptr, SteadyClock::now());
+  ASSERT_TRUE(m.OpenFile(path, /*append=*/false).ok());
+  m.SetStep("d/0", 20, 40);
+  EXPECT_FALSE(m.Training().eval.active);
+  EvalPoint p;
+  p.step = 20;
+  p.tau = 2.5;
+  p.accept_rate = {0.75, 0.5, 0.25};
+  p.tok_s = 123;
+  p.prompts = 4;
+  p.tokens = 96;
+  p.verify_steps = 38;
+  p.block_size = 4;
+  p.best = true;
+  p.best_step = 20;
+  p.best_tau = 2.5;
+  m.RecordEval("d/0", p);
+  p.step = 40;
+  p.tau = 2.0;
+  p.best = false;
+  m.RecordEval("d/0", p);
+  const TrainingStatus t = m.Training();
+  ASSERT_TRUE(t.eval.active);
+  EXPECT_EQ(t.eval.step, 40);
+  EXPECT_DOUBLE_EQ(t.eval.tau, 2.0);
+  EXPECT_EQ(t.eval.best_step, 20);
+  EXPECT_DOUBLE_EQ(t.eval.best_tau, 2.5);
+  EXPECT_EQ(t.eval.accept_rate, (std::vector<double>{0.75, 0.5, 0.25}));
+  const auto r = ReadRecords(path);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1]["kind"], "eval");
+  EXPECT_EQ(r[1]["actor"], "d/0");
+  EXPECT_EQ(r[1]["step"], 20);
+  EXPECT_EQ(r[1]["best"], true);
+  EXPECT_EQ(r[1]["accept_rate"].size(), 3u);
+  EXPECT_EQ(r[2]["best"], false);
+  EXPECT_EQ(r[2]["best_step"], 20);
+  JobStatus j;
+  j.training = t;
+  const std::string text = FormatJobStatus(j);
+  EXPECT_NE(text.find("eval: at step 40: tau 2.000 (best 2.500 at step 20), 4 prompts, 123.0 "
+                      "tok/s decoding; accepted by draft position: 0.75 0.50 0.25"),
+            std::string::npos)
+      << text;
+  const nlohmann::json js = nlohmann::json::parse(JobStatusToJson(j, 0));
+  EXPECT_EQ(js["training"]["eval"]["best_step"], 20);
+}
+
 }  // namespace
 }  // namespace tandem

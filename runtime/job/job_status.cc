@@ -39,6 +39,19 @@ double CheckpointHold(const JobStatus& job, std::string* names) {
   return total / job.seconds;
 }
 
+// Evaluation's hold on a training loop: stages "<actor>.eval" (speculative decoding between
+// batches, actors/dflash/drafter_eval.h). Returns the share of wall time, naming the stages.
+double EvalHold(const JobStatus& job, std::string* names) {
+  double total = 0;
+  for (const auto& st : job.stages) {
+    if (!st.name.ends_with(".eval") || st.total_s <= 0) continue;
+    total += st.total_s;
+    *names += fmt::format("{}{} {:.0f}%", names->empty() ? "" : " + ", st.name,
+                          100 * st.total_s / job.seconds);
+  }
+  return total / job.seconds;
+}
+
 nlohmann::json ToJson(const JobStatus& j) {
   nlohmann::json out = {{"id", j.id},
                         {"name", j.name},
@@ -83,6 +96,11 @@ nlohmann::json ToJson(const JobStatus& j) {
                      {"steps_per_s", t.steps_per_s}, {"has_metrics", t.has_metrics},
                      {"metrics_step", t.metrics_step}, {"loss", t.loss}, {"acc", t.acc},
                      {"tau", t.tau}, {"tok_s", t.tok_s}};
+  const EvalStatus& e = t.eval;
+  out["training"]["eval"] = {{"active", e.active}, {"step", e.step}, {"tau", e.tau},
+                             {"tok_s", e.tok_s}, {"prompts", e.prompts},
+                             {"accept_rate", e.accept_rate}, {"best_step", e.best_step},
+                             {"best_tau", e.best_tau}};
   return out;
 }
 
@@ -143,6 +161,13 @@ std::string BottleneckVerdict(const JobStatus& job) {
                        "{}{}", fmt::format("{:.0f}%", 100 * std::min(ckpt, 1.0)), ckpt_names,
                        worst >= kWaitThreshold ? "; " + line : std::string(), stage_note);
   }
+  std::string eval_names;
+  if (const double eval = EvalHold(job, &eval_names);
+      eval >= kWaitThreshold && (!consumers_starve || worst < kWaitThreshold || eval >= worst))
+    return fmt::format("evaluation blocks training: {:.0f}% of wall in {} (the drafter's eval: "
+                       "raise every_steps or lower max_prompts / max_new_tokens){}{}",
+                       100 * std::min(eval, 1.0), eval_names,
+                       worst >= kWaitThreshold ? "; " + line : std::string(), stage_note);
   if (worst >= kWaitThreshold) return line + stage_note;
   return fmt::format("balanced: no side waits on a channel more than {:.0f}% of its time{}",
                      100 * kWaitThreshold, stage_note);
@@ -158,6 +183,14 @@ std::string FormatJobStatus(const JobStatus& j) {
       out += fmt::format(", at step {}: loss {:.4f} acc {:.3f} tau {:.2f}, {:.0f} tok/s",
                          t.metrics_step, t.loss, t.acc, t.tau, t.tok_s);
     out += "\n";
+    if (const EvalStatus& e = t.eval; e.active) {
+      std::string rates;
+      for (double r : e.accept_rate) rates += fmt::format("{}{:.2f}", rates.empty() ? "" : " ", r);
+      out += fmt::format("eval: at step {}: tau {:.3f} (best {:.3f} at step {}), {} prompts, "
+                         "{:.1f} tok/s decoding; accepted by draft position: {}\n",
+                         e.step, e.tau, e.best_tau, e.best_step, e.prompts, e.tok_s,
+                         rates.empty() ? "-" : rates);
+    }
   }
   if (!j.error.empty()) out += fmt::format("error: {}\n", j.error);
   out += fmt::format("verdict: {}\n\nactors:\n", j.verdict);

@@ -63,6 +63,19 @@ struct StageStatus {
 };
 
 // Training progress as the job's actors publish it (runtime/job/job_metrics.h).
+// The last evaluation by speculative decoding (a drafter's `eval` table,
+// actors/dflash/drafter_eval.h): real acceptance, not the training estimate.
+struct EvalStatus {
+  bool active = false;              // an evaluation finished in this job
+  int64_t step = 0;                 // the training step it measured
+  double tau = 0;                   // mean accepted drafts + 1 (the bonus) per verify step
+  double tok_s = 0;                 // generated tokens per second while decoding
+  int64_t prompts = 0;              // prompts decoded
+  std::vector<double> accept_rate;  // [j - 1]: share of verify steps that accepted draft j
+  int64_t best_step = -1;           // the step of the highest tau so far (-1: none)
+  double best_tau = 0;
+};
+
 struct TrainingStatus {
   bool active = false;       // some actor publishes steps; false for job kinds without them
   int64_t step = 0;          // the slowest actor's step
@@ -74,6 +87,7 @@ struct TrainingStatus {
   double acc = 0;
   double tau = 0;
   double tok_s = 0;
+  EvalStatus eval;
 };
 
 struct JobStatus {

@@ -84,5 +84,21 @@ TEST(CheckpointVerdictTest, NamesCheckpointingWithoutChannelWaits) {
   EXPECT_TRUE(BottleneckVerdict(k).starts_with("balanced")) << BottleneckVerdict(k);
 }
 
+// The drafter's eval decodes between batches: when that holds the loop for a large share of
+// the wall, the verdict says so (not only "producers wait on consumers").
+TEST(EvalVerdictTest, NamesEvaluationWhenItBlocksTheLoop) {
+  JobStatus j = Job(/*push_wait_s=*/35, /*pop_wait_s=*/2);
+  AddStage(j, "target.push_wait", 35);
+  AddStage(j, "drafter.eval", 33);
+  AddStage(j, "drafter.forward_backward", 50);
+  const std::string v = BottleneckVerdict(j);
+  EXPECT_TRUE(v.starts_with("evaluation blocks training: 33% of wall in drafter.eval 33%")) << v;
+  EXPECT_NE(v.find("producers wait on consumers: 35%"), std::string::npos) << v;
+  // A small eval share is noise.
+  JobStatus k = Job(2, 2);
+  AddStage(k, "drafter.eval", 5);
+  EXPECT_TRUE(BottleneckVerdict(k).starts_with("balanced")) << BottleneckVerdict(k);
+}
+
 }  // namespace
 }  // namespace tandem

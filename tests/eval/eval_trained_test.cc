@@ -1,32 +1,22 @@
 // End to end on the CPU: train the tiny synthetic DFlash job, then measure the trained and
 // an untrained drafter by real speculative decoding (RunSpecEval, as `tandem eval` does) on
 // held-out prompts. The trained drafter's tau must be clearly above the untrained one's.
-//
-// The target: the synthetic documents follow a fixed permutation of the vocabulary (token
-// i+1 = perm[token i], actors/dflash/synthetic_source.h). A random target would not continue
-// a prompt the way the data does, so a drafter trained on the data could not agree with it;
-// this target is built to know the rule: every layer adds nothing (o_proj and down_proj are
-// zero, so the residual stream stays the token embedding) and lm_head[perm[x]] = embed[x],
-// so its greedy next token is perm[current token]. What the drafter must learn — perm^j of
-// the anchor for j = 1..15 — is the same as in the job it trains in.
+// The target knows the data's rule (rule_target.h), so a drafter trained on the data can
+// agree with it.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "actors/dflash/checkpoint_state.h"
-#include "actors/dflash/synthetic_source.h"
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/io/hf_config.h"
-#include "models/io/safetensors_writer.h"
-#include "models/io/weight_spec.h"
 #include "models/speculative/spec_eval_run.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
+#include "tests/eval/rule_target.h"
 
 namespace tandem {
 namespace {
@@ -39,25 +29,6 @@ std::string FreshDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-// The permutation the job's synthetic data follows, read off noise-free documents.
-std::vector<int32_t> DataPermutation() {
-  dflash::SyntheticOptions o;
-  o.vocab = kVocab;
-  o.noise = 0;
-  o.seed = kSeed;
-  o.max_tokens = 256;
-  o.batches_per_epoch = 64;
-  dflash::SyntheticSource src(o, 0, 1);
-  std::vector<int32_t> perm(kVocab, -1);
-  for (auto b = src.Next(); b.ok() && b->has_value(); b = src.Next()) {
-    const data::TokenBatch& t = **b;
-    for (size_t d = 0; d + 1 < t.cu_seqlens.size(); ++d)
-      for (int32_t i = t.cu_seqlens[d]; i + 1 < t.cu_seqlens[d + 1]; ++i)
-        perm[t.input_ids[i]] = t.input_ids[i + 1];
-  }
-  return perm;
 }
 
 models::TransformerConfig TargetConfig() {
@@ -79,43 +50,6 @@ models::TransformerConfig TargetConfig() {
   c.qk_norm = true;
   c.layer_types.assign(2, models::LayerType::kFullAttention);
   return c;
-}
-
-// Writes the rule-following target into `dir`.
-void WriteRuleTarget(const std::string& dir, const std::vector<int32_t>& perm) {
-  const models::TransformerConfig c = TargetConfig();
-  std::ofstream(dir + "/config.json") << models::TransformerConfigToJson(c).dump(2);
-  std::mt19937 gen(7);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<std::vector<kernels::bf16>> store;
-  std::vector<models::TensorToWrite> out;
-  const std::vector<models::WeightSpec> specs = models::CausalLmWeightSpecs(c);
-  std::vector<kernels::bf16> embed;
-  for (const models::WeightSpec& s : specs) {
-    int64_t n = 1;
-    for (int64_t d : s.shape) n *= d;
-    std::vector<kernels::bf16> v(static_cast<size_t>(n));
-    const bool zero = s.name.find("o_proj") != std::string::npos ||
-                      s.name.find("down_proj") != std::string::npos;
-    for (auto& x : v)
-      x = kernels::bf16(s.shape.size() == 1 ? 1.f : zero ? 0.f : 0.1f * normal(gen));
-    if (s.name == "model.embed_tokens.weight") {
-      for (auto& x : v) x = kernels::bf16(normal(gen));
-      embed = v;
-    }
-    store.push_back(std::move(v));
-  }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].name == "lm_head.weight") {
-      const int64_t h = c.hidden_size;
-      for (int64_t x = 0; x < kVocab; ++x)
-        std::copy(embed.begin() + x * h, embed.begin() + (x + 1) * h,
-                  store[i].begin() + perm[x] * h);
-    }
-    out.push_back({specs[i].name, kernels::DType::kBF16, specs[i].shape,
-                   std::as_bytes(std::span(store[i]))});
-  }
-  ASSERT_TRUE(models::WriteSafetensors(dir + "/model.safetensors", out).ok());
 }
 
 std::string JobText(const std::string& target, const std::string& ckpt, int steps) {
@@ -151,27 +85,12 @@ checkpoint = {{ dir = "{}", every_steps = {} }}
                      kSeed, target, steps, steps, ckpt, steps);
 }
 
-// Held-out prompts: rule-following starts the job's batches are unlikely to share exactly
-// (other start tokens come from another RNG), 8 to 12 tokens each.
-std::string WritePrompts(const std::string& dir, const std::vector<int32_t>& perm) {
-  const std::string path = dir + "/prompts.jsonl";
-  std::ofstream f(path);
-  std::mt19937 gen(12345);
-  for (int p = 0; p < 8; ++p) {
-    int32_t tok = static_cast<int32_t>(gen() % kVocab);
-    std::vector<int32_t> ids;
-    for (int i = 0; i < 8 + p % 5; ++i, tok = perm[tok]) ids.push_back(tok);
-    f << fmt::format("{{\"input_ids\": [{}]}}\n", fmt::join(ids, ", "));
-  }
-  return path;
-}
-
 TEST(EvalTrainedTest, TrainedDrafterHasClearlyHigherTau) {
-  const std::vector<int32_t> perm = DataPermutation();
+  const std::vector<int32_t> perm = testing::DataPermutation(kVocab, kSeed);
   for (int32_t p : perm) ASSERT_GE(p, 0) << "the data did not visit every token";
   const std::string target = FreshDir("eval_target"), ckpt = FreshDir("eval_ckpt"),
                     untrained = FreshDir("eval_untrained");
-  WriteRuleTarget(target, perm);
+  ASSERT_NO_FATAL_FAILURE(testing::WriteRuleTarget(target, TargetConfig(), perm));
 
   auto spec = ParseJobText(JobText(target, ckpt, 240), "eval-trained.toml");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
@@ -194,7 +113,7 @@ TEST(EvalTrainedTest, TrainedDrafterHasClearlyHigherTau) {
 
   models::SpecEvalRequest q;
   q.target_dir = target;
-  q.prompts_file = WritePrompts(untrained, perm);
+  q.prompts_file = testing::WriteRulePrompts(untrained, perm, 8);
   q.max_new_tokens = 48;
   q.drafter_dir = trained;
   auto good = models::RunSpecEval(q);

@@ -54,6 +54,8 @@ std::vector<Field> TrainingFields(const JobStatus& j) {
   }
   f.push_back({t.has_metrics ? fmt::format("loss {:.3f}", t.loss) : "loss -", 95});
   f.push_back({t.has_metrics ? fmt::format("\u03c4 {:.2f}", t.tau) : "\u03c4 -", 75});
+  if (t.eval.active)  // the drafter's eval: tau by speculative decoding
+    f.push_back({fmt::format("eval \u03c4 {:.2f}", t.eval.tau), 72});
   f.push_back({t.has_metrics ? fmt::format("acc {:.2f}", t.acc) : "acc -", 30});
   f.push_back({t.has_metrics ? fmt::format("{:.0f} tok/s", t.tok_s) : "- tok/s", 70});
   f.push_back({fmt::format("{} elapsed", FormatDuration(j.seconds)), 50});
@@ -108,6 +110,7 @@ std::string ShortVerdict(const JobStatus& job) {
   if (v.rfind("producers wait", 0) == 0) return "consumer-bound";
   if (v.rfind("balanced", 0) == 0) return "balanced";
   if (v.rfind("checkpointing", 0) == 0) return "checkpoint-bound";
+  if (v.rfind("evaluation", 0) == 0) return "eval-bound";
   // A shared GPU (runtime/job/gpu_verdict.h): "... the drafter bounds: ..." or "the GPU
   // bounds the job".
   if (v.rfind("GPU ", 0) == 0) {

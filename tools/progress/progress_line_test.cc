@@ -40,6 +40,17 @@ TEST(ProgressLineTest, TrainingShowsHowFarHowGoodHowLong) {
   EXPECT_FALSE(Has(line, "81%")) << "the verdict is cut to a few words: " << line;
 }
 
+TEST(ProgressLineTest, EvaluatedTauAndAnEvalBoundLoop) {
+  JobStatus j = Training();
+  EXPECT_FALSE(Has(FormatProgressLine(j, 200), "eval")) << "no eval table, no eval field";
+  j.training.eval.active = true;
+  j.training.eval.tau = 3.25;
+  j.verdict = "evaluation blocks training: 33% of wall in drafter.eval 33%";
+  const std::string line = FormatProgressLine(j, 200);
+  EXPECT_TRUE(Has(line, "eval \u03c4 3.25")) << line;
+  EXPECT_EQ(ShortVerdict(j), "eval-bound");
+}
+
 TEST(ProgressLineTest, SharedGpuVerdictsAreShortToo) {
   JobStatus j = Training();
   j.verdict = "GPU 0 is shared by drafter and target (stream busy, overlapping: drafter 99%, "

@@ -1,0 +1,60 @@
+#include "actors/dflash/drafter_eval_best.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/dflash/checkpoint_state.h"
+#include "models/io/file_util.h"
+
+namespace tandem::dflash {
+namespace {
+
+// fsync of a directory: makes the rename in it durable.
+Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return InternalError("{}: cannot open to fsync: {}", dir, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return InternalError("{}: fsync failed: {}", dir, std::strerror(err));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteBestCheckpoint(const std::string& dir, const BestCheckpoint& best) {
+  const nlohmann::ordered_json j = {{"dir", StepDirName(best.step)},
+                                    {"step", best.step},
+                                    {"tau", std::isfinite(best.tau) ? best.tau : 0.0},
+                                    {"prompts", best.prompts}};
+  RETURN_IF_ERROR(models::WriteFileAtomically(dir + "/" + kBestFile, j.dump() + "\n"));
+  return SyncDir(dir);
+}
+
+Result<std::optional<BestCheckpoint>> ReadBestCheckpoint(const std::string& dir) {
+  const std::string path = dir + "/" + kBestFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::optional<BestCheckpoint>();
+  ASSIGN_OR_RETURN(std::string text, models::ReadTextFile(path));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("step") ||
+      !j["step"].is_number_integer() || !j.contains("tau") || !j["tau"].is_number())
+    return DataLossError("{}: not a best-checkpoint record (expected {{\"dir\", \"step\", "
+                         "\"tau\", \"prompts\"}})", path);
+  BestCheckpoint b;
+  b.step = j["step"].get<int64_t>();
+  b.tau = j["tau"].get<double>();
+  if (j.contains("prompts") && j["prompts"].is_number_integer())
+    b.prompts = j["prompts"].get<int64_t>();
+  if (b.step < 0) return DataLossError("{}: step {} is negative", path, b.step);
+  return std::optional<BestCheckpoint>(b);
+}
+
+}  // namespace tandem::dflash
