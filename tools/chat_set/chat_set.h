@@ -31,7 +31,7 @@ struct ChatSetOptions {
   std::vector<ChatSetting> settings;
   // Test seam: called with "shard_renamed" (a shard is in place, the manifest does not list
   // it yet) and "shard_recorded" (the manifest lists it), and the shard's index.
-  std::function<void(std::string_view point, int64_t shard)> fault;
+  std::function<void(std::string_view point, int64_t shard)> fault{};
 };
 
 // Converts `input` into the sharded set `dir` and marks it complete. Errors: those of
