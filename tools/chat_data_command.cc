@@ -11,6 +11,7 @@
 
 #include "actors/data/sharded_set.h"
 #include "models/chat_data/convert.h"
+#include "models/io/file_digest.h"
 #include "tools/chat_set/chat_set.h"
 
 namespace tandem::cli {
@@ -61,16 +62,31 @@ std::function<void(int64_t, int64_t)> ProgressLines() {
   };
 }
 
-// What decides the examples: a resume must be given the same.
-std::string Fingerprint(const ChatDataArgs& a) {
+// A digest of the tokenizer files the examples come from: a model directory whose files were
+// replaced between a kill and --resume would mix two tokenizations in one set.
+std::string TokenizerDigest(const std::string& model) {
+  std::string out;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    auto d = models::FileXxh3(model + "/" + name);
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", name,
+                       d.ok() ? fmt::format("xxh3 {:016x}", *d) : std::string("unreadable"));
+  }
+  return out;
+}
+
+// What decides the examples besides the layout settings WriteChatSet records itself: a resume
+// must be given the same.
+std::vector<ChatSetting> Settings(const ChatDataArgs& a) {
   std::error_code ec;
   const auto model = std::filesystem::weakly_canonical(a.model, ec);
-  return fmt::format(
-      "model={} format={} turns={} reasoning={} split_turns={} enable_thinking={} "
-      "max_tokens={} overlong={} vocab={} skip_bad={}",
-      ec ? a.model : model.string(), a.format, a.turns, a.no_reasoning ? "off" : "on",
-      a.split_turns, a.enable_thinking.empty() ? "unset" : a.enable_thinking, a.max_tokens,
-      a.overlong, a.vocab, a.skip_bad);
+  return {{"--model", ec ? a.model : model.string()},
+          {"tokenizer files", TokenizerDigest(a.model)},
+          {"--turns", a.turns},
+          {"--no-reasoning", a.no_reasoning ? "true" : "false"},
+          {"--split-turns", a.split_turns},
+          {"--enable-thinking", a.enable_thinking.empty() ? "unset" : a.enable_thinking},
+          {"--max-tokens", std::to_string(a.max_tokens)},
+          {"--overlong", a.overlong}};
 }
 
 }  // namespace
@@ -128,7 +144,7 @@ int ChatData(const std::string& input, const std::string& output, const ChatData
       co.sink = [](chat_data::ExampleShard) { return Status::Ok(); };  // count only
       return chat_data::ConvertChatFile(input, *encoder, co);
     }
-    ChatSetOptions so{.convert = co, .resume = args.resume, .fingerprint = Fingerprint(args)};
+    ChatSetOptions so{.convert = co, .resume = args.resume, .settings = Settings(args)};
     return WriteChatSet(input, output, *encoder, so);
   };
   Result<chat_data::ConvertResult> result = run();

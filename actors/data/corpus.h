@@ -102,7 +102,7 @@ class Corpus {
 struct JsonlOptions {
   int64_t vocab = 0;       // > 0: every id must be < vocab; 0: only 0 <= id <= INT32_MAX
   bool skip_bad = false;   // count and report bad records instead of failing on the first
-  std::string vocab_origin;  // where `vocab` came from, for messages ("" = the job's key)
+  std::string vocab_origin{};  // where `vocab` came from, for messages ("" = the job's key)
 };
 
 // Reads one JSON object per line: {"input_ids": [int, ...], "loss_mask": [0|1, ...]?}.

@@ -51,7 +51,7 @@ struct PackerOptions {
   // every epoch and counted in Describe(). 0: only ids below 2^31 (they travel as int32).
   int64_t vocab = 0;
   bool skip_bad = false;
-  std::string vocab_origin;  // where `vocab` came from, for messages
+  std::string vocab_origin{};  // where `vocab` came from, for messages
 };
 
 class Packer final : public BatchSource {

@@ -238,7 +238,9 @@ Result<std::optional<ResumePoint>> OpenCheckpointDir(const std::string& dir, Res
   ASSIGN_OR_RETURN(std::optional<ResumePoint> point, FindResumePoint(dir));
   if (!point) {
     if (writes) {
-      RETURN_IF_ERROR(PrepareToContinue(dir, ResumeState{.step = -1}, who));
+      ResumeState none;  // no step yet
+      none.step = -1;
+      RETURN_IF_ERROR(PrepareToContinue(dir, none, who));
       TLOG_INFO("{}: resume: no checkpoint in {} yet; starting at step 0", who, dir);
     }
     return point;

@@ -16,18 +16,20 @@
 namespace tandem::dflash::testing {
 
 // What varies between the tiny jobs; the rest (model sizes, lr, anchors, logging) is fixed.
+// Every member has a default initializer, so designated initializers may leave any out
+// (-Wmissing-field-initializers).
 struct TinyJob {
-  std::string name;             // [job] name; the text is parsed as "<name>.toml"
+  std::string name{};           // [job] name; the text is parsed as "<name>.toml"
   int batches_per_epoch = 400;  // per target replica
   int max_steps = 0;            // per drafter replica
-  std::string checkpoint_dir;
-  int checkpoint_every = 50;  // steps
-  std::string checkpoint_extra;  // more keys of the checkpoint table: ", async = false"
-  std::string target_extra;   // TOML lines added to [actors.target]
-  std::string drafter_extra;  // TOML lines added to [actors.drafter]
+  std::string checkpoint_dir{};
+  int checkpoint_every = 50;       // steps
+  std::string checkpoint_extra{};  // more keys of the checkpoint table: ", async = false"
+  std::string target_extra{};      // TOML lines added to [actors.target]
+  std::string drafter_extra{};     // TOML lines added to [actors.drafter]
   // "": random weights of TinyTargetConfig(); else an HF directory holding a target of that
   // config (e.g. tests/eval/rule_target.h's, which continues text the way the data does).
-  std::string model;
+  std::string model{};
 };
 
 // The tiny target's config (what `target_config` of the tiny job says).

@@ -16,8 +16,8 @@ namespace {
 struct Data {
   int64_t hk, hv, dk, dv, pad;
   std::vector<int32_t> cu{0};
-  std::vector<bf16> q, k, v;
-  std::vector<float> g, beta;
+  std::vector<bf16> q{}, k{}, v{};  // {}: Data{hk, hv, dk, dv, pad} sets the sizes only
+  std::vector<float> g{}, beta{};
   int64_t T() const { return cu.back(); }
   GatedDeltaRuleArgs Args(std::vector<float>& out) {
     const int64_t t = T(), qs = hk * dk + pad, vs = hv * dv + pad;

@@ -181,7 +181,9 @@ TEST_F(DFlashConfigLoadersTest, VllmEagleConfig) {
   // _normalize_dflash_layer_ids: a top-level target_layer_ids, when present, equals the
   // nested one; eagle_aux_hidden_state_layer_ids, when present, is target_layer_ids + 1
   // (else ValueError).
-  if (j_.contains("target_layer_ids")) EXPECT_EQ(j_["target_layer_ids"], dc_["target_layer_ids"]);
+  if (j_.contains("target_layer_ids")) {
+    EXPECT_EQ(j_["target_layer_ids"], dc_["target_layer_ids"]);
+  }
   ASSERT_TRUE(j_.contains("eagle_aux_hidden_state_layer_ids"));
   std::vector<int64_t> want;
   for (int64_t id : TargetLayerIds()) want.push_back(id + 1);

@@ -80,7 +80,9 @@ const std::string kDir = std::getenv("TANDEM_GOLDEN_DIR")
 std::vector<int32_t> ReadI32(const SafetensorsReader& r, const std::string& name) {
   const TensorInfo* t = r.Find(name);
   std::vector<int32_t> out(t ? t->numel() : 0);
-  if (t) EXPECT_TRUE(r.Read(*t, DType::kI32, out.data(), t->numel() * 4).ok());
+  if (t) {
+    EXPECT_TRUE(r.Read(*t, DType::kI32, out.data(), t->numel() * 4).ok());
+  }
   return out;
 }
 

@@ -1,7 +1,8 @@
 // WriteChatSet: a sharded conversion is the same examples as an in-memory one; shards stay
 // within their bound; a process killed (SIGKILL, in a forked child) at each point of writing
 // a shard resumes to exactly the set and counts of an uninterrupted run; a resume with other
-// options or on a changed input is refused.
+// settings (the caller's, or the shard bound, format, vocab of the conversion) or on a changed
+// input is refused, naming each setting with both values.
 #include "tools/chat_set/chat_set.h"
 
 #include <gtest/gtest.h>
@@ -57,7 +58,7 @@ ChatSetOptions Options() {
   o.convert.threads = 2;
   o.convert.shard_tokens = 400;
   o.convert.batch_bytes = 1500;  // many batches; lines cross batch ends
-  o.fingerprint = "test options";
+  o.settings = {{"--model", "/models/a"}, {"--turns", "all"}};
   return o;
 }
 
@@ -175,10 +176,30 @@ TEST(ChatSetTest, ResumeRefusesOtherOptionsAndAChangedInput) {
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
   ChatSetOptions other = Options();
   other.resume = true;
-  other.fingerprint = "other options";
+  other.settings[0].value = "/models/b";
   auto r = WriteChatSet(input, dir, Encoder(), other);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("other options"), std::string::npos);
+  EXPECT_NE(r.status().message().find("--model was /models/a, now /models/b"), std::string::npos)
+      << r.status().ToString();
+  // Settings that change the set's layout rather than its tokens are refused just the same,
+  // each named with both values: here the shard bound and the format.
+  ChatSetOptions shards = Options();
+  shards.resume = true;
+  shards.convert.shard_tokens = 800;
+  shards.convert.format = chat_data::ChatFormat::kShareGpt;
+  r = WriteChatSet(input, dir, Encoder(), shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--shard-tokens was 400, now 800"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("--format was auto, now sharegpt"), std::string::npos)
+      << r.status().ToString();
+  ChatSetOptions fewer = Options();
+  fewer.resume = true;
+  fewer.settings.pop_back();
+  r = WriteChatSet(input, dir, Encoder(), fewer);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--turns was \"all\", now not given"), std::string::npos)
+      << r.status().ToString();
 
   std::ofstream(input, std::ios::app) << R"({"messages": [{"role": "user", "content": "x"}]})" "\n";
   ChatSetOptions same = Options();
