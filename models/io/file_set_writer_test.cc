@@ -77,7 +77,9 @@ TEST_P(FileSetWriterTest, WritesEveryByteAndDigestsWhileWriting) {
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   ASSERT_EQ(written->size(), files.size());
   EXPECT_EQ(stats.direct_files + stats.buffered_files, static_cast<int>(files.size()));
-  if (!direct) EXPECT_EQ(stats.direct_files, 0);
+  if (!direct) {
+    EXPECT_EQ(stats.direct_files, 0);
+  }
   for (size_t i = 0; i < files.size(); ++i) {
     const WrittenFile& w = (*written)[i];
     EXPECT_EQ(w.path, files[i].path);
