@@ -32,6 +32,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/target_bench.h"
 #include "bench/gpu_power.h"
 #include "kernels/core/memory.h"
 #include "kernels/random/philox.h"
@@ -48,30 +49,7 @@ using kernels::Tensor;
 
 constexpr int64_t kTokens = 8192, kDocs = 4, kAnchors = 512, kHidden = 4096, kVocab = 151936;
 
-models::DFlashConfig Qwen3_8bDrafter() {
-  models::DFlashConfig c;
-  models::TransformerConfig& t = c.layers;
-  t.model_type = "qwen3";
-  t.architectures = {"DFlashDraftModel"};
-  t.vocab_size = kVocab;
-  t.hidden_size = kHidden;
-  t.num_hidden_layers = 5;
-  t.num_attention_heads = 32;
-  t.num_key_value_heads = 8;
-  t.head_dim = 128;
-  t.rotary_dim = 128;
-  t.intermediate_size = 12288;
-  t.max_position_embeddings = 40960;
-  t.rope_theta = 1e6;
-  t.layer_types.assign(5, models::LayerType::kSlidingAttention);
-  t.layer_types.back() = models::LayerType::kFullAttention;
-  t.sliding_window = 2048;
-  c.block_size = 16;
-  c.mask_token_id = 151669;
-  c.num_target_layers = 36;
-  c.target_layer_ids = models::DFlashTargetLayerIds(36, 5);
-  return c;
-}
+models::DFlashConfig Qwen3_8bDrafter() { return Qwen3_8bDrafterConfig(5); }
 
 // GEMM FLOPs of one training step over `rows` draft rows, `ctx` context tokens and
 // `loss_rows` LM-head rows: per layer q/k/v/o and the MLP on the draft rows plus k/v on the

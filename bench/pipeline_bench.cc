@@ -333,9 +333,11 @@ Status RunCheckpointComparison(int seconds, int every) {
   const char* root = std::getenv("TANDEM_BENCH_CKPT_DIR");
   const std::string dir = fmt::format("{}/tandem-ckpt-bench-{}", root ? root : "/tmp", getpid());
   // 14 bytes per drafter parameter (~15 GB for the 1 B-parameter drafter) fit in 16 GB.
+  // keep_last = 1: a 90 s run writes 5+ checkpoints, more than the H200 host's 64 GB disk holds.
   const std::string with = std::regex_replace(
       base, std::regex("\\[actors\\.drafter\\]\n"),
-      fmt::format("[actors.drafter]\ncheckpoint = {{ dir = \"{}\", every_steps = {} }}\n"
+      fmt::format("[actors.drafter]\ncheckpoint = {{ dir = \"{}\", every_steps = {}, "
+                  "keep_last = 1 }}\n"
                   "pinned_bytes = 16000000000\n", dir, every));
   RunOptions options;
   options.registry = std::make_shared<JobRegistry>();  // both runs share the target weights

@@ -54,6 +54,22 @@ models::TransformerConfig Qwen3_8bConfig() {
   c.layer_types.assign(36, models::LayerType::kFullAttention);
   return c;
 }
+
+models::DFlashConfig Qwen3_8bDrafterConfig(int layers) {
+  const models::TransformerConfig target = Qwen3_8bConfig();
+  models::DFlashConfig c;
+  c.layers = target;
+  c.layers.architectures = {"DFlashDraftModel"};
+  c.layers.num_hidden_layers = layers;
+  c.layers.layer_types.assign(layers, models::LayerType::kSlidingAttention);
+  c.layers.layer_types.back() = models::LayerType::kFullAttention;
+  c.layers.sliding_window = 2048;
+  c.block_size = 16;
+  c.mask_token_id = 151669;
+  c.num_target_layers = target.num_hidden_layers;
+  c.target_layer_ids = models::DFlashTargetLayerIds(target.num_hidden_layers, 5);
+  return c;
+}
 #endif
 
 namespace {

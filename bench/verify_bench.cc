@@ -8,7 +8,12 @@
 // both sides, and tandem's verify with the f32 logits copied to the host and the stream
 // synchronised, as models/speculative/DFlashDecoder does today, and with the greedy picks
 // made on the device (kernels RowArgmax) and only they copied back. Bar: verify >= 1.5x HF.
-// Args: --prefix=N (2048), --block=N (16), --iters=N (50), --no-peer, --peer=PATH.
+// Then the whole decode loop (models/speculative DFlashDecoder::Generate: prefill, drafter
+// forward, verify, accept, crop) with a random 5-layer 8B-shaped drafter, per generated token
+// at block size 16 and at block size 1 (no drafter). Random weights accept ~no drafts, so the
+// block-16 number is the loop's cost per verify step; divide by a trained drafter's tau.
+// Args: --prefix=N (2048), --block=N (16), --iters=N (50), --no-peer, --peer=PATH,
+// --loop-prompt=N (512), --loop-tokens=N (256; 0 skips the loop).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,7 +27,9 @@
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/row_argmax.h"
 #include "models/dflash/dflash_config.h"
+#include "models/dflash/dflash_drafter.h"
 #include "models/qwen3/qwen3_target.h"
+#include "models/speculative/dflash_decoder.h"
 #endif
 
 namespace tandem::bench {
@@ -35,6 +42,7 @@ using kernels::Tensor;
 struct VerifyArgs {
   int64_t prefix = 2048, block = 16;
   int iters = 50;
+  int64_t loop_prompt = 512, loop_tokens = 256;
   bool peer = true;
   std::string peer_path = TANDEM_VERIFY_PEER;
 };
@@ -114,6 +122,51 @@ Result<VerifyTimes> TimeTandem(const models::TransformerConfig& cfg, const std::
   return t;
 }
 
+struct LoopTimes {
+  double prefill_ms = 0;        // Generate with one new token: prefill + first pick
+  double ms_per_token[2] = {};  // decode only (prefill run subtracted): block 16, block 1
+  double tau = 0;               // generated tokens per verify step at block 16
+};
+
+// The whole loop, timed by wall clock around DFlashDecoder::Generate (it syncs per step).
+Result<LoopTimes> TimeLoop(const models::TransformerConfig& cfg, const VerifyArgs& a,
+                           const kernels::CudaStream& stream) {
+  const kernels::Device dev = kernels::Device::Cuda(0);
+  const int64_t block = 16, context = a.loop_prompt + a.loop_tokens + block;
+  ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
+                   models::Qwen3Target::Random(
+                       cfg, dev, 1, {.max_tokens = a.loop_prompt, .stream = stream.get()}));
+  ASSIGN_OR_RETURN(std::unique_ptr<models::DFlashDrafter> drafter,
+                   models::DFlashDrafter::Create(
+                       Qwen3_8bDrafterConfig(5),
+                       {.max_tokens = context, .num_blocks = models::kDrafterBlocksCuda}, dev,
+                       stream.get()));
+  RETURN_IF_ERROR(drafter->params().InitFromScratch(2, stream.get()));
+  const std::vector<int32_t> prompt = Ids(a.loop_prompt, 3, cfg.vocab_size);
+  LoopTimes t;
+  for (int b = 0; b < 2; ++b) {
+    const int64_t bs = b == 0 ? block : 1;
+    ASSIGN_OR_RETURN(std::unique_ptr<models::DFlashDecoder> decoder,
+                     models::DFlashDecoder::Create(target.get(), b == 0 ? drafter.get() : nullptr,
+                                                   context, stream.get()));
+    models::SpecDecodeOptions o;
+    o.block_size = bs;
+    o.max_new_tokens = 1;
+    ASSIGN_OR_RETURN(models::SpecDecodeResult warm, decoder->Generate(prompt, o));
+    ASSIGN_OR_RETURN(models::SpecDecodeResult first, decoder->Generate(prompt, o));
+    o.max_new_tokens = a.loop_tokens;
+    ASSIGN_OR_RETURN(models::SpecDecodeResult all, decoder->Generate(prompt, o));
+    (void)warm;
+    if (b == 0) {
+      t.prefill_ms = first.seconds * 1e3;
+      t.tau = double(all.tokens.size()) / double(std::max<size_t>(1, all.accept_lengths.size()));
+    }
+    t.ms_per_token[b] =
+        (all.seconds - first.seconds) * 1e3 / double(std::max<size_t>(2, all.tokens.size()) - 1);
+  }
+  return t;
+}
+
 Result<VerifyArgs> ParseVerifyArgs(const std::vector<std::string>& args) {
   VerifyArgs a;
   for (const std::string& s : args) {
@@ -128,11 +181,15 @@ Result<VerifyArgs> ParseVerifyArgs(const std::vector<std::string>& args) {
     else if (s.rfind("--peer=", 0) == 0) a.peer_path = s.substr(7);
     else if (s.rfind("--prefix=", 0) == 0) { ASSIGN_OR_RETURN(a.prefix, num(9)); }
     else if (s.rfind("--block=", 0) == 0) { ASSIGN_OR_RETURN(a.block, num(8)); }
+    else if (s.rfind("--loop-prompt=", 0) == 0) { ASSIGN_OR_RETURN(a.loop_prompt, num(14)); }
+    else if (s.rfind("--loop-tokens=", 0) == 0) { ASSIGN_OR_RETURN(a.loop_tokens, num(14)); }
     else if (s.rfind("--iters=", 0) == 0) {
       ASSIGN_OR_RETURN(int64_t n, num(8));
       a.iters = static_cast<int>(n);
     } else return InvalidArgumentError("verify bench: unknown argument {}", s);
   }
+  if (a.loop_prompt < 1 || a.loop_tokens < 0)
+    return InvalidArgumentError("verify bench: need --loop-prompt >= 1 and --loop-tokens >= 0");
   if (a.prefix < 1 || a.block < 1 || a.block > a.prefix || a.iters < 1)
     return InvalidArgumentError(
         "verify bench: need prefix >= block >= 1 and iters >= 1 (prefix {}, block {}, iters {})",
@@ -196,6 +253,20 @@ int RunVerify(const std::vector<std::string>& args) {
                 hf / t->verify_ms >= 1.5 ? "met" : "MISSED", hf / t->verify_ms);
   std::printf("verify / 1-token step: %.2f (a block of %ld costs that many single steps)\n",
               t->verify_ms / t->step1_ms, a->block);
+  if (a->loop_tokens == 0) return 0;
+  const Result<LoopTimes> loop = TimeLoop(cfg, *a, *stream);
+  if (!loop.ok()) {
+    std::fprintf(stderr, "verify bench: decode loop: %s\n", loop.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("whole loop (DFlashDecoder::Generate), prompt %ld, %ld new tokens, random weights:\n"
+              "  prefill + first token %.3f ms\n"
+              "  block size 16: %.3f ms per generated token (tau %.3f; %.3f ms per verify step)\n"
+              "  block size 1:  %.3f ms per generated token\n"
+              "  a trained drafter at tau T makes block 16 cost %.3f / T ms per token\n",
+              a->loop_prompt, a->loop_tokens, loop->prefill_ms, loop->ms_per_token[0], loop->tau,
+              loop->ms_per_token[0] * loop->tau, loop->ms_per_token[1],
+              loop->ms_per_token[0] * loop->tau);
   return 0;
 }
 #else

@@ -105,36 +105,58 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
   if (d != 64 && d != 128 && d != 256)
     GTEST_SKIP() << "SKIPPED: the golden drafter has head_dim " << d
                  << "; the CUDA block attention takes 64, 128 or 256";
-  auto drafter = DFlashDrafter::Create(*config, {.max_tokens = 128, .num_blocks = kDrafterBlocksCuda}, dev, s);
-  ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
-  ASSERT_TRUE(LoadDFlashWeights(kDir + "dflash_decode_tiny/drafter", **drafter).ok());
-  auto decoder = DFlashDecoder::Create(target->get(), drafter->get(), 128, s);
-  ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
   SpecDecodeOptions o;
   o.max_new_tokens = std::stoll(r->metadata().at("max_new_tokens"));
   o.block_size = std::stoll(r->metadata().at("block_size"));
   const int prompts = std::stoi(r->metadata().at("prompts"));
+  std::vector<std::vector<int32_t>> all_prompts, all_tokens;
   for (int i = 0; i < prompts; ++i) {
-    auto got = (*decoder)->Generate(ReadI32(*r, fmt::format("prompt.{}", i)), o);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_EQ(got->tokens, ReadI32(*r, fmt::format("tokens.{}", i))) << "prompt " << i;
-    // As the CPU golden test: accept lengths up to the first near-tie decision.
-    const std::vector<int32_t> want = ReadI32(*r, fmt::format("accept.{}", i));
-    const TensorInfo* mt = r->Find(fmt::format("margin.{}", i));
-    ASSERT_NE(mt, nullptr);
-    std::vector<float> margin(mt->numel());
-    ASSERT_TRUE(r->Read(*mt, DType::kF32, margin.data(), mt->numel() * 4).ok());
-    for (size_t s = 0; s < want.size() && s < got->accept_lengths.size(); ++s) {
-      if (margin[s] < 0.1f) break;
-      EXPECT_EQ(got->accept_lengths[s], want[s]) << "prompt " << i << " step " << s;
+    all_prompts.push_back(ReadI32(*r, fmt::format("prompt.{}", i)));
+    all_tokens.push_back(ReadI32(*r, fmt::format("tokens.{}", i)));
+  }
+  // One block (the plan tables' 16-byte alignment makes it legal on CUDA) and padded blocks.
+  for (int64_t blocks : {int64_t{1}, kDrafterBlocksCuda}) {
+    SCOPED_TRACE(fmt::format("drafter blocks {}", blocks));
+    auto drafter = DFlashDrafter::Create(*config, {.max_tokens = 128, .num_blocks = blocks}, dev, s);
+    ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
+    ASSERT_TRUE(LoadDFlashWeights(kDir + "dflash_decode_tiny/drafter", **drafter).ok());
+    auto decoder = DFlashDecoder::Create(target->get(), drafter->get(), 128, s);
+    ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+    for (int i = 0; i < prompts; ++i) {
+      auto got = (*decoder)->Generate(all_prompts[i], o);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->tokens, all_tokens[i]) << "prompt " << i;
+      // As the CPU golden test: accept lengths up to the first near-tie decision.
+      const std::vector<int32_t> want = ReadI32(*r, fmt::format("accept.{}", i));
+      const TensorInfo* mt = r->Find(fmt::format("margin.{}", i));
+      ASSERT_NE(mt, nullptr);
+      std::vector<float> margin(mt->numel());
+      ASSERT_TRUE(r->Read(*mt, DType::kF32, margin.data(), mt->numel() * 4).ok());
+      for (size_t s = 0; s < want.size() && s < got->accept_lengths.size(); ++s) {
+        if (margin[s] < 0.1f) break;
+        EXPECT_EQ(got->accept_lengths[s], want[s]) << "prompt " << i << " step " << s;
+      }
     }
   }
+  // Batched on CUDA, three prompts per forward with the drafter: greedy speculative decoding
+  // returns the target's own tokens, so every prompt's tokens equal the golden's.
+  auto drafter = DFlashDrafter::Create(
+      *config, {.max_tokens = 3 * 128, .num_blocks = DrafterBlocksForBatch(3, dev)}, dev, s);
+  ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
+  ASSERT_TRUE(LoadDFlashWeights(kDir + "dflash_decode_tiny/drafter", **drafter).ok());
+  auto batch = DFlashBatchDecoder::Create(target->get(), drafter->get(), 3, 128, s);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  auto batched = (*batch)->GenerateAll(all_prompts, o);
+  ASSERT_TRUE(batched.ok()) << batched.status().ToString();
+  ASSERT_EQ(batched->size(), all_prompts.size());
+  for (int i = 0; i < prompts; ++i)
+    EXPECT_EQ((*batched)[i].tokens, all_tokens[i]) << "batched, prompt " << i;
 }
 
 // ExtendBatch over three sequences on CUDA against an Extend of each alone: the same within
-// bf16 rounding (the GEMMs see other row counts), and the batched greedy decode (block size
-// 1: the golden drafter's head_dim is not one the CUDA block attention takes) gives the same
-// tokens for nearly every prompt (a near-tie may break the other way).
+// bf16 rounding (the GEMMs see other row counts), and the batched greedy decode at block size
+// 1 (random prompts, no drafter) gives the same tokens for nearly every prompt (a near-tie may
+// break the other way). GoldenDecodesOnCuda covers batching with the drafter.
 TEST(DFlashBatchDecoderGpuTest, BatchedMatchesOneAtATimeOnCuda) {
   SKIP_WITHOUT_GPU();
   auto stream = kernels::CudaStream::Create(0);

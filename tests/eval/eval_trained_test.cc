@@ -52,6 +52,14 @@ models::TransformerConfig TargetConfig() {
   return c;
 }
 
+// The drafter's head dim: 16 (the target's) unless TANDEM_EVAL_FIXTURE_HEAD_DIM says otherwise.
+// The committed decode fixture uses 64, a head dim the CUDA block attention takes, so that
+// speculative_gpu_test decodes the same golden on the GPU.
+int DrafterHeadDim() {
+  const char* v = std::getenv("TANDEM_EVAL_FIXTURE_HEAD_DIM");
+  return v ? std::atoi(v) : 16;
+}
+
 std::string JobText(const std::string& target, const std::string& ckpt, int steps) {
   return fmt::format(R"(
 [job]
@@ -74,6 +82,7 @@ batches_per_epoch = {}
 class = "dflash.drafter"
 in = "hidden"
 num_layers = 1
+head_dim = {}
 max_steps = {}
 total_steps = 400
 lr = 8e-3
@@ -82,7 +91,7 @@ log_every = 20
 pinned_bytes = 8000000
 checkpoint = {{ dir = "{}", every_steps = {} }}
 )",
-                     kSeed, target, steps, steps, ckpt, steps);
+                     kSeed, target, steps, DrafterHeadDim(), steps, ckpt, steps);
 }
 
 TEST(EvalTrainedTest, TrainedDrafterHasClearlyHigherTau) {

@@ -10,7 +10,8 @@ A PyTorch reference of the decode loop of z-lab's `spec_generate` (greedy), run 
 Both directories are committed. The target follows the synthetic data's rule (every layer
 adds ~nothing, lm_head maps token x to perm[x]) and the drafter was trained by tandem's tiny
 job on that data (tests/eval/eval_trained_test.cc writes both with
-TANDEM_EVAL_FIXTURE_OUT=DIR): with a random target and drafter nearly every draft would be
+TANDEM_EVAL_FIXTURE_OUT=DIR TANDEM_EVAL_FIXTURE_HEAD_DIM=64: a drafter head dim the CUDA
+block attention takes, so the same golden runs on the CPU and the GPU): with a random target and drafter nearly every draft would be
 rejected and the golden could not tell a wrong drafter from a right one.
 
 Loop per prompt (temperature 0):
