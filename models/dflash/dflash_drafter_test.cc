@@ -46,7 +46,7 @@ class DrafterCpuTest : public ::testing::Test {
     embedding_ = testing::RandomBf16(v * h, 1.0f, 21);
     lm_head_ = testing::RandomBf16(v * h, 0.3f, 22);
     for (int i = 0; i < 2; ++i) context_.push_back(testing::RandomBf16(t * h, 1.0f, 30 + i));
-    auto d = DFlashDrafter::Create(config_, {t, 4, 32}, kernels::Device::Cpu(), nullptr);
+    auto d = DFlashDrafter::Create(config_, {t, 4, 32}, kernels::HostAllocator(), nullptr);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     drafter_ = std::move(*d);
     testing::RandomizeParams(drafter_->params(), 3);

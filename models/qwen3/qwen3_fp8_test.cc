@@ -39,8 +39,8 @@ TEST(Qwen3Fp8Test, Fp8ForwardTracksBf16) {
   const testing::HostWeights w = testing::RandomHostWeights(cfg, 11);
   testing::ScratchDir dir;
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
-  auto bf = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(), {.max_tokens = 40});
-  auto f8 = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(),
+  auto bf = Qwen3Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 40});
+  auto f8 = Qwen3Target::Load(dir.path(), kernels::HostAllocator(),
                               {.max_tokens = 40, .precision = TargetPrecision::kFp8});
   ASSERT_TRUE(bf.ok()) << bf.status().ToString();
   ASSERT_TRUE(f8.ok()) << f8.status().ToString();
