@@ -73,7 +73,7 @@ Result<double> TargetSecondsPerToken(dflash::SharedTarget& target, const dflash:
   const kernels::Device dev = target.device();
   kernels::Stream s = target.stream();
   // The pool the target was loaded into (the job registry's, for this device).
-  kernels::Allocator* pool = &target.model().weights().allocator();
+  kernels::Allocator* pool = &target.allocator();
   std::vector<kernels::Tensor> caps;
   std::vector<models::LayerCapture> lc;
   for (int64_t id : spec.layer_ids) {
@@ -131,7 +131,7 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   const kernels::Device dev = target.device();
   ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create(dev.index));
   // The pool the target was loaded into (the job registry's, for this device).
-  kernels::Allocator* pool = &target.model().weights().allocator();
+  kernels::Allocator* pool = &target.allocator();
   ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, *pool, stream.get()));
   RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, stream.get()));
   const int64_t t = spec.max_tokens, h = spec.config.hidden_size;

@@ -26,6 +26,7 @@
 #include "bench/target_bench.h"
 
 #ifdef TANDEM_HAVE_CUDA
+#include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/row_argmax.h"
 #include "models/dflash/dflash_config.h"
@@ -64,13 +65,13 @@ std::vector<int32_t> Ids(int64_t n, uint32_t salt, int64_t vocab) {
 // Times prefill, verify (with and without the host copy of the logits) and a 1-token step.
 Result<VerifyTimes> TimeTandem(const models::TransformerConfig& cfg, const std::vector<int>& layers,
                                const VerifyArgs& a, const kernels::CudaStream& stream) {
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
-                   models::Qwen3Target::Random(cfg, kernels::Device::Cuda(0), 1,
+                   models::Qwen3Target::Random(cfg, *pool, 1,
                                                {.max_tokens = a.prefix, .stream = stream.get()}));
   ASSIGN_OR_RETURN(models::Qwen3KvCache cache,
-                   models::Qwen3KvCache::Create(cfg, a.prefix + a.block, kernels::Device::Cuda(0),
-                                                stream.get()));
+                   models::Qwen3KvCache::Create(cfg, a.prefix + a.block, *pool, stream.get()));
   std::vector<Tensor> bufs;
   for (size_t i = 0; i < layers.size(); ++i) {
     ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(*pool, DType::kBF16, {a.prefix, cfg.hidden_size},

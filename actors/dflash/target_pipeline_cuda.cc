@@ -79,7 +79,7 @@ class CudaPipeline final : public TargetPipeline {
     engine_ = std::make_unique<CudaCopyEngine>(pp_stream_.get());
     ASSIGN_OR_RETURN(timers_, GpuStageTimers::Create(env_->profile, 64));
     // The capture sets come from the pool the target was loaded into (the job's, this device).
-    kernels::Allocator* pool = &target_->model().weights().allocator();
+    kernels::Allocator* pool = &target_->allocator();
     const int64_t tmax = spec_.max_tokens, h = spec_.config.hidden_size;
     for (Set& s : sets_) {
       for (size_t i = 0; i < spec_.layer_ids.size(); ++i) {
