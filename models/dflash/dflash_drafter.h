@@ -94,6 +94,8 @@ class DFlashDrafter {
   const DFlashConfig& config() const { return config_; }
   const DFlashDrafterOptions& options() const { return options_; }
   kernels::Device device() const { return device_; }
+  // Where its parameters and workspace come from (the `alloc` of Create).
+  kernels::Allocator& allocator() const { return *alloc_; }
   kernels::Stream stream() const { return stream_; }
   // Joins a pending overlapped optimizer step first (JoinOptimizer), so work the caller
   // queues on stream() sees the updated weights and optimizer state.

@@ -145,7 +145,7 @@ TEST_F(DrafterCpuTest, SharedWeightsForwardTheOwnersWeightsOnly) {
   const float owner_loss = Loss();
   DFlashDrafterOptions o = drafter_->options();
   o.shared_weights = &drafter_->params();
-  auto shared = DFlashDrafter::Create(config_, o, kernels::Device::Cpu(), nullptr);
+  auto shared = DFlashDrafter::Create(config_, o, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(shared.ok()) << shared.status().ToString();
   DFlashDrafter& d = **shared;
   EXPECT_TRUE(d.params().master.view().empty());
@@ -165,7 +165,7 @@ TEST_F(DrafterCpuTest, SharedWeightsForwardTheOwnersWeightsOnly) {
   DFlashConfig other = config_;
   other.layers.num_hidden_layers = 1;
   other.layers.layer_types.resize(1);
-  EXPECT_FALSE(DFlashDrafter::Create(other, o, kernels::Device::Cpu(), nullptr).ok());
+  EXPECT_FALSE(DFlashDrafter::Create(other, o, kernels::HostAllocator(), nullptr).ok());
 }
 
 TEST_F(DrafterCpuTest, BackwardOverwritesStaleGradients) {

@@ -142,8 +142,8 @@ TEST_P(Qwen3KvCacheTest, RejectsBadArguments) {
 // sequence and crop independently.
 TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
   const std::vector<int64_t> prompt_len = {5, 9, 2}, block_len = {3, 1, 4};
-  auto alone = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
-  auto batched = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  auto alone = Qwen3BatchKvCache::Create(cfg_, 3, 20, kernels::HostAllocator());
+  auto batched = Qwen3BatchKvCache::Create(cfg_, 3, 20, kernels::HostAllocator());
   ASSERT_TRUE(alone.ok() && batched.ok());
   std::vector<std::vector<int32_t>> blocks;
   std::vector<float> want_logits, want_feat, logits, feat;
@@ -179,7 +179,7 @@ TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
     }
   }
   // Sensitivity: a sequence verified against another's cache gives other logits.
-  auto swapped = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  auto swapped = Qwen3BatchKvCache::Create(cfg_, 3, 20, kernels::HostAllocator());
   ASSERT_TRUE(swapped.ok());
   std::vector<float> other(block_len[0] * v);
   Extend(swapped->sequence(1), std::vector<int32_t>(5, 3), &logits, &feat);
@@ -200,7 +200,7 @@ TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
   EXPECT_NE(st.ToString().find("sequence 1"), std::string::npos) << st.ToString();
   EXPECT_NE(st.ToString().find("capacity 20"), std::string::npos) << st.ToString();
   EXPECT_FALSE(target_->ExtendBatch(*batched, {}, {}).ok());
-  EXPECT_FALSE(Qwen3BatchKvCache::Create(cfg_, 0, 20, Device::Cpu()).ok());
+  EXPECT_FALSE(Qwen3BatchKvCache::Create(cfg_, 0, 20, kernels::HostAllocator()).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Qwen3KvCacheTest, ::testing::Values(false, true),

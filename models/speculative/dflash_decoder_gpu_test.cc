@@ -168,15 +168,16 @@ TEST(DFlashBatchDecoderGpuTest, BatchedMatchesOneAtATimeOnCuda) {
   ASSERT_TRUE(stream.ok());
   const kernels::Stream s = stream->get();
   const auto dev = kernels::Device::Cuda(0);
-  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", dev,
+  kernels::DevicePools pools;  // outlives the target, caches and decoders
+  kernels::CachingPool* pool = pools.Pool(0).value();
+  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", *pool,
                                   {.max_tokens = 64, .stream = s});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   const TransformerConfig& c = (*target)->config();
   const int64_t v = c.vocab_size;
-  auto alone = Qwen3BatchKvCache::Create(c, 3, 40, dev, s);
-  auto batched = Qwen3BatchKvCache::Create(c, 3, 40, dev, s);
+  auto alone = Qwen3BatchKvCache::Create(c, 3, 40, *pool, s);
+  auto batched = Qwen3BatchKvCache::Create(c, 3, 40, *pool, s);
   ASSERT_TRUE(alone.ok() && batched.ok());
-  kernels::CachingPool* pool = *kernels::CudaPool(0);
   auto logits = kernels::Tensor::Empty(*pool, DType::kF32, {16, v}, s);
   ASSERT_TRUE(logits.ok());
   const std::vector<std::vector<int32_t>> prompts = {{3, 9, 27, 40, 5}, {7, 1}, {60, 2, 33, 8}};
