@@ -140,15 +140,17 @@ Result<LoopTimes> TimeLoop(const models::TransformerConfig& cfg, const VerifyArg
                            const kernels::CudaStream& stream) {
   const kernels::Device dev = kernels::Device::Cuda(0);
   const int64_t block = 16, context = a.loop_prompt + a.loop_tokens + block;
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
                    models::Qwen3Target::Random(
-                       cfg, dev, 1, {.max_tokens = a.loop_prompt, .stream = stream.get()}));
+                       cfg, *pool, 1, {.max_tokens = a.loop_prompt, .stream = stream.get()}));
   ASSIGN_OR_RETURN(std::unique_ptr<models::DFlashDrafter> drafter,
                    models::DFlashDrafter::Create(
                        Qwen3_8bDrafterConfig(5),
                        {.max_tokens = kLoopBatch * context,
                         .num_blocks = models::DrafterBlocksForBatch(kLoopBatch, dev)},
-                       dev, stream.get()));
+                       *pool, stream.get()));
   RETURN_IF_ERROR(drafter->params().InitFromScratch(2, stream.get()));
   const std::vector<int32_t> prompt = Ids(a.loop_prompt, 3, cfg.vocab_size);
   LoopTimes t;
