@@ -34,6 +34,7 @@
 #include "bench/bench_util.h"
 #include "bench/target_bench.h"
 #include "bench/gpu_power.h"
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/random/philox.h"
 #include "kernels/core/stream.h"
@@ -176,14 +177,15 @@ Result<Inputs> MakeInputs(kernels::CachingPool& pool) {
   return in;
 }
 
-Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(bool lm_head_fp8) {
+Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(kernels::Allocator& alloc,
+                                                          bool lm_head_fp8) {
   models::DFlashTrainOptions o;
   o.max_tokens = kTokens;
   o.anchors_per_batch = kAnchors;
   o.total_steps = 1000;
   o.lm_head_fp8 = lm_head_fp8;
-  ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(Qwen3_8bDrafter(), o,
-                                                               kernels::Device::Cuda(0), nullptr));
+  ASSIGN_OR_RETURN(auto trainer,
+                   models::DFlashTrainer::Create(Qwen3_8bDrafter(), o, alloc, nullptr));
   RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(0, nullptr));
   return trainer;
 }
@@ -191,14 +193,17 @@ Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(bool lm_head_fp8) {
 // One forward + backward with the bf16 head and one with the FP8 head, same parameters,
 // anchors, noise and inputs: the loss's relative error and the whole gradient's relative L2
 // error, cosine and norm ratio (per-tensor errors: models/dflash/dflash_fp8_head_test.cc).
-Status HeadFidelity(kernels::CachingPool& pool) {
+Status HeadFidelity() {
+  kernels::DevicePools pools;  // outlives the inputs and trainers below
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool_ptr, pools.Pool(0));
+  kernels::CachingPool& pool = *pool_ptr;
   ASSIGN_OR_RETURN(Inputs in, MakeInputs(pool));
   ASSIGN_OR_RETURN(kernels::Fp8LmHeadWeights q,
                    kernels::Fp8LmHeadWeights::Quantize(in.lm_head, pool, nullptr));
   std::vector<float> loss(2);
   std::vector<std::vector<float>> grads(2);
   for (int fp8 = 0; fp8 < 2; ++fp8) {
-    ASSIGN_OR_RETURN(auto trainer, MakeTrainer(fp8 == 1));
+    ASSIGN_OR_RETURN(auto trainer, MakeTrainer(pool, fp8 == 1));
     models::DFlashTargetHead head{in.embedding, in.lm_head};
     if (fp8) head.lm_head_fp8 = &q.head();
     RETURN_IF_ERROR(trainer->ForwardBackward(head, in.meta(), in.ctx_views));
@@ -232,7 +237,8 @@ struct RunResult {
 
 // `lm_head_fp8`: the FP8 LM head, timed without the optimizer-overlap comparison.
 Status Run(int steps, bool stages, bool lm_head_fp8, RunResult* out) {
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // outlives every tensor and the trainer below
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   const models::DFlashConfig config = Qwen3_8bDrafter();
   ASSIGN_OR_RETURN(Inputs in, MakeInputs(*pool));
   std::optional<kernels::Fp8LmHeadWeights> q;
@@ -244,7 +250,7 @@ Status Run(int steps, bool stages, bool lm_head_fp8, RunResult* out) {
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
   const int64_t inputs_bytes = pool->stats().in_use_bytes;
 
-  ASSIGN_OR_RETURN(auto trainer, MakeTrainer(lm_head_fp8));
+  ASSIGN_OR_RETURN(auto trainer, MakeTrainer(*pool, lm_head_fp8));
   const models::DFlashParams& p = trainer->drafter().params();
   const int64_t state_bytes = p.master.nbytes() + p.compute.nbytes() + p.grads.nbytes() +
                               p.adam_m.nbytes() + p.adam_v.nbytes();
@@ -336,7 +342,7 @@ int RunDrafter(const std::vector<std::string>& args) {
   RunResult r, r8;
   Status s = Status::Ok();
   if (fp8) {
-    s = HeadFidelity(**kernels::CudaPool(0));
+    s = HeadFidelity();
     if (s.ok()) s = Run(steps, false, true, &r8);
     if (s.ok()) std::printf("tandem with the FP8 LM head: %.2f ms a step\n", r8.step_ms);
   }

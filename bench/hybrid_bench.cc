@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/attention/attention.h"
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/linear_attention/gated_delta_rule.h"
 #include "kernels/linear_attention/gated_delta_rule_chunked.h"
@@ -66,7 +67,8 @@ Result<Tensor> CuSeqlens(kernels::CachingPool& pool) {
 
 Status Gdr(const Options& o) {
   const int64_t hk = 16, hv = 48, d = 128;
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(Tensor q, RandomBf16(*pool, {kTokens, hk * d}, 1.f, 1, nullptr));
   ASSIGN_OR_RETURN(Tensor k, RandomBf16(*pool, {kTokens, hk * d}, 1.f, 2, nullptr));
   ASSIGN_OR_RETURN(Tensor v, RandomBf16(*pool, {kTokens, hv * d}, 1.f, 3, nullptr));
@@ -135,7 +137,8 @@ Status Gdr(const Options& o) {
 
 Status Attn256(const Options& o) {
   const int64_t hq = 24, hk = 4, d = 256;
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(Tensor q, RandomBf16(*pool, {kTokens, hq, d}, 1.f, 11, nullptr));
   ASSIGN_OR_RETURN(Tensor k, RandomBf16(*pool, {kTokens, hk, d}, 1.f, 12, nullptr));
   ASSIGN_OR_RETURN(Tensor v, RandomBf16(*pool, {kTokens, hk, d}, 1.f, 13, nullptr));
@@ -180,11 +183,12 @@ Result<models::Qwen35Config> Config27B(int layers) {
 
 Status Forward(const Options& o) {
   ASSIGN_OR_RETURN(models::Qwen35Config c, Config27B(o.layers));
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   cudaStream_t stream = nullptr;
   if (cudaStreamCreate(&stream) != cudaSuccess) return InternalError("cudaStreamCreate");
   ASSIGN_OR_RETURN(models::Qwen35Weights w,
-                   models::Qwen35Weights::Random(c, kernels::Device::Cuda(0), 7, stream, 1.f));
+                   models::Qwen35Weights::Random(c, *pool, 7, stream, 1.f));
   const int64_t weight_bytes = w.nbytes();
   ASSIGN_OR_RETURN(auto target, models::Qwen35Target::Create(std::move(w), {kTokens, stream}));
   std::vector<int32_t> ids(kTokens), pos(kTokens);

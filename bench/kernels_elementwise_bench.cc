@@ -18,6 +18,7 @@
 #include "kernels/elementwise/concat_noise.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/embedding.h"
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/norm/rmsnorm.h"
 #include "kernels/rope/rope.h"
@@ -50,7 +51,8 @@ Status Run(const std::vector<std::string>& args) {
   }
   nlohmann::json pj = peer ? RunPeer(peer_path, "", "torch") : nlohmann::json{};
 
-  ASSIGN_OR_RETURN(CachingPool * pool, CudaPool(0));
+  DevicePools pools;  // outlives every tensor below
+  ASSIGN_OR_RETURN(CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create(0));
   Stream s = stream.get();
   auto empty = [&](DType t, Shape shape) { return Tensor::Empty(*pool, t, shape, s); };

@@ -72,7 +72,8 @@ Result<double> TargetSecondsPerToken(dflash::SharedTarget& target, const dflash:
   const int64_t t = spec.max_tokens, h = spec.config.hidden_size;
   const kernels::Device dev = target.device();
   kernels::Stream s = target.stream();
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
+  // The pool the target was loaded into (the job registry's, for this device).
+  kernels::Allocator* pool = &target.allocator();
   std::vector<kernels::Tensor> caps;
   std::vector<models::LayerCapture> lc;
   for (int64_t id : spec.layer_ids) {
@@ -129,9 +130,10 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   to.optimizer_overlap = optimizer_overlap;
   const kernels::Device dev = target.device();
   ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create(dev.index));
-  ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, dev, stream.get()));
+  // The pool the target was loaded into (the job registry's, for this device).
+  kernels::Allocator* pool = &target.allocator();
+  ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(dc, to, *pool, stream.get()));
   RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, stream.get()));
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
   const int64_t t = spec.max_tokens, h = spec.config.hidden_size;
   std::vector<kernels::Tensor> ctx;
   std::vector<kernels::TensorView> views;

@@ -29,6 +29,7 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_config.h"
 #include "models/qwen3/qwen3_target.h"
@@ -105,14 +106,14 @@ Result<ForwardResult> RunForward(const TransformerConfig& cfg, const std::vector
                                  const kernels::CudaStream& stream, bool profile = false) {
   ForwardResult out;
   out.fp8 = precision == models::TargetPrecision::kFp8;
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool_ptr, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool_ptr, pools.Pool(0));
   kernels::CachingPool& pool = *pool_ptr;
-  pool.ReleaseCached();
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
   pool.ResetHighWater();
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
-                   models::Qwen3Target::Random(cfg, kernels::Device::Cuda(0), 1,
+                   models::Qwen3Target::Random(cfg, pool, 1,
                                                {.max_tokens = tokens, .stream = stream.get(),
                                                 .precision = precision}));
   out.weight_bytes = target->weight_bytes();

@@ -21,6 +21,7 @@
 #include "bench/bench.h"
 
 #ifdef TANDEM_HAVE_CUDA
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/core/stream.h"
 #include "models/io/safetensors.h"
@@ -79,13 +80,13 @@ struct Outputs {
 
 Status RunPrecision(const std::string& dir, const GoldenBatch& b, models::TargetPrecision p,
                     const kernels::CudaStream& stream, Outputs* out) {
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
-  pool->ReleaseCached();
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   pool->ResetHighWater();
   const int64_t t = static_cast<int64_t>(b.ids.size());
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
-                   models::Qwen3Target::Load(dir, kernels::Device::Cuda(0),
+                   models::Qwen3Target::Load(dir, *pool,
                                              {.max_tokens = t, .stream = stream.get(),
                                               .precision = p}));
   const double load_s =

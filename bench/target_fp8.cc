@@ -5,6 +5,7 @@
 
 #ifdef TANDEM_HAVE_CUDA
 #include "bench/bench_util.h"
+#include "kernels/core/device_pools.h"
 #include "kernels/gemm/fp8.h"
 #endif
 
@@ -38,8 +39,9 @@ struct Operands {
   kernels::Tensor x, w, c, xq, xs, wq, ws;
 };
 
-Result<Operands> MakeOperands(int64_t m, int64_t n, int64_t k, bool fp8, kernels::Stream stream) {
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+Result<Operands> MakeOperands(kernels::DevicePools& pools, int64_t m, int64_t n, int64_t k,
+                              bool fp8, kernels::Stream stream) {
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   Operands o;
   ASSIGN_OR_RETURN(o.x, RandomBf16(*pool, {m, k}, 1.f, 71, stream));
   ASSIGN_OR_RETURN(o.w, RandomBf16(*pool, {n, k}, 0.02f, 72, stream));
@@ -60,7 +62,8 @@ Result<Operands> MakeOperands(int64_t m, int64_t n, int64_t k, bool fp8, kernels
 
 Result<double> Fp8GemmTflops(kernels::GemmContext* ctx, int64_t m, int64_t n, int64_t k,
                              kernels::Stream stream, int iters) {
-  ASSIGN_OR_RETURN(Operands o, MakeOperands(m, n, k, true, stream));
+  kernels::DevicePools pools;  // outlives the operands
+  ASSIGN_OR_RETURN(Operands o, MakeOperands(pools, m, n, k, true, stream));
   kernels::GemmOptions opt;
   opt.trans_b = true;
   const kernels::Fp8GroupActivation a{o.xq.view(), o.xs.view()};
@@ -73,7 +76,8 @@ Result<double> Fp8GemmTflops(kernels::GemmContext* ctx, int64_t m, int64_t n, in
 
 Result<double> Bf16GemmTflops(kernels::GemmContext* ctx, int64_t m, int64_t n, int64_t k,
                               kernels::Stream stream, int iters) {
-  ASSIGN_OR_RETURN(Operands o, MakeOperands(m, n, k, false, stream));
+  kernels::DevicePools pools;  // outlives the operands
+  ASSIGN_OR_RETURN(Operands o, MakeOperands(pools, m, n, k, false, stream));
   kernels::GemmOptions opt;
   opt.trans_b = true;
   ASSIGN_OR_RETURN(double ms, TimeMs(stream, iters, 3, [&] {

@@ -26,6 +26,7 @@
 #include "bench/target_bench.h"
 
 #ifdef TANDEM_HAVE_CUDA
+#include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/row_argmax.h"
 #include "models/dflash/dflash_config.h"
@@ -64,13 +65,13 @@ std::vector<int32_t> Ids(int64_t n, uint32_t salt, int64_t vocab) {
 // Times prefill, verify (with and without the host copy of the logits) and a 1-token step.
 Result<VerifyTimes> TimeTandem(const models::TransformerConfig& cfg, const std::vector<int>& layers,
                                const VerifyArgs& a, const kernels::CudaStream& stream) {
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(0));
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
-                   models::Qwen3Target::Random(cfg, kernels::Device::Cuda(0), 1,
+                   models::Qwen3Target::Random(cfg, *pool, 1,
                                                {.max_tokens = a.prefix, .stream = stream.get()}));
   ASSIGN_OR_RETURN(models::Qwen3KvCache cache,
-                   models::Qwen3KvCache::Create(cfg, a.prefix + a.block, kernels::Device::Cuda(0),
-                                                stream.get()));
+                   models::Qwen3KvCache::Create(cfg, a.prefix + a.block, *pool, stream.get()));
   std::vector<Tensor> bufs;
   for (size_t i = 0; i < layers.size(); ++i) {
     ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(*pool, DType::kBF16, {a.prefix, cfg.hidden_size},
@@ -139,15 +140,17 @@ Result<LoopTimes> TimeLoop(const models::TransformerConfig& cfg, const VerifyArg
                            const kernels::CudaStream& stream) {
   const kernels::Device dev = kernels::Device::Cuda(0);
   const int64_t block = 16, context = a.loop_prompt + a.loop_tokens + block;
+  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+  ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   ASSIGN_OR_RETURN(std::unique_ptr<models::Qwen3Target> target,
                    models::Qwen3Target::Random(
-                       cfg, dev, 1, {.max_tokens = a.loop_prompt, .stream = stream.get()}));
+                       cfg, *pool, 1, {.max_tokens = a.loop_prompt, .stream = stream.get()}));
   ASSIGN_OR_RETURN(std::unique_ptr<models::DFlashDrafter> drafter,
                    models::DFlashDrafter::Create(
                        Qwen3_8bDrafterConfig(5),
                        {.max_tokens = kLoopBatch * context,
                         .num_blocks = models::DrafterBlocksForBatch(kLoopBatch, dev)},
-                       dev, stream.get()));
+                       *pool, stream.get()));
   RETURN_IF_ERROR(drafter->params().InitFromScratch(2, stream.get()));
   const std::vector<int32_t> prompt = Ids(a.loop_prompt, 3, cfg.vocab_size);
   LoopTimes t;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/dflash/checkpoint_snapshot.h"
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/core/pinned_allocator.h"
 #include "kernels/core/stream.h"
@@ -39,6 +40,8 @@ bool Same(const Tensor& a, const Tensor& b) {
 
 TEST(CheckpointSnapshotGpuTest, SnapshotIsTheStateAtItsStepWhileTrainingGoesOn) {
   const kernels::Device dev = kernels::Device::Cuda(0);
+  kernels::DevicePools pools;  // this test's own; first: outlives the stream's work and tensors
+  kernels::CachingPool* pool = pools.Pool(0).value();
   const models::DFlashConfig config = Config();
   const int64_t v = config.layers.vocab_size, h = config.layers.hidden_size;
   auto stream = kernels::CudaStream::Create(0);
@@ -49,17 +52,15 @@ TEST(CheckpointSnapshotGpuTest, SnapshotIsTheStateAtItsStepWhileTrainingGoesOn) 
   o.total_steps = 100;
   o.lr = 1e-3f;
   o.seed = 5;
-  auto trainer = models::DFlashTrainer::Create(config, o, dev, stream->get());
+  auto trainer = models::DFlashTrainer::Create(config, o, *pool, stream->get());
   ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
   models::DFlashTrainer& t = **trainer;
   ASSERT_TRUE(t.drafter().params().InitFromScratch(o.seed, stream->get()).ok());
 
-  auto pool = kernels::CudaPool(0);
-  ASSERT_TRUE(pool.ok());
   const models::testing::HostBatch batch = models::testing::MakeBatch({100, 60, 90}, v, 3);
   const int64_t tokens = static_cast<int64_t>(batch.ids.size());
   auto upload = [&](const std::vector<kernels::bf16>& host, kernels::Shape shape) {
-    auto d = Tensor::Empty(**pool, DType::kBF16, shape, stream->get());
+    auto d = Tensor::Empty(*pool, DType::kBF16, shape, stream->get());
     EXPECT_TRUE(d.ok());
     EXPECT_TRUE(kernels::CopyFromHost(*d, host.data(), stream->get()).ok());
     return std::move(*d);

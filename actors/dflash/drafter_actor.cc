@@ -141,11 +141,12 @@ class DrafterActor final : public JobActor {
                                                  context().replica, device));
     }
     const models::DFlashTrainOptions to = TrainOptions(ds, spec);
+    ASSIGN_OR_RETURN(kernels::Allocator * alloc, JobAllocator(*env->registry, device));
     ASSIGN_OR_RETURN(std::unique_ptr<DrafterDevice> dev,
-                     DrafterDevice::Create(device, static_cast<int64_t>(spec.layer_ids.size()),
+                     DrafterDevice::Create(*alloc, static_cast<int64_t>(spec.layer_ids.size()),
                                            spec.max_tokens, spec.config.hidden_size, env));
     ASSIGN_OR_RETURN(auto trainer, models::DFlashTrainer::Create(DrafterConfig(ds, spec), to,
-                                                                 device, dev->stream()));
+                                                                 *alloc, dev->stream()));
     RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(to.seed, dev->stream()));
     // The frozen embedding and LM head: a target replica's on this device (colocation), else
     // the two matrices alone.
@@ -156,16 +157,12 @@ class DrafterActor final : public JobActor {
       ASSIGN_OR_RETURN(target, AcquireTarget(*env->registry, spec, device));
       head = {target->embed(), target->lm_head()};
     } else {
-      ASSIGN_OR_RETURN(own_head, LoadTargetHead(spec, device, dev->stream()));
+      ASSIGN_OR_RETURN(own_head, LoadTargetHead(spec, *alloc, dev->stream()));
       head = {own_head->embed(), own_head->lm_head()};
     }
     // lm_head_precision = "fp8": the head quantized once; it never changes.
     std::optional<kernels::Fp8LmHeadWeights> fp8_head;
     if (ds.lm_head_fp8) {
-      kernels::Allocator* alloc = &kernels::HostAllocator();
-      if (device.is_cuda()) {
-        ASSIGN_OR_RETURN(alloc, kernels::CudaPool(device.index));
-      }
       ASSIGN_OR_RETURN(fp8_head, kernels::Fp8LmHeadWeights::Quantize(head.lm_head, *alloc,
                                                                      dev->stream()));
       head.lm_head_fp8 = &fp8_head->head();

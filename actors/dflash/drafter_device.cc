@@ -64,8 +64,9 @@ class CudaDrafterDevice final : public DrafterDevice {
   static constexpr int kRing = 16;  // steps whose flags may be in flight
   static constexpr int kSlotFloats = 5;  // grad stats [4], loss
 
-  CudaDrafterDevice(int device, JobEnv* env)
-      : device_(device), env_(env), h2d_(env->profile->Stage("drafter.h2d")),
+  CudaDrafterDevice(kernels::Allocator* alloc, JobEnv* env)
+      : device_(alloc->device().index), alloc_(alloc), env_(env),
+        h2d_(env->profile->Stage("drafter.h2d")),
         gpu_step_(env->profile->Stage("drafter.gpu.step")) {}
   ~CudaDrafterDevice() override {
     CUDA_LOG_IF_ERROR(cudaSetDevice(device_));
@@ -79,7 +80,7 @@ class CudaDrafterDevice final : public DrafterDevice {
     ASSIGN_OR_RETURN(copy_, kernels::CudaStream::Create(device_));
     engine_ = std::make_unique<CudaCopyEngine>(copy_.get());
     ASSIGN_OR_RETURN(timers_, GpuStageTimers::Create(env_->profile, 64));
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device_));
+    kernels::Allocator* pool = alloc_;
     for (Set& s : sets_) {
       for (int64_t i = 0; i < layers; ++i) {
         // bf16 [max_tokens, H]: written on the copy stream, read on the compute stream.
@@ -208,6 +209,7 @@ class CudaDrafterDevice final : public DrafterDevice {
   }
 
   int device_;
+  kernels::Allocator* alloc_;  // the job's pool of device_
   JobEnv* env_;
   StageHandle h2d_, gpu_step_;
   kernels::CudaStream compute_, copy_;
@@ -229,13 +231,13 @@ class CudaDrafterDevice final : public DrafterDevice {
 
 }  // namespace
 
-Result<std::unique_ptr<DrafterDevice>> DrafterDevice::Create(kernels::Device device,
+Result<std::unique_ptr<DrafterDevice>> DrafterDevice::Create(kernels::Allocator& alloc,
                                                              int64_t layers,
                                                              int64_t max_tokens,
                                                              int64_t hidden, JobEnv* env) {
-  if (device.is_cpu()) return std::unique_ptr<DrafterDevice>(new CpuDrafterDevice(env));
+  if (alloc.device().is_cpu()) return std::unique_ptr<DrafterDevice>(new CpuDrafterDevice(env));
 #ifdef TANDEM_HAVE_CUDA
-  auto d = std::make_unique<CudaDrafterDevice>(device.index, env);
+  auto d = std::make_unique<CudaDrafterDevice>(&alloc, env);
   RETURN_IF_ERROR(d->Init(layers, max_tokens, hidden));
   return std::unique_ptr<DrafterDevice>(std::move(d));
 #else

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/dflash/hidden_batch.h"
+#include "kernels/core/memory.h"
 #include "kernels/core/tensor.h"
 #include "models/dflash/dflash_drafter.h"
 #include "runtime/job/job_actor.h"
@@ -37,7 +38,9 @@ struct StepMetrics {
 
 class DrafterDevice {
  public:
-  static Result<std::unique_ptr<DrafterDevice>> Create(kernels::Device device, int64_t layers,
+  // On `alloc`'s device; the context sets come from `alloc` (the job's pool of that device).
+  // REQUIRES: `alloc` and `env` outlive the DrafterDevice.
+  static Result<std::unique_ptr<DrafterDevice>> Create(kernels::Allocator& alloc, int64_t layers,
                                                        int64_t max_tokens, int64_t hidden,
                                                        JobEnv* env);
   virtual ~DrafterDevice() = default;

@@ -57,7 +57,7 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
   dopt.num_blocks = trained.device().is_cuda() ? models::kDrafterBlocksCuda : 1;
   dopt.shared_weights = &trained.params();
   ASSIGN_OR_RETURN(drafter_,
-                   models::DFlashDrafter::Create(trained.config(), dopt, trained.device(),
+                   models::DFlashDrafter::Create(trained.config(), dopt, trained.allocator(),
                                                  stream));
   ASSIGN_OR_RETURN(decoder_,
                    models::DFlashDecoder::Create(target_.get(), drafter_.get(), max_context_,

@@ -21,7 +21,8 @@
 // (AcquireTarget: the target replica's copy on this device, or when no replica runs here,
 // one loaded once on this device for the drafter's embedding and LM head as well), with its
 // own workspace so it never touches the buffers of the target actor's forwards. Memory of its
-// own, allocated once at Create: the KV cache (2 x layers x context x kv_dim bf16), the
+// own, allocated once at Create from the job's pool (where the target's weights and the
+// trained drafter came from): the KV cache (2 x layers x context x kv_dim bf16), the
 // captured features (k x context x hidden bf16), the two workspaces (the target's for the
 // longest prompt, the drafter's for one block over the context) and a [16, vocab] f32 logits
 // buffer, where context = longest prompt + max_new_tokens + block size. Create logs the sum.

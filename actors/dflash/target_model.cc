@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/core/device_pools.h"
 #include "models/qwen3/qwen3_weights.h"
 
 #ifdef TANDEM_HAVE_CUDA
@@ -108,9 +109,17 @@ kernels::TensorView SharedTarget::embed() const {
 kernels::TensorView SharedTarget::lm_head() const {
   return dense_ ? dense_->weights().lm_head() : hybrid_->weights().lm_head();
 }
+kernels::Allocator& SharedTarget::allocator() const {
+  return dense_ ? dense_->weights().allocator() : hybrid_->weights().allocator();
+}
+
+Result<kernels::Allocator*> JobAllocator(JobRegistry& registry, kernels::Device device) {
+  return registry.Get<kernels::DevicePools>().For(device);
+}
 
 Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
-                                                 kernels::Device device) {
+                                                 kernels::Allocator& alloc) {
+  const kernels::Device device = alloc.device();
   auto shared = std::make_shared<SharedTarget>();
 #ifdef TANDEM_HAVE_CUDA
   if (device.is_cuda()) {
@@ -129,11 +138,11 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
     const models::Qwen35TargetOptions options{spec.max_tokens, shared->stream_};
     if (spec.model == "random") {
       ASSIGN_OR_RETURN(models::Qwen35Weights w,
-                       models::Qwen35Weights::Random(*spec.hybrid, device, spec.seed,
+                       models::Qwen35Weights::Random(*spec.hybrid, alloc, spec.seed,
                                                      shared->stream_));
       ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Create(std::move(w), options));
     } else {
-      ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Load(spec.model, device, options));
+      ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Load(spec.model, alloc, options));
     }
     RETURN_IF_ERROR(kernels::SynchronizeStream(device, shared->stream_));
     return shared;
@@ -141,28 +150,28 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
   models::Qwen3TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
   if (spec.model == "random") {
     ASSIGN_OR_RETURN(shared->dense_,
-                     models::Qwen3Target::Random(spec.config, device, spec.seed, options));
+                     models::Qwen3Target::Random(spec.config, alloc, spec.seed, options));
   } else {
-    ASSIGN_OR_RETURN(shared->dense_, models::Qwen3Target::Load(spec.model, device, options));
+    ASSIGN_OR_RETURN(shared->dense_, models::Qwen3Target::Load(spec.model, alloc, options));
   }
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, shared->stream_));
   return shared;
 }
 
-Result<TargetHead> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
+Result<TargetHead> LoadTargetHead(const TargetModelSpec& spec, kernels::Allocator& alloc,
                                   kernels::Stream stream) {
   if (spec.family == TargetFamily::kHybrid) {
     if (!spec.hybrid) return InternalError("LoadTargetHead: a hybrid target without its config");
     ASSIGN_OR_RETURN(models::Qwen35Head h,
                      spec.model == "random"
-                         ? models::Qwen35Head::Random(*spec.hybrid, device, spec.seed, stream)
-                         : models::Qwen35Head::Load(spec.model, *spec.hybrid, device, stream));
+                         ? models::Qwen35Head::Random(*spec.hybrid, alloc, spec.seed, stream)
+                         : models::Qwen35Head::Load(spec.model, *spec.hybrid, alloc, stream));
     return TargetHead(std::move(h));
   }
   ASSIGN_OR_RETURN(models::Qwen3Head h,
                    spec.model == "random"
-                       ? models::Qwen3Head::Random(spec.config, device, spec.seed, stream)
-                       : models::Qwen3Head::Load(spec.model, spec.config, device, stream));
+                       ? models::Qwen3Head::Random(spec.config, alloc, spec.seed, stream)
+                       : models::Qwen3Head::Load(spec.model, spec.config, alloc, stream));
   return TargetHead(std::move(h));
 }
 
@@ -181,7 +190,8 @@ Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
                                   spec.model, existing->max_tokens(), spec.max_tokens);
     return existing;
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> shared, LoadTarget(spec, device));
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, JobAllocator(registry, device));
+  ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> shared, LoadTarget(spec, *alloc));
   table.by_key[key] = shared;
   return shared;
 }

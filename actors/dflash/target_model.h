@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/core/dtype.h"
+#include "kernels/core/memory.h"
 #include "models/io/hf_config.h"
 #include "models/qwen3/qwen3_head.h"
 #include "models/qwen3/qwen3_target.h"
@@ -69,27 +70,36 @@ class SharedTarget {
   // The dense model (null for a hybrid), read-only: e.g. its weights for a decoder of its
   // own (models::Qwen3Weights::Alias, actors/dflash/drafter_eval.h).
   const models::Qwen3Target* dense() const { return dense_.get(); }
+  // Where the weights came from (the job's pool of device()); buffers that work with the
+  // target's forward are allocated there too.
+  kernels::Allocator& allocator() const;
   // True for the first caller only: it may run Forward on model() until ReleaseForward().
   bool ClaimForward() { return !forward_claimed_.exchange(true); }
   void ReleaseForward() { forward_claimed_.store(false); }
 
  private:
   friend Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec&,
-                                                          kernels::Device);
+                                                          kernels::Allocator&);
   std::unique_ptr<models::Qwen3Target> dense_;    // one of the two is set
   std::unique_ptr<models::Qwen35Target> hybrid_;
   kernels::Stream stream_ = nullptr;
   std::atomic<bool> forward_claimed_{false};
 };
 
-// The target of `spec` on `device` in the job of `registry`, loaded on first use and shared
-// while anyone holds it.
+// The allocator of `device` in the job of `registry`: the job's caching pool of that GPU
+// (kernels/core/device_pools.h, kept in the registry and freed with it), or host memory.
+// Every device tensor of a job's actors comes from here, so jobs never share cached memory.
+Result<kernels::Allocator*> JobAllocator(JobRegistry& registry, kernels::Device device);
+
+// The target of `spec` on `device` in the job of `registry` (in the job's pool of `device`),
+// loaded on first use and shared while anyone holds it.
 Result<std::shared_ptr<SharedTarget>> AcquireTarget(JobRegistry& registry,
                                                     const TargetModelSpec& spec,
                                                     kernels::Device device);
-// A new copy of the target of `spec` on `device`, not shared.
+// A new copy of the target of `spec` in memory from `alloc`, not shared.
+// REQUIRES: `alloc` outlives the target.
 Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
-                                                 kernels::Device device);
+                                                 kernels::Allocator& alloc);
 
 // The embedding and LM head of either family.
 class TargetHead {
@@ -109,8 +119,9 @@ class TargetHead {
 
 // The target's embedding and LM head alone (models/qwen3/qwen3_head.h, or Qwen35Head), for
 // a drafter on a GPU without a target replica: loaded from spec.model, or the random
-// model's, on `device` (ordered on `stream`, complete on return).
-Result<TargetHead> LoadTargetHead(const TargetModelSpec& spec, kernels::Device device,
+// model's, into memory from `alloc` (ordered on `stream`, complete on return).
+// REQUIRES: `alloc` outlives it.
+Result<TargetHead> LoadTargetHead(const TargetModelSpec& spec, kernels::Allocator& alloc,
                                          kernels::Stream stream);
 
 // The device an actor on GPU `gpu` (-1: none) runs its model on.

@@ -78,7 +78,8 @@ class CudaPipeline final : public TargetPipeline {
     ASSIGN_OR_RETURN(pp_stream_, kernels::CudaStream::Create(device_));
     engine_ = std::make_unique<CudaCopyEngine>(pp_stream_.get());
     ASSIGN_OR_RETURN(timers_, GpuStageTimers::Create(env_->profile, 64));
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device_));
+    // The capture sets come from the pool the target was loaded into (the job's, this device).
+    kernels::Allocator* pool = &target_->allocator();
     const int64_t tmax = spec_.max_tokens, h = spec_.config.hidden_size;
     for (Set& s : sets_) {
       for (size_t i = 0; i < spec_.layer_ids.size(); ++i) {

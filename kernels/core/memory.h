@@ -1,6 +1,8 @@
 // Owning buffers and the allocators that make them.
 //
 // * `Allocator` is the seam: CPU (aligned host memory) or a per-device CUDA caching pool.
+//   Pools belong to their owner (a job, a benchmark, a test: kernels/core/device_pools.h)
+//   and are passed to what allocates; there is no process-wide pool.
 // * `CachingPool` is the caching allocator, written against a `DeviceMemory` backend so its
 //   bookkeeping is tested on the CPU with a fake (`FakeDeviceMemory`); the CUDA backend is
 //   `NewCudaDeviceMemory`. It carves blocks best-fit out of large segments, keeps freed
@@ -169,9 +171,6 @@ class CachingPool : public Allocator {
   AllocatorStats stats_ GUARDED_BY(mu_);
 };
 
-// The process-wide caching pool of CUDA device `device`, made on first use.
-Result<CachingPool*> CudaPool(int device);
-
 // Move-only owning buffer: contiguous, row-major, on its allocator's device.
 class Tensor {
  public:
@@ -195,6 +194,9 @@ class Tensor {
   int64_t nbytes() const { return view_.nbytes(); }
   Device device() const { return view_.device(); }
   bool empty() const { return alloc_ == nullptr; }
+  // The allocator this tensor came from (null when empty): a model allocates its workspace
+  // where its weights came from.
+  Allocator* allocator() const { return alloc_; }
 
   // Declares that work on `other` (not the allocation stream) uses this buffer; the memory
   // is not reused before that work, as queued at destruction, has finished.

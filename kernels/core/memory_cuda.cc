@@ -1,8 +1,8 @@
-// The CUDA side of kernels/core/memory.h: the cudaMalloc/event backend of the caching pool, the
-// per-device pools, and copies/fills that may involve device memory. In a CPU-only build
-// the same functions handle host memory and refuse device memory with a clear error.
+// The CUDA side of kernels/core/memory.h: the cudaMalloc/event backend of the caching pool
+// (the pools themselves belong to a DevicePools: device_pools.h), and copies/fills that may
+// involve device memory. In a CPU-only build the same functions handle host memory and
+// refuse device memory with a clear error.
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "kernels/core/memory.h"
@@ -97,18 +97,6 @@ Result<std::unique_ptr<DeviceMemory>> NewCudaDeviceMemory(int device) {
 #else
   return NoCuda("NewCudaDeviceMemory");
 #endif
-}
-
-Result<CachingPool*> CudaPool(int device) {
-  static std::mutex mu;
-  static std::vector<CachingPool*>* pools = new std::vector<CachingPool*>();  // never freed
-  std::lock_guard<std::mutex> lock(mu);
-  if (device >= 0 && device < static_cast<int>(pools->size()) && (*pools)[device] != nullptr)
-    return (*pools)[device];
-  ASSIGN_OR_RETURN(std::unique_ptr<DeviceMemory> backend, NewCudaDeviceMemory(device));
-  if (static_cast<int>(pools->size()) <= device) pools->resize(device + 1, nullptr);
-  (*pools)[device] = new CachingPool(std::move(backend));
-  return (*pools)[device];
 }
 
 Status Copy(TensorView dst, TensorView src, Stream stream) {

@@ -3,6 +3,7 @@
 
 #include <bit>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/random/philox.h"
 #include "kernels/core/stream.h"
@@ -49,6 +50,32 @@ TEST(CudaPoolGpuTest, RecordedStreamDelaysReuse) {
   ASSERT_TRUE(s2.Synchronize().ok());  // the marker on s2 completes
   Tensor u = Tensor::Empty(Pool(), DType::kU8, {8 << 20}, s1.get()).value();
   EXPECT_EQ(u.data(), p) << "after s2 finished the block is reusable on s1";
+}
+
+TEST(CudaPoolGpuTest, TwoOwnersPoolsAreIndependent) {
+  CudaStream s = CudaStream::Create(0).value();
+  void* freed;
+  {
+    DevicePools a, b;
+    CachingPool* pa = a.Pool(0).value();
+    CachingPool* pb = b.Pool(0).value();
+    ASSERT_NE(pa, pb);
+    {
+      Tensor t = Tensor::Empty(*pa, DType::kU8, {4 << 20}, s.get()).value();
+      freed = t.data();
+    }
+    // A shared pool would hand the cached block back for the same size on the same stream.
+    Tensor u = Tensor::Empty(*pb, DType::kU8, {4 << 20}, s.get()).value();
+    EXPECT_NE(u.data(), freed);
+    EXPECT_EQ(pa->stats().num_backend_allocs, 1);
+    EXPECT_EQ(pb->stats().num_backend_allocs, 1);
+    EXPECT_EQ(pa->stats().in_use_bytes, 0);
+    EXPECT_GT(pb->stats().in_use_bytes, 0);
+    ASSERT_TRUE(s.Synchronize().ok());
+  }
+  // Both owners gone: their segments went back to CUDA, and a third owner starts empty.
+  DevicePools c;
+  EXPECT_EQ(c.Pool(0).value()->stats().reserved_bytes, 0);
 }
 
 TEST(StreamGpuTest, EventsTimeAndComplete) {

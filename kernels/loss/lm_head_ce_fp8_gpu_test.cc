@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/loss/lm_head_ce_fp8.h"
 #include "kernels/testing/math_testing.h"
 
@@ -23,7 +24,7 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
     auto ctx = GemmContext::Create(0);
     ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
     ctx_ = std::move(ctx).value();
-    auto pool = CudaPool(0);
+    auto pool = pools_.Pool(0);
     ASSERT_TRUE(pool.ok());
     pool_ = *pool;
   }
@@ -125,6 +126,7 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
   }
 
   std::unique_ptr<GemmContext> ctx_;
+  DevicePools pools_;  // this test's own; outlives every tensor from pool_
   CachingPool* pool_ = nullptr;
 };
 

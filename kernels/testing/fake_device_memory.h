@@ -31,8 +31,9 @@ class FakeDeviceMemory : public DeviceMemory {
     }
   };
 
-  explicit FakeDeviceMemory(State* state) : s_(state) {}
-  Device device() const override { return Device::Cuda(0); }
+  // Stands for CUDA device `index`.
+  explicit FakeDeviceMemory(State* state, int index = 0) : s_(state), index_(index) {}
+  Device device() const override { return Device::Cuda(index_); }
   Result<void*> Malloc(int64_t n) override {
     if (s_->used + n > s_->capacity)
       return OutOfMemoryError("fake device full ({} + {})", s_->used, n);
@@ -66,6 +67,7 @@ class FakeDeviceMemory : public DeviceMemory {
 
  private:
   State* s_;
+  int index_;
 };
 
 }  // namespace tandem::kernels::testing

@@ -15,7 +15,8 @@ namespace tandem::kernels::testing {
 // neighbouring bf16 value. Each test says why its kernel differs only that much.
 inline constexpr double kOneBf16UlpRtol = 1.0 / 128 + 1e-4;
 
-// The caching pool of CUDA device 0 (aborts when there is none: GPU tests skip before).
+// The caching pool of CUDA device 0 that this test binary owns (aborts when there is no
+// device: GPU tests skip before).
 CachingPool& Pool();
 
 // A device tensor holding `host` (synchronous).

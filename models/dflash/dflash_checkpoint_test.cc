@@ -41,7 +41,7 @@ class TrainerHarness {
     o.noise_std = 0.05f;
     o.seed = 17;
     o.ce_chunk_rows = 16;
-    auto t = DFlashTrainer::Create(config_, o, kernels::Device::Cpu(), nullptr);
+    auto t = DFlashTrainer::Create(config_, o, kernels::HostAllocator(), nullptr);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? std::move(*t) : nullptr;
   }
@@ -158,7 +158,7 @@ TEST(DFlashCheckpointTest, BadFilesGiveClearErrors) {
   // A checkpoint of a differently shaped drafter.
   DFlashConfig other = h.config();
   other.layers.intermediate_size = 40;
-  auto c = DFlashDrafter::Create(other, {64, 4, 16}, kernels::Device::Cpu(), nullptr);
+  auto c = DFlashDrafter::Create(other, {64, 4, 16}, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(c.ok());
   Status shape = LoadDFlashWeights(dir.path(), **c);
   EXPECT_EQ(shape.code(), StatusCode::kDataLoss) << shape.ToString();

@@ -120,8 +120,9 @@ Status LinearInputGrad(kernels::GemmContext* ctx, const TensorView& dy, const Te
 
 Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig& config,
                                                              const DFlashDrafterOptions& options,
-                                                             kernels::Device device,
+                                                             kernels::Allocator& alloc,
                                                              kernels::Stream stream) {
+  const kernels::Device device = alloc.device();
   RETURN_IF_ERROR(CheckSupported(config));
   if (options.max_tokens < 1 || options.num_blocks < 1 || options.ce_chunk_rows < 1)
     return InvalidArgumentError("DFlash drafter: max_tokens ({}), num_blocks ({}) and "
@@ -132,11 +133,8 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig&
   d->options_ = options;
   d->device_ = device;
   d->stream_ = stream;
-  if (device.is_cpu()) {
-    d->alloc_ = &kernels::HostAllocator();
-  } else {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-    d->alloc_ = pool;
+  d->alloc_ = &alloc;
+  if (device.is_cuda()) {
     ASSIGN_OR_RETURN(d->gemm_, kernels::GemmContext::Create(device.index));
   }
   if (const DFlashParams* shared = options.shared_weights) {

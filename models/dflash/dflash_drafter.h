@@ -82,17 +82,20 @@ struct DFlashStageTime {
 class DFlashDrafter {
  public:
   // Allocates parameters (uninitialised: call params().InitFromScratch or load a checkpoint)
-  // and the workspace on `device`; `stream` orders all its work. InvalidArgument for a
-  // config the kernels do not support (block_size != 16, rotary_dim != head_dim, ...).
+  // and the workspace from `alloc`, on its device; `stream` orders all its work.
+  // InvalidArgument for a config the kernels do not support (block_size != 16,
+  // rotary_dim != head_dim, ...). REQUIRES: `alloc` outlives the drafter.
   static Result<std::unique_ptr<DFlashDrafter>> Create(const DFlashConfig& config,
                                                        const DFlashDrafterOptions& options,
-                                                       kernels::Device device,
+                                                       kernels::Allocator& alloc,
                                                        kernels::Stream stream);
   ~DFlashDrafter();
 
   const DFlashConfig& config() const { return config_; }
   const DFlashDrafterOptions& options() const { return options_; }
   kernels::Device device() const { return device_; }
+  // Where its parameters and workspace come from (the `alloc` of Create).
+  kernels::Allocator& allocator() const { return *alloc_; }
   kernels::Stream stream() const { return stream_; }
   // Joins a pending overlapped optimizer step first (JoinOptimizer), so work the caller
   // queues on stream() sees the updated weights and optimizer state.

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_drafter.h"
 #include "models/dflash/dflash_test_util.h"
@@ -79,6 +80,7 @@ Inputs MakeInputs() {
 // A drafter on one device with randomized parameters, the plan set, and its own copies of
 // the inputs.
 struct Side {
+  std::unique_ptr<kernels::DevicePools> pools;  // first: outlives everything below
   std::unique_ptr<DFlashDrafter> drafter;
   std::vector<Tensor> owned;  // the device copies
   DFlashTargetHead head;
@@ -87,11 +89,11 @@ struct Side {
 
 void MakeSide(const Inputs& in, Device dev, int64_t max_tokens, Side* side) {
   const int64_t v = in.config.layers.vocab_size, h = in.config.layers.hidden_size;
-  auto d = DFlashDrafter::Create(in.config, {max_tokens, 12, 64}, dev, nullptr);
+  side->pools = std::make_unique<kernels::DevicePools>();
+  kernels::Allocator* alloc = side->pools->For(dev).value();
+  auto d = DFlashDrafter::Create(in.config, {max_tokens, 12, 64}, *alloc, nullptr);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   side->drafter = std::move(*d);
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (dev.is_cuda()) alloc = *kernels::CudaPool(0);
   auto upload = [&](const std::vector<bf16>& host, Shape shape) {
     auto made = Tensor::Empty(*alloc, DType::kBF16, shape, nullptr);
     EXPECT_TRUE(made.ok());
@@ -117,7 +119,7 @@ TEST(DFlashDrafterCudaTest, StepMatchesCpu) {
   std::vector<float> before = Host<float>(gpu.drafter->params().master);
   kernels::AdamWConfig cfg;
   cfg.lr = 1e-3f;
-  auto pool = *kernels::CudaPool(0);
+  kernels::CachingPool* pool = gpu.pools->Pool(0).value();
   for (Side* side : {&cpu, &gpu}) {
     if (side == &gpu) {
       ASSERT_TRUE(kernels::SynchronizeStream(Device::Cuda(0), nullptr).ok());

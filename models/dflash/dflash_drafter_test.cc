@@ -46,7 +46,7 @@ class DrafterCpuTest : public ::testing::Test {
     embedding_ = testing::RandomBf16(v * h, 1.0f, 21);
     lm_head_ = testing::RandomBf16(v * h, 0.3f, 22);
     for (int i = 0; i < 2; ++i) context_.push_back(testing::RandomBf16(t * h, 1.0f, 30 + i));
-    auto d = DFlashDrafter::Create(config_, {t, 4, 32}, kernels::Device::Cpu(), nullptr);
+    auto d = DFlashDrafter::Create(config_, {t, 4, 32}, kernels::HostAllocator(), nullptr);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     drafter_ = std::move(*d);
     testing::RandomizeParams(drafter_->params(), 3);
@@ -145,7 +145,7 @@ TEST_F(DrafterCpuTest, SharedWeightsForwardTheOwnersWeightsOnly) {
   const float owner_loss = Loss();
   DFlashDrafterOptions o = drafter_->options();
   o.shared_weights = &drafter_->params();
-  auto shared = DFlashDrafter::Create(config_, o, kernels::Device::Cpu(), nullptr);
+  auto shared = DFlashDrafter::Create(config_, o, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(shared.ok()) << shared.status().ToString();
   DFlashDrafter& d = **shared;
   EXPECT_TRUE(d.params().master.view().empty());
@@ -165,7 +165,7 @@ TEST_F(DrafterCpuTest, SharedWeightsForwardTheOwnersWeightsOnly) {
   DFlashConfig other = config_;
   other.layers.num_hidden_layers = 1;
   other.layers.layer_types.resize(1);
-  EXPECT_FALSE(DFlashDrafter::Create(other, o, kernels::Device::Cpu(), nullptr).ok());
+  EXPECT_FALSE(DFlashDrafter::Create(other, o, kernels::HostAllocator(), nullptr).ok());
 }
 
 TEST_F(DrafterCpuTest, BackwardOverwritesStaleGradients) {

@@ -56,7 +56,7 @@ StepResult RunGolden(const SafetensorsReader& r, const DFlashConfig& config, boo
   plan.tokens = static_cast<int64_t>(plan.ctx_pos.size());
   const int64_t t = plan.tokens;
   StepResult out;
-  auto d = DFlashDrafter::Create(config, {t, plan.num_blocks, 64, fp8}, kernels::Device::Cpu(),
+  auto d = DFlashDrafter::Create(config, {t, plan.num_blocks, 64, fp8}, kernels::HostAllocator(),
                                  nullptr);
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   if (!d.ok()) return out;
@@ -107,7 +107,7 @@ TEST(DFlashFp8HeadTest, GoldenBatchLossAndGradientsStayCloseToBf16) {
   ASSERT_EQ(bf.grads.size(), f8.grads.size());
   const float want = ReadAll<float>(*reader, "loss", DType::kF32)[0];
   // A drafter only for its parameter layout, which names the gradients.
-  auto d = DFlashDrafter::Create(*config, {1, 1, 64}, kernels::Device::Cpu(), nullptr);
+  auto d = DFlashDrafter::Create(*config, {1, 1, 64}, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(d.ok());
   std::printf("golden batch: loss fp64 %.6f, bf16 head %.6f (rel %.2e), fp8 head %.6f (rel %.2e "
               "vs fp64, %.2e vs bf16); whole gradient rel L2 fp8 vs bf16 %.3e\n",

@@ -63,7 +63,7 @@ TEST(DFlashGoldenTest, LossGradientsAndTrajectoryMatchPyTorch) {
   plan.tokens = static_cast<int64_t>(plan.ctx_pos.size());
   const int64_t t = plan.tokens;
 
-  auto d = DFlashDrafter::Create(*config, {t, plan.num_blocks, 64}, kernels::Device::Cpu(), nullptr);
+  auto d = DFlashDrafter::Create(*config, {t, plan.num_blocks, 64}, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   DFlashDrafter& drafter = **d;
   DFlashParams& p = drafter.params();

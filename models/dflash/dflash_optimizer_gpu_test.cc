@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_drafter.h"
@@ -48,6 +49,7 @@ DFlashConfig Config() {
 }
 
 struct Side {
+  std::unique_ptr<kernels::DevicePools> pools;  // first: outlives everything below
   std::unique_ptr<DFlashDrafter> drafter;
   std::vector<Tensor> owned;
   DFlashTargetHead head;
@@ -56,10 +58,11 @@ struct Side {
 
 void MakeSide(const DFlashConfig& c, const DFlashBlockPlan& plan, Side* side) {
   const int64_t v = c.layers.vocab_size, h = c.layers.hidden_size;
-  auto d = DFlashDrafter::Create(c, {plan.tokens, plan.num_blocks, 64}, Device::Cuda(0), nullptr);
+  side->pools = std::make_unique<kernels::DevicePools>();
+  kernels::Allocator* alloc = side->pools->Pool(0).value();
+  auto d = DFlashDrafter::Create(c, {plan.tokens, plan.num_blocks, 64}, *alloc, nullptr);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   side->drafter = std::move(*d);
-  kernels::Allocator* alloc = *kernels::CudaPool(0);
   auto upload = [&](const std::vector<bf16>& host, Shape shape) {
     Result<Tensor> made = Tensor::Empty(*alloc, DType::kBF16, shape, nullptr);
     EXPECT_TRUE(made.ok());

@@ -99,7 +99,7 @@ TEST(DFlashOptimizerOverlapTest, GroupedUpdateIsBitwiseTheSerialOne) {
   for (auto& c : ctx_host) ctx.emplace_back(c.data(), DType::kBF16, Shape{t, h});
   std::unique_ptr<DFlashDrafter> side[2];
   for (int i = 0; i < 2; ++i) {
-    auto d = DFlashDrafter::Create(config, {t, 4, 32}, kernels::Device::Cpu(), nullptr);
+    auto d = DFlashDrafter::Create(config, {t, 4, 32}, kernels::HostAllocator(), nullptr);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     side[i] = std::move(*d);
     testing::RandomizeParams(side[i]->params(), 3);

@@ -12,7 +12,7 @@ constexpr uint64_t kNoiseSeedSalt = 0x6e6f697365ull;  // "noise"
 
 Result<std::unique_ptr<DFlashTrainer>> DFlashTrainer::Create(const DFlashConfig& config,
                                                              const DFlashTrainOptions& options,
-                                                             kernels::Device device,
+                                                             kernels::Allocator& alloc,
                                                              kernels::Stream stream) {
   std::unique_ptr<DFlashTrainer> t(new DFlashTrainer());
   t->options_ = options;
@@ -20,7 +20,7 @@ Result<std::unique_ptr<DFlashTrainer>> DFlashTrainer::Create(const DFlashConfig&
       1, static_cast<int64_t>(std::llround(options.warmup_ratio * options.total_steps)));
   DFlashDrafterOptions o{options.max_tokens, options.anchors_per_batch, options.ce_chunk_rows,
                          options.lm_head_fp8};
-  ASSIGN_OR_RETURN(t->drafter_, DFlashDrafter::Create(config, o, device, stream));
+  ASSIGN_OR_RETURN(t->drafter_, DFlashDrafter::Create(config, o, alloc, stream));
   if (options.optimizer_overlap) RETURN_IF_ERROR(t->drafter_->SetOptimizerOverlap(true));
   return t;
 }

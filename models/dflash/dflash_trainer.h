@@ -37,9 +37,10 @@ struct DFlashTrainOptions {
 
 class DFlashTrainer {
  public:
+  // The drafter (DFlashDrafter::Create) from `alloc`. REQUIRES: `alloc` outlives the trainer.
   static Result<std::unique_ptr<DFlashTrainer>> Create(const DFlashConfig& config,
                                                        const DFlashTrainOptions& options,
-                                                       kernels::Device device,
+                                                       kernels::Allocator& alloc,
                                                        kernels::Stream stream);
 
   DFlashDrafter& drafter() { return *drafter_; }

@@ -6,24 +6,19 @@ namespace tandem::models {
 
 Result<Qwen3BatchKvCache> Qwen3BatchKvCache::Create(const TransformerConfig& c,
                                                     int64_t sequences, int64_t capacity,
-                                                    kernels::Device device,
+                                                    kernels::Allocator& alloc,
                                                     kernels::Stream stream) {
   if (sequences < 1)
     return InvalidArgumentError("Qwen3BatchKvCache: sequences must be positive, got {}",
                                 sequences);
   Qwen3BatchKvCache b;
   for (int64_t i = 0; i < sequences; ++i) {
-    ASSIGN_OR_RETURN(Qwen3KvCache one, Qwen3KvCache::Create(c, capacity, device, stream));
+    ASSIGN_OR_RETURN(Qwen3KvCache one, Qwen3KvCache::Create(c, capacity, alloc, stream));
     b.caches_.push_back(std::move(one));
   }
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device.is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-    alloc = pool;
-  }
-  ASSIGN_OR_RETURN(b.ids_, kernels::Tensor::Empty(*alloc, kernels::DType::kI32,
+  ASSIGN_OR_RETURN(b.ids_, kernels::Tensor::Empty(alloc, kernels::DType::kI32,
                                                   {sequences * capacity}, stream));
-  ASSIGN_OR_RETURN(b.pos_, kernels::Tensor::Empty(*alloc, kernels::DType::kI32,
+  ASSIGN_OR_RETURN(b.pos_, kernels::Tensor::Empty(alloc, kernels::DType::kI32,
                                                   {sequences * capacity}, stream));
   return b;
 }

@@ -29,10 +29,10 @@ struct BatchExtendPart {
 class Qwen3BatchKvCache {
  public:
   Qwen3BatchKvCache() = default;
-  // `sequences` caches of `capacity` tokens each. InvalidArgument for sequences < 1 or
-  // capacity < 1.
+  // `sequences` caches of `capacity` tokens each, in memory from `alloc` (on its device).
+  // InvalidArgument for sequences < 1 or capacity < 1. REQUIRES: `alloc` outlives the cache.
   static Result<Qwen3BatchKvCache> Create(const TransformerConfig& c, int64_t sequences,
-                                          int64_t capacity, kernels::Device device,
+                                          int64_t capacity, kernels::Allocator& alloc,
                                           kernels::Stream stream = nullptr);
 
   int64_t sequences() const { return static_cast<int64_t>(caches_.size()); }

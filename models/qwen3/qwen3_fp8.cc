@@ -44,21 +44,17 @@ Fp8BlockWeight Carve(char* base, int64_t* offset, int64_t n, int64_t k, kernels:
 }  // namespace
 
 Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Allocate(const TransformerConfig& c,
-                                                          kernels::Device device,
+                                                          kernels::Allocator& alloc,
                                                           kernels::Stream stream) {
+  const kernels::Device device = alloc.device();
   const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size;
   // [N, K] of q, k, v, o, gate|up, down: the order of Qwen3Fp8Layer's fields.
   const int64_t shapes[6][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {2 * ff, h}, {h, ff}};
   int64_t per_layer = 0;
   for (const auto& nk : shapes) per_layer += Fp8Bytes(nk[0], nk[1]);
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device.is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-    alloc = pool;
-  }
   Qwen3Fp8Projections p;
   ASSIGN_OR_RETURN(p.storage_,
-                   kernels::Tensor::Empty(*alloc, DType::kU8,
+                   kernels::Tensor::Empty(alloc, DType::kU8,
                                           {std::max<int64_t>(per_layer * c.num_hidden_layers, 1)},
                                           stream));
   char* base = static_cast<char*>(p.storage_.data());
@@ -94,7 +90,8 @@ Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Quantize(const Qwen3Weights& we
                                                           kernels::Stream stream) {
   if (!weights.has_projections())
     return InvalidArgumentError("Qwen3Fp8Projections: the bf16 projections were released");
-  ASSIGN_OR_RETURN(Qwen3Fp8Projections p, Allocate(weights.config(), weights.device(), stream));
+  ASSIGN_OR_RETURN(Qwen3Fp8Projections p,
+                   Allocate(weights.config(), weights.allocator(), stream));
   for (size_t layer = 0; layer < weights.layers().size(); ++layer)
     RETURN_IF_ERROR(p.QuantizeLayer(static_cast<int64_t>(layer), weights.layers()[layer], stream));
   RETURN_IF_ERROR(kernels::SynchronizeStream(weights.device(), stream));

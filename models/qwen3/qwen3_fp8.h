@@ -1,6 +1,7 @@
 // The FP8 form of a Qwen3 target's projections (precision = "fp8"): q/k/v/o, gate|up and
 // down of every layer as e4m3 with one fp32 scale per 128x128 block (kernels/gemm/fp8.h),
-// in one allocation on the weights' device. Embeddings, norms and the LM head stay bf16.
+// in one allocation on the weights' device, from the allocator they came from. Embeddings,
+// norms and the LM head stay bf16.
 //
 // Made by quantizing the bf16 weights on their device (Quantize), after which the caller
 // may drop the bf16 copies (Qwen3Weights::ReleaseProjections), halving the projections'
@@ -36,12 +37,13 @@ class Qwen3Fp8Projections {
   // weights' device, ordered on `stream`; returns once done. All of K, N must be multiples
   // of 16 on CUDA (every Qwen3 size is).
   static Result<Qwen3Fp8Projections> Quantize(const Qwen3Weights& weights, kernels::Stream stream);
-  // Storage for every layer's e4m3 projections of `config` on `device`, not yet filled;
+  // Storage for every layer's e4m3 projections of `config` in memory from `alloc` (which
+  // must outlive it), not yet filled;
   // QuantizeLayer fills layer by layer (e.g. as a Qwen3Weights ProjectionSink, so the bf16
   // projections never coexist in full with their FP8 form: the load's peak drops from
   // bf16 + e4m3 to e4m3 + one bf16 layer).
   static Result<Qwen3Fp8Projections> Allocate(const TransformerConfig& config,
-                                              kernels::Device device, kernels::Stream stream);
+                                              kernels::Allocator& alloc, kernels::Stream stream);
   // Quantizes `staged`'s projections into layer `layer` (enqueued on `stream`; `staged` must
   // stay valid until the stream reaches this point).
   Status QuantizeLayer(int64_t layer, const Qwen3LayerWeights& staged, kernels::Stream stream);

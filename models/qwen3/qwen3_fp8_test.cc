@@ -39,8 +39,8 @@ TEST(Qwen3Fp8Test, Fp8ForwardTracksBf16) {
   const testing::HostWeights w = testing::RandomHostWeights(cfg, 11);
   testing::ScratchDir dir;
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
-  auto bf = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(), {.max_tokens = 40});
-  auto f8 = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(),
+  auto bf = Qwen3Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 40});
+  auto f8 = Qwen3Target::Load(dir.path(), kernels::HostAllocator(),
                               {.max_tokens = 40, .precision = TargetPrecision::kFp8});
   ASSERT_TRUE(bf.ok()) << bf.status().ToString();
   ASSERT_TRUE(f8.ok()) << f8.status().ToString();
@@ -78,11 +78,11 @@ TEST(Qwen3Fp8Test, LayerByLayerQuantizeEqualsQuantizeAfterLoad) {
   testing::ScratchDir dir;
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
   const Qwen3TargetOptions fp8{.max_tokens = 40, .precision = TargetPrecision::kFp8};
-  auto streamed = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(), fp8);
+  auto streamed = Qwen3Target::Load(dir.path(), kernels::HostAllocator(), fp8);
   ASSERT_TRUE(streamed.ok()) << streamed.status().ToString();
   auto reader = SafetensorsReader::Open(dir.path());
   ASSERT_TRUE(reader.ok());
-  auto whole = Qwen3Weights::Load(cfg, *reader, kernels::Device::Cpu(), nullptr);
+  auto whole = Qwen3Weights::Load(cfg, *reader, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   ASSERT_TRUE(whole->has_projections());
   auto after = Qwen3Target::Create(std::move(*whole), fp8);
@@ -98,9 +98,9 @@ TEST(Qwen3Fp8Test, LayerByLayerQuantizeEqualsQuantizeAfterLoad) {
     for (size_t i = 0; i < got[l].size(); ++i)
       ASSERT_EQ(got[l][i].bits, want[l][i].bits) << "layer " << l << " element " << i;
 
-  auto random_streamed = Qwen3Target::Random(cfg, kernels::Device::Cpu(), 3, fp8);
+  auto random_streamed = Qwen3Target::Random(cfg, kernels::HostAllocator(), 3, fp8);
   ASSERT_TRUE(random_streamed.ok()) << random_streamed.status().ToString();
-  auto random_whole = Qwen3Weights::Random(cfg, kernels::Device::Cpu(), 3, nullptr);
+  auto random_whole = Qwen3Weights::Random(cfg, kernels::HostAllocator(), 3, nullptr);
   ASSERT_TRUE(random_whole.ok());
   auto random_after = Qwen3Target::Create(std::move(*random_whole), fp8);
   ASSERT_TRUE(random_after.ok()) << random_after.status().ToString();
@@ -126,7 +126,7 @@ TEST(Qwen3Fp8Test, ProjectionNamesAndIncompleteLayers) {
     ++calls;
     return Status::Ok();
   };
-  ProjectionStaging staging(cfg, kernels::Device::Cpu(), sink, nullptr);
+  ProjectionStaging staging(cfg, kernels::HostAllocator(), sink, nullptr);
   for (int k = 0; k < kProjectionsPerLayer; ++k) {
     const ProjectionName n{0, k};
     ASSERT_TRUE(staging.Destination(n).ok());

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/testing/testing.h"
 #include "models/qwen3/qwen3_target.h"
 #include "models/io/safetensors.h"
@@ -98,11 +99,11 @@ inline void CheckQwen3Golden(kernels::Device device, kernels::Stream stream) {
                              pos = ReadI32(*reader, "position_ids"),
                              cu = ReadI32(*reader, "cu_seqlens");
   const int64_t t = static_cast<int64_t>(ids.size());
-  auto target = Qwen3Target::Load(GoldenModelDir(), device, {.max_tokens = t, .stream = stream});
+  kernels::DevicePools pools;  // outlives everything below
+  kernels::Allocator* alloc = pools.For(device).value();
+  auto target = Qwen3Target::Load(GoldenModelDir(), *alloc, {.max_tokens = t, .stream = stream});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   const TransformerConfig& c = (*target)->config();
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device.is_cuda()) alloc = *kernels::CudaPool(device.index);
   using kernels::testing::MakeTensor;
   kernels::Tensor ids_t = MakeTensor<int32_t>(*alloc, DType::kI32, {t}, ids);
   kernels::Tensor pos_t = MakeTensor<int32_t>(*alloc, DType::kI32, {t}, pos);

@@ -23,13 +23,13 @@ std::vector<std::pair<size_t, WeightSpec>> HeadSpecs(const TransformerConfig& c)
 
 }  // namespace
 
-Result<Qwen3Head> Qwen3Head::Allocate(const TransformerConfig& c, kernels::Device device,
+Result<Qwen3Head> Qwen3Head::Allocate(const TransformerConfig& c, kernels::Allocator& alloc,
                                       kernels::Stream stream) {
+  const kernels::Device device = alloc.device();
   const int64_t v = c.vocab_size, h = c.hidden_size;
   const int64_t mats = c.tie_word_embeddings ? 1 : 2;
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
   Qwen3Head head;
-  ASSIGN_OR_RETURN(head.storage_, kernels::Tensor::Empty(*alloc, kernels::DType::kBF16,
+  ASSIGN_OR_RETURN(head.storage_, kernels::Tensor::Empty(alloc, kernels::DType::kBF16,
                                                          {mats, v, h}, stream));
   auto* base = static_cast<kernels::bf16*>(head.storage_.data());
   head.embed_ = kernels::TensorView(base, kernels::DType::kBF16, {v, h}, device);
@@ -40,12 +40,13 @@ Result<Qwen3Head> Qwen3Head::Allocate(const TransformerConfig& c, kernels::Devic
 }
 
 Result<Qwen3Head> Qwen3Head::Load(const std::string& dir, const TransformerConfig& config,
-                                  kernels::Device device, kernels::Stream stream) {
+                                  kernels::Allocator& alloc, kernels::Stream stream) {
+  const kernels::Device device = alloc.device();
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   std::vector<WeightSpec> specs;
   for (auto& [index, spec] : HeadSpecs(config)) specs.push_back(spec);
   RETURN_IF_ERROR(CheckWeights(reader, specs));
-  ASSIGN_OR_RETURN(Qwen3Head head, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(Qwen3Head head, Allocate(config, alloc, stream));
   std::vector<kernels::bf16> staging(static_cast<size_t>(head.embed_.numel()));
   for (const WeightSpec& s : specs) {
     const kernels::TensorView dst = s.name == kEmbed ? head.embed_ : head.lm_head_;
@@ -57,11 +58,11 @@ Result<Qwen3Head> Qwen3Head::Load(const std::string& dir, const TransformerConfi
   return head;
 }
 
-Result<Qwen3Head> Qwen3Head::Random(const TransformerConfig& config, kernels::Device device,
+Result<Qwen3Head> Qwen3Head::Random(const TransformerConfig& config, kernels::Allocator& alloc,
                                     uint64_t seed, kernels::Stream stream, float scale) {
-  ASSIGN_OR_RETURN(Qwen3Head head, Allocate(config, device, stream));
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
-  ASSIGN_OR_RETURN(kernels::Tensor scratch, kernels::Tensor::Empty(*alloc, kernels::DType::kF32,
+  const kernels::Device device = alloc.device();
+  ASSIGN_OR_RETURN(Qwen3Head head, Allocate(config, alloc, stream));
+  ASSIGN_OR_RETURN(kernels::Tensor scratch, kernels::Tensor::Empty(alloc, kernels::DType::kF32,
                                                                    {kRandomChunk}, stream));
   for (auto& [index, spec] : HeadSpecs(config)) {
     const kernels::TensorView dst = spec.name == kEmbed ? head.embed_ : head.lm_head_;

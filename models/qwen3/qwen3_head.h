@@ -20,13 +20,14 @@ namespace tandem::models {
 
 class Qwen3Head {
  public:
-  // From the HF checkpoint directory `dir` (its config.json gives `config`), onto `device`
-  // (copies ordered on `stream`; returns after they completed). Errors name the file and
-  // the tensor (missing, wrong shape, not a float dtype).
+  // From the HF checkpoint directory `dir` (its config.json gives `config`), into memory
+  // from `alloc` (copies ordered on `stream`; returns after they completed). Errors name the
+  // file and the tensor (missing, wrong shape, not a float dtype).
+  // REQUIRES (both): `alloc` outlives the head.
   static Result<Qwen3Head> Load(const std::string& dir, const TransformerConfig& config,
-                                kernels::Device device, kernels::Stream stream);
-  // The embedding and LM head of Qwen3Weights::Random(config, device, seed, stream, scale).
-  static Result<Qwen3Head> Random(const TransformerConfig& config, kernels::Device device,
+                                kernels::Allocator& alloc, kernels::Stream stream);
+  // The embedding and LM head of Qwen3Weights::Random(config, alloc, seed, stream, scale).
+  static Result<Qwen3Head> Random(const TransformerConfig& config, kernels::Allocator& alloc,
                                   uint64_t seed, kernels::Stream stream, float scale = 1.f);
 
   Qwen3Head() = default;
@@ -38,7 +39,7 @@ class Qwen3Head {
   int64_t nbytes() const { return storage_.nbytes(); }
 
  private:
-  static Result<Qwen3Head> Allocate(const TransformerConfig& config, kernels::Device device,
+  static Result<Qwen3Head> Allocate(const TransformerConfig& config, kernels::Allocator& alloc,
                                     kernels::Stream stream);
 
   kernels::Tensor storage_;  // bf16 [1 or 2, V, H]

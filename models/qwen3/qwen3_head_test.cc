@@ -25,13 +25,13 @@ class Qwen3HeadTest : public ::testing::TestWithParam<bool> {};  // tied
 
 TEST_P(Qwen3HeadTest, RandomHeadIsTheRandomModelsHead) {
   const TransformerConfig cfg = testing::TinyConfig(false, GetParam());
-  auto whole = Qwen3Weights::Random(cfg, kernels::Device::Cpu(), 11, nullptr);
-  auto head = Qwen3Head::Random(cfg, kernels::Device::Cpu(), 11, nullptr);
+  auto whole = Qwen3Weights::Random(cfg, kernels::HostAllocator(), 11, nullptr);
+  auto head = Qwen3Head::Random(cfg, kernels::HostAllocator(), 11, nullptr);
   ASSERT_TRUE(whole.ok() && head.ok()) << head.status().ToString();
   EXPECT_TRUE(SameBytes(head->embed(), whole->embed()));
   EXPECT_TRUE(SameBytes(head->lm_head(), whole->lm_head()));
   EXPECT_EQ(GetParam(), head->embed().data() == head->lm_head().data());
-  auto other = Qwen3Head::Random(cfg, kernels::Device::Cpu(), 12, nullptr);
+  auto other = Qwen3Head::Random(cfg, kernels::HostAllocator(), 12, nullptr);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(SameBytes(other->embed(), whole->embed()));  // the seed matters
 }
@@ -42,8 +42,8 @@ TEST_P(Qwen3HeadTest, LoadedHeadIsTheLoadedModelsHead) {
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, testing::RandomHostWeights(cfg, 5)).ok());
   auto reader = SafetensorsReader::Open(dir.path());
   ASSERT_TRUE(reader.ok());
-  auto whole = Qwen3Weights::Load(cfg, *reader, kernels::Device::Cpu(), nullptr);
-  auto head = Qwen3Head::Load(dir.path(), cfg, kernels::Device::Cpu(), nullptr);
+  auto whole = Qwen3Weights::Load(cfg, *reader, kernels::HostAllocator(), nullptr);
+  auto head = Qwen3Head::Load(dir.path(), cfg, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(whole.ok() && head.ok()) << head.status().ToString();
   EXPECT_TRUE(SameBytes(head->embed(), whole->embed()));
   EXPECT_TRUE(SameBytes(head->lm_head(), whole->lm_head()));
@@ -58,7 +58,7 @@ TEST(Qwen3HeadLoadTest, MissingLmHeadIsNamed) {
   // A tied checkpoint has no lm_head.weight; read as untied, the head is missing.
   const TransformerConfig tied = testing::TinyConfig(false, true);
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), tied, testing::RandomHostWeights(tied, 5)).ok());
-  auto head = Qwen3Head::Load(dir.path(), untied, kernels::Device::Cpu(), nullptr);
+  auto head = Qwen3Head::Load(dir.path(), untied, kernels::HostAllocator(), nullptr);
   ASSERT_FALSE(head.ok());
   EXPECT_NE(head.status().message().find("lm_head.weight"), std::string::npos)
       << head.status().ToString();

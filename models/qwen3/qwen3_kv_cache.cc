@@ -6,19 +6,15 @@ using kernels::DType;
 using kernels::TensorView;
 
 Result<Qwen3KvCache> Qwen3KvCache::Create(const TransformerConfig& c, int64_t capacity,
-                                          kernels::Device device, kernels::Stream stream) {
+                                          kernels::Allocator& alloc, kernels::Stream stream) {
+  const kernels::Device device = alloc.device();
   if (capacity < 1)
     return InvalidArgumentError("Qwen3KvCache: capacity must be positive, got {}", capacity);
   const int64_t layers = c.num_hidden_layers, hk = c.num_key_value_heads, d = c.head_dim;
   const int64_t kv_bytes = layers * 2 * capacity * hk * d * 2;
   const int64_t staging = (kv_bytes + 255) / 256 * 256;
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device.is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-    alloc = pool;
-  }
   Qwen3KvCache cache;
-  ASSIGN_OR_RETURN(cache.storage_, kernels::Tensor::Empty(*alloc, DType::kU8,
+  ASSIGN_OR_RETURN(cache.storage_, kernels::Tensor::Empty(alloc, DType::kU8,
                                                           {staging + 2 * capacity * 4}, stream));
   char* base = static_cast<char*>(cache.storage_.data());
   cache.kv_ = TensorView(base, DType::kBF16, {layers, 2, capacity, hk, d}, device);

@@ -22,10 +22,11 @@ namespace tandem::models {
 class Qwen3KvCache {
  public:
   Qwen3KvCache() = default;
-  // Room for `capacity` tokens of a model with config `c` on `device` (allocated for work
-  // on `stream`). InvalidArgument for capacity < 1.
+  // Room for `capacity` tokens of a model with config `c` in memory from `alloc`, on its
+  // device (allocated for work on `stream`). InvalidArgument for capacity < 1.
+  // REQUIRES: `alloc` outlives the cache.
   static Result<Qwen3KvCache> Create(const TransformerConfig& c, int64_t capacity,
-                                     kernels::Device device, kernels::Stream stream = nullptr);
+                                     kernels::Allocator& alloc, kernels::Stream stream = nullptr);
 
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }

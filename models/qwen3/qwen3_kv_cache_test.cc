@@ -25,7 +25,7 @@ class Qwen3KvCacheTest : public ::testing::TestWithParam<bool> {  // param: llam
     cfg_ = testing::TinyConfig(GetParam(), false);
     ASSERT_TRUE(
         testing::WriteCheckpoint(dir_.path(), cfg_, testing::RandomHostWeights(cfg_, 3)).ok());
-    auto t = Qwen3Target::Load(dir_.path(), Device::Cpu(), {.max_tokens = 32});
+    auto t = Qwen3Target::Load(dir_.path(), kernels::HostAllocator(), {.max_tokens = 32});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     target_ = std::move(*t);
   }
@@ -83,7 +83,7 @@ TEST_P(Qwen3KvCacheTest, CroppedCacheMatchesFreshPrefill) {
   std::vector<float> full_logits, full_feat, logits, feat;
   Fresh(seq.ids, &full_logits, &full_feat);
 
-  auto cache = Qwen3KvCache::Create(cfg_, 20, Device::Cpu());
+  auto cache = Qwen3KvCache::Create(cfg_, 20, kernels::HostAllocator());
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   Extend(*cache, prompt, &logits, &feat);  // prefill
   EXPECT_EQ(MaxDiff(logits, full_logits, 0), 0.0);
@@ -108,7 +108,7 @@ TEST_P(Qwen3KvCacheTest, CroppedCacheMatchesFreshPrefill) {
   EXPECT_EQ(MaxDiff(feat, full_feat, 10 * cfg_.hidden_size), 0.0);
 
   // Sensitivity: without the crop the junk stays visible and the logits move far away.
-  auto stale = Qwen3KvCache::Create(cfg_, 30, Device::Cpu());
+  auto stale = Qwen3KvCache::Create(cfg_, 30, kernels::HostAllocator());
   ASSERT_TRUE(stale.ok());
   Extend(*stale, prompt, &logits, &feat);
   Extend(*stale, junk.ids, &logits, &feat);
@@ -117,7 +117,7 @@ TEST_P(Qwen3KvCacheTest, CroppedCacheMatchesFreshPrefill) {
 }
 
 TEST_P(Qwen3KvCacheTest, RejectsBadArguments) {
-  auto cache = Qwen3KvCache::Create(cfg_, 4, Device::Cpu());
+  auto cache = Qwen3KvCache::Create(cfg_, 4, kernels::HostAllocator());
   ASSERT_TRUE(cache.ok());
   const std::vector<int32_t> five = {1, 2, 3, 4, 5}, bad = {1, int32_t(cfg_.vocab_size)};
   Status s = target_->Extend(*cache, five, {});
@@ -128,10 +128,10 @@ TEST_P(Qwen3KvCacheTest, RejectsBadArguments) {
   s = cache->Crop(1);
   EXPECT_NE(s.ToString().find("not in [0, 0]"), std::string::npos) << s.ToString();
   EXPECT_FALSE(target_->Extend(*cache, std::vector<int32_t>{}, {}).ok());
-  EXPECT_FALSE(Qwen3KvCache::Create(cfg_, 0, Device::Cpu()).ok());
+  EXPECT_FALSE(Qwen3KvCache::Create(cfg_, 0, kernels::HostAllocator()).ok());
   TransformerConfig other = cfg_;
   other.num_hidden_layers = 2;
-  auto wrong = Qwen3KvCache::Create(other, 8, Device::Cpu());
+  auto wrong = Qwen3KvCache::Create(other, 8, kernels::HostAllocator());
   ASSERT_TRUE(wrong.ok());
   s = target_->Extend(*wrong, five, {});
   EXPECT_NE(s.ToString().find("does not fit"), std::string::npos) << s.ToString();
@@ -142,8 +142,8 @@ TEST_P(Qwen3KvCacheTest, RejectsBadArguments) {
 // sequence and crop independently.
 TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
   const std::vector<int64_t> prompt_len = {5, 9, 2}, block_len = {3, 1, 4};
-  auto alone = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
-  auto batched = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  auto alone = Qwen3BatchKvCache::Create(cfg_, 3, 20, kernels::HostAllocator());
+  auto batched = Qwen3BatchKvCache::Create(cfg_, 3, 20, kernels::HostAllocator());
   ASSERT_TRUE(alone.ok() && batched.ok());
   std::vector<std::vector<int32_t>> blocks;
   std::vector<float> want_logits, want_feat, logits, feat;
@@ -179,7 +179,7 @@ TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
     }
   }
   // Sensitivity: a sequence verified against another's cache gives other logits.
-  auto swapped = Qwen3BatchKvCache::Create(cfg_, 3, 20, Device::Cpu());
+  auto swapped = Qwen3BatchKvCache::Create(cfg_, 3, 20, kernels::HostAllocator());
   ASSERT_TRUE(swapped.ok());
   std::vector<float> other(block_len[0] * v);
   Extend(swapped->sequence(1), std::vector<int32_t>(5, 3), &logits, &feat);
@@ -200,7 +200,7 @@ TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
   EXPECT_NE(st.ToString().find("sequence 1"), std::string::npos) << st.ToString();
   EXPECT_NE(st.ToString().find("capacity 20"), std::string::npos) << st.ToString();
   EXPECT_FALSE(target_->ExtendBatch(*batched, {}, {}).ok());
-  EXPECT_FALSE(Qwen3BatchKvCache::Create(cfg_, 0, 20, Device::Cpu()).ok());
+  EXPECT_FALSE(Qwen3BatchKvCache::Create(cfg_, 0, 20, kernels::HostAllocator()).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Qwen3KvCacheTest, ::testing::Values(false, true),

@@ -70,16 +70,17 @@ Status CheckPrecisionDevice(Device device, TargetPrecision precision) {
 // Loads or makes the weights through `make(sink)`; with fp8 the sink quantizes each layer's
 // projections into a Qwen3Fp8Projections as they arrive.
 template <typename MakeWeights>
-Result<std::unique_ptr<Qwen3Target>> BuildTarget(const TransformerConfig& config, Device device,
+Result<std::unique_ptr<Qwen3Target>> BuildTarget(const TransformerConfig& config,
+                                                 kernels::Allocator& alloc,
                                                  const Qwen3TargetOptions& options,
                                                  MakeWeights make) {
-  RETURN_IF_ERROR(CheckPrecisionDevice(device, options.precision));
+  RETURN_IF_ERROR(CheckPrecisionDevice(alloc.device(), options.precision));
   if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen3Weights weights, make(ProjectionSink()));
     return Qwen3Target::Create(std::move(weights), options);
   }
   ASSIGN_OR_RETURN(Qwen3Fp8Projections fp8,
-                   Qwen3Fp8Projections::Allocate(config, device, options.stream));
+                   Qwen3Fp8Projections::Allocate(config, alloc, options.stream));
   ASSIGN_OR_RETURN(Qwen3Weights weights,
                    make([&fp8](int64_t layer, const Qwen3LayerWeights& staged, kernels::Stream s) {
                      return fp8.QuantizeLayer(layer, staged, s);
@@ -144,21 +145,22 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
   return t;
 }
 
-Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir, Device device,
+Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir,
+                                                       kernels::Allocator& alloc,
                                                        const Qwen3TargetOptions& options) {
-  RETURN_IF_ERROR(CheckPrecisionDevice(device, options.precision));
+  RETURN_IF_ERROR(CheckPrecisionDevice(alloc.device(), options.precision));
   ASSIGN_OR_RETURN(TransformerConfig config, LoadTransformerConfig(dir));
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
-  return BuildTarget(config, device, options, [&](const ProjectionSink& sink) {
-    return Qwen3Weights::Load(config, reader, device, options.stream, sink);
+  return BuildTarget(config, alloc, options, [&](const ProjectionSink& sink) {
+    return Qwen3Weights::Load(config, reader, alloc, options.stream, sink);
   });
 }
 
 Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Random(const TransformerConfig& config,
-                                                         Device device, uint64_t seed,
+                                                         kernels::Allocator& alloc, uint64_t seed,
                                                          const Qwen3TargetOptions& options) {
-  return BuildTarget(config, device, options, [&](const ProjectionSink& sink) {
-    return Qwen3Weights::Random(config, device, seed, options.stream, 1.f, sink);
+  return BuildTarget(config, alloc, options, [&](const ProjectionSink& sink) {
+    return Qwen3Weights::Random(config, alloc, seed, options.stream, 1.f, sink);
   });
 }
 
@@ -182,12 +184,8 @@ Status Qwen3Target::AllocateWorkspace() {
     offsets.push_back(total);
     total += t * s.cols * 2;
   }
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device().is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device().index));
-    alloc = pool;
-  }
-  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(*alloc, DType::kU8, {total}, options_.stream));
+  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(weights_.allocator(), DType::kU8, {total},
+                                             options_.stream));
   char* base = static_cast<char*>(workspace_.data());
   for (size_t i = 0; i < std::size(slots); ++i) {
     *slots[i].view = TensorView(base + offsets[i], DType::kBF16, {t, slots[i].cols}, device());

@@ -67,7 +67,7 @@ struct LayerCapture {
 class Qwen3Target {
  public:
   // Takes the weights and allocates the workspace (and, on CUDA, the cuBLASLt and cuDNN
-  // contexts) on the weights' device.
+  // contexts) on the weights' device, from the allocator they came from.
   static Result<std::unique_ptr<Qwen3Target>> Create(Qwen3Weights weights,
                                                      const Qwen3TargetOptions& options);
   // Same, for weights loaded without projections (Qwen3Weights with a ProjectionSink) whose
@@ -76,15 +76,17 @@ class Qwen3Target {
                                                      Qwen3Fp8Projections fp8,
                                                      const Qwen3TargetOptions& options);
   // Reads `dir`/config.json and the checkpoint beside it (model.safetensors or a sharded
-  // index) onto `device`, then Create. With fp8 the projections are quantized layer by layer
-  // as they are read (the device never holds all of them in bf16), after the FP8 device
-  // check, so a GPU below sm_90 is refused before anything is read.
+  // index) into memory from `alloc`, then Create. With fp8 the projections are quantized
+  // layer by layer as they are read (the device never holds all of them in bf16), after the
+  // FP8 device check, so a GPU below sm_90 is refused before anything is read.
+  // REQUIRES: `alloc` outlives the target.
   static Result<std::unique_ptr<Qwen3Target>> Load(const std::string& dir,
-                                                   kernels::Device device,
+                                                   kernels::Allocator& alloc,
                                                    const Qwen3TargetOptions& options);
   // Random weights (Qwen3Weights::Random with `seed`), quantized layer by layer with fp8.
+  // REQUIRES: `alloc` outlives the target.
   static Result<std::unique_ptr<Qwen3Target>> Random(const TransformerConfig& config,
-                                                     kernels::Device device, uint64_t seed,
+                                                     kernels::Allocator& alloc, uint64_t seed,
                                                      const Qwen3TargetOptions& options);
   ~Qwen3Target();
   Qwen3Target(const Qwen3Target&) = delete;

@@ -27,12 +27,7 @@ Status Qwen3Target::PrepareFp8() {
   const int64_t k = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
   const int64_t code_bytes = (tp * k + 255) / 256 * 256;
   const int64_t scales = kernels::Fp8ActScaleElems(tp, k);
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device().is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device().index));
-    alloc = pool;
-  }
-  ASSIGN_OR_RETURN(fp8_workspace_, kernels::Tensor::Empty(*alloc, DType::kU8,
+  ASSIGN_OR_RETURN(fp8_workspace_, kernels::Tensor::Empty(weights_.allocator(), DType::kU8,
                                                            {code_bytes + scales * 4},
                                                            options_.stream));
   char* base = static_cast<char*>(fp8_workspace_.data());

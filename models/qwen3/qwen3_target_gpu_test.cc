@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
 #include "kernels/testing/testing.h"
 #include "models/io/model_test_util.h"
@@ -63,7 +64,7 @@ class Qwen3TargetCudaTest : public ::testing::Test {
     auto s = kernels::CudaStream::Create(0);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     stream_ = std::move(*s);
-    pool_ = *kernels::CudaPool(0);
+    pool_ = pools_.Pool(0).value();
   }
   // Runs `target` on `b` capturing all layers; returns the captures and f32 logits on host.
   void Run(Qwen3Target& target, kernels::Allocator& alloc, const HostBatch& b,
@@ -86,6 +87,7 @@ class Qwen3TargetCudaTest : public ::testing::Test {
     *logits = ToHost<float>(lg.view());
   }
 
+  kernels::DevicePools pools_;  // first: outlives the stream's work and every tensor
   kernels::CudaStream stream_;
   kernels::CachingPool* pool_ = nullptr;
 };
@@ -110,10 +112,10 @@ TEST_F(Qwen3TargetCudaTest, MatchesCpuForwardAndFloat64Reference) {
     ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cs.cfg, w).ok());
     HostBatch b = testing::MakeBatch(cs.docs, cs.cfg.vocab_size, 9);
     const int64_t t = static_cast<int64_t>(b.ids.size());
-    auto gpu = Qwen3Target::Load(dir.path(), Device::Cuda(0),
+    auto gpu = Qwen3Target::Load(dir.path(), *pool_,
                                  {.max_tokens = t + 5, .stream = stream_.get()});
     ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-    auto cpu = Qwen3Target::Load(dir.path(), Device::Cpu(), {.max_tokens = t});
+    auto cpu = Qwen3Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = t});
     ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
     std::vector<std::vector<bf16>> hg, hc;
     std::vector<float> lg, lc;
@@ -139,7 +141,7 @@ TEST_F(Qwen3TargetCudaTest, SteadyStateAllocatesNothingAndCapturesInAGraph) {
   const testing::HostWeights w = testing::RandomHostWeights(cfg, 5);
   testing::ScratchDir dir;
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
-  auto target = Qwen3Target::Load(dir.path(), Device::Cuda(0),
+  auto target = Qwen3Target::Load(dir.path(), *pool_,
                                   {.max_tokens = 256, .stream = stream_.get()});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   HostBatch b = testing::MakeBatch({64, 100, 36}, cfg.vocab_size, 4);
@@ -188,7 +190,7 @@ TEST_F(Qwen3TargetCudaTest, Qwen3_8bShapedMatchesTransformers) {
   for (size_t i = 0; i + 1 < b.cu.size(); ++i)
     b.max_seqlen = std::max(b.max_seqlen, b.cu[i + 1] - b.cu[i]);
   const int64_t t = static_cast<int64_t>(b.ids.size());
-  auto target = Qwen3Target::Load(dir, Device::Cuda(0), {.max_tokens = t, .stream = stream_.get()});
+  auto target = Qwen3Target::Load(dir, *pool_, {.max_tokens = t, .stream = stream_.get()});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   const TransformerConfig& c = (*target)->config();
   std::vector<std::vector<bf16>> hidden;

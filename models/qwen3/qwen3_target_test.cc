@@ -65,7 +65,7 @@ TEST_P(Qwen3TargetReferenceTest, MatchesFloat64Reference) {
   const HostWeights w = testing::RandomHostWeights(cfg, 7);
   ScratchDir dir;
   ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
-  auto target = Qwen3Target::Load(dir.path(), kernels::Device::Cpu(), {.max_tokens = 40});
+  auto target = Qwen3Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 40});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
 
   HostBatch b = testing::MakeBatch({5, 11, 1, 7}, cfg.vocab_size, 3);
@@ -117,7 +117,7 @@ class Qwen3TargetTest : public ::testing::Test {
 };
 
 TEST_F(Qwen3TargetTest, StopsAfterLastCaptureWithTheSameResult) {
-  auto target = Qwen3Target::Load(dir_.path(), kernels::Device::Cpu(), {.max_tokens = 16});
+  auto target = Qwen3Target::Load(dir_.path(), kernels::HostAllocator(), {.max_tokens = 16});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   HostBatch b = testing::MakeBatch({6, 9}, cfg_.vocab_size, 5);
   const int64_t t = 15, h = cfg_.hidden_size;
@@ -136,7 +136,7 @@ TEST_F(Qwen3TargetTest, StopsAfterLastCaptureWithTheSameResult) {
 }
 
 TEST_F(Qwen3TargetTest, RejectsBadForwardArguments) {
-  auto target = Qwen3Target::Load(dir_.path(), kernels::Device::Cpu(), {.max_tokens = 8});
+  auto target = Qwen3Target::Load(dir_.path(), kernels::HostAllocator(), {.max_tokens = 8});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   const int64_t h = cfg_.hidden_size;
   HostBatch b = testing::MakeBatch({3, 4}, cfg_.vocab_size, 5);
@@ -177,14 +177,14 @@ void WriteAltered(const ScratchDir& dir, const TransformerConfig& cfg, const Hos
 TEST_F(Qwen3TargetTest, LoadNamesMissingAndMisshapenTensors) {
   ScratchDir missing;
   WriteAltered(missing, cfg_, w_, "model.layers.1.mlp.up_proj.weight", "");
-  auto r = Qwen3Target::Load(missing.path(), kernels::Device::Cpu(), {.max_tokens = 8});
+  auto r = Qwen3Target::Load(missing.path(), kernels::HostAllocator(), {.max_tokens = 8});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("model.layers.1.mlp.up_proj.weight"), std::string::npos)
       << r.status().ToString();
 
   ScratchDir misshapen;
   WriteAltered(misshapen, cfg_, w_, "", "model.layers.2.self_attn.k_proj.weight");
-  r = Qwen3Target::Load(misshapen.path(), kernels::Device::Cpu(), {.max_tokens = 8});
+  r = Qwen3Target::Load(misshapen.path(), kernels::HostAllocator(), {.max_tokens = 8});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("model.layers.2.self_attn.k_proj.weight"),
             std::string::npos)

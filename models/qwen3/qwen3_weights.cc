@@ -44,12 +44,6 @@ Shape ToShape(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-Result<kernels::Allocator*> AllocatorFor(Device device) {
-  if (device.is_cpu()) return static_cast<kernels::Allocator*>(&kernels::HostAllocator());
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-  return static_cast<kernels::Allocator*>(pool);
-}
-
 Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint64_t seed,
                         float scale, const Tensor& scratch, Stream stream) {
   dst = dst.Reshape({Numel(s.shape)});
@@ -75,8 +69,10 @@ Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint6
   return Status::Ok();
 }
 
-Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device device,
-                                            Stream stream, bool projections) {
+Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
+                                            kernels::Allocator& alloc, Stream stream,
+                                            bool projections) {
+  const Device device = alloc.device();
   std::vector<WeightSpec> specs = CausalLmWeightSpecs(c);
   if (!projections)
     std::erase_if(specs, [](const WeightSpec& s) { return ParseProjectionName(s.name).has_value(); });
@@ -95,10 +91,10 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c, Device d
       total += bytes;
     }
   }
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
   Qwen3Weights w;
   w.config_ = c;
-  ASSIGN_OR_RETURN(w.storage_, Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)},
+  w.allocator_ = &alloc;
+  ASSIGN_OR_RETURN(w.storage_, Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total, 1)},
                                              stream));
   char* base = static_cast<char*>(w.storage_.data());
   std::unordered_map<std::string, TensorView> views;
@@ -144,8 +140,7 @@ Status Qwen3Weights::ReleaseProjections(Stream stream) {
       if (!v->empty()) keep.push_back(v);
   int64_t total = 0;
   for (const TensorView* v : keep) total = AlignUp(total, kParamAlignment) + v->nbytes();
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
-  ASSIGN_OR_RETURN(Tensor fresh, Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)},
+  ASSIGN_OR_RETURN(Tensor fresh, Tensor::Empty(allocator(), DType::kU8, {std::max<int64_t>(total, 1)},
                                                stream));
   char* base = static_cast<char*>(fresh.data());
   int64_t offset = 0;
@@ -172,6 +167,7 @@ Qwen3Weights Qwen3Weights::Alias() const {
   w.final_norm_ = final_norm_;
   w.lm_head_ = lm_head_;
   w.layers_ = layers_;
+  w.allocator_ = allocator_;
   return w;
 }
 
@@ -181,12 +177,14 @@ TensorView Qwen3Weights::Destination(const std::string& name) const {
 }
 
 Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
-                                        const SafetensorsReader& reader, Device device,
-                                        Stream stream, const ProjectionSink& sink) {
+                                        const SafetensorsReader& reader,
+                                        kernels::Allocator& alloc, Stream stream,
+                                        const ProjectionSink& sink) {
+  const Device device = alloc.device();
   RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config), config.fp8_block_weights));
-  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream, !sink));
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, alloc, stream, !sink));
   std::optional<ProjectionStaging> staged;
-  if (sink) staged.emplace(config, device, sink, stream);
+  if (sink) staged.emplace(config, alloc, sink, stream);
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
   RETURN_IF_ERROR(reader.ForEachInFileOrder(
@@ -226,14 +224,15 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
   return w;
 }
 
-Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config, Device device,
-                                          uint64_t seed, Stream stream, float scale,
+Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config,
+                                          kernels::Allocator& alloc, uint64_t seed,
+                                          Stream stream, float scale,
                                           const ProjectionSink& sink) {
-  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, device, stream, !sink));
+  const Device device = alloc.device();
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, alloc, stream, !sink));
   std::optional<ProjectionStaging> staged;
-  if (sink) staged.emplace(config, device, sink, stream);
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
-  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
+  if (sink) staged.emplace(config, alloc, sink, stream);
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(alloc, DType::kF32, {kRandomChunk}, stream));
   const std::vector<WeightSpec> specs = CausalLmWeightSpecs(config);
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& s = specs[i];

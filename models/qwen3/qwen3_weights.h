@@ -48,25 +48,28 @@ using ProjectionSink =
 
 class Qwen3Weights {
  public:
-  // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
-  // `stream`; returns after they have completed). Extra tensors are ignored. An FP8
+  // Loads every weight `config` needs from `reader` into memory from `alloc`, on its device
+  // (copies ordered on `stream`; returns after they have completed). Extra tensors are
+  // ignored. An FP8
   // checkpoint (config.fp8_block_weights) has its F8_E4M3 weights dequantized to bf16 with
   // their 128x128 `*_scale_inv` (models/io/fp8_checkpoint.h); scales that do not match
   // their weight are DataLoss naming the tensor.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype), OutOfMemory.
   // With a `sink`, the projections are not kept: each layer's are read into a staging buffer
-  // of one layer, handed to the sink once complete, and the buffer freed, so the device never
-  // holds more than the other weights plus the layers whose tensors are in flight (one, for
-  // checkpoints stored layer by layer); the result has no projections (has_projections()).
+  // of one layer (from `alloc`), handed to the sink once complete, and the buffer freed, so
+  // the device never holds more than the other weights plus the layers whose tensors are in
+  // flight (one, for checkpoints stored layer by layer); the result has no projections
+  // (has_projections()).
+  // REQUIRES (both): `alloc` outlives the weights and whatever is made from them.
   static Result<Qwen3Weights> Load(const TransformerConfig& config,
-                                   const SafetensorsReader& reader, kernels::Device device,
+                                   const SafetensorsReader& reader, kernels::Allocator& alloc,
                                    kernels::Stream stream, const ProjectionSink& sink = {});
   // Random weights for benchmarks and tests: linear weights uniform in +-`scale`/sqrt(in),
   // norm weights uniform in [0.8, 1.2), embeddings uniform in +-`scale`; generated on
-  // `device` from Philox stream `seed` (same values on the CPU and the GPU).
+  // `alloc`'s device from Philox stream `seed` (same values on the CPU and the GPU).
   // With a `sink`, as Load: projections go to it layer by layer (same values) and are not kept.
-  static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Device device,
+  static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Allocator& alloc,
                                      uint64_t seed, kernels::Stream stream, float scale = 1.f,
                                      const ProjectionSink& sink = {});
 
@@ -88,6 +91,9 @@ class Qwen3Weights {
 
   const TransformerConfig& config() const { return config_; }
   kernels::Device device() const { return embed_.device(); }
+  // Where the weights came from (an alias: the original's); a model allocates its workspace
+  // there too.
+  kernels::Allocator& allocator() const { return *allocator_; }
   int64_t nbytes() const { return storage_.nbytes(); }
 
   kernels::TensorView embed() const { return embed_; }        // bf16 [V, H]
@@ -96,15 +102,16 @@ class Qwen3Weights {
   const std::vector<Qwen3LayerWeights>& layers() const { return layers_; }
 
  private:
-  // Lays out every parameter in one buffer of `device` and sets the views.
+  // Lays out every parameter in one buffer from `alloc` and sets the views.
   // `projections` false: the layers' projection views stay empty (a sink receives them).
-  static Result<Qwen3Weights> Allocate(const TransformerConfig& config, kernels::Device device,
+  static Result<Qwen3Weights> Allocate(const TransformerConfig& config, kernels::Allocator& alloc,
                                        kernels::Stream stream, bool projections);
   // The view that checkpoint tensor `name` fills, or an empty view when it is not a weight.
   kernels::TensorView Destination(const std::string& name) const;
 
   TransformerConfig config_;
   kernels::Tensor storage_;  // u8 [nbytes]: every parameter
+  kernels::Allocator* allocator_ = nullptr;  // where storage_ came from
   kernels::TensorView embed_, final_norm_, lm_head_;
   std::vector<Qwen3LayerWeights> layers_;
   std::unordered_map<std::string, kernels::TensorView> by_name_;  // HF name -> parameter

@@ -22,9 +22,6 @@ namespace tandem::models {
 // f32 scratch elements per random fill.
 inline constexpr int64_t kRandomChunk = int64_t{1} << 24;
 
-// The allocator of weights on `device`: the CUDA caching pool, or host memory.
-Result<kernels::Allocator*> AllocatorFor(kernels::Device device);
-
 // Fills `dst` (bf16, s.shape) with weight `s`'s random values: Philox stream `seed`, offset
 // (index << 20) + chunk for each kRandomChunk-element chunk, where `index` is s's position
 // in CausalLmWeightSpecs; norms uniform in [0.8, 1.2), embeddings and LM head in +-scale,
@@ -47,9 +44,10 @@ std::optional<ProjectionName> ParseProjectionName(std::string_view name);
 // ordered, so the sink's work on `stream` may still read it).
 class ProjectionStaging {
  public:
-  ProjectionStaging(const TransformerConfig& config, kernels::Device device,
+  // REQUIRES: `alloc` outlives the staging.
+  ProjectionStaging(const TransformerConfig& config, kernels::Allocator& alloc,
                     const ProjectionSink& sink, kernels::Stream stream)
-      : config_(config), device_(device), sink_(sink), stream_(stream) {}
+      : config_(config), alloc_(alloc), device_(alloc.device()), sink_(sink), stream_(stream) {}
   // Where projection `p` is written (bf16, the checkpoint's shape).
   Result<kernels::TensorView> Destination(const ProjectionName& p);
   // Counts one written tensor of `p.layer`; runs the sink when the layer is complete.
@@ -66,6 +64,7 @@ class ProjectionStaging {
     bool done = false;
   };
   TransformerConfig config_;
+  kernels::Allocator& alloc_;
   kernels::Device device_;
   const ProjectionSink& sink_;
   kernels::Stream stream_;

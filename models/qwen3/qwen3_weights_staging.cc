@@ -47,8 +47,7 @@ Result<TensorView> ProjectionStaging::Destination(const ProjectionName& p) {
       offsets[i] = total;
       total += (elems[i] * 2 + 255) / 256 * 256;
     }
-    ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device_));
-    ASSIGN_OR_RETURN(slot.buffer, kernels::Tensor::Empty(*alloc, DType::kU8, {total}, stream_));
+    ASSIGN_OR_RETURN(slot.buffer, kernels::Tensor::Empty(alloc_, DType::kU8, {total}, stream_));
     char* base = static_cast<char*>(slot.buffer.data());
     auto view = [&](int i, int64_t rows, int64_t cols) {
       return TensorView(base + offsets[i], DType::kBF16, {rows, cols}, device_);

@@ -37,7 +37,7 @@ class Carver {
 }  // namespace
 
 Result<Qwen35Cache> Qwen35Cache::Create(const Qwen35Config& c, int64_t capacity, int64_t max_block,
-                                        kernels::Device device, kernels::Stream stream) {
+                                        kernels::Allocator& alloc, kernels::Stream stream) {
   if (capacity < 1 || max_block < 1)
     return InvalidArgumentError(
         "Qwen35Cache: capacity and max_block must be positive, got {} and {}", capacity, max_block);
@@ -46,6 +46,7 @@ Result<Qwen35Cache> Qwen35Cache::Create(const Qwen35Config& c, int64_t capacity,
     return InvalidArgumentError("Qwen35Cache: {}: conv kernel {} and {} layer types for {} layers",
                                 c.source, c.linear_conv_kernel_dim, c.layer_types.size(),
                                 c.num_hidden_layers);
+  const kernels::Device device = alloc.device();
   Qwen35Cache cache;
   cache.config_ = c;
   cache.stream_ = stream;
@@ -82,12 +83,7 @@ Result<Qwen35Cache> Qwen35Cache::Create(const Qwen35Config& c, int64_t capacity,
     return k.bytes();
   };
   const int64_t bytes = carve(nullptr);
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device.is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-    alloc = pool;
-  }
-  ASSIGN_OR_RETURN(cache.storage_, kernels::Tensor::Empty(*alloc, DType::kU8, {bytes}, stream));
+  ASSIGN_OR_RETURN(cache.storage_, kernels::Tensor::Empty(alloc, DType::kU8, {bytes}, stream));
   carve(static_cast<char*>(cache.storage_.data()));
   RETURN_IF_ERROR(cache.Reset());
   return cache;

@@ -59,11 +59,12 @@ struct Qwen35LinearDecode {
 class Qwen35Cache {
  public:
   Qwen35Cache() = default;
-  // Room for `capacity` tokens of a model with config `c` on `device` (allocated for work
-  // on `stream`, zero state). Blocks of up to `max_block` tokens can be rolled back.
-  // InvalidArgument for capacity < 1 or max_block < 1.
+  // Room for `capacity` tokens of a model with config `c` in memory from `alloc`, on its
+  // device (allocated for work on `stream`, zero state). Blocks of up to `max_block` tokens
+  // can be rolled back. InvalidArgument for capacity < 1 or max_block < 1.
+  // REQUIRES: `alloc` outlives the cache.
   static Result<Qwen35Cache> Create(const Qwen35Config& c, int64_t capacity, int64_t max_block,
-                                    kernels::Device device, kernels::Stream stream = nullptr);
+                                    kernels::Allocator& alloc, kernels::Stream stream = nullptr);
 
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }

@@ -32,7 +32,7 @@ class Qwen35CacheTest : public ::testing::Test {
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     cfg_ = *config;
     ASSERT_EQ(cfg_.layer_types[kLinearLayer], HybridLayerType::kLinearAttention);
-    auto w = Qwen35Weights::Random(cfg_, Device::Cpu(), 11, nullptr);
+    auto w = Qwen35Weights::Random(cfg_, kernels::HostAllocator(), 11, nullptr);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     auto t = Qwen35Target::Create(std::move(w).value(), {.max_tokens = 32});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -40,7 +40,7 @@ class Qwen35CacheTest : public ::testing::Test {
   }
 
   Qwen35Cache NewCache(int64_t capacity, int64_t max_block) {
-    auto c = Qwen35Cache::Create(cfg_, capacity, max_block, Device::Cpu());
+    auto c = Qwen35Cache::Create(cfg_, capacity, max_block, kernels::HostAllocator());
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return std::move(c).value();
   }
@@ -203,12 +203,12 @@ TEST_F(Qwen35CacheTest, RollbackLimitsAndBadArguments) {
 
   Qwen35Config other = cfg_;
   other.linear_num_value_heads = 2;
-  auto wrong = Qwen35Cache::Create(other, 8, 4, Device::Cpu());
+  auto wrong = Qwen35Cache::Create(other, 8, 4, kernels::HostAllocator());
   ASSERT_TRUE(wrong.ok());
   s = target_->Extend(*wrong, Ids(2, 8), {});
   EXPECT_NE(s.ToString().find("made for 8 layers"), std::string::npos) << s.ToString();
-  EXPECT_FALSE(Qwen35Cache::Create(cfg_, 0, 4, Device::Cpu()).ok());
-  EXPECT_FALSE(Qwen35Cache::Create(cfg_, 8, 0, Device::Cpu()).ok());
+  EXPECT_FALSE(Qwen35Cache::Create(cfg_, 0, 4, kernels::HostAllocator()).ok());
+  EXPECT_FALSE(Qwen35Cache::Create(cfg_, 8, 0, kernels::HostAllocator()).ok());
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ GoldenRun Forward(Qwen35Target& target, const SafetensorsReader& golden, std::ve
 }
 
 std::unique_ptr<Qwen35Target> LoadTarget(const std::string& dir) {
-  auto t = Qwen35Target::Load(dir, Device::Cpu(), {.max_tokens = 256});
+  auto t = Qwen35Target::Load(dir, kernels::HostAllocator(), {.max_tokens = 256});
   TANDEM_CHECK_OK(t.status());
   return std::move(t).value();
 }
@@ -203,7 +203,7 @@ TEST(Qwen35GoldenTest, MissingOrMisShapedTensorsAreNamed) {
     testing::ScratchDir dir;
     Rewrite(dir.path(), GoldenConfig(),
             [&](const std::string& n) { return n == victim ? std::string() : n; });
-    auto t = Qwen35Target::Load(dir.path(), Device::Cpu(), {.max_tokens = 16});
+    auto t = Qwen35Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 16});
     ASSERT_FALSE(t.ok());
     EXPECT_NE(t.status().message().find(victim), std::string::npos) << t.status().ToString();
     EXPECT_NE(t.status().message().find("model.safetensors"), std::string::npos);
@@ -212,7 +212,7 @@ TEST(Qwen35GoldenTest, MissingOrMisShapedTensorsAreNamed) {
     testing::ScratchDir dir;
     Rewrite(
         dir.path(), GoldenConfig(), [](const std::string& n) { return n; }, victim);
-    auto t = Qwen35Target::Load(dir.path(), Device::Cpu(), {.max_tokens = 16});
+    auto t = Qwen35Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 16});
     ASSERT_FALSE(t.ok());
     EXPECT_NE(t.status().message().find(victim), std::string::npos) << t.status().ToString();
     EXPECT_NE(t.status().message().find("[128, 128]"), std::string::npos) << t.status().ToString();

@@ -80,12 +80,13 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
   return t;
 }
 
-Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir, Device device,
+Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir,
+                                                         kernels::Allocator& alloc,
                                                          const Qwen35TargetOptions& options) {
   ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(dir));
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   ASSIGN_OR_RETURN(Qwen35Weights weights,
-                   Qwen35Weights::Load(config, reader, device, options.stream));
+                   Qwen35Weights::Load(config, reader, alloc, options.stream));
   return Create(std::move(weights), options);
 }
 
@@ -121,12 +122,7 @@ Status Qwen35Target::AllocateWorkspace() {
     total += options_.max_tokens * per_token[s];
     slot_bytes_[s] = per_token[s];
   }
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device().is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device().index));
-    alloc = pool;
-  }
-  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(*alloc, DType::kU8, {total}, options_.stream));
+  ASSIGN_OR_RETURN(workspace_, Tensor::Empty(weights_.allocator(), DType::kU8, {total}, options_.stream));
   for (int s = 0; s < kNumSlots; ++s)
     slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
   return Status::Ok();

@@ -62,8 +62,10 @@ class Qwen35Target {
  public:
   static Result<std::unique_ptr<Qwen35Target>> Create(Qwen35Weights weights,
                                                       const Qwen35TargetOptions& options);
-  // Reads `dir`/config.json and the checkpoint beside it onto `device`, then Create.
-  static Result<std::unique_ptr<Qwen35Target>> Load(const std::string& dir, kernels::Device device,
+  // Reads `dir`/config.json and the checkpoint beside it into memory from `alloc`, then
+  // Create (which allocates the workspace there too). REQUIRES: `alloc` outlives the target.
+  static Result<std::unique_ptr<Qwen35Target>> Load(const std::string& dir,
+                                                    kernels::Allocator& alloc,
                                                     const Qwen35TargetOptions& options);
   ~Qwen35Target();
   Qwen35Target(const Qwen35Target&) = delete;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/testing/testing.h"
 #include "models/qwen3_5/qwen3_5_target.h"
@@ -28,11 +29,11 @@ std::vector<std::vector<bf16>> RunGolden(Device device, const SafetensorsReader&
                        pos = testing::Read<int32_t>(golden, "position_ids", DType::kI32),
                        cu = testing::Read<int32_t>(golden, "cu_seqlens", DType::kI32);
   const int64_t t = static_cast<int64_t>(ids.size()), ncu = static_cast<int64_t>(cu.size());
-  auto target = Qwen35Target::Load(testing::kDir, device, {.max_tokens = t});
+  kernels::DevicePools pools;  // outlives everything below
+  kernels::Allocator* alloc = pools.For(device).value();
+  auto target = Qwen35Target::Load(testing::kDir, *alloc, {.max_tokens = t});
   TANDEM_CHECK_OK(target.status());
   const Qwen35Config& c = (*target)->config();
-  kernels::Allocator* alloc = &kernels::HostAllocator();
-  if (device.is_cuda()) alloc = *kernels::CudaPool(device.index);
   Tensor ids_t = MakeTensor<int32_t>(*alloc, DType::kI32, {t}, ids);
   Tensor pos_t = MakeTensor<int32_t>(*alloc, DType::kI32, {t}, pos);
   Tensor cu_t = MakeTensor<int32_t>(*alloc, DType::kI32, {ncu}, cu);

@@ -74,12 +74,6 @@ std::vector<Placed> Layout(const Qwen35Config& c) {
   return out;
 }
 
-Result<kernels::Allocator*> AllocatorFor(Device device) {
-  if (device.is_cpu()) return static_cast<kernels::Allocator*>(&kernels::HostAllocator());
-  ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(device.index));
-  return static_cast<kernels::Allocator*>(pool);
-}
-
 // A view of `rows` rows starting at `first` (packed members follow it in memory).
 TensorView Block(const TensorView& first, int64_t rows, int64_t cols) {
   return TensorView(first.data(), DType::kBF16, {rows, cols}, first.device());
@@ -132,7 +126,9 @@ std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c) {
   return specs;
 }
 
-Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device device, Stream stream) {
+Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Allocator& alloc,
+                                              Stream stream) {
+  const Device device = alloc.device();
   const std::vector<Placed> layout = Layout(c);
   std::vector<int64_t> offsets;
   int64_t total = 0;
@@ -141,11 +137,10 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, Device devi
     offsets.push_back(total);
     total += Numel(p.spec.shape) * 2;
   }
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
   Qwen35Weights w;
   w.config_ = c;
   ASSIGN_OR_RETURN(w.storage_,
-                   Tensor::Empty(*alloc, DType::kU8, {std::max<int64_t>(total, 1)}, stream));
+                   Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total, 1)}, stream));
   char* base = static_cast<char*>(w.storage_.data());
   for (size_t i = 0; i < layout.size(); ++i) {
     const std::vector<int64_t>& s = layout[i].spec.shape;
@@ -193,10 +188,11 @@ TensorView Qwen35Weights::Destination(const std::string& name) const {
 }
 
 Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
-                                          const SafetensorsReader& reader, Device device,
-                                          Stream stream) {
+                                          const SafetensorsReader& reader,
+                                          kernels::Allocator& alloc, Stream stream) {
+  const Device device = alloc.device();
   RETURN_IF_ERROR(CheckWeights(reader, Qwen35WeightSpecs(config)));
-  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream));
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
   RETURN_IF_ERROR(reader.ForEachInFileOrder(
@@ -224,11 +220,12 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
   return w;
 }
 
-Result<Qwen35Weights> Qwen35Weights::Random(const Qwen35Config& config, Device device,
-                                            uint64_t seed, Stream stream, float scale) {
-  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, device, stream));
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
-  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
+Result<Qwen35Weights> Qwen35Weights::Random(const Qwen35Config& config,
+                                            kernels::Allocator& alloc, uint64_t seed,
+                                            Stream stream, float scale) {
+  const Device device = alloc.device();
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream));
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(alloc, DType::kF32, {kRandomChunk}, stream));
   const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config);
   for (size_t i = 0; i < specs.size(); ++i)
     RETURN_IF_ERROR(FillRandom(specs[i], i, w.by_name_.at(specs[i].name), seed, scale, scratch,
@@ -251,11 +248,12 @@ std::vector<std::pair<size_t, WeightSpec>> HeadSpecs(const Qwen35Config& c) {
 
 }  // namespace
 
-Result<Qwen35Head> Qwen35Head::Allocate(const Qwen35Config& c, Device device, Stream stream) {
+Result<Qwen35Head> Qwen35Head::Allocate(const Qwen35Config& c, kernels::Allocator& alloc,
+                                        Stream stream) {
+  const Device device = alloc.device();
   const int64_t v = c.vocab_size, h = c.hidden_size;
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
   Qwen35Head head;
-  ASSIGN_OR_RETURN(head.storage_, Tensor::Empty(*alloc, DType::kBF16,
+  ASSIGN_OR_RETURN(head.storage_, Tensor::Empty(alloc, DType::kBF16,
                                                 {c.tie_word_embeddings ? 1 : 2, v, h}, stream));
   auto* base = static_cast<bf16*>(head.storage_.data());
   head.embed_ = TensorView(base, DType::kBF16, {v, h}, device);
@@ -265,12 +263,13 @@ Result<Qwen35Head> Qwen35Head::Allocate(const Qwen35Config& c, Device device, St
 }
 
 Result<Qwen35Head> Qwen35Head::Load(const std::string& dir, const Qwen35Config& config,
-                                    Device device, Stream stream) {
+                                    kernels::Allocator& alloc, Stream stream) {
+  const Device device = alloc.device();
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   std::vector<WeightSpec> specs;
   for (auto& [index, spec] : HeadSpecs(config)) specs.push_back(spec);
   RETURN_IF_ERROR(CheckWeights(reader, specs));
-  ASSIGN_OR_RETURN(Qwen35Head head, Allocate(config, device, stream));
+  ASSIGN_OR_RETURN(Qwen35Head head, Allocate(config, alloc, stream));
   std::vector<bf16> staging(static_cast<size_t>(head.embed_.numel()));
   for (const WeightSpec& s : specs) {
     const TensorView dst = s.name == "lm_head.weight" ? head.lm_head_ : head.embed_;
@@ -282,11 +281,11 @@ Result<Qwen35Head> Qwen35Head::Load(const std::string& dir, const Qwen35Config& 
   return head;
 }
 
-Result<Qwen35Head> Qwen35Head::Random(const Qwen35Config& config, Device device, uint64_t seed,
-                                      Stream stream, float scale) {
-  ASSIGN_OR_RETURN(Qwen35Head head, Allocate(config, device, stream));
-  ASSIGN_OR_RETURN(kernels::Allocator * alloc, AllocatorFor(device));
-  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(*alloc, DType::kF32, {kRandomChunk}, stream));
+Result<Qwen35Head> Qwen35Head::Random(const Qwen35Config& config, kernels::Allocator& alloc,
+                                      uint64_t seed, Stream stream, float scale) {
+  const Device device = alloc.device();
+  ASSIGN_OR_RETURN(Qwen35Head head, Allocate(config, alloc, stream));
+  ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(alloc, DType::kF32, {kRandomChunk}, stream));
   for (auto& [index, spec] : HeadSpecs(config)) {
     const TensorView dst = spec.name == "lm_head.weight" ? head.lm_head_ : head.embed_;
     RETURN_IF_ERROR(FillRandom(spec, index, dst, seed, scale, scratch, stream));

@@ -62,19 +62,21 @@ std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c);
 
 class Qwen35Weights {
  public:
-  // Loads every weight `config` needs from `reader` onto `device` (copies ordered on
-  // `stream`; returns after they have completed). Other tensors are ignored.
+  // Loads every weight `config` needs from `reader` into memory from `alloc` (copies ordered
+  // on `stream`; returns after they have completed). Other tensors are ignored.
+  // REQUIRES: `alloc` outlives the weights and whatever is made from them.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype), OutOfMemory.
   static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
-                                    kernels::Device device, kernels::Stream stream);
-  // Random weights of `config` on `device` (tests, benchmarks, jobs with model = "random"):
-  // each tensor from its own Philox stream (`seed`, offset by its index in
-  // Qwen35WeightSpecs), so Qwen35Head::Random gives the same embedding and LM head.
+                                    kernels::Allocator& alloc, kernels::Stream stream);
+  // Random weights of `config` in memory from `alloc` (tests, benchmarks, jobs with
+  // model = "random"): each tensor from its own Philox stream (`seed`, offset by its index
+  // in Qwen35WeightSpecs), so Qwen35Head::Random gives the same embedding and LM head.
   // Matrices uniform in +-scale/sqrt(in), embedding and LM head in +-scale, zero-centred
   // norms in +-0.1 (so 1 + w is near 1), the gated norm in [0.8, 1.2), A_log and dt_bias in
   // [0, 1). Ordered on `stream`; returns after the fills have completed.
-  static Result<Qwen35Weights> Random(const Qwen35Config& config, kernels::Device device,
+  // REQUIRES: `alloc` outlives the weights and whatever is made from them.
+  static Result<Qwen35Weights> Random(const Qwen35Config& config, kernels::Allocator& alloc,
                                       uint64_t seed, kernels::Stream stream, float scale = 1.f);
 
   Qwen35Weights() = default;
@@ -83,6 +85,8 @@ class Qwen35Weights {
 
   const Qwen35Config& config() const { return config_; }
   kernels::Device device() const { return storage_.device(); }
+  // Where the weights came from; the target allocates its workspace there too.
+  kernels::Allocator& allocator() const { return *storage_.allocator(); }
   int64_t nbytes() const { return storage_.nbytes(); }
 
   kernels::TensorView embed() const { return embed_; }            // bf16 [V, H]
@@ -91,7 +95,7 @@ class Qwen35Weights {
   const std::vector<Qwen35LayerWeights>& layers() const { return layers_; }
 
  private:
-  static Result<Qwen35Weights> Allocate(const Qwen35Config& config, kernels::Device device,
+  static Result<Qwen35Weights> Allocate(const Qwen35Config& config, kernels::Allocator& alloc,
                                         kernels::Stream stream);
   kernels::TensorView Destination(const std::string& name) const;
 
@@ -106,12 +110,13 @@ class Qwen35Weights {
 // replica (2 matrices instead of the whole model). Load reads only those two tensors
 // (converted to bf16, shapes checked against the config; errors name the file and the
 // tensor); Random gives the values of Qwen35Weights::Random for the same config and seed.
-// A tied model has one matrix, returned as both.
+// A tied model has one matrix, returned as both. Memory comes from `alloc`, which must
+// outlive the head.
 class Qwen35Head {
  public:
   static Result<Qwen35Head> Load(const std::string& dir, const Qwen35Config& config,
-                                 kernels::Device device, kernels::Stream stream);
-  static Result<Qwen35Head> Random(const Qwen35Config& config, kernels::Device device,
+                                 kernels::Allocator& alloc, kernels::Stream stream);
+  static Result<Qwen35Head> Random(const Qwen35Config& config, kernels::Allocator& alloc,
                                    uint64_t seed, kernels::Stream stream, float scale = 1.f);
 
   kernels::TensorView embed() const { return embed_; }      // bf16 [V, H]
@@ -119,7 +124,7 @@ class Qwen35Head {
   int64_t nbytes() const { return storage_.nbytes(); }
 
  private:
-  static Result<Qwen35Head> Allocate(const Qwen35Config& config, kernels::Device device,
+  static Result<Qwen35Head> Allocate(const Qwen35Config& config, kernels::Allocator& alloc,
                                      kernels::Stream stream);
   kernels::Tensor storage_;  // bf16 [1 or 2, V, H]
   kernels::TensorView embed_, lm_head_;

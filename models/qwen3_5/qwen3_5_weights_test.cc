@@ -37,28 +37,28 @@ TEST(Qwen35WeightsTest, HeadLoadsTheCheckpointsEmbeddingAndLmHead) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto reader = SafetensorsReader::Open(kDir);
   ASSERT_TRUE(reader.ok());
-  auto whole = Qwen35Weights::Load(*config, *reader, Device::Cpu(), nullptr);
+  auto whole = Qwen35Weights::Load(*config, *reader, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
-  auto head = Qwen35Head::Load(kDir, *config, Device::Cpu(), nullptr);
+  auto head = Qwen35Head::Load(kDir, *config, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   EXPECT_TRUE(SameBytes(head->embed(), whole->embed()));
   EXPECT_TRUE(SameBytes(head->lm_head(), whole->lm_head()));
   EXPECT_FALSE(SameBytes(head->embed(), head->lm_head()));  // untied in this checkpoint
-  auto missing = Qwen35Head::Load("/nonexistent/qwen", *config, Device::Cpu(), nullptr);
+  auto missing = Qwen35Head::Load("/nonexistent/qwen", *config, kernels::HostAllocator(), nullptr);
   EXPECT_FALSE(missing.ok());
 }
 
 TEST(Qwen35WeightsTest, RandomWeightsAreSeededRangedAndMatchTheRandomHead) {
   auto config = LoadQwen35Config(kDir);
   ASSERT_TRUE(config.ok());
-  auto a = Qwen35Weights::Random(*config, Device::Cpu(), 5, nullptr);
-  auto b = Qwen35Weights::Random(*config, Device::Cpu(), 5, nullptr);
-  auto c = Qwen35Weights::Random(*config, Device::Cpu(), 6, nullptr);
+  auto a = Qwen35Weights::Random(*config, kernels::HostAllocator(), 5, nullptr);
+  auto b = Qwen35Weights::Random(*config, kernels::HostAllocator(), 5, nullptr);
+  auto c = Qwen35Weights::Random(*config, kernels::HostAllocator(), 6, nullptr);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status().ToString();
   const Qwen35LayerWeights& l0 = a->layers()[0];
   EXPECT_TRUE(SameBytes(l0.linear.in_proj, b->layers()[0].linear.in_proj));
   EXPECT_FALSE(SameBytes(l0.linear.in_proj, c->layers()[0].linear.in_proj));
-  auto head = Qwen35Head::Random(*config, Device::Cpu(), 5, nullptr);
+  auto head = Qwen35Head::Random(*config, kernels::HostAllocator(), 5, nullptr);
   ASSERT_TRUE(head.ok());
   EXPECT_TRUE(SameBytes(head->embed(), a->embed()));
   EXPECT_TRUE(SameBytes(head->lm_head(), a->lm_head()));

@@ -32,6 +32,7 @@ class DenseDecodeTarget final : public DecodeTarget {
         shape_(ShapeOf(t->config())) {}
   const DecodeTargetShape& shape() const override { return shape_; }
   kernels::Device device() const override { return target_->device(); }
+  kernels::Allocator& allocator() const override { return target_->weights().allocator(); }
   int64_t max_tokens() const override { return target_->max_tokens(); }
   int64_t capacity() const override { return cache_.capacity(); }
   int64_t max_rollback() const override { return cache_.capacity(); }
@@ -61,6 +62,7 @@ class HybridDecodeTarget final : public DecodeTarget {
         shape_(ShapeOf(t->config())) {}
   const DecodeTargetShape& shape() const override { return shape_; }
   kernels::Device device() const override { return target_->device(); }
+  kernels::Allocator& allocator() const override { return target_->weights().allocator(); }
   int64_t max_tokens() const override { return target_->max_tokens(); }
   int64_t capacity() const override { return cache_.capacity(); }
   int64_t max_rollback() const override { return cache_.max_block(); }
@@ -106,8 +108,8 @@ bool IsHybrid(const std::string& model_type) { return model_type.starts_with("qw
 Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen3Target* target, int64_t capacity,
                                                        kernels::Stream stream) {
   if (target == nullptr) return InvalidArgumentError("MakeDecodeTarget: no target");
-  ASSIGN_OR_RETURN(Qwen3KvCache cache,
-                   Qwen3KvCache::Create(target->config(), capacity, target->device(), stream));
+  ASSIGN_OR_RETURN(Qwen3KvCache cache, Qwen3KvCache::Create(target->config(), capacity,
+                                                            target->weights().allocator(), stream));
   return std::unique_ptr<DecodeTarget>(new DenseDecodeTarget(target, std::move(cache), nullptr));
 }
 
@@ -116,7 +118,7 @@ Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen35Target* target, int
                                                        kernels::Stream stream) {
   if (target == nullptr) return InvalidArgumentError("MakeDecodeTarget: no target");
   ASSIGN_OR_RETURN(Qwen35Cache cache, Qwen35Cache::Create(target->config(), capacity, max_rollback,
-                                                          target->device(), stream));
+                                                          target->weights().allocator(), stream));
   return std::unique_ptr<DecodeTarget>(new HybridDecodeTarget(target, std::move(cache), nullptr));
 }
 
@@ -131,15 +133,15 @@ Result<DecodeTargetShape> ReadDecodeTargetShape(const std::string& dir) {
 }
 
 Result<std::unique_ptr<DecodeTarget>> LoadDecodeTarget(const std::string& dir,
-                                                       kernels::Device device,
+                                                       kernels::Allocator& alloc,
                                                        const DecodeTargetOptions& o) {
   ASSIGN_OR_RETURN(std::string model_type, ReadModelType(dir));
   if (IsHybrid(model_type)) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<Qwen35Target> t,
-        Qwen35Target::Load(dir, device, {.max_tokens = o.max_tokens, .stream = o.stream}));
+        Qwen35Target::Load(dir, alloc, {.max_tokens = o.max_tokens, .stream = o.stream}));
     ASSIGN_OR_RETURN(Qwen35Cache cache, Qwen35Cache::Create(t->config(), o.capacity, o.max_rollback,
-                                                            device, o.stream));
+                                                            alloc, o.stream));
     Qwen35Target* raw = t.get();
     return std::unique_ptr<DecodeTarget>(
         new HybridDecodeTarget(raw, std::move(cache), std::move(t)));
@@ -147,9 +149,9 @@ Result<std::unique_ptr<DecodeTarget>> LoadDecodeTarget(const std::string& dir,
   Qwen3TargetOptions to;
   to.max_tokens = o.max_tokens;
   to.stream = o.stream;
-  ASSIGN_OR_RETURN(std::unique_ptr<Qwen3Target> t, Qwen3Target::Load(dir, device, to));
+  ASSIGN_OR_RETURN(std::unique_ptr<Qwen3Target> t, Qwen3Target::Load(dir, alloc, to));
   ASSIGN_OR_RETURN(Qwen3KvCache cache,
-                   Qwen3KvCache::Create(t->config(), o.capacity, device, o.stream));
+                   Qwen3KvCache::Create(t->config(), o.capacity, alloc, o.stream));
   Qwen3Target* raw = t.get();
   return std::unique_ptr<DecodeTarget>(new DenseDecodeTarget(raw, std::move(cache), std::move(t)));
 }

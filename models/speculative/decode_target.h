@@ -42,6 +42,8 @@ class DecodeTarget {
   virtual ~DecodeTarget() = default;
   virtual const DecodeTargetShape& shape() const = 0;
   virtual kernels::Device device() const = 0;
+  // Where the target's weights came from; a decoder's buffers that work with them too.
+  virtual kernels::Allocator& allocator() const = 0;
   virtual int64_t max_tokens() const = 0;           // the most tokens one Extend takes
   virtual int64_t capacity() const = 0;             // the most tokens the cache holds
   virtual int64_t max_rollback() const = 0;         // the longest Extend that Crop can undo
@@ -60,7 +62,7 @@ class DecodeTarget {
 };
 
 // Adapters over a target the caller keeps alive; each owns its cache of `capacity` tokens,
-// made on `stream` (the target's).
+// made on `stream` (the target's) from the allocator the target's weights came from.
 Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen3Target* target, int64_t capacity,
                                                        kernels::Stream stream);
 Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen35Target* target, int64_t capacity,
@@ -78,10 +80,11 @@ struct DecodeTargetOptions {
   kernels::Stream stream = nullptr;
 };
 
-// Loads the target of `dir` on `device` (family by model_type) with its cache; the returned
-// object owns both.
+// Loads the target of `dir` into memory from `alloc`, on its device (family by model_type),
+// with its cache (from `alloc` too); the returned object owns both. REQUIRES: `alloc`
+// outlives it.
 Result<std::unique_ptr<DecodeTarget>> LoadDecodeTarget(const std::string& dir,
-                                                       kernels::Device device,
+                                                       kernels::Allocator& alloc,
                                                        const DecodeTargetOptions& options);
 
 }  // namespace tandem::models

@@ -51,12 +51,12 @@ inline void MakeTinyPair(TinyPair* p, int64_t max_context, uint32_t seed) {
   ASSERT_TRUE(WriteCheckpoint(p->dir.path(), p->target_config,
                               RandomHostWeights(p->target_config, seed))
                   .ok());
-  auto t = Qwen3Target::Load(p->dir.path(), kernels::Device::Cpu(), {.max_tokens = 64});
+  auto t = Qwen3Target::Load(p->dir.path(), kernels::HostAllocator(), {.max_tokens = 64});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   p->target = std::move(*t);
   auto d = DFlashDrafter::Create(TinyDrafterFor(p->target_config),
                                  {.max_tokens = max_context, .num_blocks = 1},
-                                 kernels::Device::Cpu(), nullptr);
+                                 kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   p->drafter = std::move(*d);
   // Matrices uniform(-0.3, 0.3), norms uniform(0.8, 1.2): drafts that depend on the context.

@@ -55,11 +55,10 @@ Result<std::unique_ptr<DFlashBatchDecoder>> DFlashBatchDecoder::Create(
     block = dc.block_size;
     for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
   }
-  ASSIGN_OR_RETURN(d->cache_, Qwen3BatchKvCache::Create(tc, batch, max_context, dev, stream));
-  kernels::Allocator* alloc = &kernels::HostAllocator();
+  // The caches and buffers come from where the target's weights came from.
+  kernels::Allocator* alloc = &target->weights().allocator();
+  ASSIGN_OR_RETURN(d->cache_, Qwen3BatchKvCache::Create(tc, batch, max_context, *alloc, stream));
   if (dev.is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
-    alloc = pool;
 #ifdef TANDEM_HAVE_CUDA
     kernels::DeviceGuard guard(dev.index);
     ASSIGN_OR_RETURN(d->gemm_, kernels::GemmContext::Create(dev.index));

@@ -22,7 +22,7 @@ class BatchDecoderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/dflash_decode_tiny/";
-    auto target = Qwen3Target::Load(dir_ + "target", kernels::Device::Cpu(), {.max_tokens = 64});
+    auto target = Qwen3Target::Load(dir_ + "target", kernels::HostAllocator(), {.max_tokens = 64});
     ASSERT_TRUE(target.ok()) << target.status().ToString();
     target_ = std::move(*target);
     auto config = LoadDFlashConfig(dir_ + "drafter");
@@ -31,7 +31,7 @@ class BatchDecoderTest : public ::testing::Test {
   }
   std::unique_ptr<DFlashDrafter> Drafter(int64_t blocks, int64_t max_tokens) {
     auto d = DFlashDrafter::Create(config_, {.max_tokens = max_tokens, .num_blocks = blocks},
-                                   kernels::Device::Cpu(), nullptr);
+                                   kernels::HostAllocator(), nullptr);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     EXPECT_TRUE(LoadDFlashWeights(dir_ + "drafter", **d).ok());
     return std::move(*d);

@@ -56,12 +56,12 @@ TEST(DFlashDecodeGoldenTest, AcceptLengthsAndTokensMatchPyTorch) {
   const std::string drafter_dir = kDir + "dflash_decode_tiny/drafter";
   const int64_t max_context = 128;
 
-  auto target = Qwen3Target::Load(target_dir, kernels::Device::Cpu(), {.max_tokens = 64});
+  auto target = Qwen3Target::Load(target_dir, kernels::HostAllocator(), {.max_tokens = 64});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   auto config = LoadDFlashConfig(drafter_dir);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto drafter = DFlashDrafter::Create(*config, {.max_tokens = max_context, .num_blocks = 1},
-                                       kernels::Device::Cpu(), nullptr);
+                                       kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
   ASSERT_TRUE(LoadDFlashWeights(drafter_dir, **drafter).ok());
   auto decoder = DFlashDecoder::Create(target->get(), drafter->get(), max_context);

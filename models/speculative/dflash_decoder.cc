@@ -96,10 +96,9 @@ Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(std::unique_ptr<Dec
                                   d->target_->max_rollback(), rows);
     for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
   }
-  kernels::Allocator* alloc = &kernels::HostAllocator();
+  // The buffers come from where the target's weights came from.
+  kernels::Allocator* alloc = &d->target_->allocator();
   if (dev.is_cuda()) {
-    ASSIGN_OR_RETURN(kernels::CachingPool * pool, kernels::CudaPool(dev.index));
-    alloc = pool;
 #ifdef TANDEM_HAVE_CUDA
     kernels::DeviceGuard guard(dev.index);
     ASSIGN_OR_RETURN(d->gemm_, kernels::GemmContext::Create(dev.index));

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention/decode_attention.h"
+#include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
 #include "kernels/testing/testing.h"
 #include "models/dflash/dflash_checkpoint.h"
@@ -40,7 +41,8 @@ std::vector<bf16> Random(int64_t n, uint32_t seed) {
 
 TEST(CachedAttentionGpuTest, MatchesCpuReferenceOnOddShapes) {
   SKIP_WITHOUT_GPU();
-  kernels::CachingPool* pool = *kernels::CudaPool(0);
+  kernels::DevicePools pools;  // outlives every tensor of the test
+  kernels::CachingPool* pool = pools.Pool(0).value();
   struct Case { int64_t b, p, hq, hk, d; };
   for (const Case c : {Case{1, 1, 2, 1, 16}, Case{5, 37, 4, 2, 16}, Case{16, 300, 8, 2, 64},
                        Case{3, 1025, 6, 3, 128}, Case{16, 2063, 32, 8, 128},
@@ -95,8 +97,9 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
   auto stream = kernels::CudaStream::Create(0);
   ASSERT_TRUE(stream.ok());
   const kernels::Stream s = stream->get();
-  const auto dev = kernels::Device::Cuda(0);
-  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", dev,
+  kernels::DevicePools pools;  // outlives the target, drafter and decoder
+  kernels::CachingPool* pool = pools.Pool(0).value();
+  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", *pool,
                                   {.max_tokens = 64, .stream = s});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   auto config = LoadDFlashConfig(kDir + "dflash_decode_tiny/drafter");
@@ -117,7 +120,8 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
   // One block (the plan tables' 16-byte alignment makes it legal on CUDA) and padded blocks.
   for (int64_t blocks : {int64_t{1}, kDrafterBlocksCuda}) {
     SCOPED_TRACE(fmt::format("drafter blocks {}", blocks));
-    auto drafter = DFlashDrafter::Create(*config, {.max_tokens = 128, .num_blocks = blocks}, dev, s);
+    auto drafter =
+        DFlashDrafter::Create(*config, {.max_tokens = 128, .num_blocks = blocks}, *pool, s);
     ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
     ASSERT_TRUE(LoadDFlashWeights(kDir + "dflash_decode_tiny/drafter", **drafter).ok());
     auto decoder = DFlashDecoder::Create(target->get(), drafter->get(), 128, s);
@@ -141,7 +145,8 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
   // Batched on CUDA, three prompts per forward with the drafter: greedy speculative decoding
   // returns the target's own tokens, so every prompt's tokens equal the golden's.
   auto drafter = DFlashDrafter::Create(
-      *config, {.max_tokens = 3 * 128, .num_blocks = DrafterBlocksForBatch(3, dev)}, dev, s);
+      *config, {.max_tokens = 3 * 128, .num_blocks = DrafterBlocksForBatch(3, pool->device())},
+      *pool, s);
   ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
   ASSERT_TRUE(LoadDFlashWeights(kDir + "dflash_decode_tiny/drafter", **drafter).ok());
   auto batch = DFlashBatchDecoder::Create(target->get(), drafter->get(), 3, 128, s);
@@ -163,15 +168,16 @@ TEST(DFlashBatchDecoderGpuTest, BatchedMatchesOneAtATimeOnCuda) {
   ASSERT_TRUE(stream.ok());
   const kernels::Stream s = stream->get();
   const auto dev = kernels::Device::Cuda(0);
-  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", dev,
+  kernels::DevicePools pools;  // outlives the target, caches and decoders
+  kernels::CachingPool* pool = pools.Pool(0).value();
+  auto target = Qwen3Target::Load(kDir + "dflash_decode_tiny/target", *pool,
                                   {.max_tokens = 64, .stream = s});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   const TransformerConfig& c = (*target)->config();
   const int64_t v = c.vocab_size;
-  auto alone = Qwen3BatchKvCache::Create(c, 3, 40, dev, s);
-  auto batched = Qwen3BatchKvCache::Create(c, 3, 40, dev, s);
+  auto alone = Qwen3BatchKvCache::Create(c, 3, 40, *pool, s);
+  auto batched = Qwen3BatchKvCache::Create(c, 3, 40, *pool, s);
   ASSERT_TRUE(alone.ok() && batched.ok());
-  kernels::CachingPool* pool = *kernels::CudaPool(0);
   auto logits = kernels::Tensor::Empty(*pool, DType::kF32, {16, v}, s);
   ASSERT_TRUE(logits.ok());
   const std::vector<std::vector<int32_t>> prompts = {{3, 9, 27, 40, 5}, {7, 1}, {60, 2, 33, 8}};

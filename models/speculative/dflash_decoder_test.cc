@@ -61,14 +61,14 @@ TEST_F(DFlashDecoderTest, GreedyIsLosslessAtEveryBlockSize) {
 // so that most drafts are accepted and a changed draft would show.
 TEST(DFlashDecoderPadding, PaddingBlocksChangeNothing) {
   const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/dflash_decode_tiny/";
-  auto target = Qwen3Target::Load(dir + "target", kernels::Device::Cpu(), {.max_tokens = 64});
+  auto target = Qwen3Target::Load(dir + "target", kernels::HostAllocator(), {.max_tokens = 64});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   auto config = LoadDFlashConfig(dir + "drafter");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   std::vector<std::vector<int32_t>> accepts;
   for (int64_t nb : {int64_t{1}, kDrafterBlocksCuda}) {
     auto drafter = DFlashDrafter::Create(*config, {.max_tokens = 96, .num_blocks = nb},
-                                         kernels::Device::Cpu(), nullptr);
+                                         kernels::HostAllocator(), nullptr);
     ASSERT_TRUE(drafter.ok());
     ASSERT_TRUE(LoadDFlashWeights(dir + "drafter", **drafter).ok());
     auto d = DFlashDecoder::Create(target->get(), drafter->get(), 96);

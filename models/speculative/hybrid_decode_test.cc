@@ -85,13 +85,13 @@ class HybridDecodeTest : public ::testing::Test {
     // (a replay of one token, the last accepted one).
     cfg_ = *config;
     cfg_.vocab_size = 6;
-    auto w = Qwen35Weights::Random(cfg_, Device::Cpu(), 21, nullptr);
+    auto w = Qwen35Weights::Random(cfg_, kernels::HostAllocator(), 21, nullptr);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     auto t = Qwen35Target::Create(std::move(w).value(), {.max_tokens = 128});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     target_ = std::move(*t);
     auto d = DFlashDrafter::Create(DrafterFor(cfg_), {.max_tokens = 128, .num_blocks = 1},
-                                   Device::Cpu(), nullptr);
+                                   kernels::HostAllocator(), nullptr);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     drafter_ = std::move(*d);
     Randomize(*drafter_, 5);
@@ -103,7 +103,8 @@ class HybridDecodeTest : public ::testing::Test {
     const int64_t v = cfg_.vocab_size;
     std::vector<int32_t> out;
     for (int i = 0; i < n; ++i) {
-      auto cache = Qwen35Cache::Create(cfg_, static_cast<int64_t>(seq.size()), 1, Device::Cpu());
+      auto cache = Qwen35Cache::Create(cfg_, static_cast<int64_t>(seq.size()), 1,
+                                       kernels::HostAllocator());
       EXPECT_TRUE(cache.ok());
       const int64_t t = static_cast<int64_t>(seq.size());
       std::vector<float> logits(t * v);
@@ -214,7 +215,7 @@ TEST(HybridEval, RunsEndToEndOnTheTinyHybridCheckpoint) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const std::string dir = FreshDir("hybrid_eval");
   auto drafter = DFlashDrafter::Create(DrafterFor(*config), {.max_tokens = 64, .num_blocks = 1},
-                                       Device::Cpu(), nullptr);
+                                       kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
   Randomize(**drafter, 7);
   ASSERT_TRUE(SaveDFlashCheckpoint(dir + "/drafter", **drafter, {0, 7}).ok());

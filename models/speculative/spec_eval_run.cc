@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_config.h"
@@ -105,6 +106,8 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   const int64_t batch = std::min<int64_t>(q.batch, static_cast<int64_t>(set.prompts.size()));
   // Several prompts per forward: the batched decoder drives a dense Qwen3Target directly.
   // One at a time: any family, through its DecodeTarget.
+  kernels::DevicePools pools;  // this run's: outlives the targets, drafter and decoders below
+  ASSIGN_OR_RETURN(kernels::Allocator * alloc, pools.For(q.device));
   std::unique_ptr<Qwen3Target> dense;
   std::unique_ptr<DecodeTarget> target;
   if (batch > 1) {
@@ -115,14 +118,14 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     Qwen3TargetOptions to;
     to.max_tokens = std::max(longest, batch * max_b);
     to.stream = s;
-    ASSIGN_OR_RETURN(dense, Qwen3Target::Load(q.target_dir, q.device, to));
+    ASSIGN_OR_RETURN(dense, Qwen3Target::Load(q.target_dir, *alloc, to));
   } else {
     DecodeTargetOptions to;
     to.max_tokens = std::max(longest, max_b);
     to.capacity = max_context;
     to.max_rollback = max_b;
     to.stream = s;
-    ASSIGN_OR_RETURN(target, LoadDecodeTarget(q.target_dir, q.device, to));
+    ASSIGN_OR_RETURN(target, LoadDecodeTarget(q.target_dir, *alloc, to));
   }
   std::unique_ptr<DFlashDrafter> drafter;
   if (dc) {
@@ -130,7 +133,7 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
                                   *dc,
                                   {.max_tokens = batch * max_context,
                                    .num_blocks = DrafterBlocksForBatch(batch, q.device)},
-                                  q.device, s));
+                                  *alloc, s));
     RETURN_IF_ERROR(LoadDFlashWeights(q.drafter_dir, *drafter));
   }
   std::unique_ptr<DFlashDecoder> single;

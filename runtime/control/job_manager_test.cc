@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 using testing::WaitFor;
 
 // Runs until its job is stopped.
-class UntilStopped final : public JobActor {
+class UntilStopped : public JobActor {
  public:
   UntilStopped(const ConfigValue&, const ActorContext&) {}
   Result<std::string> Run(JobEnv* env) override {
@@ -42,13 +42,9 @@ KeyTable DirKeys() {
   t.Table("checkpoint", "{ dir }").Keys(ck);
   return t;
 }
-class UntilStoppedDir final : public JobActor {
+class UntilStoppedDir final : public UntilStopped {
  public:
-  UntilStoppedDir(const ConfigValue&, const ActorContext&) {}
-  Result<std::string> Run(JobEnv* env) override {
-    while (!env->stopping() && !stop_requested()) std::this_thread::sleep_for(5ms);  // as above
-    return CancelledError("{}: stopped", name());
-  }
+  using UntilStopped::UntilStopped;
 };
 TANDEM_REGISTER_ACTOR(UntilStoppedDir, "test.until_stopped_dir", DirKeys());
 

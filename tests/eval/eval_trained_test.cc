@@ -115,7 +115,7 @@ TEST(EvalTrainedTest, TrainedDrafterHasClearlyHigherTau) {
   auto config = models::LoadDFlashConfig(trained);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto fresh = models::DFlashDrafter::Create(*config, {.max_tokens = 64, .num_blocks = 1},
-                                             kernels::Device::Cpu(), nullptr);
+                                             kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(fresh.ok());
   ASSERT_TRUE((*fresh)->params().InitFromScratch(kSeed, nullptr).ok());
   ASSERT_TRUE(models::SaveDFlashCheckpoint(untrained, **fresh, {0, kSeed}).ok());
