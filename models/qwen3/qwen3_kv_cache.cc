@@ -15,11 +15,12 @@ Result<Qwen3KvCache> Qwen3KvCache::Create(const TransformerConfig& c, int64_t ca
   const int64_t staging = (kv_bytes + 255) / 256 * 256;
   Qwen3KvCache cache;
   ASSIGN_OR_RETURN(cache.storage_, kernels::Tensor::Empty(alloc, DType::kU8,
-                                                          {staging + 2 * capacity * 4}, stream));
+                                                          {staging + 2 * capacity * 4 + 8}, stream));
   char* base = static_cast<char*>(cache.storage_.data());
   cache.kv_ = TensorView(base, DType::kBF16, {layers, 2, capacity, hk, d}, device);
   cache.ids_ = TensorView(base + staging, DType::kI32, {capacity}, device);
   cache.pos_ = TensorView(base + staging + capacity * 4, DType::kI32, {capacity}, device);
+  cache.cu_ = TensorView(base + staging + 2 * capacity * 4, DType::kI32, {2}, device);
   cache.capacity_ = capacity;
   cache.layers_ = static_cast<int>(layers);
   return cache;

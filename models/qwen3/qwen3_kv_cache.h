@@ -5,7 +5,8 @@
 // sequence sits at position i.
 //
 // Memory: 2 * layers * capacity * kv_dim bf16, plus two i32 [capacity] staging rows (token
-// ids and positions of the tokens being appended), on the target's device.
+// ids and positions of the tokens being appended) and a prefill's cu_seqlens, on the target's
+// device.
 //
 // Thread-safety: thread-compatible; one Extend or Crop at a time, on the target's stream.
 #pragma once
@@ -45,6 +46,8 @@ class Qwen3KvCache {
   // i32 [capacity] staging rows for the ids and positions of appended tokens.
   kernels::TensorView id_staging() const { return ids_; }
   kernels::TensorView position_staging() const { return pos_; }
+  // i32 [2] staging for the cu_seqlens {0, n} of a prefill into the empty cache.
+  kernels::TensorView cu_seqlens_staging() const { return cu_; }
 
   // Called by Qwen3Target::Extend once the appended rows are written.
   void Grow(int64_t tokens) { length_ += tokens; }
@@ -52,7 +55,7 @@ class Qwen3KvCache {
  private:
   kernels::Tensor storage_;  // u8: K and V of every layer, then the staging rows
   kernels::TensorView kv_;   // bf16 [layers, 2, capacity, hk, d]
-  kernels::TensorView ids_, pos_;
+  kernels::TensorView ids_, pos_, cu_;
   int64_t capacity_ = 0, length_ = 0;
   int layers_ = 0;
 };

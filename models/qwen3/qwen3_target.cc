@@ -329,6 +329,10 @@ Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedB
       const int64_t r = slot.row, n = slot.rows, p = slot.past + n;
       RETURN_IF_ERROR(kernels::Copy(slot.k.Narrow(0, slot.past, n), k3.Narrow(0, r, n), s));
       RETURN_IF_ERROR(kernels::Copy(slot.v.Narrow(0, slot.past, n), v3.Narrow(0, r, n), s));
+      if (max_seqlen > 0 && kv.size() == 1 && slot.past == 0) {  // Extend's CUDA prefill
+        RETURN_IF_ERROR(Attention(q3, k3, v3, batch.cu_seqlens, max_seqlen, attn3));
+        continue;
+      }
       RETURN_IF_ERROR(kernels::CachedCausalAttentionForward(
           q3.Narrow(0, r, n), slot.k.Narrow(0, 0, p), slot.v.Narrow(0, 0, p), 0.f,
           attn3.Narrow(0, r, n), s));

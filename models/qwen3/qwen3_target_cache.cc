@@ -84,6 +84,14 @@ Status Qwen3Target::Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
   batch.position_ids = cache.position_staging().Narrow(0, 0, t);
   RETURN_IF_ERROR(kernels::CopyFromHost(batch.input_ids, tokens.data(), s));
   RETURN_IF_ERROR(kernels::CopyFromHost(batch.position_ids, positions.data(), s));
+  // A prefill into the empty cache on CUDA: the new tokens attend only to each other, so the
+  // packed causal kernel of the training forward does it (the cached kernel runs one CTA per
+  // query on CUDA cores). The CPU keeps the cached reference: it reproduces a prefill exactly.
+  if (device().is_cuda() && past == 0 && t > 1) {
+    const int32_t cu[2] = {0, static_cast<int32_t>(t)};
+    batch.cu_seqlens = cache.cu_seqlens_staging();
+    RETURN_IF_ERROR(kernels::CopyFromHost(batch.cu_seqlens, cu, s));
+  }
 
   const SeqRows seq{&cache, 0, t};
   return ExtendRows(batch, t, {&seq, 1}, captures, logits);
@@ -97,12 +105,14 @@ Status Qwen3Target::ExtendRows(const PackedBatch& batch, int64_t t, std::span<co
   const int last = static_cast<int>(c.num_hidden_layers) - 1;
   const TensorView hidden = act_.hidden.Narrow(0, 0, t);
   RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
+  // cu_seqlens set: one sequence's prefill into its empty cache (Extend), t rows long.
+  const int max_seqlen = batch.cu_seqlens.empty() ? 0 : static_cast<int>(t);
   std::vector<KvSlot> kv(seqs.size());
   for (int i = 0; i <= last; ++i) {
     for (size_t j = 0; j < seqs.size(); ++j)
       kv[j] = {seqs[j].cache->keys(i), seqs[j].cache->values(i), seqs[j].cache->length(),
                seqs[j].row, seqs[j].rows};
-    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, /*max_seqlen=*/0, kv)
+    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, max_seqlen, kv)
                         .WithContext(fmt::format("layer {}", i)));
     for (const LayerCapture& cap : captures)
       if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));

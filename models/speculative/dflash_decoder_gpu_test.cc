@@ -46,7 +46,8 @@ TEST(CachedAttentionGpuTest, MatchesCpuReferenceOnOddShapes) {
   struct Case { int64_t b, p, hq, hk, d; };
   for (const Case c : {Case{1, 1, 2, 1, 16}, Case{5, 37, 4, 2, 16}, Case{16, 300, 8, 2, 64},
                        Case{3, 1025, 6, 3, 128}, Case{16, 2063, 32, 8, 128},
-                       Case{7, 90, 4, 4, 256}}) {
+                       Case{7, 90, 4, 4, 256}, Case{4, 50, 4, 2, 98}, Case{2, 33, 2, 1, 33},
+                       Case{3, 21, 2, 2, 24}, Case{600, 600, 4, 2, 128}}) {
     const auto q = Random(c.b * c.hq * c.d, 1), k = Random(c.p * c.hk * c.d, 2),
                v = Random(c.p * c.hk * c.d, 3);
     std::vector<bf16> want(q.size()), got(q.size());
