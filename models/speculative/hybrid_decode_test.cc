@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -17,6 +16,7 @@
 
 #include "kernels/random/philox.h"
 #include "models/dflash/dflash_checkpoint.h"
+#include "models/io/model_test_util.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/speculative/dflash_decoder.h"
 #include "models/speculative/spec_eval_run.h"
@@ -66,13 +66,6 @@ void Randomize(DFlashDrafter& d, uint32_t seed) {
     }
   ASSERT_TRUE(kernels::CopyFromHost(params.master, host.data(), nullptr).ok());
   ASSERT_TRUE(params.SyncCompute(nullptr).ok());
-}
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 class HybridDecodeTest : public ::testing::Test {
@@ -200,7 +193,8 @@ TEST(DecodeTargetShape, FamilyComesFromModelType) {
   ASSERT_TRUE(dense.ok()) << dense.status().ToString();
   EXPECT_EQ(dense->model_type, "qwen3");
   EXPECT_EQ(ReadDecodeTargetShape("/nonexistent/model").status().code(), StatusCode::kNotFound);
-  const std::string dir = FreshDir("decode_shape");
+  const testing::ScratchDir scratch;  // unique per process: see the CMakeLists' shared-TMPDIR run
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/config.json") << R"({"model_type": "qwen3_next", "hidden_size": 8})";
   const Status s = ReadDecodeTargetShape(dir).status();
   EXPECT_NE(s.ToString().find("Gated DeltaNet layers are not supported"), std::string::npos)
@@ -213,7 +207,8 @@ TEST(DecodeTargetShape, FamilyComesFromModelType) {
 TEST(HybridEval, RunsEndToEndOnTheTinyHybridCheckpoint) {
   auto config = LoadQwen35Config(kTinyHybrid);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  const std::string dir = FreshDir("hybrid_eval");
+  const testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto drafter = DFlashDrafter::Create(DrafterFor(*config), {.max_tokens = 64, .num_blocks = 1},
                                        kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
