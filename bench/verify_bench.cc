@@ -162,11 +162,10 @@ Result<LoopTimes> TimeLoop(const models::TransformerConfig& cfg, const VerifyArg
     models::SpecDecodeOptions o;
     o.block_size = bs;
     o.max_new_tokens = 1;
-    ASSIGN_OR_RETURN(models::SpecDecodeResult warm, decoder->Generate(prompt, o));
+    RETURN_IF_ERROR(decoder->Generate(prompt, o).status());  // warm-up
     ASSIGN_OR_RETURN(models::SpecDecodeResult first, decoder->Generate(prompt, o));
     o.max_new_tokens = a.loop_tokens;
     ASSIGN_OR_RETURN(models::SpecDecodeResult all, decoder->Generate(prompt, o));
-    (void)warm;
     if (b == 0) {
       t.prefill_ms = first.seconds * 1e3;
       t.tau = double(all.tokens.size()) / double(std::max<size_t>(1, all.accept_lengths.size()));

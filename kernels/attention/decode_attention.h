@@ -1,5 +1,6 @@
 // Causal attention of a few new queries over a KV cache: the target's verify step in
-// speculative decoding (and its prefill, with an empty past).
+// speculative decoding (and, on the CPU, its prefill with an empty past; Qwen3Target sends a
+// CUDA prefill through the packed causal kernel instead).
 //
 // B new tokens sit at the end of a cache of P = past + B keys: query i (position past + i)
 // attends to keys [0, past + i] (causal, aligned bottom-right). Layouts as attention.h:

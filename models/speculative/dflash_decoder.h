@@ -71,8 +71,9 @@ class DFlashDecoder {
   // `target` and `drafter` stay owned by the caller and must outlive the decoder; `drafter`
   // may be null (then only block_size 1 works). Both run on `stream` (the one they were
   // created with; null on the CPU). The drafter must have been created with max_tokens >=
-  // max_context and num_blocks >= 1 (kDrafterBlocksCuda on CUDA, whose block-attention
-  // kernel wants its i32 tables 16-byte aligned; blocks past the first are padding). Allocates a KV cache and feature buffers for `max_context`
+  // max_context and num_blocks >= 1 (one works on CUDA too: the plan tables are 16-byte
+  // aligned, checked on the H200; callers still pass kDrafterBlocksCuda there, blocks past
+  // the first being padding). Allocates a KV cache and feature buffers for `max_context`
   // tokens (prompt + new tokens + one block).
   static Result<std::unique_ptr<DFlashDecoder>> Create(Qwen3Target* target,
                                                        DFlashDrafter* drafter,
