@@ -1,4 +1,5 @@
-// `tandem-bench pipeline [seconds] [--density=32,16,8] [--optimizer-overlap]` (issues 6, 21):
+// `tandem-bench pipeline [seconds] [--density=32,16,8] [--precision=bf16,fp8]
+// [--optimizer-overlap]` (issues 6, 15, 21):
 // pipeline efficiency of the colocated DFlash job on one GPU. In one process: (a) the target
 // alone: forward + 5 captures of a max_tokens batch, seconds per token; then per anchor
 // density (one anchor per N tokens; default: the job file's anchors_per_batch): (b) the
@@ -7,6 +8,8 @@
 // tokens/s from the drafter's summary. Prints efficiency = tok/s / (1 / (t_target +
 // t_drafter)), the drafter's share of the GPU time alone, the job's profile table, how long
 // each side waited on the channel, and the job's bottleneck verdict; then a summary table.
+// With several target precisions (issue 15) it does all of that per precision, one target in
+// memory at a time, and prints each precision's tok/s against bf16's at the same density.
 // `tandem-bench pipeline [seconds] --checkpoint-every N` (issue 19): the job with and without
 // asynchronous checkpoints (RunCheckpointComparison).
 #include <unistd.h>
@@ -162,22 +165,28 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
 struct PipelineArgs {
   int seconds = 120;
   std::vector<int> densities;  // empty: the job file's anchors_per_batch
+  std::vector<std::string> precisions;  // the target's `precision`; empty: the job file's
   bool optimizer_overlap = false;
   int checkpoint_every = 0;  // > 0: RunCheckpointComparison instead
 };
 
 // One density's numbers, for the summary table.
 struct DensityResult {
+  std::string precision;
   int64_t anchors = 0;
   double tok_s = 0, ideal = 0, drafter_share = 0, push_wait = 0, pop_wait = 0;
   std::string verdict;
 };
 
 // The job text with `anchors` anchors per batch (0: as written), the optimizer overlap
-// key when asked, and `seconds` of steady state.
-std::string JobText(const std::string& text, int seconds, int64_t anchors, bool overlap) {
+// key when asked, `seconds` of steady state and the target's `precision` ("": as written).
+std::string JobText(const std::string& text, int seconds, int64_t anchors, bool overlap,
+                    const std::string& precision) {
   std::string out = std::regex_replace(text, std::regex("max_seconds = [0-9]+"),
                                        fmt::format("max_seconds = {}", seconds));
+  if (!precision.empty())
+    out = std::regex_replace(out, std::regex("\\[actors\\.target\\]\n"),
+                             fmt::format("$&precision = \"{}\"\n", precision));
   std::string key = anchors > 0 ? fmt::format("anchors_per_batch = {}", anchors) : "$&";
   if (overlap) key = "optimizer_overlap = true\n" + key;
   return std::regex_replace(out, std::regex("anchors_per_batch = [0-9]+"), key);
@@ -188,12 +197,14 @@ Result<DensityResult> RunDensity(const std::string& text, const PipelineArgs& ar
                                  int64_t anchors, double t_target,
                                  const std::shared_ptr<JobRegistry>& registry,
                                  dflash::SharedTarget& target,
-                                 const dflash::TargetModelSpec& spec, const HostBatch& hb) {
+                                 const dflash::TargetModelSpec& spec, const HostBatch& hb,
+                                 const std::string& precision) {
   ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, anchors,
-                                                     args.optimizer_overlap),
+                                                     args.optimizer_overlap, precision),
                                              TANDEM_PIPELINE_JOB));
   const ActorGroupSpec* dg = Group(job, "drafter");
   DensityResult r;
+  r.precision = models::TargetPrecisionName(spec.precision);
   ASSIGN_OR_RETURN(r.anchors, dg->settings.GetInt("anchors_per_batch", 512));
   ASSIGN_OR_RETURN(double t_drafter, DrafterSecondsPerToken(target, spec, *dg, hb, 10,
                                                             args.optimizer_overlap));
@@ -229,13 +240,10 @@ Result<DensityResult> RunDensity(const std::string& text, const PipelineArgs& ar
   return r;
 }
 
-Status Run(const PipelineArgs& args) {
-  std::ifstream f(TANDEM_PIPELINE_JOB);
-  if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, 0, false),
+// (a), then (b) and (c) per density, with the target at `precision` ("": the job file's).
+Status RunPrecision(const std::string& text, const PipelineArgs& args,
+                    const std::string& precision, std::vector<DensityResult>& results) {
+  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, 0, false, precision),
                                              TANDEM_PIPELINE_JOB));
   const ActorGroupSpec* tg = Group(job, "target");
   const ActorGroupSpec* dg = Group(job, "drafter");
@@ -247,34 +255,58 @@ Status Run(const PipelineArgs& args) {
   const HostBatch hb = MakeBatch(spec.max_tokens, spec.max_tokens / doc_len,
                                  spec.config.vocab_size);
   // Held through (c): the job's actors reuse this copy of the weights (same key, and the
-  // job runs with this registry).
+  // job runs with this registry); released before the next precision loads its own.
   auto registry = std::make_shared<JobRegistry>();
   ASSIGN_OR_RETURN(std::shared_ptr<dflash::SharedTarget> target,
                    dflash::AcquireTarget(*registry, spec, kernels::Device::Cuda(0)));
   ASSIGN_OR_RETURN(double t_target, TargetSecondsPerToken(*target, spec, hb, 10));
-  fmt::print("(a) target standalone : {:.3f} us/token ({:.0f} tok/s)\n", t_target * 1e6,
+  fmt::print("== target precision {} ==\n(a) target standalone : {:.3f} us/token ({:.0f} "
+             "tok/s)\n", models::TargetPrecisionName(spec.precision), t_target * 1e6,
              1 / t_target);
   std::vector<int64_t> anchors;
   for (int d : args.densities) anchors.push_back(spec.max_tokens / d);
   if (anchors.empty()) anchors.push_back(0);  // as the job file says
-  std::vector<DensityResult> results;
   for (int64_t a : anchors) {
     ASSIGN_OR_RETURN(DensityResult r, RunDensity(text, args, a, t_target, registry, *target,
-                                                 spec, hb));
+                                                 spec, hb, precision));
     results.push_back(std::move(r));
   }
-  fmt::print("\nsummary ({} tokens per batch, optimizer overlap {}):\n{:>16} {:>9} {:>9} {:>6} "
-             "{:>9} {:>10} {:>10}  verdict\n", spec.max_tokens, args.optimizer_overlap ? "on" : "off",
-             "anchors", "tok/s", "ideal", "eff", "drafter%", "push wait", "pop wait");
-  for (const DensityResult& r : results)
-    fmt::print("{:>6} (1 per {:>2}) {:>9.0f} {:>9.0f} {:>6.3f} {:>8.0f}% {:>9.0f}% {:>9.0f}%  {}\n",
-               r.anchors, r.anchors > 0 ? spec.max_tokens / r.anchors : 0, r.tok_s, r.ideal,
-               r.tok_s / r.ideal, 100 * r.drafter_share, 100 * r.push_wait, 100 * r.pop_wait,
-               r.verdict);
   return Status::Ok();
 }
 
-// [seconds] [--density=32,16,8] [--optimizer-overlap] [--checkpoint-every N]
+Status Run(const PipelineArgs& args) {
+  std::ifstream f(TANDEM_PIPELINE_JOB);
+  if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  std::vector<std::string> precisions = args.precisions;
+  if (precisions.empty()) precisions.push_back("");
+  std::vector<DensityResult> results;
+  for (const std::string& p : precisions) RETURN_IF_ERROR(RunPrecision(text, args, p, results));
+  fmt::print("\nsummary (optimizer overlap {}):\n{:>9} {:>16} {:>9} {:>9} {:>6} {:>9} {:>10} "
+             "{:>10}  verdict\n", args.optimizer_overlap ? "on" : "off", "target", "anchors",
+             "tok/s", "ideal", "eff", "drafter%", "push wait", "pop wait");
+  for (const DensityResult& r : results)
+    fmt::print("{:>9} {:>6} anchors {:>9.0f} {:>9.0f} {:>6.3f} {:>8.0f}% {:>9.0f}% {:>9.0f}%  {}\n",
+               r.precision, r.anchors, r.tok_s, r.ideal, r.tok_s / r.ideal,
+               100 * r.drafter_share, 100 * r.push_wait, 100 * r.pop_wait, r.verdict);
+  // Issue 15's bar: the FP8 target's pipeline >= 1.35x bf16's at the same density, with
+  // efficiency still >= 0.9.
+  for (const DensityResult& r : results) {
+    if (r.precision == "bf16") continue;
+    for (const DensityResult& b : results)
+      if (b.precision == "bf16" && b.anchors == r.anchors)
+        fmt::print("{} vs bf16, {} anchors: {:.3f}x tok/s (bar >= 1.35: {}), efficiency {:.3f} "
+                   "(bar >= 0.9: {})\n", r.precision, r.anchors, r.tok_s / b.tok_s,
+                   r.tok_s / b.tok_s >= 1.35 ? "PASS" : "FAIL", r.tok_s / r.ideal,
+                   r.tok_s / r.ideal >= 0.9 ? "PASS" : "FAIL");
+  }
+  return Status::Ok();
+}
+
+// [seconds] [--density=32,16,8] [--precision=bf16,fp8] [--optimizer-overlap]
+// [--checkpoint-every N]
 Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
   PipelineArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -287,6 +319,13 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
           return InvalidArgumentError("pipeline: --density takes tokens per anchor (e.g. "
                                       "--density=32,16,8), not \"{}\"", item);
         out.densities.push_back(d);
+      }
+    } else if (a.rfind("--precision=", 0) == 0) {
+      std::stringstream list(a.substr(12));
+      for (std::string item; std::getline(list, item, ',');) {
+        Result<models::TargetPrecision> p = models::ParseTargetPrecision(item);
+        if (!p.ok()) return InvalidArgumentError("pipeline: --precision: {}", p.status().ToString());
+        out.precisions.push_back(item);
       }
     } else if (a == "--optimizer-overlap") {
       out.optimizer_overlap = true;
@@ -301,8 +340,8 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
       out.seconds = std::stoi(a);
     } else {
       return InvalidArgumentError("pipeline: unknown argument \"{}\" (usage: [seconds] "
-                                  "[--density=32,16,8] [--optimizer-overlap] "
-                                  "[--checkpoint-every N])", a);
+                                  "[--density=32,16,8] [--precision=bf16,fp8] "
+                                  "[--optimizer-overlap] [--checkpoint-every N])", a);
     }
   }
   return out;
@@ -392,9 +431,9 @@ int PipelineBench(const std::vector<std::string>& args) {
 }
 
 TANDEM_BENCH("pipeline", "colocated",
-             "[seconds] [--density=32,16,8] [--optimizer-overlap] [--checkpoint-every N]: "
-             "colocated Qwen3-8B DFlash job efficiency, at one anchor per N tokens for each "
-             "density; with --checkpoint-every, steady tok/s with async checkpoints against none",
+             "[seconds] [--density=32,16,8] [--precision=bf16,fp8] [--optimizer-overlap] "
+             "[--checkpoint-every N]: colocated Qwen3-8B DFlash job efficiency, at one anchor "
+             "per N tokens for each density and each target precision; with --checkpoint-every, steady tok/s with async checkpoints against none",
              PipelineBench);
 
 }  // namespace

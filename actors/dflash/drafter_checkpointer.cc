@@ -1,6 +1,7 @@
 #include "actors/dflash/drafter_checkpointer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -163,15 +164,26 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
   snapshot_stage_.Record(static_cast<int64_t>(copy_s * 1e9));
   HoldIfAsked(state.step);
   ScopedTimer timer(write_stage_);
+  const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::vector<models::WrittenFile> files,
                    models::WriteDFlashCheckpoint(state.path, config_, layout_,
                                                  snapshot_->host(), ts, o_.io));
+  const auto t1 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(StallIfAsked(state.path, state.step));
   RETURN_IF_ERROR(CommitState(o_.dir, state, Digests(files)));
   if (best) RETURN_IF_ERROR(WriteBestCheckpoint(o_.dir, *best));
+  const auto t2 = std::chrono::steady_clock::now();
   Retain();
   const double secs = timer.Stop() * 1e-9;
   const uint64_t bytes = FileBytes(state.path);
+  // Where one write's time went: the files (disk bandwidth), `latest` and its fsyncs, and
+  // keep_last's removals (a large unlink can take a while on some filesystems).
+  auto s_between = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const double files_s = s_between(t0, t1);
+  TLOG_INFO("{}: checkpoint step {}: files {} in {:.2f} s ({:.2f} GB/s), commit {:.2f} s, "
+            "retention {:.2f} s", o_.owner, state.step, FormatBytes(bytes), files_s,
+            files_s > 0 ? bytes / files_s / 1e9 : 0.0, s_between(t1, t2),
+            secs - s_between(t0, t2));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.written;
   stats_.snapshot_s += copy_s;
