@@ -10,8 +10,10 @@
 // A step's tandem_state.json is removed first, so a crash in the middle of a removal leaves
 // an incomplete step directory, which the next run's cleanup removes.
 //
-// Thread-safety: a function; the caller is the only writer of DIR (the drafter's checkpoint
-// writer, after CommitState).
+// Thread-safety: a function; the caller is the only remover in DIR. The checkpoint writer may
+// add newer steps and move `latest` and `best` meanwhile (the drafter's checkpointer runs the
+// removals on a thread of their own): `latest` is read first and nothing newer than it is
+// touched, and a `best` that moves always moves to the step being committed, which is newer.
 #pragma once
 
 #include <cstdint>

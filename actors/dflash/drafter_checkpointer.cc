@@ -47,18 +47,47 @@ DrafterCheckpointer::DrafterCheckpointer(CheckpointerOptions options, ProfileSta
       wait_stage_(profile->Stage("drafter.checkpoint.wait")) {}
 
 DrafterCheckpointer::~DrafterCheckpointer() {
-  if (!thread_.joinable()) return;
-  {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+      loop_waiting_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
     std::lock_guard<std::mutex> lock(mu_);
-    shutdown_ = true;
-    loop_waiting_ = true;
+    if (!write_status_.ok())
+      TLOG_WARN("{}: a checkpoint write failed while the drafter stopped: {}", o_.owner,
+                write_status_.ToString());
   }
-  cv_.notify_all();
-  thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!write_status_.ok())
-    TLOG_WARN("{}: a checkpoint write failed while the drafter stopped: {}", o_.owner,
-              write_status_.ToString());
+  if (retain_thread_.joinable()) {  // after the write: it may have asked for a removal
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      retain_stop_ = true;
+    }
+    cv_.notify_all();
+    retain_thread_.join();  // finishes a pending removal first
+  }
+}
+
+void DrafterCheckpointer::RetainLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return retain_pending_ || retain_stop_; });
+    if (!retain_pending_) return;
+    retain_pending_ = false;
+    retain_running_ = true;
+    lock.unlock();
+    Retain();
+    lock.lock();
+    retain_running_ = false;
+    cv_.notify_all();
+  }
+}
+
+void DrafterCheckpointer::WaitForRetention() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !retain_pending_ && !retain_running_; });
 }
 
 Result<ResumeState> DrafterCheckpointer::Open(models::DFlashTrainer& trainer, ResumeMode mode,
@@ -94,6 +123,7 @@ Result<ResumeState> DrafterCheckpointer::Open(models::DFlashTrainer& trainer, Re
           "synchronously",
           o_.owner, FormatBytes(need), FormatBytes(o_.pinned_budget), need);
     ASSIGN_OR_RETURN(snapshot_, CheckpointSnapshot::Create(layout_, d.device()));
+    if (o_.keep_last > 0) retain_thread_ = std::thread([this] { RetainLoop(); });
   }
   return state;
 }
@@ -172,18 +202,23 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
   RETURN_IF_ERROR(StallIfAsked(state.path, state.step));
   RETURN_IF_ERROR(CommitState(o_.dir, state, Digests(files)));
   if (best) RETURN_IF_ERROR(WriteBestCheckpoint(o_.dir, *best));
-  const auto t2 = std::chrono::steady_clock::now();
-  Retain();
   const double secs = timer.Stop() * 1e-9;
   const uint64_t bytes = FileBytes(state.path);
-  // Where one write's time went: the files (disk bandwidth), `latest` and its fsyncs, and
-  // keep_last's removals (a large unlink can take a while on some filesystems).
-  auto s_between = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-  const double files_s = s_between(t0, t1);
-  TLOG_INFO("{}: checkpoint step {}: files {} in {:.2f} s ({:.2f} GB/s), commit {:.2f} s, "
-            "retention {:.2f} s", o_.owner, state.step, FormatBytes(bytes), files_s,
-            files_s > 0 ? bytes / files_s / 1e9 : 0.0, s_between(t1, t2),
-            secs - s_between(t0, t2));
+  // Where one write's time went: the files (disk bandwidth), and `latest` with its fsyncs.
+  const double files_s = std::chrono::duration<double>(t1 - t0).count();
+  TLOG_INFO("{}: checkpoint step {}: files {} in {:.2f} s ({:.2f} GB/s), commit {:.2f} s",
+            o_.owner, state.step, FormatBytes(bytes), files_s,
+            files_s > 0 ? bytes / files_s / 1e9 : 0.0, secs - files_s);
+  if (retain_thread_.joinable()) {
+    // keep_last's removals run beside the next write slot: removing 15 GB took 4-5 s on the
+    // H200 host's ext4 with `discard` (bench/RESULTS.md), which in this thread made every
+    // write ~11.5 s against a ~11.4 s cadence, so the loop waited at each checkpoint.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      retain_pending_ = true;
+    }
+    cv_.notify_all();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.written;
   stats_.snapshot_s += copy_s;
@@ -194,13 +229,15 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
 }
 
 void DrafterCheckpointer::Retain() const {
+  const int64_t t0 = NowNanos();
   Result<std::vector<std::string>> removed = ApplyRetention(o_.dir, o_.keep_last);
   if (!removed.ok()) {
     TLOG_WARN("{}: checkpoint.keep_last: {}", o_.owner, removed.status().ToString());
     return;
   }
   for (const std::string& p : *removed)
-    TLOG_INFO("{}: removed {} (checkpoint.keep_last = {})", o_.owner, p, o_.keep_last);
+    TLOG_INFO("{}: removed {} in {:.2f} s (checkpoint.keep_last = {})", o_.owner, p,
+              (NowNanos() - t0) * 1e-9, o_.keep_last);
 }
 
 void DrafterCheckpointer::HoldIfAsked(int64_t step) {
@@ -247,7 +284,11 @@ Status DrafterCheckpointer::SaveAndFlush(ResumeState& state, DrafterDevice& dev,
   return s;
 }
 
-Status DrafterCheckpointer::Flush() { return WaitForWrite(); }
+Status DrafterCheckpointer::Flush() {
+  Status s = WaitForWrite();
+  if (retain_thread_.joinable()) WaitForRetention();
+  return s;
+}
 
 Status DrafterCheckpointer::WaitForWrite() {
   if (!thread_.joinable()) return Status::Ok();

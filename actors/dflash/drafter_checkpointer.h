@@ -17,7 +17,10 @@
 // The files are written by WriteDFlashCheckpoint (parallel chunks, O_DIRECT where possible,
 // digests computed while writing, so CommitState reads nothing back). With keep_last > 0,
 // older complete steps are removed after `latest` moves (checkpoint_retention.h; a failed
-// removal is logged, never the job's error: the checkpoint itself is durable).
+// removal is logged, never the job's error: the checkpoint itself is durable). Async, the
+// removals run on a thread of their own, so they do not hold the next checkpoint's slot
+// (removing a 15 GB step took 4-5 s on an ext4 mounted with `discard`); Flush and the
+// destructor wait for them.
 //
 // Errors of a background write (a read-only directory, a full disk) come back from the next
 // Poll, Save or Flush, naming the path; the destructor waits for an in-flight write (a stop,
@@ -119,7 +122,8 @@ class DrafterCheckpointer {
   // Call after every step, `step` being the steps done: the error of a finished background
   // write, else Ok (never blocks).
   Status Poll(int64_t step);
-  // Waits until every checkpoint saved so far is durable (or its write failed: the error).
+  // Waits until every checkpoint saved so far is durable (or its write failed: the error),
+  // and keep_last's removals after them are done.
   Status Flush();
   // keep_best (the drafter's eval, drafter_eval.h): the Save of step `best.step` (call it
   // next) also points DIR/best at it, right after `latest` (drafter_eval_best.h), so `best`
@@ -145,8 +149,11 @@ class DrafterCheckpointer {
   // The test hooks, on the writer's thread.
   void HoldIfAsked(int64_t step) EXCLUDES(mu_);
   Status StallIfAsked(const std::string& path, int64_t step) EXCLUDES(mu_);
-  // After a commit: keep_last (logged; on the writer's thread).
+  // After a commit: keep_last (logged; on the writer's thread when sync, else on
+  // retain_thread_, which RetainLoop runs until the destructor).
   void Retain() const;
+  void RetainLoop() EXCLUDES(mu_);
+  void WaitForRetention() EXCLUDES(mu_);  // no removal pending or running
 
   const CheckpointerOptions o_;
   StageHandle snapshot_stage_, write_stage_, wait_stage_;
@@ -155,6 +162,7 @@ class DrafterCheckpointer {
   models::DFlashConfig config_;                   // the drafter's, for config.json
   models::DFlashParamLayout layout_;
   std::thread thread_;   // the in-flight write, if joinable
+  std::thread retain_thread_;  // async with keep_last > 0: runs RetainLoop
   double wait_s_ = 0, wait_end_s_ = 0, stall_max_s_ = 0;
   bool at_end_ = false;  // inside SaveAndFlush: waits count as wait_end_s_
   std::optional<BestCheckpoint> pending_best_;  // MarkBest's, until its step is saved
@@ -165,6 +173,9 @@ class DrafterCheckpointer {
   bool loop_waiting_ GUARDED_BY(mu_) = false;  // the loop waits for the write (ends a hold)
   bool shutdown_ GUARDED_BY(mu_) = false;      // the destructor runs (ends a stall)
   bool write_done_ GUARDED_BY(mu_) = false;
+  bool retain_pending_ GUARDED_BY(mu_) = false;  // a commit asked for keep_last's removals
+  bool retain_running_ GUARDED_BY(mu_) = false;
+  bool retain_stop_ GUARDED_BY(mu_) = false;     // the destructor runs
   Status write_status_ GUARDED_BY(mu_);
   CheckpointStats stats_ GUARDED_BY(mu_);
 };
