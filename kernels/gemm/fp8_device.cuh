@@ -4,6 +4,7 @@
 // amax / 448 (1 for an all-zero group), code = satfinite_rne(v / scale), IEEE division.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -40,6 +41,32 @@ __device__ __forceinline__ float QuantizeGroup128(const float v[4], uint8_t* dst
       if (base + j < n) dst[base + j] = static_cast<uint8_t>(packed >> (8 * j));
   }
   return scale;
+}
+
+// Lane `lane`'s four values of the 128-column group at `p`: elements 4*lane .. 4*lane+3 as
+// floats, zeros past `n` (the group's valid length). `vec_ok`: p is 8-byte aligned, so a
+// full quad is one 8-byte load (the producers are memory-bound: 2-byte loads left them at
+// ~0.4 of the copy rate).
+__device__ __forceinline__ void LoadGroup4(const __nv_bfloat16* p, int n, int lane, bool vec_ok,
+                                           float v[4]) {
+  const int base = lane * 4;
+  if (vec_ok && base + 4 <= n) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p + base);
+    const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+    const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+    v[0] = __low2float(lo);
+    v[1] = __high2float(lo);
+    v[2] = __low2float(hi);
+    v[3] = __high2float(hi);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = base + j < n ? __bfloat162float(p[base + j]) : 0.f;
+}
+
+// True when rows of `ld` elements starting at `p` keep every 4-element quad 8-byte aligned.
+inline bool QuadAligned(const void* p, int64_t ld) {
+  return reinterpret_cast<uintptr_t>(p) % 8 == 0 && ld % 4 == 0;
 }
 
 // The padding rows [m, mp) of an activation: zero codes, scale 1. One warp per (row, group).

@@ -11,7 +11,7 @@ namespace {
 
 __global__ void swiglu_fp8_kernel(const __nv_bfloat16* gate, int64_t ldg,
                                   const __nv_bfloat16* up, int64_t ldu, int64_t m, int64_t mp,
-                                  int64_t n, uint8_t* q, float* scale) {
+                                  int64_t n, bool vec_ok, uint8_t* q, float* scale) {
   const int lane = threadIdx.x % 32;
   const int64_t groups = (n + 127) / 128, items = mp * groups;
   const bool packed_ok = n % 4 == 0;
@@ -25,18 +25,14 @@ __global__ void swiglu_fp8_kernel(const __nv_bfloat16* gate, int64_t ldg,
       if (lane == 0) scale[g * mp + r] = 1.f;
       continue;
     }
-    float v[4];
+    float gv[4], uv[4], v[4];
+    fp8_detail::LoadGroup4(gate + r * ldg + g * 128, len, lane, vec_ok, gv);
+    fp8_detail::LoadGroup4(up + r * ldu + g * 128, len, lane, vec_ok, uv);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t c = g * 128 + lane * 4 + j;
-      if (lane * 4 + j < len) {
-        const float gv = __bfloat162float(gate[r * ldg + c]);
-        const float uv = __bfloat162float(up[r * ldu + c]);
-        v[j] = __bfloat162float(__float2bfloat16(gv / (1.f + expf(-gv)) * uv));
-      } else {
-        v[j] = 0.f;
-      }
-    }
+    for (int j = 0; j < 4; ++j)
+      v[j] = lane * 4 + j < len
+                 ? __bfloat162float(__float2bfloat16(gv[j] / (1.f + expf(-gv[j])) * uv[j]))
+                 : 0.f;
     const float sc = fp8_detail::QuantizeGroup128(v, dst, len, lane, packed_ok);
     if (lane == 0) scale[g * mp + r] = sc;
   }
@@ -52,7 +48,8 @@ cudaError_t LaunchSwiGluFp8(const void* gate, int64_t ldg, const void* up, int64
   blocks = blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks);
   swiglu_fp8_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(
       static_cast<const __nv_bfloat16*>(gate), ldg, static_cast<const __nv_bfloat16*>(up), ldu,
-      m, mp, n, q, scale);
+      m, mp, n, fp8_detail::QuadAligned(gate, ldg) && fp8_detail::QuadAligned(up, ldu), q,
+      scale);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // CUDA RMSNorm -> e4m3. Algorithm: one 256-thread block per row: the block reduces the sum
-// of squares, then each warp takes 128-column groups (four values per lane), forms
+// of squares, then each warp takes 128-column groups (four values per lane, one 8-byte load
+// where aligned), forms
 // bf16(x * rstd * w) and quantizes the group (fp8_device.cuh). Padding rows are zeroed.
 #include <cuda_bf16.h>
 
@@ -12,8 +13,8 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
-                                   int64_t m, int64_t mp, int64_t h, float eps, uint8_t* q,
-                                   float* scale) {
+                                   int64_t m, int64_t mp, int64_t h, float eps, bool vec_ok,
+                                   uint8_t* q, float* scale) {
   __shared__ float partial[kThreads / 32];
   const int64_t r = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -24,10 +25,14 @@ __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __
     return;
   }
   const __nv_bfloat16* xr = x + r * ldx;
+  // Both passes give warp `warp` the groups warp, warp + 8, ...: the second re-reads what the
+  // first loaded (from L1), and every lane loads its quad as one 8-byte load.
   float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < h; i += kThreads) {
-    const float v = __bfloat162float(xr[i]);
-    ss += v * v;
+  for (int64_t g = warp; g < groups; g += kThreads / 32) {
+    const int len = static_cast<int>(h - g * 128 < 128 ? h - g * 128 : 128);
+    float v[4];
+    fp8_detail::LoadGroup4(xr + g * 128, len, lane, vec_ok, v);
+    ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -40,15 +45,12 @@ __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __
   const bool packed_ok = h % 4 == 0;
   for (int64_t g = warp; g < groups; g += kThreads / 32) {
     const int len = static_cast<int>(h - g * 128 < 128 ? h - g * 128 : 128);
-    float v[4];
+    float xv[4], wv[4], v[4];
+    fp8_detail::LoadGroup4(xr + g * 128, len, lane, vec_ok, xv);
+    fp8_detail::LoadGroup4(w + g * 128, len, lane, vec_ok, wv);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t c = g * 128 + lane * 4 + j;
-      v[j] = lane * 4 + j < len
-                 ? __bfloat162float(__float2bfloat16(__bfloat162float(xr[c]) * rstd *
-                                                     __bfloat162float(w[c])))
-                 : 0.f;
-    }
+    for (int j = 0; j < 4; ++j)
+      v[j] = lane * 4 + j < len ? __bfloat162float(__float2bfloat16(xv[j] * rstd * wv[j])) : 0.f;
     const float sc = fp8_detail::QuantizeGroup128(v, q + r * h + g * 128, len, lane, packed_ok);
     if (lane == 0) scale[g * mp + r] = sc;
   }
@@ -60,7 +62,7 @@ cudaError_t LaunchRmsNormFp8(const void* x, int64_t ldx, const void* w, int64_t 
                              int64_t h, float eps, uint8_t* q, float* scale, cudaStream_t s) {
   rmsnorm_fp8_kernel<<<static_cast<unsigned>(mp), kThreads, 0, s>>>(
       static_cast<const __nv_bfloat16*>(x), ldx, static_cast<const __nv_bfloat16*>(w), m, mp, h,
-      eps, q, scale);
+      eps, fp8_detail::QuadAligned(x, ldx) && fp8_detail::QuadAligned(w, 0), q, scale);
   return cudaGetLastError();
 }
 
