@@ -4,10 +4,10 @@
 // loaded on both devices. The same sequence of calls runs on each: a prefill, a fully
 // rejected block cropped away, a partly accepted block cropped in two steps (DeltaNet replay,
 // conv rollback), verify-sized steps and a one-token step. After every Extend the logits and
-// two captured layers (a DeltaNet layer and the last) of CUDA and CPU agree to bf16 noise,
-// and CUDA's logits after the rollbacks equal (to that noise) a fresh CUDA prefill of the
-// accepted sequence. A state not carried between calls, or a rollback that missed a layer,
-// moves them by O(1).
+// two captured layers (a DeltaNet layer and the last) of CUDA and CPU agree within twice
+// transformers' bf16 error on the golden (this random model amplifies bf16 noise), and
+// CUDA's logits after the rollbacks equal a fresh CUDA prefill of the accepted sequence. A
+// state not carried between calls, or a rollback that missed a layer, moves them by O(1).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -88,25 +88,45 @@ std::vector<int32_t> Ids(int n, int seed, int64_t vocab) {
   return v;
 }
 
-// CUDA and CPU round at the same points but sum in other orders (and CUDA's chunked delta
-// rule keeps its state in another order of operations): bf16 noise, amplified a little by
-// 8 layers. Measured well under 1e-2 on this model; a state lost between calls is O(1).
-constexpr double kTol = 2e-2;
+// How far transformers' bf16 forward is from the fp32 reference at `layer` on the golden
+// batch (relative L2): this random tiny model amplifies bf16 noise layer by layer (0.8% at
+// layer 0, 3.8% at layer 4, 6.8% at layer 7).
+double HfBf16Error(int layer) {
+  auto golden = SafetensorsReader::Open(testing::kGolden);
+  TANDEM_CHECK_OK(golden.status());
+  const std::string name = "hidden." + std::to_string(layer);
+  return RelL2(testing::Read<float>(*golden, "bf16_hf." + name, DType::kF32),
+               testing::Read<float>(*golden, name, DType::kF32));
+}
 
 TEST(Qwen35CacheGpuTest, CudaDecodingMatchesTheCpuReference) {
   Side gpu(Device::Cuda(0)), cpu(Device::Cpu());
-  const int64_t v = gpu.target->config().vocab_size;
+  const int64_t v = gpu.target->config().vocab_size, h = gpu.target->config().hidden_size;
+  // CUDA and CPU round at the same points but sum in other orders (and CUDA's chunked delta
+  // rule orders its state updates differently): each is about as accurate as transformers'
+  // bf16, so (the triangle inequality, as qwen3_5_target_gpu_test) they are within twice
+  // its error of each other: 7.6% at the DeltaNet layer, 13.6% at the last layer and for
+  // the logits after it. A state lost between calls, or a rollback that missed a layer,
+  // is O(1) (the stale cache below: ~100%).
+  const double tol_lin = 2 * HfBf16Error(kLinearLayer), tol_last = 2 * HfBf16Error(kLastLayer);
   const std::vector<int32_t> seq = Ids(19, 1, v), junk = Ids(6, 2, v);
   Qwen35Cache gc = gpu.NewCache(32, 8), cc = cpu.NewCache(32, 8);
   int step = 0;
   auto both = [&](const std::vector<int32_t>& ids, const char* what) {
     gpu.Extend(gc, ids);
     cpu.Extend(cc, ids);
-    const double el = RelL2(gpu.logits, cpu.logits), ef = RelL2(gpu.feat, cpu.feat);
-    std::printf("step %d (%s, %zu tokens): rel L2 logits %.2e, features %.2e\n", step++, what,
-                ids.size(), el, ef);
-    EXPECT_LT(el, kTol) << what;
-    EXPECT_LT(ef, kTol) << what;
+    const size_t rows = ids.size() * h;
+    auto part = [&](const std::vector<float>& f, int i) {
+      return std::vector<float>(f.begin() + i * rows, f.begin() + (i + 1) * rows);
+    };
+    const double el = RelL2(gpu.logits, cpu.logits);
+    const double lin = RelL2(part(gpu.feat, 0), part(cpu.feat, 0));
+    const double last = RelL2(part(gpu.feat, 1), part(cpu.feat, 1));
+    std::printf("step %d (%s, %zu tokens): rel L2 logits %.2e, layer %d %.2e, layer %d %.2e\n",
+                step++, what, ids.size(), el, kLinearLayer, lin, kLastLayer, last);
+    EXPECT_LT(el, tol_last) << what;
+    EXPECT_LT(lin, tol_lin) << what;
+    EXPECT_LT(last, tol_last) << what;
   };
   auto crop = [&](int64_t n) {
     ASSERT_TRUE(gc.Crop(n).ok());
@@ -130,7 +150,7 @@ TEST(Qwen35CacheGpuTest, CudaDecodingMatchesTheCpuReference) {
   const std::vector<float> fresh_tail(gpu.logits.begin() + 15 * v, gpu.logits.end());
   const double e = RelL2(last, fresh_tail);
   std::printf("rolled-back CUDA cache vs fresh CUDA prefill: rel L2 logits %.2e\n", e);
-  EXPECT_LT(e, kTol);
+  EXPECT_LT(e, 1e-3);  // 0 (bitwise) on the H200; a lost state is O(1)
   // Sensitivity: without the crops the junk stays in the state, far outside that noise.
   Qwen35Cache stale = gpu.NewCache(32, 8);
   gpu.Extend(stale, std::vector<int32_t>(seq.begin(), seq.begin() + 7));
@@ -139,7 +159,7 @@ TEST(Qwen35CacheGpuTest, CudaDecodingMatchesTheCpuReference) {
   const std::vector<float> stale_tail(gpu.logits.end() - 4 * v, gpu.logits.end());
   const double e_stale = RelL2(stale_tail, fresh_tail);
   std::printf("stale CUDA cache (no crops) vs fresh prefill: rel L2 logits %.2e\n", e_stale);
-  EXPECT_GT(e_stale, 4 * std::max(e, 1e-3));
+  EXPECT_GT(e_stale, 2 * tol_last);
 }
 
 }  // namespace
