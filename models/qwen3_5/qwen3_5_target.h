@@ -84,7 +84,8 @@ class Qwen35Target {
   // verifying a block of drafts is an Extend of at most cache.max_block() tokens followed by
   // cache.Crop to the accepted length. The cache must fit this model and have room for B
   // more tokens; token ids in [0, vocab). InvalidArgument (checked before any work)
-  // otherwise. Asynchronous on CUDA as Forward. The CUDA path has not run on a GPU yet.
+  // otherwise. Asynchronous on CUDA as Forward; qwen3_5_cache_gpu_test checks the CUDA path
+  // against the CPU reference.
   Status Extend(Qwen35Cache& cache, std::span<const int32_t> tokens,
                 std::span<const HybridCapture> captures, kernels::TensorView logits = {});
 
