@@ -120,6 +120,12 @@ TEST(JobKeysTest, OutOfRangeValuesAreRejectedBeforeWorkStarts) {
                               "target's vocab [0, 512)", kTinyLines + 1));
   EXPECT_EQ(Problems("mask_token_id = 511\n"), "accepted");
   EXPECT_CONTAINS(Problems("total_steps = 5\n"), "actors.drafter.total_steps: 5 is less than max_steps = 10");
+  // At most max_tokens - 1 anchors are eligible in a batch (512 tokens here).
+  EXPECT_CONTAINS(Problems("anchors_per_batch = 100000\n"),
+                  fmt::format("job.toml:{}: actors.drafter.anchors_per_batch: 100000 blocks per "
+                              "step, but a batch of the target group 'target' (max_tokens = "
+                              "512) has at most 511 eligible anchors", kTinyLines + 1));
+  EXPECT_EQ(Problems("anchors_per_batch = 511\n"), "accepted");
   EXPECT_CONTAINS(Check(std::string(kTiny).replace(std::string(kTiny).find("max_steps = 10"), 14,
                                                     "max_steps = 0")).ToString(),
                   "actors.drafter.max_steps: 0 is out of range");

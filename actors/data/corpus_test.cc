@@ -117,6 +117,24 @@ TEST(JsonlTest, NothingUsableIsAnErrorThatCountsSkips) {
   EXPECT_EQ(ReadJsonl(dir.Path("missing.jsonl"), {}).status().code(), StatusCode::kNotFound);
 }
 
+TEST(JsonlTest, ChatOrTextRecordsSayHowToConvertThem) {
+  ScratchDir dir;
+  const std::string path = dir.Path("chat.jsonl");
+  WriteText(path, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+  auto c = ReadJsonl(path, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("chat.jsonl:1: no \"input_ids\" key; this is a chat "
+                                      "record (\"messages\"): convert chat JSONL to token ids "
+                                      "first with `tandem data FILE --model MODEL_DIR"),
+            std::string::npos)
+      << c.status().message();
+  WriteText(path, "{\"text\": \"hello\"}\n");
+  c = ReadJsonl(path, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("raw \"text\" is not read"), std::string::npos)
+      << c.status().message();
+}
+
 Corpus SmallCorpus(bool with_mask) {
   std::vector<uint32_t> tokens = {1, 2, 3, 40, 5, 6, 7, 8};
   std::vector<uint64_t> offsets = {0, 3, 4, 8};

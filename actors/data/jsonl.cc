@@ -33,7 +33,21 @@ std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab,
     return BadRecord{"not_object", fmt::format("expected a JSON object, got {}", Kind(j))};
   }
   auto ids = j.find("input_ids");
-  if (ids == j.end()) return BadRecord{"missing_input_ids", "no \"input_ids\" key"};
+  if (ids == j.end()) {
+    // The usual mix-up: a chat or text dataset given where token ids are read.
+    for (const char* chat : {"messages", "conversations"})
+      if (j.contains(chat))
+        return BadRecord{"missing_input_ids",
+                         fmt::format("no \"input_ids\" key; this is a chat record (\"{}\"): "
+                                     "convert chat JSONL to token ids first with `tandem data "
+                                     "FILE --model MODEL_DIR -o OUT_DIR` (docs/data-format.md)",
+                                     chat)};
+    if (j.contains("text"))
+      return BadRecord{"missing_input_ids",
+                       "no \"input_ids\" key; raw \"text\" is not read: tokenize it first "
+                       "(docs/data-format.md)"};
+    return BadRecord{"missing_input_ids", "no \"input_ids\" key"};
+  }
   if (!ids->is_array()) {
     return BadRecord{"bad_input_ids",
                      fmt::format("\"input_ids\" must be an array, got {}", Kind(*ids))};

@@ -52,6 +52,17 @@ Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
   if (s.mask_token_id < 0 || s.mask_token_id >= vocab)
     return InvalidArgumentError("{}: {} is outside the target's vocab [0, {})",
                                 at("mask_token_id"), s.mask_token_id, vocab);
+  // Anchor a needs a + 1 in its document, so a batch of max_tokens has at most
+  // max_tokens - 1 eligible anchors; blocks beyond the eligible ones are padding that keeps
+  // the step's shapes (dflash_anchors.h) and costs full compute: 100000 anchors on a
+  // 512-token batch made one CPU step take minutes, training on at most 511 of them.
+  const int64_t max_anchors = s.target.max_tokens - 1;
+  if (s.anchors_per_batch > max_anchors)
+    return InvalidArgumentError(
+        "{}: {} blocks per step, but a batch of the target group '{}' (max_tokens = {}) has "
+        "at most {} eligible anchors; the rest would be padding blocks that cost compute "
+        "and train nothing", at("anchors_per_batch"), s.anchors_per_batch, s.target_group,
+        s.target.max_tokens, max_anchors);
   if (s.nranks > 1 && s.max_seconds > 0)
     return InvalidArgumentError("{}: needs replicas = 1 (data-parallel replicas must stop at "
                                 "the same step)", at("max_seconds"));
