@@ -181,6 +181,7 @@ class DrafterActor final : public JobActor {
       co.pinned_budget = static_cast<uint64_t>(pinned);
     }
     co.test_hold_write = ds.checkpoint_test_hold_write;
+    co.test_hold_removal = ds.checkpoint_test_hold_removal;
     co.test_stall_at = ds.checkpoint_test_stall_at;
     DrafterCheckpointer checkpointer(std::move(co), env->profile);
     if (checkpointer.enabled() && restarts == 0)

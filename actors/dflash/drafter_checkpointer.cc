@@ -77,12 +77,22 @@ void DrafterCheckpointer::RetainLoop() {
     if (!retain_pending_) return;
     retain_pending_ = false;
     retain_running_ = true;
+    HoldRemovalIfAsked(lock);
     lock.unlock();
     Retain();
     lock.lock();
     retain_running_ = false;
     cv_.notify_all();
   }
+}
+
+void DrafterCheckpointer::HoldRemovalIfAsked(std::unique_lock<std::mutex>& lock) {
+  if (!o_.test_hold_removal) return;
+  const int64_t written = stats_.written;
+  cv_.wait(lock, [&] { return stats_.written > written || retain_flush_ || retain_stop_; });
+  if (stats_.written > written)
+    std::ofstream(o_.dir + "/REMOVAL_OVERLAPPED_BY_TEST") << "committed " << stats_.written
+                                                          << " checkpoints\n";
 }
 
 void DrafterCheckpointer::WaitForRetention() {
@@ -209,22 +219,18 @@ Status DrafterCheckpointer::Write(const ResumeState& state,
   TLOG_INFO("{}: checkpoint step {}: files {} in {:.2f} s ({:.2f} GB/s), commit {:.2f} s",
             o_.owner, state.step, FormatBytes(bytes), files_s,
             files_s > 0 ? bytes / files_s / 1e9 : 0.0, secs - files_s);
-  if (retain_thread_.joinable()) {
-    // keep_last's removals run beside the next write slot: removing 15 GB took 4-5 s on the
-    // H200 host's ext4 with `discard` (bench/RESULTS.md), which in this thread made every
-    // write ~11.5 s against a ~11.4 s cadence, so the loop waited at each checkpoint.
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      retain_pending_ = true;
-    }
-    cv_.notify_all();
-  }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.written;
   stats_.snapshot_s += copy_s;
   stats_.snapshot_max_s = std::max(stats_.snapshot_max_s, copy_s);
   stats_.write_s += secs;
   stats_.bytes += bytes;
+  // keep_last's removals run beside the next write slot: removing 15 GB took 4-5 s on the
+  // H200 host's ext4 with `discard` (bench/RESULTS.md), which in this thread made every
+  // write ~11.5 s against a ~11.4 s cadence, so the loop waited at each checkpoint. (Asked
+  // after the commit is counted: a held removal, test_hold_removal, waits for the next.)
+  if (retain_thread_.joinable()) retain_pending_ = true;
+  cv_.notify_all();
   return Status::Ok();
 }
 
@@ -286,7 +292,14 @@ Status DrafterCheckpointer::SaveAndFlush(ResumeState& state, DrafterDevice& dev,
 
 Status DrafterCheckpointer::Flush() {
   Status s = WaitForWrite();
-  if (retain_thread_.joinable()) WaitForRetention();
+  if (retain_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      retain_flush_ = true;  // ends a held removal (test_hold_removal)
+    }
+    cv_.notify_all();
+    WaitForRetention();
+  }
   return s;
 }
 

@@ -71,6 +71,10 @@ struct CheckpointerOptions {
   // Testing: a background write starts only after the loop has taken this many more steps
   // (or waits for the write), so training provably continues past the snapshot.
   int64_t test_hold_write = 0;
+  // Testing (async, keep_last > 0): a removal waits until the next checkpoint commits (or
+  // Flush, or the destructor), so a commit can only come first if the
+  // removals do not hold the write slot; then DIR/REMOVAL_OVERLAPPED_BY_TEST names its step.
+  bool test_hold_removal = false;
   // Testing: the write of this step stops after its files, before tandem_state.json and
   // `latest`, creates STALLED_BY_TEST in the step directory and waits for the process to be
   // killed (or for the destructor). -1: never.
@@ -154,6 +158,8 @@ class DrafterCheckpointer {
   void Retain() const;
   void RetainLoop() EXCLUDES(mu_);
   void WaitForRetention() EXCLUDES(mu_);  // no removal pending or running
+  // The test_hold_removal hook, on retain_thread_ with mu_ held by `lock`.
+  void HoldRemovalIfAsked(std::unique_lock<std::mutex>& lock) REQUIRES(mu_);
 
   const CheckpointerOptions o_;
   StageHandle snapshot_stage_, write_stage_, wait_stage_;
@@ -176,6 +182,7 @@ class DrafterCheckpointer {
   bool retain_pending_ GUARDED_BY(mu_) = false;  // a commit asked for keep_last's removals
   bool retain_running_ GUARDED_BY(mu_) = false;
   bool retain_stop_ GUARDED_BY(mu_) = false;     // the destructor runs
+  bool retain_flush_ GUARDED_BY(mu_) = false;    // Flush waits for the removals
   Status write_status_ GUARDED_BY(mu_);
   CheckpointStats stats_ GUARDED_BY(mu_);
 };

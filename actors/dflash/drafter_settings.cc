@@ -28,6 +28,9 @@ KeyTable CheckpointKeys() {
       .Default(0).Min(0);
   t.Int("test_hold_write", "testing: a background write starts only after N more training "
         "steps (or when the loop waits for it)").Default(0).Min(0);
+  t.Bool("test_hold_removal", "testing: keep_last's removal after a commit waits until the "
+         "next checkpoint commits (or the run ends); when the commit came "
+         "first, DIR/REMOVAL_OVERLAPPED_BY_TEST names its step").Default(false);
   t.Int("test_stall_write_at_step", "testing: the write of this step stops before its commit "
         "until the process dies (-1: never)").Default(-1).Min(-1);
   return t;
@@ -223,6 +226,7 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
     s.checkpoint_async = spec->sub->GetBool(*ck, "async");
     s.checkpoint_keep_last = spec->sub->GetInt(*ck, "keep_last");
     s.checkpoint_test_hold_write = spec->sub->GetInt(*ck, "test_hold_write");
+    s.checkpoint_test_hold_removal = spec->sub->GetBool(*ck, "test_hold_removal");
     s.checkpoint_test_stall_at = spec->sub->GetInt(*ck, "test_stall_write_at_step");
   }
   RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));

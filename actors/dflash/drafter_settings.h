@@ -63,6 +63,7 @@ struct DrafterSettings {
   bool checkpoint_async = true;   // snapshot + background write (drafter_checkpointer.h)
   int64_t checkpoint_keep_last = 0;  // 0: keep all (checkpoint_retention.h)
   int64_t checkpoint_test_hold_write = 0;  // testing: see DrafterCheckpointer's options
+  bool checkpoint_test_hold_removal = false;  // testing: likewise
   int64_t checkpoint_test_stall_at = -1;   // testing: see DrafterCheckpointer's options
   EvalSettings eval;              // the `eval` table: tau by speculative decoding
 };
