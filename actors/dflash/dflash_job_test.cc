@@ -53,6 +53,25 @@ TEST(DFlashJobTest, LossFallsCheckpointsAndStoreEmpties) {
   EXPECT_NE(report->ToString().find("checksum mismatches 0"), std::string::npos);
 }
 
+// The data runs out at step 7, before max_steps and between logs (every 10): the last step
+// is still logged, so the summary says what the loss was instead of "loss nan -> nan".
+TEST(DFlashJobTest, ARunThatEndsBetweenLogsLogsItsLastStep) {
+  const std::string dir = FreshDir("dflash_short_data");
+  auto report = dflash::testing::RunJob(
+      {.name = "short-data", .batches_per_epoch = 7, .max_steps = 20, .checkpoint_dir = dir,
+       .drafter_extra = fmt::format("metrics_file = \"{}/metrics.jsonl\"\n", dir)});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(report->status.ok()) << report->ToString();
+  const std::string text = report->ToString();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("steps 7 \\(from 0\\), loss ([0-9.]+) -> "
+                                                    "([0-9.]+)")))
+      << text;
+  EXPECT_GT(std::stod(m[1]), 0.0);
+  EXPECT_GT(std::stod(m[2]), 0.0);
+  EXPECT_EQ(Losses(dir + "/metrics.jsonl").size(), 1u);  // step 7 only
+}
+
 TEST(DFlashJobTest, StopAndResumeGivesTheSameLossCurve) {
   const std::string full = FreshDir("dflash_full"), split = FreshDir("dflash_split");
   const std::string sched = "total_steps = 60\n";

@@ -159,6 +159,7 @@ Status DrafterLoop::LogMetrics() {
   const double secs = (NowNanos() - t0_) * 1e-9;
   metrics_.Log(state_.step, m, p_.trainer->LearningRate(state_.step - 1),
                run_tokens_ / std::max(secs, 1e-9));
+  logged_step_ = state_.step;
   return Status::Ok();
 }
 
@@ -180,6 +181,9 @@ Result<std::string> DrafterLoop::Finish(Channel<HiddenBatch>& channel) {
   channel.Close();
   while (channel.TryPop().ok()) {
   }
+  // The run may end between logs (the data ran out before max_steps): log its last step, so
+  // the summary's loss is the last one trained, not NaN for "never read".
+  if (state_.step > first_step_ && logged_step_ != state_.step) RETURN_IF_ERROR(LogMetrics());
   RETURN_IF_ERROR(p_.dev->Synchronize());
   RETURN_IF_ERROR(CheckFlags(/*wait=*/true));
   const int64_t t_end = NowNanos();

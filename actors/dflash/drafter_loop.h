@@ -83,6 +83,7 @@ class DrafterLoop {
   const DrafterSettings& s_;
   ResumeState state_;
   const int64_t first_step_;
+  int64_t logged_step_ = -1;  // the step whose metrics LogMetrics read last
   DrafterMetricsLog metrics_;
   StageHandle get_stage_, fb_stage_, optim_stage_, h2d_stage_;
   std::optional<StageHandle> ar_stage_;
