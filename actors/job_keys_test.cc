@@ -9,6 +9,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
@@ -217,6 +218,18 @@ TEST(JobKeysTest, DocListsEveryDeclaredKey) {
   }
   for (const char* cls : {"dflash.target", "dflash.drafter", "demo.producer", "demo.consumer"})
     EXPECT_CONTAINS(embedded, fmt::format("### `{}`", cls));
+}
+
+// A checkpoint dir is made at the start; one that cannot be (its nearest existing parent is a
+// file, or not writable) is refused before work starts, naming both.
+TEST(JobKeysTest, CheckpointDirThatCannotBeCreatedIsRefused) {
+  const std::string file =
+      ::testing::TempDir() + "/job_keys_test_file_" + std::to_string(::getpid());
+  { std::ofstream(file) << "x"; }
+  EXPECT_CONTAINS(Problems(fmt::format("checkpoint = {{ dir = \"{}/sub/ck\" }}\n", file)),
+                  fmt::format("actors.drafter.checkpoint.dir: '{}/sub/ck' cannot be created: "
+                              "'{}' is not a writable directory", file, file));
+  std::filesystem::remove(file);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "actors/dflash/drafter_settings.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -85,6 +87,16 @@ Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
       !fs::is_directory(s.checkpoint_dir, ec))
     return InvalidArgumentError("{}.dir: '{}' exists and is not a directory",
                                 KeyPath(section, prefix, "checkpoint"), s.checkpoint_dir);
+  if (!s.checkpoint_dir.empty() && !fs::exists(s.checkpoint_dir, ec)) {
+    // It is made at the start: its nearest existing parent must be a writable directory.
+    fs::path parent = fs::absolute(s.checkpoint_dir, ec).parent_path();
+    while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.root_path())
+      parent = parent.parent_path();
+    if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK | X_OK) != 0)
+      return InvalidArgumentError("{}.dir: '{}' cannot be created: '{}' is not a writable "
+                                  "directory", KeyPath(section, prefix, "checkpoint"),
+                                  s.checkpoint_dir, parent.string());
+  }
   return Status::Ok();
 }
 
