@@ -16,6 +16,7 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_spec_keys.h"
 #include "runtime/job/runner.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tandem {
 namespace {
@@ -138,14 +139,15 @@ TEST(JobKeysTest, PathsAreCheckedBeforeWorkStarts) {
   EXPECT_CONTAINS(Problems("metrics_file = \"/nonexistent-tandem-dir/metrics.jsonl\"\n"),
                   fmt::format("job.toml:{}: actors.drafter.metrics_file: the directory "
                               "'/nonexistent-tandem-dir' does not exist", kTinyLines + 1));
-  const std::string file = ::testing::TempDir() + "/job_keys_test_not_a_dir";
+  const testing::ScratchDir scratch;  // not a fixed name: two runs at once share TMPDIR
+  const std::string file = scratch.File("not_a_dir");
   { std::ofstream(file) << "x"; }
   EXPECT_CONTAINS(Problems(fmt::format("checkpoint = {{ dir = \"{}\" }}\n", file)),
                   fmt::format("actors.drafter.checkpoint.dir: '{}' exists and is not a directory",
                               file));
   std::filesystem::remove(file);
   EXPECT_EQ(Problems(fmt::format("metrics_file = \"{}/m.jsonl\"\ncheckpoint = {{ dir = \"{}/ck\" }}\n",
-                                 ::testing::TempDir(), ::testing::TempDir())),
+                                 scratch.path(), scratch.path())),
             "accepted");
   // The target's data file must exist.
   std::string text = kTiny;

@@ -3,6 +3,8 @@
 // tokenizers' encode_batch (peer, one thread and all), and chat JSONL to loss-masked examples
 // on all cores (ConvertChatFile, what `tandem data --model` runs). Bars (issue 16): one-thread
 // encode >= 1.0x HF one thread; chat JSONL >= 50 MB/s on all cores.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -54,8 +56,17 @@ int Run(const std::vector<std::string>& args) {
     lines.push_back(MakeText(200 + rng() % 1800, rng));
     total += lines.back().size();
   }
-  const auto dir = std::filesystem::temp_directory_path() / "tandem_tokenizer_bench";
+  // Per process: two benches at once share TMPDIR, never this folder; removed on return.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("tandem_tokenizer_bench_{}", ::getpid());
   std::filesystem::create_directories(dir);
+  struct RemoveAtEnd {
+    std::filesystem::path path;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_at_end{dir};
   // One JSON string per line (the texts hold newlines), so the peer encodes the same strings.
   const std::string text_path = (dir / "texts.jsonl").string();
   {

@@ -230,6 +230,9 @@ TEST(AsyncCheckpointTest, KillDuringBackgroundWriteKeepsLatestAndResumes) {
 TEST(AsyncCheckpointTest, FailedBackgroundWriteIsTheJobsErrorWithThePath) {
   const std::string root = FreshDir("ckpt_readonly");
   const std::string ck = root + "/ck", out = root + "/out";
+  // FreshDir's per-process folder is mkdtemp's (0700): the unprivileged child must get through.
+  fs::permissions(fs::path(root).parent_path(),
+                  fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
   fs::create_directories(ck);
   fs::create_directories(out);
   // The checkpoint directory is read-only; `out` (metrics, the child's report) is writable by

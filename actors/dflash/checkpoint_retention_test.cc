@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/dflash/checkpoint_state.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tandem::dflash {
 namespace {
@@ -18,15 +19,6 @@ namespace fs = std::filesystem;
 
 class RetentionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("retention_" + std::string(
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A step directory; complete ones have a tandem_state.json.
   void Step(int64_t step, bool complete = true) {
     const fs::path p = dir_ / StepDirName(step);
@@ -43,7 +35,8 @@ class RetentionTest : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
+  const ::tandem::testing::ScratchDir scratch_;  // unique per process and test
+  const fs::path dir_ = scratch_.path();
 };
 
 TEST_F(RetentionTest, KeepsTheNewestLatestAndBestRemovesTheRest) {

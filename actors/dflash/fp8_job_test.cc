@@ -20,7 +20,7 @@ namespace {
 Result<JobSpec> Job(const std::string& target_extra, const std::string& drafter_extra = "") {
   return ParseJobText(testing::TinyJobText({.name = "fp8-check",
                                             .max_steps = 1,
-                                            .checkpoint_dir = ::testing::TempDir() + "/fp8ck",
+                                            .checkpoint_dir = testing::FreshDir("fp8ck"),
                                             .target_extra = target_extra,
                                             .drafter_extra = drafter_extra}),
                       "fp8-check.toml");

@@ -12,6 +12,7 @@
 #include "models/io/hf_config.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tandem::dflash::testing {
 
@@ -103,9 +104,11 @@ pinned_bytes = 4194304  # the asynchronous checkpoints' snapshot (~0.7 MB here)
                      j.checkpoint_every, j.checkpoint_extra, j.drafter_extra);
 }
 
-// An empty folder `name` under the test's temporary directory.
+// An empty folder `name` in this process's scratch directory (removed at exit). Not a fixed
+// name under the shared TMPDIR: two processes running these tests at once never meet there.
 inline std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/" + name;
+  static const ::tandem::testing::ScratchDir root("dflash_jobs");
+  std::string dir = root.File(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -25,6 +25,8 @@ namespace tandem::testing {
 
 inline constexpr std::chrono::seconds kDeadline{60};
 
+// Unique per instance (mkdtemp), so runs at once never share it. Under /tmp, not $TMPDIR: a
+// build's deep test-tmp path would push the socket paths inside past sun_path's 108 bytes.
 class TempDir {
  public:
   TempDir() {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/scratch_dir.h"
+
 namespace tandem {
 namespace {
 
@@ -44,8 +46,8 @@ TEST(JobMetricsTest, WritesHeaderTrainSampleAndEndRecords) {
   g.settings.Set("class", "demo.consumer");
   g.settings.Set("lr", 0.5);
   job.actors.push_back(g);
-  const std::string dir = (std::filesystem::temp_directory_path() / "job_metrics_test").string();
-  std::filesystem::remove_all(dir);
+  const testing::ScratchDir scratch;  // not a fixed name: two runs at once share TMPDIR
+  const std::string dir = scratch.path();
   const std::string path = dir + "/sub/metrics.jsonl";
   JobMetrics m(&job, SteadyClock::now());
   EXPECT_FALSE(m.Training().active);
@@ -102,8 +104,8 @@ TEST(JobMetricsTest, WritesHeaderTrainSampleAndEndRecords) {
 }
 
 TEST(JobMetricsTest, NonFiniteNumbersAreNullAndAFreshRunTruncates) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "job_metrics_test_nan.jsonl").string();
+  const testing::ScratchDir scratch;
+  const std::string path = scratch.File("nan.jsonl");
   {
     std::ofstream old(path);
     old << "an older run\n";
@@ -120,8 +122,8 @@ TEST(JobMetricsTest, NonFiniteNumbersAreNullAndAFreshRunTruncates) {
 // Evaluations by speculative decoding: an "eval" record each, and the live status shows the
 // latest one with the best so far; its text form names both.
 TEST(JobMetricsTest, EvalRecordsAndTheLatestEvalInTheStatus) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "job_metrics_test_eval.jsonl").string();
+  const testing::ScratchDir scratch;
+  const std::string path = scratch.File("eval.jsonl");
   JobMetrics m(nullptr, SteadyClock::now());
   ASSERT_TRUE(m.OpenFile(path, /*append=*/false).ok());
   m.SetStep("d/0", 20, 40);

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/scratch_dir.h"
+
 namespace tandem {
 namespace {
 
@@ -148,7 +150,8 @@ TEST(JobSpecTest, JobFileSizeIsCapped) {
   EXPECT_EQ(dir.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos)
       << dir.status().message();
-  const std::string path = ::testing::TempDir() + "/job_spec_test_small.toml";
+  const testing::ScratchDir scratch;  // not a fixed name: two runs at once share TMPDIR
+  const std::string path = scratch.File("small.toml");
   {
     std::ofstream f(path);
     f << "[actors.a]\nclass = \"x\"\n";

@@ -17,6 +17,7 @@
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
 #include "tests/eval/rule_target.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tandem {
 namespace {
@@ -24,8 +25,11 @@ namespace {
 constexpr int64_t kVocab = 64;
 constexpr uint64_t kSeed = 3;
 
+// An empty folder `name` in this process's scratch directory (removed at exit): two runs of
+// this binary at once share TMPDIR, never a folder.
 std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/" + name;
+  static const testing::ScratchDir root("eval_trained");
+  std::string dir = root.File(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -14,6 +14,7 @@
 
 #include "tools/report/html_report.h"
 #include "tools/report/metrics_reader.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tandem::report {
 namespace {
@@ -152,9 +153,8 @@ TEST(ReportTest, NoMetricsIsAClearError) {
   EXPECT_NE(empty.status().message().find("empty.jsonl: no metrics"), std::string::npos);
   auto header_only = ParseMetrics("{\"kind\": \"header\", \"schema\": 1}\n", "h.jsonl");
   EXPECT_FALSE(header_only.ok());
-  const auto dir = std::filesystem::temp_directory_path() / "tandem_report_test_empty";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const ::tandem::testing::ScratchDir scratch;  // not a fixed name: runs at once share TMPDIR
+  const std::filesystem::path dir = scratch.path();
   auto missing = ReadRun(dir.string());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
@@ -163,8 +163,8 @@ TEST(ReportTest, NoMetricsIsAClearError) {
 }
 
 TEST(ReportTest, ACheckpointStepFolderFindsItsRunsMetrics) {
-  const auto dir = std::filesystem::temp_directory_path() / "tandem_report_test_ckpt";
-  std::filesystem::remove_all(dir);
+  const ::tandem::testing::ScratchDir scratch;
+  const std::filesystem::path dir = scratch.path();
   std::filesystem::create_directories(dir / "step_00000100");
   std::filesystem::copy_file(kFixture, dir / "metrics.jsonl");
   auto run = ReadRun((dir / "step_00000100").string());
