@@ -9,7 +9,6 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
@@ -225,13 +224,12 @@ TEST(JobKeysTest, DocListsEveryDeclaredKey) {
 // A checkpoint dir is made at the start; one that cannot be (its nearest existing parent is a
 // file, or not writable) is refused before work starts, naming both.
 TEST(JobKeysTest, CheckpointDirThatCannotBeCreatedIsRefused) {
-  const std::string file =
-      ::testing::TempDir() + "/job_keys_test_file_" + std::to_string(::getpid());
+  const testing::ScratchDir scratch;
+  const std::string file = scratch.File("a_file");
   { std::ofstream(file) << "x"; }
   EXPECT_CONTAINS(Problems(fmt::format("checkpoint = {{ dir = \"{}/sub/ck\" }}\n", file)),
                   fmt::format("actors.drafter.checkpoint.dir: '{}/sub/ck' cannot be created: "
                               "'{}' is not a writable directory", file, file));
-  std::filesystem::remove(file);
 }
 
 }  // namespace
