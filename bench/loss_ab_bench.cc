@@ -18,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,7 +74,9 @@ std::string RunText(const std::string& text, int steps, const std::string& metri
   return out;
 }
 
-Result<Curve> RunOne(const std::string& text, const std::string& label, const RunOptions& opts) {
+// Runs the job `text`, whose metrics go to `metrics`, and reads its curve from there.
+Result<Curve> RunOne(const std::string& text, const std::string& metrics,
+                     const std::string& label, const RunOptions& opts) {
   fmt::print("== {} ==\n", label);
   std::fflush(stdout);
   ASSIGN_OR_RETURN(JobSpec job, ParseJobText(text, TANDEM_PIPELINE_JOB));
@@ -83,10 +84,7 @@ Result<Curve> RunOne(const std::string& text, const std::string& label, const Ru
   ASSIGN_OR_RETURN(JobReport report, runner.Run(job));
   fmt::print("{}\n", report.ToString());
   RETURN_IF_ERROR(report.status);
-  std::smatch m;
-  static const std::regex re("metrics_file = \"([^\"]+)\"");
-  if (!std::regex_search(text, m, re)) return InternalError("no metrics_file in the job text");
-  return ReadCurve(m[1]);
+  return ReadCurve(metrics);
 }
 
 struct Diff {
@@ -109,25 +107,27 @@ Diff Compare(const Curve& x, const Curve& y, int64_t from) {
 }
 
 Status Run(const LossAbArgs& args) {
-  std::ifstream f(TANDEM_PIPELINE_JOB);
-  if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  ASSIGN_OR_RETURN(const std::string text, ReadJobFile(TANDEM_PIPELINE_JOB));
   const char* root = std::getenv("TMPDIR");
   const std::string dir = fmt::format("{}/tandem-loss-ab-{}", root ? root : "/tmp", getpid());
   std::filesystem::create_directories(dir);
   RunOptions bf16;
   bf16.registry = std::make_shared<JobRegistry>();  // A and A' share the bf16 target
   const std::string b_label = args.b == "target-fp8" ? "FP8 target" : "FP8 LM head";
-  ASSIGN_OR_RETURN(Curve a, RunOne(RunText(ss.str(), args.steps, dir + "/a.jsonl", 1, ""),
-                                   "A: bf16, drafter seed 1", bf16));
-  ASSIGN_OR_RETURN(Curve a2, RunOne(RunText(ss.str(), args.steps, dir + "/a2.jsonl", 2, ""),
-                                    "A': bf16, drafter seed 2 (the spread)", bf16));
+  // One run: drafter seed `seed`, the B side's key when `b` is set, metrics to DIR/NAME.
+  auto run = [&](const std::string& name, int seed, const std::string& b,
+                 const std::string& label, const RunOptions& opts) {
+    const std::string metrics = dir + "/" + name;
+    return RunOne(RunText(text, args.steps, metrics, seed, b), metrics, label, opts);
+  };
+  ASSIGN_OR_RETURN(Curve a, run("a.jsonl", 1, "", "A: bf16, drafter seed 1", bf16));
+  ASSIGN_OR_RETURN(Curve a2, run("a2.jsonl", 2, "", "A': bf16, drafter seed 2 (the spread)",
+                                 bf16));
   RunOptions b_opts;
   if (args.b == "target-fp8") bf16.registry.reset();  // free the bf16 target first
   b_opts.registry = args.b == "target-fp8" ? std::make_shared<JobRegistry>() : bf16.registry;
-  ASSIGN_OR_RETURN(Curve b, RunOne(RunText(ss.str(), args.steps, dir + "/b.jsonl", 1, args.b),
-                                   fmt::format("B: {}, drafter seed 1", b_label), b_opts));
+  ASSIGN_OR_RETURN(Curve b, run("b.jsonl", 1, args.b,
+                                 fmt::format("B: {}, drafter seed 1", b_label), b_opts));
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 

@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -275,11 +274,7 @@ Status RunPrecision(const std::string& text, const PipelineArgs& args,
 }
 
 Status Run(const PipelineArgs& args) {
-  std::ifstream f(TANDEM_PIPELINE_JOB);
-  if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  ASSIGN_OR_RETURN(const std::string text, ReadJobFile(TANDEM_PIPELINE_JOB));
   std::vector<std::string> precisions = args.precisions;
   if (precisions.empty()) precisions.push_back("");
   std::vector<DensityResult> results;
@@ -365,12 +360,9 @@ Result<std::string> DrafterSummary(const std::string& text, const RunOptions& op
 }
 
 Status RunCheckpointComparison(int seconds, int every) {
-  std::ifstream f(TANDEM_PIPELINE_JOB);
-  if (!f) return NotFoundError("cannot read {}", TANDEM_PIPELINE_JOB);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  ASSIGN_OR_RETURN(const std::string text, ReadJobFile(TANDEM_PIPELINE_JOB));
   const std::string base = std::regex_replace(
-      ss.str(), std::regex("max_seconds = [0-9]+"), fmt::format("max_seconds = {}", seconds));
+      text, std::regex("max_seconds = [0-9]+"), fmt::format("max_seconds = {}", seconds));
   const char* root = std::getenv("TANDEM_BENCH_CKPT_DIR");
   const std::string dir = fmt::format("{}/tandem-ckpt-bench-{}", root ? root : "/tmp", getpid());
   // 14 bytes per drafter parameter (~15 GB for the 1 B-parameter drafter) fit in 16 GB.
@@ -433,7 +425,8 @@ int PipelineBench(const std::vector<std::string>& args) {
 TANDEM_BENCH("pipeline", "colocated",
              "[seconds] [--density=32,16,8] [--precision=bf16,fp8] [--optimizer-overlap] "
              "[--checkpoint-every N]: colocated Qwen3-8B DFlash job efficiency, at one anchor "
-             "per N tokens for each density and each target precision; with --checkpoint-every, steady tok/s with async checkpoints against none",
+             "per N tokens for each density and each target precision; with --checkpoint-every, "
+             "steady tok/s with async checkpoints against none",
              PipelineBench);
 
 }  // namespace
