@@ -90,7 +90,7 @@ Status Gdr(const Options& o) {
   ASSIGN_OR_RETURN(Tensor out_r, Tensor::Empty(*pool, DType::kF32, {kTokens, hv * d}));
   ASSIGN_OR_RETURN(Tensor ws, Tensor::Empty(*pool, DType::kU8,
                                             {kernels::GatedDeltaRuleChunkedWorkspaceBytes(
-                                                kTokens, hv, d, d)}));
+                                                kTokens, hk, hv, d, d)}));
   kernels::GatedDeltaRuleArgs a{q, k, v, g, beta, cu, out_c, hk, hv, d, d};
   const auto chunked = [&] { return kernels::GatedDeltaRuleChunkedForward(a, ws.view(), nullptr); };
   kernels::GatedDeltaRuleArgs r = a;

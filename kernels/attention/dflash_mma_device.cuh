@@ -1,10 +1,7 @@
 // Internal to kernels/attention: device helpers shared by the tensor-core DFlash kernels
-// (dflash_mma.cu forward, dflash_mma_bwd.cu backward): cp.async, ldmatrix and mma.sync
-// m16n8k16 wrappers, and the key tiles of a block (its context range, then its own keys).
-// Fragment layouts (PTX ISA, m16n8k16; lane = 4 * gid + tig):
-//   A 16x16: a0 (gid, 2tig..+1), a1 (gid+8, 2tig..), a2 (gid, 2tig+8..), a3 (gid+8, 2tig+8..)
-//   B 16x8:  b0 (k 2tig..+1, n gid), b1 (k 2tig+8..+1, n gid)
-//   C 16x8:  c0,c1 (gid, 2tig..+1), c2,c3 (gid+8, 2tig..+1)
+// (dflash_mma.cu forward, dflash_mma_bwd.cu backward): the PTX wrappers of kernels/core/ptx.cuh
+// (fragment layouts there), A fragments from accumulators, and the key tiles of a block (its
+// context range, then its own keys).
 // Shared rows are padded by 16 bytes, so ldmatrix reads are conflict-free.
 // Thread-safety: device functions only; nothing global.
 #pragma once
@@ -15,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/attention/dflash_mma_internal.h"
+#include "kernels/core/ptx.cuh"
 
 namespace tandem::kernels::attention_internal::mma {
 
@@ -31,45 +29,14 @@ static_assert(DFlashMmaSmemBytes(true, kMmaMaxGroup, 128) <= 227 * 1024);
 static_assert(DFlashMmaSmemBytes(false, kMmaMaxGroup, 128) <= 227 * 1024);
 static_assert(kBlock == 16, "one m16 tile per query head");
 
-__device__ inline uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte async copy; valid == false zero-fills the destination and reads nothing.
-__device__ inline void CpAsync16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ inline void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ inline void Ldsm4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-__device__ inline void Ldsm4T(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-
-__device__ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as bf16x2, `lo` in the low half (the lower column / k index).
-__device__ inline uint32_t Pack(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
+using ptx::CpAsync16;
+using ptx::CpAsyncCommit;
+using ptx::CpAsyncWait;
+using ptx::Ldsm4;
+using ptx::Ldsm4T;
+using ptx::Mma;
+using ptx::Pack;
+using ptx::SmemAddr;
 
 // A operand (16 rows x 16 keys, keys 16 * kc ..) from C accumulators over 8-key n-tiles.
 __device__ inline void AFromC(uint32_t (&a)[4], const float (&c)[kTk / 8][4], int kc) {

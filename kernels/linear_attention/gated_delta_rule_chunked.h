@@ -30,8 +30,9 @@ namespace tandem::kernels {
 inline constexpr int64_t kGatedDeltaRuleChunk = 64;      // the CUDA kernel's chunk
 inline constexpr int64_t kGatedDeltaRuleChunkedDim = 128;  // its dk and dv
 
-// Bytes of the CUDA workspace for `tokens` rows of `value_heads` heads of dk / dv.
-int64_t GatedDeltaRuleChunkedWorkspaceBytes(int64_t tokens, int64_t value_heads, int64_t key_dim,
+// Bytes of the CUDA workspace for `tokens` rows of `key_heads` / `value_heads` heads of dk / dv.
+int64_t GatedDeltaRuleChunkedWorkspaceBytes(int64_t tokens, int64_t key_heads,
+                                            int64_t value_heads, int64_t key_dim,
                                             int64_t value_dim);
 // True when the CUDA chunked kernel takes these head dims.
 inline bool GatedDeltaRuleChunkedSupports(int64_t key_dim, int64_t value_dim) {

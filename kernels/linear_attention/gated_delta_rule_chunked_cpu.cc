@@ -107,10 +107,17 @@ void RunChunk(const GatedDeltaRuleArgs& a, int64_t b, int64_t n, int64_t vh, Mat
 
 }  // namespace
 
-int64_t GatedDeltaRuleChunkedWorkspaceBytes(int64_t tokens, int64_t value_heads, int64_t key_dim,
+int64_t GatedDeltaRuleChunkedWorkspaceBytes(int64_t tokens, int64_t key_heads,
+                                            int64_t value_heads, int64_t key_dim,
                                             int64_t value_dim) {
-  const int64_t per = 2 * key_dim + 2 * value_dim + 2 * kGatedDeltaRuleChunk + 4;
-  return std::max<int64_t>(tokens * value_heads * per, 256);
+  // Sections (gated_delta_rule_chunked.cu's Carve), each 256-byte aligned: w, u, the masked
+  // Q K^T (bf16 per value head), normalised q and k (bf16 per key head), gc (f32).
+  const auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
+  const int64_t vt = value_heads * tokens, kt = key_heads * tokens;
+  return std::max<int64_t>(align(vt * key_dim * 2) + align(vt * value_dim * 2) +
+                               align(vt * kGatedDeltaRuleChunk * 2) + 2 * align(kt * key_dim * 2) +
+                               align(vt * 4),
+                           256);
 }
 
 namespace cpu {

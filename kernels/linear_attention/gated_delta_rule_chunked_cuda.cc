@@ -28,7 +28,7 @@ Status GatedDeltaRuleChunkedForward(const GatedDeltaRuleArgs& a, TensorView work
       return InvalidArgumentError("{}: {} rows must be 16-byte aligned (row stride {} elements, "
                                   "a multiple of 8)", kOp, name, view->stride(0));
   }
-  const int64_t need = GatedDeltaRuleChunkedWorkspaceBytes(t, a.value_heads, a.key_dim,
+  const int64_t need = GatedDeltaRuleChunkedWorkspaceBytes(t, a.key_heads, a.value_heads, a.key_dim,
                                                            a.value_dim);
   if (workspace.nbytes() < need || workspace.device() != a.q.device())
     return InvalidArgumentError("{}: the workspace has {} bytes on {}; {} tokens need {} on the "

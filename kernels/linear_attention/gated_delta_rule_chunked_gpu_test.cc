@@ -80,7 +80,7 @@ TEST(GatedDeltaRuleChunkedGpuTest, MatchesTheRecurrenceOnOddShapes) {
            gv = ToDevice(v, DType::kBF16, {t, vs}), gg = ToDevice(g, DType::kF32, {t, c.hv}),
            gb = ToDevice(beta, DType::kF32, {t, c.hv}), gcu = ToDevice(cu, DType::kI32, {ncu});
     Tensor ws = Tensor::Empty(testing::Pool(), DType::kU8,
-                              {GatedDeltaRuleChunkedWorkspaceBytes(t, c.hv, dk, dv)})
+                              {GatedDeltaRuleChunkedWorkspaceBytes(t, c.hk, c.hv, dk, dv)})
                     .value();
     for (DType od : {DType::kF32, DType::kBF16}) {
       Tensor out = Tensor::Empty(testing::Pool(), od, {t, c.hv * dv}).value();

@@ -13,7 +13,7 @@ namespace tandem::kernels {
 
 // q, k: bf16 rows (stride in elements, a multiple of 8; 16-byte aligned) of hk*128; v: bf16
 // rows of hv*128; g, beta: f32 rows of hv; out: bf16 or f32 rows of hv*128; cu: i32
-// [docs+1] on the device; workspace: GatedDeltaRuleChunkedWorkspaceBytes(tokens, hv, 128,
+// [docs+1] on the device; workspace: GatedDeltaRuleChunkedWorkspaceBytes(tokens, hk, hv, 128,
 // 128) bytes. `stages` < 2 launches kernel 1 alone (for timing the two apart).
 cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_f32,
                                         const void* q, int64_t q_stride, const void* k,

@@ -110,11 +110,7 @@ Status Qwen35Target::AllocateWorkspace() {
                                         2 * c.q_dim(),
                                         4 * c.intermediate_size,
                                         2 * c.intermediate_size,
-                                        UsesChunkedRule()
-                                            ? hv * (2 * c.linear_key_head_dim +
-                                                    2 * c.linear_value_head_dim +
-                                                    2 * kernels::kGatedDeltaRuleChunk + 4)
-                                            : 0};
+                                        UsesChunkedRule() ? ChunkedRuleBytesPerToken() : 0};
   int64_t offsets[kNumSlots], total = 0;
   for (int s = 0; s < kNumSlots; ++s) {
     total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
@@ -126,6 +122,15 @@ Status Qwen35Target::AllocateWorkspace() {
   for (int s = 0; s < kNumSlots; ++s)
     slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
   return Status::Ok();
+}
+
+int64_t Qwen35Target::ChunkedRuleBytesPerToken() const {
+  const Qwen35Config& c = config();
+  const int64_t n = std::max<int64_t>(options_.max_tokens, 1);
+  const int64_t bytes = kernels::GatedDeltaRuleChunkedWorkspaceBytes(
+      n, c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
+      c.linear_value_head_dim);
+  return (bytes + n - 1) / n;
 }
 
 bool Qwen35Target::UsesChunkedRule() const {

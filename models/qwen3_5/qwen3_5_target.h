@@ -120,6 +120,7 @@ class Qwen35Target {
   Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options);
   Status AllocateWorkspace();
   bool UsesChunkedRule() const;  // CUDA and linear heads the chunked kernel takes
+  int64_t ChunkedRuleBytesPerToken() const;  // its workspace at max_tokens, per token
   // A contiguous [rows, cols] view of `slot` (bf16, or f32 for the gates).
   kernels::TensorView View(Slot slot, int64_t rows, int64_t cols) const;
   Status CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
