@@ -1,23 +1,27 @@
 // CUDA chunked gated delta rule (gated_delta_rule_chunked.h): chunk 64, dk = dv = 128, bf16
 // tensor-core products (mma.sync m16n8k16, fp32 accumulation; kernels/core/ptx.cuh).
 //
-// Kernel 1, "prepare", one block per (chunk, value head), 8 warps, chunk-parallel: loads the
-// chunk's q, k, v, g, beta; L2-normalises q (times the scale) and k, rounded to bf16 as fla
-// does, and writes them once per key head (the group's first value head); gc = cumsum(g);
-// K K^T and Q K^T on tensor cores (one m-tile per warp); A = strictly-lower
-// beta_i (k_i.k_j) exp(gc_i - gc_j) to shared memory and the masked decayed Q K^T (Aqk) to
-// the workspace; T = (I + A)^-1 by forward substitution with one thread per column of T, the
-// column in registers (no barriers), while the other warps form k beta exp(gc) and v beta;
-// then w = T (k beta exp(gc)) and u = T (v beta) on tensor cores, written as bf16.
+// Kernel 0 computes each q and k row's inverse L2 norm once per key head. The products use
+// the raw bf16 q and k and apply the norms (and q's scale) in fp32, so q^ and k^ are never
+// written: k^.k^ = (k.k) rk rk, q^ S = (q S) rq scale, k^^T x = k^T (rk x).
+// Kernel 1, "prepare", one block per (chunk, value head), 8 warps, three per SM,
+// chunk-parallel: loads the chunk's q, k, v, g, beta; gc = cumsum(g); K K^T and Q K^T on
+// tensor cores (one m-tile per warp); A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j)
+// to shared memory (over q, which is done) and the masked decayed Q^ K^^T (Aqk) to the
+// workspace; T = (I + A)^-1 by forward substitution with one thread per column of T, the
+// column in registers (no barriers), while the other warps form k^ beta exp(gc) and v beta;
+// then w = T (k^ beta exp(gc)) and u = T (v beta) on tensor cores, written as bf16.
 // Kernel 2, "state", one block per (32-wide slice of dv, value head, document), 8 warps,
 // three per SM: the state slice S [128, 32] lives in fp32 accumulators (warp i: dk rows
 // 16i..), a bf16 copy in shared memory feeds the products. Per chunk in order:
 //   [P; R] = [w; q^] S (warps 0-3: P, warps 4-7: R), v' = u - P (warps 0-3, u read straight
 //   into accumulator layout), o = exp(gc) R + Aqk v' (warps 4-7, Aqk read straight into A
 //   fragments), S = exp(gc_last) S + k^^T (exp(gc_last - gc) v').
-// w and q^ for the next chunk are loaded (cp.async) as soon as the products have read them,
-// k^ after the state update, so the loads overlap the chunk's remaining work.
+// The loads of chunk c + 1 are issued as soon as chunk c has read their buffers (see the
+// pipeline comment at kernel 2).
 #include <cuda_bf16.h>
+
+#include <algorithm>
 
 #include "kernels/core/ptx.cuh"
 #include "kernels/linear_attention/gated_delta_rule_chunked_kernels.h"
@@ -50,8 +54,8 @@ struct Workspace {
   bf16_t* w;    // [hv][T][DK]
   bf16_t* u;    // [hv][T][DV]
   bf16_t* aqk;  // [hv][T][BT]
-  bf16_t* qn;   // [hk][T][DK]  normalised q times the scale
-  bf16_t* kn;   // [hk][T][DK]  normalised k
+  float* rq;    // [hk][T]  1 / |q| (1 without the L2 norm)
+  float* rk;    // [hk][T]  1 / |k|
   float* gc;    // [hv][T]
 };
 
@@ -66,10 +70,10 @@ __device__ Workspace Carve(void* ws, int64_t t, int hk, int hv) {
   b += Align256(int64_t{hv} * t * DV * 2);
   p.aqk = reinterpret_cast<bf16_t*>(b);
   b += Align256(int64_t{hv} * t * BT * 2);
-  p.qn = reinterpret_cast<bf16_t*>(b);
-  b += Align256(int64_t{hk} * t * DK * 2);
-  p.kn = reinterpret_cast<bf16_t*>(b);
-  b += Align256(int64_t{hk} * t * DK * 2);
+  p.rq = reinterpret_cast<float*>(b);
+  b += Align256(int64_t{hk} * t * 4);
+  p.rk = reinterpret_cast<float*>(b);
+  b += Align256(int64_t{hk} * t * 4);
   p.gc = reinterpret_cast<float*>(b);
   return p;
 }
@@ -84,27 +88,39 @@ __device__ inline void LoadRows128(bf16_t* dst, const bf16_t* src, int64_t strid
   }
 }
 
-// Copies smem rows [0, n) (pitch LDH) to a dense [*, 128] global matrix; 16-byte vectors.
-__device__ inline void StoreRows128(bf16_t* dst, const bf16_t* src, int n) {
-  for (int idx = threadIdx.x; idx < n * (DK / 8); idx += kThreads) {
-    const int r = idx / (DK / 8), c = (idx % (DK / 8)) * 8;
-    *reinterpret_cast<uint4*>(dst + r * DK + c) = *reinterpret_cast<const uint4*>(src + r * LDH + c);
-  }
-}
-
-// In place: each row x (of 128, pitch LDH) becomes x * rsqrt(sum x^2 + 1e-6) * scale (when
-// l2), else x * scale. One warp per row.
-__device__ inline void NormalizeRows(bf16_t* x, bool l2, float scale) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < BT; r += kThreads / 32) {
-    __nv_bfloat162* row = reinterpret_cast<__nv_bfloat162*>(x + r * LDH + lane * 4);
-    const float2 a = __bfloat1622float2(row[0]), b = __bfloat1622float2(row[1]);
-    float ss = a.x * a.x + a.y * a.y + b.x * b.x + b.y * b.y;
+// Kernel 0: rq and rk (1 / sqrt(sum x^2 + 1e-6) of each q and k row of each key head, or 1
+// without the L2 norm), one warp per (token, key head). The products below use the raw
+// bf16 q and k and apply these in fp32.
+__global__ void __launch_bounds__(kThreads)
+    gdr_row_norms_kernel(const bf16_t* q, int64_t q_stride, const bf16_t* k, int64_t k_stride,
+                         int64_t tokens, int hk, bool l2norm, void* ws, int hv) {
+  const Workspace W = Carve(ws, tokens, hk, hv);
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = tokens * hk;
+  for (int64_t r = (int64_t{blockIdx.x} * kThreads + threadIdx.x) / 32; r < rows;
+       r += int64_t{gridDim.x} * kThreads / 32) {
+    const int64_t t = r / hk;
+    const int h = static_cast<int>(r % hk);
+    float sq = 0.f, sk = 0.f;
+    if (l2norm) {
+      const uint2 qa = *reinterpret_cast<const uint2*>(q + t * q_stride + h * DK + lane * 4);
+      const uint2 ka = *reinterpret_cast<const uint2*>(k + t * k_stride + h * DK + lane * 4);
+      const float2 q0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.x));
+      const float2 q1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.y));
+      const float2 k0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.x));
+      const float2 k1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.y));
+      sq = q0.x * q0.x + q0.y * q0.y + q1.x * q1.x + q1.y * q1.y;
+      sk = k0.x * k0.x + k0.y * k0.y + k1.x * k1.x + k1.y * k1.y;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float f = (l2 ? rsqrtf(ss + 1e-6f) : 1.f) * scale;
-    row[0] = __floats2bfloat162_rn(a.x * f, a.y * f);
-    row[1] = __floats2bfloat162_rn(b.x * f, b.y * f);
+      for (int o = 16; o > 0; o >>= 1) {
+        sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        sk += __shfl_xor_sync(0xffffffffu, sk, o);
+      }
+    }
+    if (lane == 0) {
+      W.rq[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sq + 1e-6f) : 1.f;
+      W.rk[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    }
   }
 }
 
@@ -142,6 +158,18 @@ __device__ inline void GemmRowsNt(float (&acc)[8][4], const bf16_t* x, const bf1
   }
 }
 
+// x[0..8) *= f (bf16, 16-byte aligned).
+__device__ inline void ScaleRow8(bf16_t* x, float f) {
+  uint4 v = *reinterpret_cast<uint4*>(x);
+  uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[e]));
+    w[e] = Pack(a.x * f, a.y * f);
+  }
+  *reinterpret_cast<uint4*>(x) = v;
+}
+
 // T = (I + A)^-1 for strictly lower A [64][LDA] f32: thread c < 64 computes column c,
 // T[i][c] = -sum_{j<i} A[i][j] T[j][c] (i > c), in registers; writes bf16 to sT [64][LDT].
 __device__ inline void InvertUnitLower(const float* sA, bf16_t* sT, int c) {
@@ -166,19 +194,21 @@ __device__ inline void InvertUnitLower(const float* sA, bf16_t* sT, int c) {
   for (int i = 0; i < BT; ++i) sT[i * LDT + c] = __float2bfloat16(t[i]);
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 3)
     gdr_chunk_prepare_kernel(const bf16_t* q, int64_t q_stride, const bf16_t* k, int64_t k_stride,
                              const bf16_t* v, int64_t v_stride, const float* g, int64_t g_stride,
                              const float* beta, int64_t beta_stride, const int32_t* cu, int docs,
-                             int64_t tokens, int hk, int hv, bool l2norm, float scale, void* ws) {
+                             int64_t tokens, int hk, int hv, float scale, void* ws) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);  // q^, later k^ beta exp(gc)
-  bf16_t* sK = sQ + BT * LDH;                     // k^
+  bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);  // q (raw)
+  float* sA = reinterpret_cast<float*>(smem);     // [64][LDA], over q once Q K^T is done
+  bf16_t* sK = sQ + BT * LDH;                     // k (raw), later k^ beta exp(gc)
   bf16_t* sV = sK + BT * LDH;                     // v, later v beta
-  float* sA = reinterpret_cast<float*>(sV + BT * LDH);  // [64][LDA]
-  bf16_t* sT = reinterpret_cast<bf16_t*>(sA + BT * LDA);  // [64][LDT]
+  bf16_t* sT = sV + BT * LDH;                     // [64][LDT]
   float* sG = reinterpret_cast<float*>(sT + BT * LDT);   // gc [64]
   float* sB = sG + BT;                                    // beta [64]
+  float* sRq = sB + BT;                                   // rq * scale [64]
+  float* sRk = sRq + BT;                                  // rk [64]
   __shared__ int s_bos, s_n;
   const int vh = blockIdx.y, group = hv / hk, kh = vh / group;
   if (threadIdx.x == 0) {
@@ -210,23 +240,25 @@ __global__ void __launch_bounds__(kThreads, 2)
     sG[r + 1] = incl;
     sB[r] = r < n ? beta[(bos + r) * beta_stride + vh] : 0.f;
     sB[r + 1] = r + 1 < n ? beta[(bos + r + 1) * beta_stride + vh] : 0.f;
+  } else if (warp == 1) {
+    const float* rq = W.rq + int64_t{kh} * tokens + bos;
+    const float* rk = W.rk + int64_t{kh} * tokens + bos;
+    for (int r = lane; r < BT; r += 32) {
+      sRq[r] = r < n ? rq[r] * scale : 0.f;
+      sRk[r] = r < n ? rk[r] : 0.f;
+    }
   }
   CpAsyncWait<0>();
   __syncthreads();
-  NormalizeRows(sQ, l2norm, scale);
-  NormalizeRows(sK, l2norm, 1.f);
-  __syncthreads();
-  if (vh % group == 0) {
-    StoreRows128(W.qn + (int64_t{kh} * tokens + bos) * DK, sQ, n);
-    StoreRows128(W.kn + (int64_t{kh} * tokens + bos) * DK, sK, n);
-  }
   if (threadIdx.x < n) W.gc[int64_t{vh} * tokens + bos + threadIdx.x] = sG[threadIdx.x];
   {
-    // Warps 0-3: A = K K^T rows 16 w..; warps 4-7: Aqk = Q K^T rows 16 (w - 4)..
+    // Warps 0-3: A = K K^T rows 16 w..; warps 4-7: Aqk = Q K^T rows 16 (w - 4).. (raw
+    // products, then the rows' and columns' norms)
     const int mt = warp % 4;
     const bool kk_part = warp < 4;
     float acc[8][4];
     GemmRowsNt(acc, kk_part ? sK : sQ, sK, mt);
+    __syncthreads();  // q^ is read: A may overwrite it
     bf16_t* aqk = W.aqk + (int64_t{vh} * tokens + bos) * BT;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -234,14 +266,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int h = 0; h < 2; ++h) {
         const int i = mt * 16 + gid + 8 * h, j = nt * 8 + 2 * tig;
         const float gi = sG[i];
-        const float x0 = acc[nt][2 * h], x1 = acc[nt][2 * h + 1];
+        const float x0 = acc[nt][2 * h] * sRk[j], x1 = acc[nt][2 * h + 1] * sRk[j + 1];
         if (kk_part) {
           const bool row = i < n;
-          sA[i * LDA + j] = row && j < i ? sB[i] * x0 * __expf(gi - sG[j]) : 0.f;
-          sA[i * LDA + j + 1] = row && j + 1 < i ? sB[i] * x1 * __expf(gi - sG[j + 1]) : 0.f;
+          const float f = sB[i] * sRk[i];
+          sA[i * LDA + j] = row && j < i ? f * x0 * __expf(gi - sG[j]) : 0.f;
+          sA[i * LDA + j + 1] = row && j + 1 < i ? f * x1 * __expf(gi - sG[j + 1]) : 0.f;
         } else if (i < n) {
-          const float y0 = j <= i ? x0 * __expf(gi - sG[j]) : 0.f;
-          const float y1 = j + 1 <= i ? x1 * __expf(gi - sG[j + 1]) : 0.f;
+          const float f = sRq[i];
+          const float y0 = j <= i ? f * x0 * __expf(gi - sG[j]) : 0.f;
+          const float y1 = j + 1 <= i ? f * x1 * __expf(gi - sG[j + 1]) : 0.f;
           *reinterpret_cast<uint32_t*>(aqk + i * BT + j) = Pack(y0, y1);
         }
       }
@@ -249,16 +283,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   if (threadIdx.x < BT) {
     InvertUnitLower(sA, sT, threadIdx.x);
-  } else {  // k^ beta exp(gc) into sQ (q^ is stored), v beta in place
-    for (int idx = threadIdx.x - BT; idx < BT * DK / 2; idx += kThreads - BT) {
-      const int i = idx / (DK / 2), j = (idx % (DK / 2)) * 2;
-      const float bk = sB[i] * __expf(sG[i]);
-      const float2 kx = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(sK + i * LDH + j));
-      const float2 vx = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(sV + i * LDH + j));
-      *reinterpret_cast<__nv_bfloat162*>(sQ + i * LDH + j) =
-          __floats2bfloat162_rn(kx.x * bk, kx.y * bk);
-      *reinterpret_cast<__nv_bfloat162*>(sV + i * LDH + j) =
-          __floats2bfloat162_rn(vx.x * sB[i], vx.y * sB[i]);
+  } else {  // k^ beta exp(gc) = k rk beta exp(gc) and v beta, in place, 8 at a time
+    for (int idx = threadIdx.x - BT; idx < BT * DK / 8; idx += kThreads - BT) {
+      const int i = idx / (DK / 8), j = (idx % (DK / 8)) * 8;
+      ScaleRow8(sK + i * LDH + j, sB[i] * sRk[i] * __expf(sG[i]));
+      ScaleRow8(sV + i * LDH + j, sB[i]);
     }
   }
   __syncthreads();
@@ -266,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // Warps 0-3: w = T (k beta exp(gc)) rows 16 w..; warps 4-7: u = T (v beta); 64 columns
     // per pass.
     const int mt = warp % 4, mi = lane / 8, r8 = lane % 8;
-    const bf16_t* rhs = warp < 4 ? sQ : sV;
+    const bf16_t* rhs = warp < 4 ? sK : sV;
     bf16_t* dst = (warp < 4 ? W.w : W.u) + (int64_t{vh} * tokens + bos) * DK;
     uint32_t a[4][4];
 #pragma unroll
@@ -298,84 +327,118 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// The operands kernel 2 reads straight from global memory into registers for the chunk at
+// `bos` (n rows): u (P warps, accumulator layout of rows i0 / i1, 32 columns from v0) or the
+// masked Q K^T (R warps, A fragments of rows i0 / i1); rows >= n are zero.
+__device__ inline void LoadChunkRegs(uint32_t (&reg)[4][4], bool p_part, const Workspace& W,
+                                     int64_t row0, int n, int v0, int i0, int i1) {
+  const int tig = threadIdx.x % 4;
+  if (p_part) {
+    const bf16_t* u = W.u + row0 * DV + v0;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int j = nt * 8 + 2 * tig;
+      reg[nt][0] = i0 < n ? *reinterpret_cast<const uint32_t*>(u + i0 * DV + j) : 0u;
+      reg[nt][1] = i1 < n ? *reinterpret_cast<const uint32_t*>(u + i1 * DV + j) : 0u;
+    }
+  } else {
+    const bf16_t* aqk = W.aqk + row0 * BT;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int j = kk * 16 + 2 * tig;
+      reg[kk][0] = i0 < n ? *reinterpret_cast<const uint32_t*>(aqk + i0 * BT + j) : 0u;
+      reg[kk][1] = i1 < n ? *reinterpret_cast<const uint32_t*>(aqk + i1 * BT + j) : 0u;
+      reg[kk][2] = i0 < n ? *reinterpret_cast<const uint32_t*>(aqk + i0 * BT + j + 8) : 0u;
+      reg[kk][3] = i1 < n ? *reinterpret_cast<const uint32_t*>(aqk + i1 * BT + j + 8) : 0u;
+    }
+  }
+}
+
+// [P; R] = [w; q^] S for this warp's m-tile: pr[4][4] over 32 columns, K = dk.
+__device__ inline void GemmStateRows(float (&pr)[4][4], const bf16_t* x, const bf16_t* sS,
+                                     int mt) {
+  const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) pr[nt][0] = pr[nt][1] = pr[nt][2] = pr[nt][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; ++kk) {
+    uint32_t a[4];
+    Ldsm4(a, x + (mt * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t b[4];
+      Ldsm4T(b, sS + (kk * 16 + (mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
+      Mma(pr[2 * np], a, b[0], b[1]);
+      Mma(pr[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Chunk pipeline of kernel 2 (cp.async groups): w and q^ of chunk c + 1 are issued once the
+// products of chunk c have read them (B1), k^ of c + 1 after the state update (B2); the
+// top of a chunk waits for w and q^ only, k^ is awaited just before the update. u, the
+// masked Q K^T and gc for chunk c + 1 are loaded into registers right after their last use.
 __global__ void __launch_bounds__(kThreads, 3)
-    gdr_chunk_state_kernel(void* out, int64_t out_stride, bool out_f32, const int32_t* cu,
-                           int64_t tokens, int hk, int hv, const void* ws) {
+    gdr_chunk_state_kernel(void* out, int64_t out_stride, bool out_f32, const bf16_t* q,
+                           int64_t q_stride, const bf16_t* k, int64_t k_stride, const int32_t* cu,
+                           int64_t tokens, int hk, int hv, float scale, const void* ws) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sS = reinterpret_cast<bf16_t*>(smem);  // [128][LDS] bf16 state slice
   bf16_t* sW = sS + DK * LDS;                     // [64][LDH] w
-  bf16_t* sQ = sW + BT * LDH;                     // [64][LDH] q^
-  bf16_t* sK = sQ + BT * LDH;                     // [64][LDH] k^
+  bf16_t* sQ = sW + BT * LDH;                     // [64][LDH] q (raw)
+  bf16_t* sK = sQ + BT * LDH;                     // [64][LDH] k (raw)
   bf16_t* sVn = sK + BT * LDH;                    // [64][LDS] v'
   bf16_t* sVd = sVn + BT * LDS;                   // [64][LDS] exp(gc_last - gc) v'
   const int v0 = blockIdx.x * BV, vh = blockIdx.y, doc = blockIdx.z, kh = vh / (hv / hk);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int mi = lane / 8, r8 = lane % 8, mt = warp % 4;
+  const int i0 = mt * 16 + gid, i1 = i0 + 8;  // this lane's two rows of a chunk
   const bool p_part = warp < 4;  // P = w S and v' (else R = q^ S and o)
   const Workspace W = Carve(const_cast<void*>(ws), tokens, hk, hv);
+  // Per-row scales of this lane's rows: rk (P warps: k^ = k rk folds into the decayed v') or
+  // rq * scale (R warps: q^ = q rq scale).
+  const float* rrow = (p_part ? W.rk : W.rq) + int64_t{kh} * tokens;
+  const float rscale = p_part ? 1.f : scale;
   const int begin = cu[doc], end = cu[doc + 1];
-  const int64_t vrow = int64_t{vh} * tokens, krow = int64_t{kh} * tokens;
+  const int64_t vrow = int64_t{vh} * tokens;
+  if (begin >= end) return;
 
   float S[4][4];  // state rows 16 warp .. (dk), 32 columns (4 n8 tiles)
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) S[nt][0] = S[nt][1] = S[nt][2] = S[nt][3] = 0.f;
   for (int idx = threadIdx.x; idx < DK * LDS / 2; idx += kThreads)
     reinterpret_cast<uint32_t*>(sS)[idx] = 0u;
-  if (begin < end) {
+  uint32_t reg[4][4];
+  float gc0, gc1, gl, r0, r1;
+  const auto load_scalars = [&](int at, int rows) {
+    const float* gcp = W.gc + vrow + at;
+    gc0 = i0 < rows ? gcp[i0] : 0.f;
+    gc1 = i1 < rows ? gcp[i1] : 0.f;
+    gl = gcp[rows - 1];
+    r0 = i0 < rows ? rrow[at + i0] * rscale : 0.f;
+    r1 = i1 < rows ? rrow[at + i1] * rscale : 0.f;
+  };
+  const bf16_t* qh = q + kh * DK;
+  const bf16_t* kh_rows = k + kh * DK;
+  {
     const int n = min(BT, end - begin);
     LoadRows128(sW, W.w + (vrow + begin) * DK, DK, n);
-    LoadRows128(sQ, W.qn + (krow + begin) * DK, DK, n);
-    LoadRows128(sK, W.kn + (krow + begin) * DK, DK, n);
+    LoadRows128(sQ, qh + begin * q_stride, q_stride, n);
     CpAsyncCommit();
+    LoadRows128(sK, kh_rows + begin * k_stride, k_stride, n);
+    CpAsyncCommit();
+    LoadChunkRegs(reg, p_part, W, vrow + begin, n, v0, i0, i1);
+    load_scalars(begin, n);
   }
   for (int bos = begin; bos < end; bos += BT) {
-    const int n = min(BT, end - bos);
-    const int i0 = mt * 16 + gid, i1 = i0 + 8;  // this lane's two rows of the chunk
-    const float* gcp = W.gc + vrow + bos;
-    const float gc0 = i0 < n ? gcp[i0] : 0.f, gc1 = i1 < n ? gcp[i1] : 0.f, gl = gcp[n - 1];
-    // Operands read straight from global memory into registers: u (P warps, accumulator
-    // layout) or Aqk (R warps, A fragments).
-    uint32_t reg[4][4];
-    if (p_part) {
-      const bf16_t* u = W.u + (vrow + bos) * DV + v0;
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int j = nt * 8 + 2 * tig;
-        reg[nt][0] = i0 < n ? *reinterpret_cast<const uint32_t*>(u + i0 * DV + j) : 0u;
-        reg[nt][1] = i1 < n ? *reinterpret_cast<const uint32_t*>(u + i1 * DV + j) : 0u;
-      }
-    } else {
-      const bf16_t* aqk = W.aqk + (vrow + bos) * BT;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const int j = kk * 16 + 2 * tig;
-        reg[kk][0] = i0 < n ? *reinterpret_cast<const uint32_t*>(aqk + i0 * BT + j) : 0u;
-        reg[kk][1] = i1 < n ? *reinterpret_cast<const uint32_t*>(aqk + i1 * BT + j) : 0u;
-        reg[kk][2] = i0 < n ? *reinterpret_cast<const uint32_t*>(aqk + i0 * BT + j + 8) : 0u;
-        reg[kk][3] = i1 < n ? *reinterpret_cast<const uint32_t*>(aqk + i1 * BT + j + 8) : 0u;
-      }
-    }
-    CpAsyncWait<0>();
-    __syncthreads();  // B0: w, q^, k^ of this chunk and the state copy are in smem
-    // [P; R] = [w; q^] S: this warp's m-tile, 4 n8 tiles, K = dk.
+    const int n = min(BT, end - bos), next = bos + BT;
+    const int nn = min(BT, end - next);  // rows of the next chunk (<= 0: none)
+    CpAsyncWait<1>();
+    __syncthreads();  // B0: w and q^ of this chunk and the state copy are in smem
     float pr[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) pr[nt][0] = pr[nt][1] = pr[nt][2] = pr[nt][3] = 0.f;
-    const bf16_t* x = p_part ? sW : sQ;
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; ++kk) {
-      uint32_t a[4];
-      Ldsm4(a, x + (mt * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t b[4];
-        Ldsm4T(b, sS + (kk * 16 + (mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
-        Mma(pr[2 * np], a, b[0], b[1]);
-        Mma(pr[2 * np + 1], a, b[2], b[3]);
-      }
-    }
+    GemmStateRows(pr, p_part ? sW : sQ, sS, mt);
     if (p_part) {  // v' = u - P, and its decayed copy, to smem as bf16
-      const float d0 = __expf(gl - gc0), d1 = __expf(gl - gc1);
+      const float d0 = __expf(gl - gc0) * r0, d1 = __expf(gl - gc1) * r1;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
         const int j = nt * 8 + 2 * tig;
@@ -388,8 +451,9 @@ __global__ void __launch_bounds__(kThreads, 3)
         *reinterpret_cast<uint32_t*>(sVd + i0 * LDS + j) = Pack(a0 * d0, a1 * d0);
         *reinterpret_cast<uint32_t*>(sVd + i1 * LDS + j) = Pack(b0 * d1, b1 * d1);
       }
+      if (nn > 0) LoadChunkRegs(reg, true, W, vrow + next, nn, v0, i0, i1);
     } else {  // o = exp(gc) R, Aqk v' added after B1
-      const float e0 = __expf(gc0), e1 = __expf(gc1);
+      const float e0 = __expf(gc0) * r0, e1 = __expf(gc1) * r1;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
         pr[nt][0] *= e0;
@@ -398,12 +462,11 @@ __global__ void __launch_bounds__(kThreads, 3)
         pr[nt][3] *= e1;
       }
     }
-    __syncthreads();  // B1: v' is in smem; w, q^ and the state copy are read
-    const int next = bos + BT;
-    if (next < end) {
-      const int nn = min(BT, end - next);
+    CpAsyncWait<0>();
+    __syncthreads();  // B1: v' and k^ are in smem; w, q^ and the state copy are read
+    if (nn > 0) {
       LoadRows128(sW, W.w + (vrow + next) * DK, DK, nn);
-      LoadRows128(sQ, W.qn + (krow + next) * DK, DK, nn);
+      LoadRows128(sQ, qh + next * q_stride, q_stride, nn);
       CpAsyncCommit();
     }
     if (!p_part) {  // o += Aqk v', then out
@@ -416,6 +479,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           Mma(pr[2 * np], reg[kk], b[0], b[1]);
           Mma(pr[2 * np + 1], reg[kk], b[2], b[3]);
         }
+      if (nn > 0) LoadChunkRegs(reg, false, W, vrow + next, nn, v0, i0, i1);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -433,6 +497,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
     // S = exp(gc_last) S + k^^T (exp(gc_last - gc) v'): rows 16 warp .. of dk, K = tokens.
     const float decay = __expf(gl);
+    if (nn > 0) load_scalars(next, nn);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -456,15 +521,14 @@ __global__ void __launch_bounds__(kThreads, 3)
       *reinterpret_cast<uint32_t*>(sS + (r + 8) * LDS + j) = Pack(S[nt][2], S[nt][3]);
     }
     __syncthreads();  // B2: k^ and v' are read; the new state copy is in smem
-    if (next < end) {
-      LoadRows128(sK, W.kn + (krow + next) * DK, DK, min(BT, end - next));
-      CpAsyncCommit();
-    }
+    if (nn > 0) LoadRows128(sK, kh_rows + next * k_stride, k_stride, nn);
+    CpAsyncCommit();  // (an empty group on the last chunk keeps the wait counts in step)
   }
 }
 
-constexpr size_t kPrepareSmem =
-    3 * BT * LDH * 2 + BT * LDA * 4 + BT * LDT * 2 + 2 * BT * 4;
+constexpr size_t kPrepareSmem = 3 * BT * LDH * 2 + BT * LDT * 2 + 4 * BT * 4;
+static_assert(BT * LDA * 4 <= BT * LDH * 2, "A fits over q^");
+static_assert(kPrepareSmem * 3 + 3 * 1024 <= 228 * 1024, "three prepare blocks per SM");
 constexpr size_t kStateSmem = DK * LDS * 2 + 3 * BT * LDH * 2 + 2 * BT * LDS * 2;
 static_assert(kStateSmem * 3 + 3 * 1024 <= 228 * 1024, "three state blocks per SM");
 
@@ -486,15 +550,22 @@ cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_
   e = cudaFuncSetAttribute(gdr_chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kStateSmem));
   if (e != cudaSuccess) return e;
+  gdr_row_norms_kernel<<<static_cast<int>(std::min<int64_t>((tokens * hk + 7) / 8, 65535)),
+                         kThreads, 0, stream>>>(static_cast<const bf16_t*>(q), q_stride,
+                                                static_cast<const bf16_t*>(k), k_stride, tokens,
+                                                hk, l2norm, workspace, hv);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
   const int max_chunks = static_cast<int>((tokens + BT - 1) / BT) + docs;
   gdr_chunk_prepare_kernel<<<dim3(max_chunks, hv), kThreads, kPrepareSmem, stream>>>(
       static_cast<const bf16_t*>(q), q_stride, static_cast<const bf16_t*>(k), k_stride,
       static_cast<const bf16_t*>(v), v_stride, g, g_stride, beta, beta_stride, cu, docs, tokens,
-      hk, hv, l2norm, scale, workspace);
+      hk, hv, scale, workspace);
   e = cudaGetLastError();
   if (e != cudaSuccess || stages < 2) return e;
   gdr_chunk_state_kernel<<<dim3(DV / BV, hv, docs), kThreads, kStateSmem, stream>>>(
-      out, out_stride, out_f32, cu, tokens, hk, hv, workspace);
+      out, out_stride, out_f32, static_cast<const bf16_t*>(q), q_stride,
+      static_cast<const bf16_t*>(k), k_stride, cu, tokens, hk, hv, scale, workspace);
   return cudaGetLastError();
 }
 

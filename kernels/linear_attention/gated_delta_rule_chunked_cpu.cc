@@ -111,11 +111,11 @@ int64_t GatedDeltaRuleChunkedWorkspaceBytes(int64_t tokens, int64_t key_heads,
                                             int64_t value_heads, int64_t key_dim,
                                             int64_t value_dim) {
   // Sections (gated_delta_rule_chunked.cu's Carve), each 256-byte aligned: w, u, the masked
-  // Q K^T (bf16 per value head), normalised q and k (bf16 per key head), gc (f32).
+  // Q K^T (bf16 per value head), q's and k's inverse norms (f32 per key head), gc (f32).
   const auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
   const int64_t vt = value_heads * tokens, kt = key_heads * tokens;
   return std::max<int64_t>(align(vt * key_dim * 2) + align(vt * value_dim * 2) +
-                               align(vt * kGatedDeltaRuleChunk * 2) + 2 * align(kt * key_dim * 2) +
+                               align(vt * kGatedDeltaRuleChunk * 2) + 2 * align(kt * 4) +
                                align(vt * 4),
                            256);
 }
