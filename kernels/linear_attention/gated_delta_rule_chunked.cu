@@ -9,7 +9,9 @@
 // tensor cores (one m-tile per warp); A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j)
 // to shared memory (over q, which is done) and the masked decayed Q^ K^^T (Aqk) to the
 // workspace; T = (I + A)^-1 by forward substitution with one thread per column of T, the
-// column in registers (no barriers), while the other warps form k^ beta exp(gc) and v beta;
+// column in registers (no barriers), while the other warps form k^ beta exp(gc) and v beta
+// (a blocked solve with all threads on the levels below the diagonal issued more
+// instructions and was no faster on the H200);
 // then w = T (k^ beta exp(gc)) and u = T (v beta) on tensor cores, written as bf16.
 // Kernel 2, "state", one block per (32-wide slice of dv, value head, document), 8 warps,
 // three per SM: the state slice S [128, 32] lives in fp32 accumulators (warp i: dk rows
@@ -81,8 +83,10 @@ __device__ Workspace Carve(void* ws, int64_t t, int hk, int hv) {
 // Async copy of rows [0, n) of a [*, 128] bf16 matrix (row pitch `stride` elements) to smem
 // rows of pitch LDH; rows [n, 64) are zero-filled.
 __device__ inline void LoadRows128(bf16_t* dst, const bf16_t* src, int64_t stride, int n) {
-  for (int idx = threadIdx.x; idx < BT * (DK / 8); idx += kThreads) {
-    const int r = idx / (DK / 8), c = (idx % (DK / 8)) * 8;
+  constexpr int kRowsPerPass = kThreads / (DK / 8);
+  const int r0 = threadIdx.x / (DK / 8), c = (threadIdx.x % (DK / 8)) * 8;
+#pragma unroll
+  for (int r = r0; r < BT; r += kRowsPerPass) {
     const bool valid = r < n;
     CpAsync16(dst + r * LDH + c, src + (valid ? r : 0) * stride + c, valid);
   }
@@ -95,32 +99,28 @@ __global__ void __launch_bounds__(kThreads)
     gdr_row_norms_kernel(const bf16_t* q, int64_t q_stride, const bf16_t* k, int64_t k_stride,
                          int64_t tokens, int hk, bool l2norm, void* ws, int hv) {
   const Workspace W = Carve(ws, tokens, hk, hv);
-  const int lane = threadIdx.x % 32;
-  const int64_t rows = tokens * hk;
-  for (int64_t r = (int64_t{blockIdx.x} * kThreads + threadIdx.x) / 32; r < rows;
-       r += int64_t{gridDim.x} * kThreads / 32) {
-    const int64_t t = r / hk;
-    const int h = static_cast<int>(r % hk);
-    float sq = 0.f, sk = 0.f;
-    if (l2norm) {
-      const uint2 qa = *reinterpret_cast<const uint2*>(q + t * q_stride + h * DK + lane * 4);
-      const uint2 ka = *reinterpret_cast<const uint2*>(k + t * k_stride + h * DK + lane * 4);
-      const float2 q0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.x));
-      const float2 q1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.y));
-      const float2 k0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.x));
-      const float2 k1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.y));
-      sq = q0.x * q0.x + q0.y * q0.y + q1.x * q1.x + q1.y * q1.y;
-      sk = k0.x * k0.x + k0.y * k0.y + k1.x * k1.x + k1.y * k1.y;
+  const int lane = threadIdx.x % 32, h = blockIdx.y;
+  const int t = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
+  if (t >= tokens) return;
+  float sq = 0.f, sk = 0.f;
+  if (l2norm) {
+    const uint2 qa = *reinterpret_cast<const uint2*>(q + t * q_stride + h * DK + lane * 4);
+    const uint2 ka = *reinterpret_cast<const uint2*>(k + t * k_stride + h * DK + lane * 4);
+    const float2 q0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.x));
+    const float2 q1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.y));
+    const float2 k0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.x));
+    const float2 k1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.y));
+    sq = q0.x * q0.x + q0.y * q0.y + q1.x * q1.x + q1.y * q1.y;
+    sk = k0.x * k0.x + k0.y * k0.y + k1.x * k1.x + k1.y * k1.y;
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        sq += __shfl_xor_sync(0xffffffffu, sq, o);
-        sk += __shfl_xor_sync(0xffffffffu, sk, o);
-      }
+    for (int o = 16; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
     }
-    if (lane == 0) {
-      W.rq[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sq + 1e-6f) : 1.f;
-      W.rk[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-    }
+  }
+  if (lane == 0) {
+    W.rq[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sq + 1e-6f) : 1.f;
+    W.rk[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
   }
 }
 
@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 constexpr size_t kPrepareSmem = 3 * BT * LDH * 2 + BT * LDT * 2 + 4 * BT * 4;
-static_assert(BT * LDA * 4 <= BT * LDH * 2, "A fits over q^");
+static_assert(BT * LDA * 4 <= BT * LDH * 2, "A fits over q");
 static_assert(kPrepareSmem * 3 + 3 * 1024 <= 228 * 1024, "three prepare blocks per SM");
 constexpr size_t kStateSmem = DK * LDS * 2 + 3 * BT * LDH * 2 + 2 * BT * LDS * 2;
 static_assert(kStateSmem * 3 + 3 * 1024 <= 228 * 1024, "three state blocks per SM");
@@ -550,8 +550,8 @@ cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_
   e = cudaFuncSetAttribute(gdr_chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kStateSmem));
   if (e != cudaSuccess) return e;
-  gdr_row_norms_kernel<<<static_cast<int>(std::min<int64_t>((tokens * hk + 7) / 8, 65535)),
-                         kThreads, 0, stream>>>(static_cast<const bf16_t*>(q), q_stride,
+  gdr_row_norms_kernel<<<dim3(static_cast<unsigned>((tokens + 7) / 8), hk), kThreads, 0,
+                         stream>>>(static_cast<const bf16_t*>(q), q_stride,
                                                 static_cast<const bf16_t*>(k), k_stride, tokens,
                                                 hk, l2norm, workspace, hv);
   e = cudaGetLastError();
