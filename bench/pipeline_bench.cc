@@ -1,5 +1,5 @@
 // `tandem-bench pipeline [seconds] [--density=32,16,8] [--precision=bf16,fp8]
-// [--optimizer-overlap]` (issues 6, 15, 21):
+// [--optimizer-overlap] [--job=PATH]` (issues 6, 14, 15, 21):
 // pipeline efficiency of the colocated DFlash job on one GPU. In one process: (a) the target
 // alone: forward + 5 captures of a max_tokens batch, seconds per token; then per anchor
 // density (one anchor per N tokens; default: the job file's anchors_per_batch): (b) the
@@ -8,6 +8,8 @@
 // tokens/s from the drafter's summary. Prints efficiency = tok/s / (1 / (t_target +
 // t_drafter)), the drafter's share of the GPU time alone, the job's profile table, how long
 // each side waited on the channel, and the job's bottleneck verdict; then a summary table.
+// --job=PATH runs another colocated job file with groups `target` and `drafter` instead (e.g.
+// examples/qwen3.6-27b-1gpu.toml, the hybrid target).
 // With several target precisions (issue 15) it does all of that per precision, one target in
 // memory at a time, and prints each precision's tok/s against bf16's at the same density.
 // `tandem-bench pipeline [seconds] --checkpoint-every N` (issue 19): the job with and without
@@ -25,11 +27,13 @@
 
 #include <fmt/format.h>
 
+#include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_settings.h"
 #include "bench/bench.h"
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/job/job_spec.h"
+#include "runtime/job/job_spec_keys.h"
 #include "runtime/job/runner.h"
 
 #ifdef TANDEM_HAVE_CUDA
@@ -103,30 +107,18 @@ Result<double> TargetSecondsPerToken(dflash::SharedTarget& target, const dflash:
   return secs / (static_cast<double>(iters) * t);
 }
 
+// The drafter of the job's `drafter` group, as the actor builds it (ParseDrafterSettings and
+// DrafterConfig: its layers, heads, head_dim, window and mask token, not the target's).
 Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
-                                      const dflash::TargetModelSpec& spec,
+                                      const dflash::TargetModelSpec& spec, const JobSpec& job,
                                       const ActorGroupSpec& dg, const HostBatch& hb, int iters,
                                       bool optimizer_overlap) {
-  ASSIGN_OR_RETURN(int64_t num_layers, dg.settings.GetInt("num_layers", 5));
-  ASSIGN_OR_RETURN(int64_t window, dg.settings.GetInt("sliding_window", 0));
-  ASSIGN_OR_RETURN(int64_t anchors, dg.settings.GetInt("anchors_per_batch", 512));
-  models::DFlashConfig dc;
-  dc.layers = spec.config;
-  dc.layers.architectures = {"DFlashDraftModel"};
-  dc.layers.num_hidden_layers = num_layers;
-  // The example's layout: all sliding but the last when a window is set.
-  dc.layers.layer_types.assign(num_layers, window > 0 ? models::LayerType::kSlidingAttention
-                                                      : models::LayerType::kFullAttention);
-  dc.layers.layer_types.back() = models::LayerType::kFullAttention;
-  if (window > 0) dc.layers.sliding_window = window;
-  dc.layers.tie_word_embeddings = false;
-  dc.layers.rotary_dim = dc.layers.head_dim;
-  dc.mask_token_id = spec.config.vocab_size - 1;
-  dc.num_target_layers = spec.config.num_hidden_layers;
-  dc.target_layer_ids = spec.layer_ids;
+  ASSIGN_OR_RETURN(const dflash::DrafterSettings ds,
+                   dflash::ParseDrafterSettings(dg.settings, JobSectionContext(job, dg.name)));
+  const models::DFlashConfig dc = dflash::DrafterConfig(ds, spec);
   models::DFlashTrainOptions to;
   to.max_tokens = spec.max_tokens;
-  to.anchors_per_batch = anchors;
+  to.anchors_per_batch = ds.anchors_per_batch;
   to.total_steps = 100000;
   to.seed = 7;
   to.optimizer_overlap = optimizer_overlap;
@@ -155,6 +147,10 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   RETURN_IF_ERROR(trainer->drafter().JoinOptimizer());
   RETURN_IF_ERROR(stream.Synchronize());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const kernels::AllocatorStats st = pool->stats();
+  fmt::print("    device memory with the standalone drafter: {:.2f} GiB in use, peak {:.2f} GiB "
+             "(target and drafter)\n", st.in_use_bytes / 1073741824.0,
+             st.high_water_in_use / 1073741824.0);
   return secs / (static_cast<double>(iters) * t);
 }
 
@@ -167,6 +163,7 @@ struct PipelineArgs {
   std::vector<std::string> precisions;  // the target's `precision`; empty: the job file's
   bool optimizer_overlap = false;
   int checkpoint_every = 0;  // > 0: RunCheckpointComparison instead
+  std::string job = TANDEM_PIPELINE_JOB;  // --job=PATH: another colocated job file
 };
 
 // One density's numbers, for the summary table.
@@ -200,12 +197,12 @@ Result<DensityResult> RunDensity(const std::string& text, const PipelineArgs& ar
                                  const std::string& precision) {
   ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, anchors,
                                                      args.optimizer_overlap, precision),
-                                             TANDEM_PIPELINE_JOB));
+                                             args.job));
   const ActorGroupSpec* dg = Group(job, "drafter");
   DensityResult r;
   r.precision = models::TargetPrecisionName(spec.precision);
   ASSIGN_OR_RETURN(r.anchors, dg->settings.GetInt("anchors_per_batch", 512));
-  ASSIGN_OR_RETURN(double t_drafter, DrafterSecondsPerToken(target, spec, *dg, hb, 10,
+  ASSIGN_OR_RETURN(double t_drafter, DrafterSecondsPerToken(target, spec, job, *dg, hb, 10,
                                                             args.optimizer_overlap));
   fmt::print("(b) drafter standalone, {} anchors per {} tokens: {:.3f} us/token ({:.0f} tok/s)\n",
              r.anchors, spec.max_tokens, t_drafter * 1e6, 1 / t_drafter);
@@ -243,11 +240,11 @@ Result<DensityResult> RunDensity(const std::string& text, const PipelineArgs& ar
 Status RunPrecision(const std::string& text, const PipelineArgs& args,
                     const std::string& precision, std::vector<DensityResult>& results) {
   ASSIGN_OR_RETURN(JobSpec job, ParseJobText(JobText(text, args.seconds, 0, false, precision),
-                                             TANDEM_PIPELINE_JOB));
+                                             args.job));
   const ActorGroupSpec* tg = Group(job, "target");
   const ActorGroupSpec* dg = Group(job, "drafter");
   if (tg == nullptr || dg == nullptr)
-    return InvalidArgumentError("{} needs groups `target` and `drafter`", TANDEM_PIPELINE_JOB);
+    return InvalidArgumentError("{} needs groups `target` and `drafter`", args.job);
   ASSIGN_OR_RETURN(dflash::TargetModelSpec spec,
                    dflash::ParseTargetModelSpec(tg->settings, job.seed));
   ASSIGN_OR_RETURN(int64_t doc_len, tg->settings.GetInt("doc_len", 4096));
@@ -262,6 +259,8 @@ Status RunPrecision(const std::string& text, const PipelineArgs& args,
   fmt::print("== target precision {} ==\n(a) target standalone : {:.3f} us/token ({:.0f} "
              "tok/s)\n", models::TargetPrecisionName(spec.precision), t_target * 1e6,
              1 / t_target);
+  fmt::print("    device memory with the target loaded: {:.2f} GiB in use\n",
+             target->allocator().stats().in_use_bytes / 1073741824.0);
   std::vector<int64_t> anchors;
   for (int d : args.densities) anchors.push_back(spec.max_tokens / d);
   if (anchors.empty()) anchors.push_back(0);  // as the job file says
@@ -274,7 +273,8 @@ Status RunPrecision(const std::string& text, const PipelineArgs& args,
 }
 
 Status Run(const PipelineArgs& args) {
-  ASSIGN_OR_RETURN(const std::string text, ReadJobFile(TANDEM_PIPELINE_JOB));
+  ASSIGN_OR_RETURN(const std::string text, ReadJobFile(args.job));
+  fmt::print("job file: {}\n", args.job);
   std::vector<std::string> precisions = args.precisions;
   if (precisions.empty()) precisions.push_back("");
   std::vector<DensityResult> results;
@@ -322,6 +322,9 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
         if (!p.ok()) return InvalidArgumentError("pipeline: --precision: {}", p.status().ToString());
         out.precisions.push_back(item);
       }
+    } else if (a.rfind("--job=", 0) == 0) {
+      out.job = a.substr(6);
+      if (out.job.empty()) return InvalidArgumentError("pipeline: --job= needs a job file");
     } else if (a == "--optimizer-overlap") {
       out.optimizer_overlap = true;
     } else if (a == "--checkpoint-every") {
@@ -336,7 +339,7 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
     } else {
       return InvalidArgumentError("pipeline: unknown argument \"{}\" (usage: [seconds] "
                                   "[--density=32,16,8] [--precision=bf16,fp8] "
-                                  "[--optimizer-overlap] [--checkpoint-every N])", a);
+                                  "[--optimizer-overlap] [--checkpoint-every N] [--job=PATH])", a);
     }
   }
   return out;

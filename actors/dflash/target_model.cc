@@ -31,10 +31,14 @@ std::string TargetModelSpec::Key() const {
   std::string hybrid_shape;
   if (hybrid) {
     const models::Qwen35Config& c = *hybrid;
-    hybrid_shape = fmt::format("|hybrid {} {} {} {} {} {} {} {}", c.source, c.rotary_dim,
+    // Not c.source: it names where the config was read (a key path differs between the
+    // target actor's and the drafter's parse of one job), and a second key would load a
+    // second copy of the weights.
+    hybrid_shape = fmt::format("|hybrid {} {} {} {} {} {} {} {}", c.rotary_dim,
                                c.linear_num_key_heads, c.linear_num_value_heads,
                                c.linear_key_head_dim, c.linear_value_head_dim,
-                               c.linear_conv_kernel_dim, c.layer_types.size());
+                               c.linear_conv_kernel_dim, c.rms_norm_eps,
+                               c.layer_types.size());
     for (models::HybridLayerType t : c.layer_types) hybrid_shape += models::HybridLayerTypeName(t);
   }
   return fmt::format("{}|{}|{}|{}{}", model, TransformerConfigToJson(config).dump(), seed,
