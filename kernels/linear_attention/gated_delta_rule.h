@@ -18,8 +18,8 @@
 //
 // The CPU reference is the recurrent form above in float64 (one rounding at the output). The
 // CUDA version (gated_delta_rule.cu) is the same recurrence in fp32, one block per (value
-// head, document), for head dims up to 128; the chunked (chunk 64, WY / UT-transform) CUDA
-// kernel that the speed bar needs is not written yet.
+// head, document), for head dims up to 128. The fast path for head dims 128 / 128 is the
+// chunked tensor-core kernel (gated_delta_rule_chunked.h).
 // Thread-safety: stateless.
 #pragma once
 

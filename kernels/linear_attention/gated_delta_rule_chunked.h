@@ -12,12 +12,14 @@
 //
 // CPU: the same chunked algebra in float64 (any chunk size), the twin of the CUDA kernel,
 // checked against the recurrent reference. CUDA (gated_delta_rule_chunked.cu): chunk 64,
-// key and value head dims 128, bf16 tensor-core products with fp32 accumulation and an
-// fp32 state: kernel 1 (one block per chunk and value head) computes w, u and the masked
-// q k^T in the workspace; kernel 2 (one block per document, value head and 64-wide slice of
-// dv) runs the chunks in order. The workspace holds per token and value head w (bf16 dk),
-// u (bf16 dv), one row of the masked q k^T (bf16 64) and gc (f32): see
-// GatedDeltaRuleChunkedWorkspaceBytes. Nothing is allocated; the launch is asynchronous.
+// key and value head dims 128, bf16 tensor-core products (mma.sync) with fp32 accumulation
+// and an fp32 state, in three launches: q's and k's inverse norms once per key head; one
+// block per chunk and value head for w, u and the masked q k^T (chunk-parallel); one block
+// per document, value head and 32-wide slice of dv for the chunks in order (the state in
+// registers). The workspace holds per token and value head w (bf16 dk), u (bf16 dv), one row
+// of the masked q k^T (bf16 64) and gc (f32), and per token and key head the two norms (f32):
+// see GatedDeltaRuleChunkedWorkspaceBytes. Nothing is allocated; the launches are
+// asynchronous.
 // Thread-safety: stateless.
 #pragma once
 
