@@ -389,7 +389,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   bf16_t* sK = sQ + BT * LDH;                     // [64][LDH] k (raw)
   bf16_t* sVn = sK + BT * LDH;                    // [64][LDS] v'
   bf16_t* sVd = sVn + BT * LDS;                   // [64][LDS] exp(gc_last - gc) v'
-  const int v0 = blockIdx.x * BV, vh = blockIdx.y, doc = blockIdx.z, kh = vh / (hv / hk);
+  // One flat grid dimension (x has no 65535 limit, so any number of documents): the dv
+  // slices of one (document, head) are neighbours, and share w, q and k in L2.
+  constexpr int kSlices = DV / BV;
+  const int v0 = static_cast<int>(blockIdx.x % kSlices) * BV;
+  const int vh = static_cast<int>(blockIdx.x / kSlices % hv);
+  const int doc = static_cast<int>(blockIdx.x / kSlices / hv), kh = vh / (hv / hk);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int mi = lane / 8, r8 = lane % 8, mt = warp % 4;
   const int i0 = mt * 16 + gid, i1 = i0 + 8;  // this lane's two rows of a chunk
@@ -563,7 +568,8 @@ cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_
       hk, hv, scale, workspace);
   e = cudaGetLastError();
   if (e != cudaSuccess || stages < 2) return e;
-  gdr_chunk_state_kernel<<<dim3(DV / BV, hv, docs), kThreads, kStateSmem, stream>>>(
+  gdr_chunk_state_kernel<<<static_cast<unsigned>(docs) * hv * (DV / BV), kThreads, kStateSmem,
+                           stream>>>(
       out, out_stride, out_f32, static_cast<const bf16_t*>(q), q_stride,
       static_cast<const bf16_t*>(k), k_stride, cu, tokens, hk, hv, scale, workspace);
   return cudaGetLastError();

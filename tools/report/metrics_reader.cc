@@ -164,6 +164,10 @@ Result<std::string> ResolveMetricsPath(const std::string& run) {
   std::error_code ec;
   if (fs::is_regular_file(run, ec)) return run;
   if (!fs::exists(run, ec)) return NotFoundError("{}: no such file or directory", run);
+  if (!fs::is_directory(run, ec))
+    return InvalidArgumentError("{}: not a metrics file or a run directory (a device, pipe or "
+                                "socket); give the run's checkpoint dir or its metrics.jsonl",
+                                run);
   const fs::path dir(run);
   for (const fs::path& p : {dir / "metrics.jsonl", dir.parent_path() / "metrics.jsonl"})
     if (fs::is_regular_file(p, ec)) return p.string();

@@ -160,6 +160,11 @@ TEST(ReportTest, NoMetricsIsAClearError) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("metrics.jsonl"), std::string::npos);
   EXPECT_FALSE(ReadRun((dir / "nope").string()).ok());
+  // A device file is neither a metrics file nor a run directory (it was read as a directory).
+  auto device = ReadRun("/dev/null");
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.status().message().find("/dev/null: not a metrics file or a run directory"),
+            std::string::npos) << device.status().ToString();
 }
 
 TEST(ReportTest, ACheckpointStepFolderFindsItsRunsMetrics) {
