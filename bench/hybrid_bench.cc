@@ -10,13 +10,16 @@
 //            engine) and the own fallback kernel.
 //   forward: the hybrid body at the real 27B layer shape (hidden 5120, MLP 17408; `--layers`
 //            layers, default 4 = three Gated DeltaNet + one gated attention; random weights),
-//            16384 packed tokens as 4 x 4096, capturing the last layer; vs HF + fla on the
-//            same layers as a [4, 4096] batch. Prints weights and workspace bytes and the GEMM
+//            16384 packed tokens as 4 x 4096, capturing the last layer (or `--capture`'s
+//            layers: `--layers=62 --capture=1,16,31,46,61` is the whole 27B target as DFlash
+//            runs it); vs HF + fla on the same layers as a [4, 4096] batch. Prints weights and workspace bytes and the GEMM
 //            rate (projection FLOPs only) against the cuBLAS 8192^3 ceiling.
-// Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --only=gdr|attn256|forward.
+// Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --capture=I,J,..,
+// --only=gdr|attn256|forward.
 // PYTHONPATH must reach fla for the peer (the device run puts the fla source on it).
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,6 +55,7 @@ struct Options {
   std::string peer_path = TANDEM_HYBRID_PEER;
   int iters = 20;
   int layers = 4;
+  std::vector<int> capture;  // --capture=1,16,31,46,61; empty: the last layer
   std::string only;
 };
 
@@ -201,10 +205,20 @@ Status Forward(const Options& o) {
   RETURN_IF_ERROR(kernels::CopyFromHost(d_ids.view(), ids.data(), nullptr));
   RETURN_IF_ERROR(kernels::CopyFromHost(d_pos.view(), pos.data(), nullptr));
   ASSIGN_OR_RETURN(Tensor cu, CuSeqlens(*pool));
-  ASSIGN_OR_RETURN(Tensor cap, Tensor::Empty(*pool, DType::kBF16, {kTokens, c.hidden_size}));
+  std::vector<int> layer_ids = o.capture;
+  if (layer_ids.empty()) layer_ids.push_back(o.layers - 1);
+  std::vector<Tensor> caps;
+  std::vector<models::HybridCapture> captures;
+  for (int id : layer_ids) {
+    if (id < 0 || id >= o.layers)
+      return InvalidArgumentError("hybrid: --capture layer {} is outside the {} layers", id,
+                                  o.layers);
+    ASSIGN_OR_RETURN(Tensor cap, Tensor::Empty(*pool, DType::kBF16, {kTokens, c.hidden_size}));
+    captures.push_back({id, cap.view()});
+    caps.push_back(std::move(cap));
+  }
   const models::HybridBatch batch{d_ids, d_pos, cu, static_cast<int>(kTokens / kDocs)};
-  const models::HybridCapture capture{o.layers - 1, cap};
-  const auto fn = [&] { return target->Forward(batch, {&capture, 1}); };
+  const auto fn = [&] { return target->Forward(batch, captures); };
   ASSIGN_OR_RETURN(double ms, TimeMs(stream, o.iters, 2, fn));
   // GEMM FLOPs per token: 2 x the projection weights each token multiplies.
   double params = 0;
@@ -217,9 +231,11 @@ Status Forward(const Options& o) {
   }
   const double tflops = 2 * params * kTokens / ms / 1e9;
   ASSIGN_OR_RETURN(double ceiling, GemmCeilingTflops(stream));
-  std::printf("hybrid forward, 27B layer shape, %d layers (%s), %lld tokens = %lld x %lld\n",
-              o.layers, o.layers >= 4 ? "3 Gated DeltaNet : 1 gated attention" : "Gated DeltaNet",
-              (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs));
+  std::printf("hybrid forward, 27B layer shape, %d layers (%s), %lld tokens = %lld x %lld, "
+              "%zu captured (%s)\n", o.layers,
+              o.layers >= 4 ? "3 Gated DeltaNet : 1 gated attention" : "Gated DeltaNet",
+              (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs), layer_ids.size(),
+              fmt::format("{}", fmt::join(layer_ids, ", ")).c_str());
   std::printf("  tandem  %8.3f ms  %8.0f tok/s  GEMM %.1f TFLOP/s = %.1f%% of cuBLAS 8192^3 "
               "%.1f\n", ms, kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling);
   std::printf("  memory: weights %.2f GiB (incl. embedding + LM head %.2f GiB), workspace "
@@ -246,6 +262,17 @@ int Run(const std::vector<std::string>& args) {
     else if (a.rfind("--iters=", 0) == 0) o.iters = std::stoi(a.substr(8));
     else if (a.rfind("--layers=", 0) == 0) o.layers = std::stoi(a.substr(9));
     else if (a.rfind("--only=", 0) == 0) o.only = a.substr(7);
+    else if (a.rfind("--capture=", 0) == 0) {
+      std::stringstream list(a.substr(10));
+      for (std::string item; std::getline(list, item, ',');) {
+        if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos) {
+          std::fprintf(stderr, "hybrid: --capture takes layer ids (1,16,31), not \"%s\"\n",
+                       item.c_str());
+          return 2;
+        }
+        o.capture.push_back(std::stoi(item));
+      }
+    }
     else {
       std::fprintf(stderr, "hybrid: unknown argument %s\n", a.c_str());
       return 2;
