@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
 
 namespace tandem::kernels {
@@ -14,11 +15,12 @@ int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 }  // namespace
 
 std::string AllocatorStats::ToString() const {
+  const auto b = [](int64_t n) { return FormatBytes(static_cast<uint64_t>(std::max<int64_t>(n, 0))); };
   return fmt::format(
       "in_use={} cached={} reserved={} high_water_in_use={} high_water_reserved={} "
       "allocs={} backend_allocs={} backend_frees={}",
-      in_use_bytes, cached_bytes, reserved_bytes, high_water_in_use, high_water_reserved,
-      num_allocs, num_backend_allocs, num_backend_frees);
+      b(in_use_bytes), b(cached_bytes), b(reserved_bytes), b(high_water_in_use),
+      b(high_water_reserved), num_allocs, num_backend_allocs, num_backend_frees);
 }
 
 // ---- CpuAllocator ----------------------------------------------------------------------

@@ -7,6 +7,7 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/core/stream.h"
+#include "runtime/core/clock.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -41,8 +42,12 @@ class CudaDeviceMemory : public DeviceMemory {
     cudaError_t e = cudaMalloc(&p, static_cast<size_t>(nbytes));
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
-      return OutOfMemoryError("cudaMalloc of {} bytes on cuda:{} failed: device memory full",
-                              nbytes, device_);
+      size_t free_b = 0, total_b = 0;
+      (void)cudaMemGetInfo(&free_b, &total_b);
+      (void)cudaGetLastError();
+      return OutOfMemoryError("cudaMalloc of {} ({} bytes) on cuda:{} failed: device memory "
+                              "full ({} free of {})", FormatBytes(static_cast<uint64_t>(nbytes)),
+                              nbytes, device_, FormatBytes(free_b), FormatBytes(total_b));
     }
     CUDA_RETURN_IF_ERROR(e);
     return p;

@@ -137,7 +137,9 @@ TEST_F(CachingPoolTest, OutOfMemoryReleasesCacheThenFailsClearly) {
   Result<Tensor> c = Tensor::Empty(pool_, DType::kU8, {20 << 20}, FakeStream(2));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kOutOfMemory);
-  EXPECT_NE(c.status().message().find("in_use="), std::string::npos) << c.status().message();
+  // The pool's state in readable units: 50 MiB reserved, all in use.
+  EXPECT_NE(c.status().message().find("in_use=50.0 MiB"), std::string::npos)
+      << c.status().message();
 }
 
 TEST_F(CachingPoolTest, ReleaseCachedReturnsEverythingUnused) {
