@@ -1,7 +1,8 @@
 // `tandem-bench drafter`: one DFlash training step (forward + weighted block loss + backward
 // + grad clip + AdamW) at the Qwen3-8B drafter shape (hidden 4096, 5 layers, 32/8 heads of
 // 128, intermediate 12288, vocab 151936 random frozen LM head, 512 anchors per 8192 tokens
-// in 4 documents, window 2048 on the sliding layers), next to the torch.compile'd PyTorch
+// in 4 documents, window 2048 on the sliding layers) or, with `--shape=27b`, the Qwen3.6-27B
+// drafter's (hidden 5120, MLP 17408, vocab 248320), next to the torch.compile'd PyTorch
 // peer (bench/drafter_peer.py: flex_attention + create_block_mask, fp32 master + AdamW
 // states, bf16 compute) when python3 imports torch. Prints step time, tokens/s and peak
 // activation memory (pool high-water minus weights, grads, optimizer state and inputs), the
@@ -48,9 +49,39 @@ using kernels::DType;
 using kernels::Shape;
 using kernels::Tensor;
 
-constexpr int64_t kTokens = 8192, kDocs = 4, kAnchors = 512, kHidden = 4096, kVocab = 151936;
+constexpr int64_t kTokens = 8192, kDocs = 4, kAnchors = 512;
 
-models::DFlashConfig Qwen3_8bDrafter() { return Qwen3_8bDrafterConfig(5); }
+// The drafter the bench trains (`--shape`): the public DFlash drafters' shapes.
+struct DrafterShape {
+  std::string name;             // --shape value; also passed to the peer
+  models::DFlashConfig config;  // hidden, heads, MLP, vocab, window, mask token, context
+  int64_t id_range = 0;         // token ids are drawn below this
+  int64_t hidden() const { return config.layers.hidden_size; }
+  int64_t vocab() const { return config.layers.vocab_size; }
+};
+
+// Qwen3-8B: hidden 4096, 32/8 heads of 128, MLP 12288, vocab 151936, 36 target layers.
+DrafterShape Shape8b() { return {"8b", Qwen3_8bDrafterConfig(5), 151000}; }
+
+// Qwen3.6-27B (issue 14): hidden 5120, 32/8 heads of 128, MLP 17408, vocab 248320, rope theta
+// 1e7, mask token 248070, context from target layers 1, 16, 31, 46, 61 of 64; the same 4
+// sliding (window 2048) + 1 full layers.
+DrafterShape Shape27b() {
+  models::DFlashConfig c = Qwen3_8bDrafterConfig(5);
+  models::TransformerConfig& t = c.layers;
+  t.hidden_size = 5120;
+  t.intermediate_size = 17408;
+  t.vocab_size = 248320;
+  t.num_attention_heads = 32;
+  t.num_key_value_heads = 8;
+  t.head_dim = 128;
+  t.rotary_dim = 128;
+  t.rope_theta = 1e7;
+  c.mask_token_id = 248070;
+  c.num_target_layers = 64;
+  c.target_layer_ids = {1, 16, 31, 46, 61};
+  return {"27b", c, 247000};
+}
 
 // GEMM FLOPs of one training step over `rows` draft rows, `ctx` context tokens and
 // `loss_rows` LM-head rows: per layer q/k/v/o and the MLP on the draft rows plus k/v on the
@@ -157,12 +188,13 @@ struct Inputs {
   models::PackedBatchMeta meta() const { return {ids, pos, cu, mask}; }
 };
 
-Result<Inputs> MakeInputs(kernels::CachingPool& pool) {
+Result<Inputs> MakeInputs(kernels::CachingPool& pool, const DrafterShape& shape) {
   Inputs in;
-  ASSIGN_OR_RETURN(in.embedding, RandomBf16(pool, Shape{kVocab, kHidden}, 1.0f, 1, nullptr));
-  ASSIGN_OR_RETURN(in.lm_head, RandomBf16(pool, Shape{kVocab, kHidden}, 0.02f, 2, nullptr));
-  for (int i = 0; i < 5; ++i) {
-    ASSIGN_OR_RETURN(Tensor c, RandomBf16(pool, Shape{kTokens, kHidden}, 1.0f, 10 + i, nullptr));
+  const int64_t h = shape.hidden(), v = shape.vocab();
+  ASSIGN_OR_RETURN(in.embedding, RandomBf16(pool, Shape{v, h}, 1.0f, 1, nullptr));
+  ASSIGN_OR_RETURN(in.lm_head, RandomBf16(pool, Shape{v, h}, 0.02f, 2, nullptr));
+  for (size_t i = 0; i < shape.config.target_layer_ids.size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor c, RandomBf16(pool, Shape{kTokens, h}, 1.0f, 10 + i, nullptr));
     in.ctx_views.push_back(c);
     in.ctx.push_back(std::move(c));
   }
@@ -170,7 +202,8 @@ Result<Inputs> MakeInputs(kernels::CachingPool& pool) {
   in.pos.resize(kTokens);
   in.mask.assign(kTokens, 1);
   for (int64_t i = 0; i < kTokens; ++i) {
-    in.ids[i] = static_cast<int32_t>(kernels::PhiloxUniform(3, 0, i) * 151000);
+    in.ids[i] = static_cast<int32_t>(kernels::PhiloxUniform(3, 0, i) *
+                                     static_cast<double>(shape.id_range));
     in.pos[i] = static_cast<int32_t>(i % (kTokens / kDocs));
   }
   for (int64_t d = 0; d <= kDocs; ++d) in.cu.push_back(static_cast<int32_t>(d * kTokens / kDocs));
@@ -178,6 +211,7 @@ Result<Inputs> MakeInputs(kernels::CachingPool& pool) {
 }
 
 Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(kernels::Allocator& alloc,
+                                                          const DrafterShape& shape,
                                                           bool lm_head_fp8) {
   models::DFlashTrainOptions o;
   o.max_tokens = kTokens;
@@ -185,7 +219,7 @@ Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(kernels::Allocator& a
   o.total_steps = 1000;
   o.lm_head_fp8 = lm_head_fp8;
   ASSIGN_OR_RETURN(auto trainer,
-                   models::DFlashTrainer::Create(Qwen3_8bDrafter(), o, alloc, nullptr));
+                   models::DFlashTrainer::Create(shape.config, o, alloc, nullptr));
   RETURN_IF_ERROR(trainer->drafter().params().InitFromScratch(0, nullptr));
   return trainer;
 }
@@ -193,17 +227,17 @@ Result<std::unique_ptr<models::DFlashTrainer>> MakeTrainer(kernels::Allocator& a
 // One forward + backward with the bf16 head and one with the FP8 head, same parameters,
 // anchors, noise and inputs: the loss's relative error and the whole gradient's relative L2
 // error, cosine and norm ratio (per-tensor errors: models/dflash/dflash_fp8_head_test.cc).
-Status HeadFidelity() {
+Status HeadFidelity(const DrafterShape& shape) {
   kernels::DevicePools pools;  // outlives the inputs and trainers below
   ASSIGN_OR_RETURN(kernels::CachingPool * pool_ptr, pools.Pool(0));
   kernels::CachingPool& pool = *pool_ptr;
-  ASSIGN_OR_RETURN(Inputs in, MakeInputs(pool));
+  ASSIGN_OR_RETURN(Inputs in, MakeInputs(pool, shape));
   ASSIGN_OR_RETURN(kernels::Fp8LmHeadWeights q,
                    kernels::Fp8LmHeadWeights::Quantize(in.lm_head, pool, nullptr));
   std::vector<float> loss(2);
   std::vector<std::vector<float>> grads(2);
   for (int fp8 = 0; fp8 < 2; ++fp8) {
-    ASSIGN_OR_RETURN(auto trainer, MakeTrainer(pool, fp8 == 1));
+    ASSIGN_OR_RETURN(auto trainer, MakeTrainer(pool, shape, fp8 == 1));
     models::DFlashTargetHead head{in.embedding, in.lm_head};
     if (fp8) head.lm_head_fp8 = &q.head();
     RETURN_IF_ERROR(trainer->ForwardBackward(head, in.meta(), in.ctx_views));
@@ -236,11 +270,12 @@ struct RunResult {
 };
 
 // `lm_head_fp8`: the FP8 LM head, timed without the optimizer-overlap comparison.
-Status Run(int steps, bool stages, bool lm_head_fp8, RunResult* out) {
+Status Run(const DrafterShape& shape, int steps, bool stages, bool lm_head_fp8,
+           RunResult* out) {
   kernels::DevicePools pools;  // outlives every tensor and the trainer below
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
-  const models::DFlashConfig config = Qwen3_8bDrafter();
-  ASSIGN_OR_RETURN(Inputs in, MakeInputs(*pool));
+  const models::DFlashConfig& config = shape.config;
+  ASSIGN_OR_RETURN(Inputs in, MakeInputs(*pool, shape));
   std::optional<kernels::Fp8LmHeadWeights> q;
   if (lm_head_fp8) {
     ASSIGN_OR_RETURN(q, kernels::Fp8LmHeadWeights::Quantize(in.lm_head, *pool, nullptr));
@@ -250,7 +285,7 @@ Status Run(int steps, bool stages, bool lm_head_fp8, RunResult* out) {
   RETURN_IF_ERROR(kernels::SynchronizeStream(kernels::Device::Cuda(0), nullptr));
   const int64_t inputs_bytes = pool->stats().in_use_bytes;
 
-  ASSIGN_OR_RETURN(auto trainer, MakeTrainer(*pool, lm_head_fp8));
+  ASSIGN_OR_RETURN(auto trainer, MakeTrainer(*pool, shape, lm_head_fp8));
   const models::DFlashParams& p = trainer->drafter().params();
   const int64_t state_bytes = p.master.nbytes() + p.compute.nbytes() + p.grads.nbytes() +
                               p.adam_m.nbytes() + p.adam_v.nbytes();
@@ -320,8 +355,11 @@ Status Run(int steps, bool stages, bool lm_head_fp8, RunResult* out) {
 int RunDrafter(const std::vector<std::string>& args) {
   int steps = 10;
   bool stages = false, peer_wanted = true, fp8 = false;
+  DrafterShape shape = Shape8b();
   for (const std::string& a : args) {
-    if (a == "stages") {
+    if (a == "--shape=8b" || a == "--shape=27b") {
+      shape = a == "--shape=27b" ? Shape27b() : Shape8b();
+    } else if (a == "stages") {
       stages = true;
     } else if (a == "--no-peer") {
       peer_wanted = false;
@@ -331,7 +369,7 @@ int RunDrafter(const std::vector<std::string>& args) {
       steps = std::atoi(a.c_str());
     } else {
       std::printf("drafter: unknown argument \"%s\" (usage: [steps] [stages] [--no-peer] "
-                  "[--lm-head=fp8])\n", a.c_str());
+                  "[--lm-head=fp8] [--shape=8b|27b])\n", a.c_str());
       return 1;
     }
   }
@@ -342,17 +380,25 @@ int RunDrafter(const std::vector<std::string>& args) {
   RunResult r, r8;
   Status s = Status::Ok();
   if (fp8) {
-    s = HeadFidelity();
-    if (s.ok()) s = Run(steps, false, true, &r8);
+    s = HeadFidelity(shape);
+    if (s.ok()) s = Run(shape, steps, false, true, &r8);
     if (s.ok()) std::printf("tandem with the FP8 LM head: %.2f ms a step\n", r8.step_ms);
   }
-  if (s.ok()) s = Run(steps, stages, false, &r);
+  std::printf("drafter shape %s: hidden %lld, %lld/%lld heads of %lld, MLP %lld, vocab %lld\n",
+              shape.name.c_str(), static_cast<long long>(shape.hidden()),
+              static_cast<long long>(shape.config.layers.num_attention_heads),
+              static_cast<long long>(shape.config.layers.num_key_value_heads),
+              static_cast<long long>(shape.config.layers.head_dim),
+              static_cast<long long>(shape.config.layers.intermediate_size),
+              static_cast<long long>(shape.vocab()));
+  if (s.ok()) s = Run(shape, steps, stages, false, &r);
   if (!s.ok()) {
     std::printf("error: %s\n", s.ToString().c_str());
     return 1;
   }
   const nlohmann::json peer =
-      peer_wanted ? RunPeer(TANDEM_DRAFTER_PEER, fmt::format("--steps {}", steps), "torch")
+      peer_wanted ? RunPeer(TANDEM_DRAFTER_PEER,
+                            fmt::format("--steps {} --shape {}", steps, shape.name), "torch")
                   : nlohmann::json();
   auto num = [&](const char* k) { return PeerNumber(peer, k); };
   const double pms = num("step_ms"), pact = num("act_gib");
@@ -391,8 +437,9 @@ int RunDrafter(const std::vector<std::string>& args) {
 }  // namespace
 
 TANDEM_BENCH("drafter", "step",
-             "DFlash drafter training step, Qwen3-8B shape (args: steps, default 10; `stages` "
-             "for a per-stage GPU time breakdown; --no-peer; --lm-head=fp8 adds the FP8 LM head)",
+             "DFlash drafter training step, Qwen3-8B shape or --shape=27b (args: steps, default "
+             "10; `stages` for a per-stage GPU time breakdown; --no-peer; --lm-head=fp8 adds the "
+             "FP8 LM head)",
              RunDrafter);
 
 }  // namespace tandem::bench

@@ -2,7 +2,8 @@
 """PyTorch peer of `tandem-bench drafter`: the same DFlash drafter training step in PyTorch.
 
 Qwen3-8B drafter shape (hidden 4096, 5 layers: 4 sliding (window 2048) + 1 full, 32/8 heads
-of 128, intermediate 12288), frozen random LM head/embedding of 151936 x 4096, 8192 context
+of 128, intermediate 12288), frozen random LM head/embedding of 151936 x 4096 (--shape 27b:
+hidden 5120, intermediate 17408, vocab 248320, rope theta 1e7), 8192 context
 tokens in 4 documents, 512 anchors, blocks of 16. Attention is flex_attention with a block
 mask from create_block_mask; the whole step is torch.compile'd. Precision recipe as tandem:
 bf16 compute weights, fp32 master weights and AdamW states (fused AdamW), grad clip 1.0.
@@ -24,6 +25,11 @@ from peer_common import cuda_time_ms, print_result  # noqa: E402
 
 T, DOCS, NB, BS, H, L, HQ, HK, D, I, V = 8192, 4, 512, 16, 4096, 5, 32, 8, 128, 12288, 151936
 WINDOW, K_CTX, EPS, THETA = 2048, 5, 1e-6, 1e6
+MASK_ID, ID_RANGE = 151669, 151000
+# --shape 27b: the Qwen3.6-27B drafter (tandem-bench drafter --shape=27b); heads, layers,
+# window and the batch stay.
+SHAPES = {"8b": dict(H=4096, I=12288, V=151936, THETA=1e6, MASK_ID=151669, ID_RANGE=151000),
+          "27b": dict(H=5120, I=17408, V=248320, THETA=1e7, MASK_ID=248070, ID_RANGE=247000)}
 SLIDING = [True, True, True, True, False]
 R = NB * BS
 dev = "cuda"
@@ -87,21 +93,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="8b")
     args = ap.parse_args()
+    globals().update(SHAPES[args.shape])
     torch.manual_seed(0)
     g = torch.Generator(device=dev).manual_seed(0)
     emb = (torch.rand(V, H, device=dev, generator=g) * 2 - 1).to(torch.bfloat16)
     lm_head = ((torch.rand(V, H, device=dev, generator=g) * 2 - 1) * 0.02).to(torch.bfloat16)
     ctx_layers = [(torch.rand(T, H, device=dev, generator=g) * 2 - 1).to(torch.bfloat16)
                   for _ in range(K_CTX)]
-    ids = torch.randint(0, 151000, (T,), device=dev)
+    ids = torch.randint(0, ID_RANGE, (T,), device=dev)
     doc_len = T // DOCS
     pos = torch.arange(T, device=dev) % doc_len
     anchors = torch.sort(torch.randperm(T, device=dev)[:NB]).values
     anchors = torch.where(pos[anchors] >= doc_len - 1, anchors - 1, anchors)
     doc_start = anchors // doc_len * doc_len
     j = torch.arange(BS, device=dev)
-    block_ids = torch.where(j[None] == 0, ids[anchors][:, None], 151669).reshape(-1)
+    block_ids = torch.where(j[None] == 0, ids[anchors][:, None], MASK_ID).reshape(-1)
     block_pos = (pos[anchors][:, None] + j[None]).reshape(-1)
     tgt_idx = anchors[:, None] + j[None]
     valid = (j[None] >= 1) & (tgt_idx < doc_start[:, None] + doc_len)
