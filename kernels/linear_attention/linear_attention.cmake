@@ -11,7 +11,8 @@ tandem_add_test(linear_attention_test
   LIBS tandem_kernels tandem_kernels_testing)
 tandem_kernel_sources(CUDA linear_attention/hybrid_ops.cu linear_attention/hybrid_ops_cuda.cc
      linear_attention/gated_delta_rule.cu linear_attention/gated_delta_rule_cuda.cc
-     linear_attention/gated_delta_rule_chunked.cu linear_attention/gated_delta_rule_chunked_cuda.cc
+     linear_attention/gated_delta_rule_chunked.cu linear_attention/gated_delta_rule_chunked_state.cu
+     linear_attention/gated_delta_rule_chunked_cuda.cc
      linear_attention/decode_step.cu linear_attention/decode_step_cuda.cc)
 tandem_add_test(linear_attention_gpu_test
   SOURCES linear_attention/hybrid_ops_gpu_test.cc linear_attention/gated_delta_rule_gpu_test.cc
