@@ -35,6 +35,10 @@ tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::act
 tandem_add_test(fp8_job_test SOURCES dflash/fp8_job_test.cc LIBS tandem::actors_whole
                 TIMEOUT ${job_test_timeout})
 tandem_add_test(checkpoint_cleanup_test SOURCES dflash/checkpoint_cleanup_test.cc LIBS tandem_actors)
+# Validation refuses a GPU that cannot hold the target's weights plus the drafter's state.
+tandem_add_test(device_memory_check_test SOURCES dflash/device_memory_check_test.cc
+                LIBS tandem::actors_whole)
+target_compile_definitions(device_memory_check_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
 # Issue 18: resume checks and the target's vocab reaching the data layer.
 tandem_add_test(dflash_trust_test

@@ -170,6 +170,17 @@ const KeyTable& DrafterKeys() {
     t->SetDeviceCheck([](const ConfigValue& s, std::string_view prefix, const PlacedGpu& gpu) {
       return CheckFp8Gpu(s, prefix, "lm_head_precision", gpu);
     });
+    // Parameters: fp32 master, bf16 copy, fp32 gradients and two fp32 AdamW moments (18
+    // bytes each); its activations, and its own embedding and LM head when no target replica
+    // shares its GPU, come on top.
+    t->SetDeviceBytesEstimate([](const ConfigValue& s, const SectionContext& ctx)
+                                  -> Result<KeyTable::DeviceBytes> {
+      ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s, ctx));
+      const int64_t params = models::MakeDFlashParamLayout(DrafterConfig(ds, ds.target)).total;
+      return KeyTable::DeviceBytes{
+          static_cast<uint64_t>(params) * 18,
+          fmt::format("{:.2f} B parameters with their optimizer state", params / 1e9)};
+    });
     return t;
   }();
   return *keys;

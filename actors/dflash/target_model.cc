@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/core/device_pools.h"
+#include "models/io/weight_spec.h"
 #include "models/qwen3/qwen3_weights.h"
 
 #ifdef TANDEM_HAVE_CUDA
@@ -43,6 +44,33 @@ std::string TargetModelSpec::Key() const {
   }
   return fmt::format("{}|{}|{}|{}{}", model, TransformerConfigToJson(config).dump(), seed,
                      models::TargetPrecisionName(precision), hybrid_shape);
+}
+
+uint64_t TargetWeightBytes(const TargetModelSpec& spec) {
+  const std::vector<models::WeightSpec> specs = spec.hybrid
+                                                    ? models::Qwen35WeightSpecs(*spec.hybrid)
+                                                    : models::CausalLmWeightSpecs(spec.config);
+  const bool fp8 = spec.precision == models::TargetPrecision::kFp8;
+  uint64_t bytes = 0;
+  for (const models::WeightSpec& w : specs) {
+    uint64_t n = 1;
+    for (int64_t d : w.shape) n *= static_cast<uint64_t>(d);
+    const bool projection = w.shape.size() == 2 && w.name.find(".layers.") != std::string::npos;
+    bytes += n * (fp8 && projection ? 1 : 2);
+  }
+  return bytes;
+}
+
+uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
+  uint64_t bytes = TargetWeightBytes(spec);
+  if (spec.hybrid) {
+    bytes += static_cast<uint64_t>(
+        models::Qwen35Target::WorkspaceBytes(*spec.hybrid, spec.max_tokens, /*on_cuda=*/true));
+    *what = "the target's weights and activation workspace";
+  } else {
+    *what = "the target's weights";
+  }
+  return bytes;
 }
 
 models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c) {

@@ -55,6 +55,15 @@ struct TargetModelSpec {
 // attention layers (heads, KV heads, head_dim, full rotary) and every layer full attention.
 models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c);
 
+// The bytes of `spec`'s weights on the device, from the shapes alone (every layer's weights
+// are loaded): 2 per element in bf16; with precision = "fp8", 1 per element of the layers'
+// 2-d projections (their block scales not counted) and 2 for the rest. A lower bound of what
+// loading the target takes.
+uint64_t TargetWeightBytes(const TargetModelSpec& spec);
+// TargetWeightBytes plus, for the hybrid, the activation workspace it allocates on a GPU
+// for max_tokens (the dense target's workspace is not counted); `what` says which.
+uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what);
+
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on
 // CUDA, created with the model; null on the CPU).
 class SharedTarget {

@@ -202,6 +202,15 @@ const KeyTable& TargetKeys() {
     t->SetDeviceCheck([](const ConfigValue& s, std::string_view prefix, const PlacedGpu& gpu) {
       return CheckFp8Gpu(s, prefix, "precision", gpu);
     });
+    // Each replica loads the target's weights on its GPU (a colocated drafter shares them).
+    t->SetDeviceBytesEstimate([](const ConfigValue& s, const SectionContext& ctx)
+                                  -> Result<KeyTable::DeviceBytes> {
+      ASSIGN_OR_RETURN(const TargetModelSpec spec, ParseModel(s, "actors." + ctx.group,
+                                                              ctx.job_seed));
+      std::string what;
+      const uint64_t bytes = TargetDeviceBytes(spec, &what);
+      return KeyTable::DeviceBytes{bytes, what};
+    });
     return t;
   }();
   return *keys;

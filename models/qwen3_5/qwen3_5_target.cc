@@ -90,43 +90,52 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir,
   return Create(std::move(weights), options);
 }
 
-Status Qwen35Target::AllocateWorkspace() {
-  const Qwen35Config& c = config();
+void Qwen35Target::SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens,
+                                     bool chunked_rule, int64_t (&per_token)[kNumSlots]) {
   const int64_t hv = c.linear_num_value_heads;
   const int64_t proj = std::max(c.conv_dim() + c.linear_value_dim() + 2 * hv, 2 * c.q_dim());
   // Bytes per token of each slot, in Slot order.
-  const int64_t per_token[kNumSlots] = {2 * c.hidden_size,
-                                        2 * c.hidden_size,
-                                        2 * proj,
-                                        2 * c.conv_dim(),
-                                        4 * hv,
-                                        4 * hv,
-                                        2 * c.linear_value_dim(),
-                                        2 * c.linear_value_dim(),
-                                        2 * c.q_dim(),
-                                        2 * c.kv_dim(),
-                                        2 * c.kv_dim(),
-                                        2 * c.kv_dim(),
-                                        2 * c.q_dim(),
-                                        4 * c.intermediate_size,
-                                        2 * c.intermediate_size,
-                                        UsesChunkedRule() ? ChunkedRuleBytesPerToken() : 0};
-  int64_t offsets[kNumSlots], total = 0;
+  const int64_t bytes[kNumSlots] = {
+      2 * c.hidden_size,         2 * c.hidden_size,         2 * proj,
+      2 * c.conv_dim(),          4 * hv,                    4 * hv,
+      2 * c.linear_value_dim(),  2 * c.linear_value_dim(),  2 * c.q_dim(),
+      2 * c.kv_dim(),            2 * c.kv_dim(),            2 * c.kv_dim(),
+      2 * c.q_dim(),             4 * c.intermediate_size,   2 * c.intermediate_size,
+      chunked_rule ? ChunkedRuleBytesPerToken(c, max_tokens) : 0};
+  std::copy(std::begin(bytes), std::end(bytes), std::begin(per_token));
+}
+
+int64_t Qwen35Target::WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda) {
+  const bool chunked = on_cuda && kernels::GatedDeltaRuleChunkedSupports(
+                                      c.linear_key_head_dim, c.linear_value_head_dim);
+  return LayoutWorkspace(c, max_tokens, chunked, nullptr);
+}
+
+int64_t Qwen35Target::LayoutWorkspace(const Qwen35Config& c, int64_t max_tokens,
+                                      bool chunked_rule, int64_t (*offsets)[kNumSlots]) {
+  int64_t per_token[kNumSlots], total = 0;
+  SlotBytesPerToken(c, max_tokens, chunked_rule, per_token);
   for (int s = 0; s < kNumSlots; ++s) {
     total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
-    offsets[s] = total;
-    total += options_.max_tokens * per_token[s];
-    slot_bytes_[s] = per_token[s];
+    if (offsets != nullptr) (*offsets)[s] = total;
+    total += max_tokens * per_token[s];
   }
+  return total;
+}
+
+Status Qwen35Target::AllocateWorkspace() {
+  int64_t offsets[kNumSlots];
+  SlotBytesPerToken(config(), options_.max_tokens, UsesChunkedRule(), slot_bytes_);
+  const int64_t total =
+      LayoutWorkspace(config(), options_.max_tokens, UsesChunkedRule(), &offsets);
   ASSIGN_OR_RETURN(workspace_, Tensor::Empty(weights_.allocator(), DType::kU8, {total}, options_.stream));
   for (int s = 0; s < kNumSlots; ++s)
     slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
   return Status::Ok();
 }
 
-int64_t Qwen35Target::ChunkedRuleBytesPerToken() const {
-  const Qwen35Config& c = config();
-  const int64_t n = std::max<int64_t>(options_.max_tokens, 1);
+int64_t Qwen35Target::ChunkedRuleBytesPerToken(const Qwen35Config& c, int64_t max_tokens) {
+  const int64_t n = std::max<int64_t>(max_tokens, 1);
   const int64_t bytes = kernels::GatedDeltaRuleChunkedWorkspaceBytes(
       n, c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
       c.linear_value_head_dim);

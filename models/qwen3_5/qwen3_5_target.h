@@ -94,6 +94,9 @@ class Qwen35Target {
   kernels::Device device() const { return weights_.device(); }
   int64_t max_tokens() const { return options_.max_tokens; }
   int64_t workspace_bytes() const { return workspace_.nbytes(); }
+  // What Create allocates as workspace for `max_tokens`, from the config alone (`on_cuda`:
+  // with the chunked gated delta rule's scratch, as on a GPU).
+  static int64_t WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda);
 
  private:
   // Base pointers of the activation slots in `workspace_`, each sized for max_tokens rows.
@@ -120,7 +123,13 @@ class Qwen35Target {
   Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options);
   Status AllocateWorkspace();
   bool UsesChunkedRule() const;  // CUDA and linear heads the chunked kernel takes
-  int64_t ChunkedRuleBytesPerToken() const;  // its workspace at max_tokens, per token
+  // The chunked rule's workspace at max_tokens, per token.
+  static int64_t ChunkedRuleBytesPerToken(const Qwen35Config& c, int64_t max_tokens);
+  // Bytes per token of each slot, and the slots' layout (offsets may be null) and total.
+  static void SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens, bool chunked_rule,
+                                int64_t (&per_token)[kNumSlots]);
+  static int64_t LayoutWorkspace(const Qwen35Config& c, int64_t max_tokens, bool chunked_rule,
+                                 int64_t (*offsets)[kNumSlots]);
   // A contiguous [rows, cols] view of `slot` (bf16, or f32 for the gates).
   kernels::TensorView View(Slot slot, int64_t rows, int64_t cols) const;
   Status CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,

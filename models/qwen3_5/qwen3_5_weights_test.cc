@@ -70,6 +70,10 @@ TEST(Qwen35WeightsTest, RandomWeightsAreSeededRangedAndMatchTheRandomHead) {
   // A forward over random weights stays finite.
   auto target = Qwen35Target::Create(std::move(a).value(), {64, nullptr});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
+  // What validation counts is what Create allocated (on the CPU: no chunked-rule scratch).
+  EXPECT_EQ((*target)->workspace_bytes(), Qwen35Target::WorkspaceBytes(*config, 64, false));
+  EXPECT_LT(Qwen35Target::WorkspaceBytes(*config, 64, false),
+            Qwen35Target::WorkspaceBytes(*config, 128, false));
   std::vector<int32_t> ids(40), pos(40), cu = {0, 27, 40};
   for (int i = 0; i < 40; ++i) {
     ids[i] = (i * 37) % static_cast<int>(config->vocab_size);

@@ -135,6 +135,21 @@ class KeyTable {
                                       const SectionContext& ctx) const {
     return pinned_default_ ? pinned_default_(section, ctx) : Result<uint64_t>(uint64_t{0});
   }
+  // A lower bound of the device memory one replica takes on the GPU it runs on (e.g. a
+  // target's weights, a drafter's parameters with their optimizer state), with what it
+  // counts ("weights 50.1 GiB"). The job check adds the bounds of the replicas that share a
+  // GPU and refuses one that cannot hold them, before any actor loads anything.
+  struct DeviceBytes {
+    uint64_t bytes = 0;
+    std::string what;
+  };
+  using DeviceBytesEstimate =
+      std::function<Result<DeviceBytes>(const ConfigValue& section, const SectionContext&)>;
+  void SetDeviceBytesEstimate(DeviceBytesEstimate f) { device_bytes_ = std::move(f); }
+  Result<DeviceBytes> EstimateDeviceBytes(const ConfigValue& section,
+                                          const SectionContext& ctx) const {
+    return device_bytes_ ? device_bytes_(section, ctx) : Result<DeviceBytes>(DeviceBytes{});
+  }
 
   const std::string& title() const { return title_; }
   const std::string& doc() const { return doc_; }
@@ -183,6 +198,7 @@ class KeyTable {
   SectionCheck check_;
   DeviceCheck device_check_;
   PinnedDefault pinned_default_;
+  DeviceBytesEstimate device_bytes_;
 };
 
 // "job.toml:14: actors.drafter.lr" for messages about `key` of `section` (named `prefix`),

@@ -160,8 +160,53 @@ Status CheckPlacedDevices(const JobSpec& job, const sched::Placement& placement,
   return Status::Ok();
 }
 
+// The classes' device-memory lower bounds (KeyTable::SetDeviceBytesEstimate) of the replicas
+// that share each GPU, added up: a GPU that cannot hold them is refused now, not after an
+// actor has loaded tens of GB and run out. Replicas spread over several GPUs are not
+// counted (how they split is the class's business).
+Status CheckPlacedMemory(const JobSpec& job, const sched::Placement& placement,
+                         const sched::NodeResources& node) {
+  struct Use {
+    uint64_t bytes = 0;
+    std::vector<std::string> parts;
+  };
+  std::map<int, Use> per_gpu;
+  std::map<std::string, KeyTable::DeviceBytes> per_group;  // one estimate per group
+  for (const sched::ReplicaAssignment& r : placement.replicas) {
+    if (r.gpus.size() != 1) continue;
+    auto group = std::find_if(job.actors.begin(), job.actors.end(),
+                              [&](const ActorGroupSpec& g) { return g.name == r.group; });
+    if (group == job.actors.end()) continue;
+    Result<ActorClass> cls = ActorRegistry::Global().Find(group->class_name);
+    if (!cls.ok() || cls->keys == nullptr) continue;
+    if (!per_group.count(r.group)) {
+      Result<KeyTable::DeviceBytes> est =
+          cls->keys->EstimateDeviceBytes(group->settings, JobSectionContext(job, r.group));
+      if (!est.ok()) return est.status().WithContext(job.path);
+      per_group[r.group] = *est;
+    }
+    const KeyTable::DeviceBytes& est = per_group[r.group];
+    if (est.bytes == 0) continue;
+    Use& use = per_gpu[r.gpus[0]];
+    use.bytes += est.bytes;
+    use.parts.push_back(fmt::format("{}/{} {} ({})", r.group, r.replica, FormatBytes(est.bytes),
+                                    est.what));
+  }
+  for (const auto& [index, use] : per_gpu) {
+    auto gpu = std::find_if(node.gpus.begin(), node.gpus.end(),
+                            [&](const sched::GpuInfo& g) { return g.index == index; });
+    if (gpu == node.gpus.end() || gpu->memory_bytes == 0 || use.bytes <= gpu->memory_bytes)
+      continue;
+    return InvalidArgumentError(
+        "{}: GPU {} ({}, {}) cannot hold what is placed on it: at least {} ({}); use a GPU "
+        "with more memory, give the groups GPUs of their own (gpus = 1), or a smaller model", job.path, index, gpu->name,
+        FormatBytes(gpu->memory_bytes), FormatBytes(use.bytes), fmt::join(use.parts, ", "));
+  }
+  return Status::Ok();
+}
+
 // Places the job's groups on `node` (all of this node's resources when null) and checks the
-// placed GPUs against the classes' device checks.
+// placed GPUs against the classes' device checks and device-memory bounds.
 Result<sched::Placement> PlaceJob(const JobSpec& job, const sched::NodeResources* node,
                                   bool* fake_gpus) {
   sched::NodeResources discovered;
@@ -172,6 +217,7 @@ Result<sched::Placement> PlaceJob(const JobSpec& job, const sched::NodeResources
   *fake_gpus = node->fake_gpus();
   ASSIGN_OR_RETURN(sched::Placement placement, JobRunner::PlaceOn(job, *node));
   RETURN_IF_ERROR(CheckPlacedDevices(job, placement, *node));
+  RETURN_IF_ERROR(CheckPlacedMemory(job, placement, *node));
   return placement;
 }
 

@@ -1,0 +1,107 @@
+// The device-memory check at validation (JobRunner::Check): the target's weights and the
+// drafter's parameters with their optimizer state, added up per GPU, against the GPU's memory.
+// The 27B example (measured on the H200: 91 GiB in use) is refused on a 48 GiB GPU before
+// anything loads, naming the GPU and what each replica needs, and validates on an H200-sized
+// one; the estimates themselves are checked against the models' shapes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "actors/dflash/drafter_settings.h"
+#include "actors/dflash/target_model.h"
+#include "actors/dflash/target_settings.h"
+#include "models/dflash/dflash_params.h"
+#include "runtime/core/clock.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/job_spec_keys.h"
+#include "runtime/job/runner.h"
+#include "runtime/sched/resources.h"
+
+namespace tandem::dflash {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+Result<JobSpec> Example27b() {
+  const std::string path = TANDEM_SOURCE_DIR "/examples/qwen3.6-27b-1gpu.toml";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseJobText(text.str(), path);
+}
+
+const ConfigValue& Section(const JobSpec& job, const std::string& group) {
+  for (const ActorGroupSpec& g : job.actors)
+    if (g.name == group) return g.settings;
+  ADD_FAILURE() << "no group " << group;
+  static const ConfigValue none;
+  return none;
+}
+
+TEST(DeviceMemoryCheckTest, The27bExampleIsRefusedOnASmallGpuAndFitsAnH200) {
+  auto job = Example27b();
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto spec = ParseTargetModelSpec(Section(*job, "target"), job->seed);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  std::string what;
+  const uint64_t target_bytes = TargetDeviceBytes(*spec, &what);
+  EXPECT_EQ(what, "the target's weights and activation workspace");
+
+  const sched::NodeResources small = sched::FakeResources(1, 8, 64 * kGiB, 48 * kGiB);
+  const Status st = JobRunner::Check(*job, nullptr, &small);
+  ASSERT_FALSE(st.ok());
+  const std::string msg = st.ToString();
+  std::printf("%s\n", msg.c_str());
+  EXPECT_NE(msg.find("GPU 0 (fake-gpu, 48.0 GiB) cannot hold what is placed on it"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("target/0 " + FormatBytes(target_bytes) + " (" + what + ")"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("drafter/0 "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("B parameters with their optimizer state"), std::string::npos) << msg;
+
+  // An 80 GB H100 (79.6 GiB) cannot hold it either (the H200 run used 91.2 GiB in all);
+  // an H200 (139.8 GiB) can.
+  const sched::NodeResources h100 = sched::FakeResources(1, 8, 64 * kGiB, 81'559'000'000ull);
+  EXPECT_FALSE(JobRunner::Check(*job, nullptr, &h100).ok());
+  const sched::NodeResources h200 = sched::FakeResources(1, 8, 64 * kGiB, 150'119'000'000ull);
+  const Status ok = JobRunner::Check(*job, nullptr, &h200);
+  EXPECT_TRUE(ok.ok()) << ok.ToString();
+}
+
+TEST(DeviceMemoryCheckTest, EstimatesFollowTheShapes) {
+  auto job = Example27b();
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto spec = ParseTargetModelSpec(Section(*job, "target"), job->seed);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  // The 27B text model: ~26.9 B parameters in bf16. The H200 run measured 54.14 GiB in use
+  // with the target loaded, of which 4.04 GiB are its activation workspace.
+  const uint64_t weights = TargetWeightBytes(*spec);
+  EXPECT_GT(weights, 49 * kGiB);
+  EXPECT_LT(weights, 51 * kGiB);
+  std::string what;
+  const uint64_t with_workspace = TargetDeviceBytes(*spec, &what);
+  EXPECT_GT(with_workspace, weights + 4 * kGiB);
+  EXPECT_LT(with_workspace, weights + 4.1 * kGiB);
+  // FP8 halves the layers' projections only: between half and all of the bf16 bytes.
+  TargetModelSpec fp8 = *spec;
+  fp8.family = TargetFamily::kDense;
+  fp8.hybrid.reset();
+  fp8.precision = models::TargetPrecision::kFp8;
+  TargetModelSpec dense = fp8;
+  dense.precision = models::TargetPrecision::kBf16;
+  EXPECT_LT(TargetWeightBytes(fp8), TargetWeightBytes(dense));
+  EXPECT_GT(2 * TargetWeightBytes(fp8), TargetWeightBytes(dense));
+
+  // The drafter: 18 bytes per parameter of its layout.
+  auto ds = ParseDrafterSettings(Section(*job, "drafter"), JobSectionContext(*job, "drafter"));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const int64_t params = models::MakeDFlashParamLayout(DrafterConfig(*ds, ds->target)).total;
+  EXPECT_GT(params, 1'500'000'000);  // 5 layers of hidden 5120, MLP 17408, plus fc
+  EXPECT_LT(params, 2'000'000'000);
+}
+
+}  // namespace
+}  // namespace tandem::dflash
