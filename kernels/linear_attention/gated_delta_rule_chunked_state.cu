@@ -34,23 +34,30 @@ __device__ inline void LoadChunkRegs(uint32_t (&reg)[4][4], bool p_part, const W
   }
 }
 
+// acc[4][4] (16 rows x 32 columns) += a (16 x 16) * B, B the 16 rows at `b` of a [k][32]
+// bf16 tile with row pitch LDS.
+__device__ inline void MmaTimesK32(float (&acc)[4][4], const uint32_t (&a)[4], const bf16_t* b) {
+  const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
+#pragma unroll
+  for (int np = 0; np < 2; ++np) {
+    uint32_t r[4];
+    Ldsm4T(r, b + ((mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
+    Mma(acc[2 * np], a, r[0], r[1]);
+    Mma(acc[2 * np + 1], a, r[2], r[3]);
+  }
+}
+
 // [P; R] = [w; q^] S for this warp's m-tile: pr[4][4] over 32 columns, K = dk.
 __device__ inline void GemmStateRows(float (&pr)[4][4], const bf16_t* x, const bf16_t* sS,
                                      int mt) {
-  const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) pr[nt][0] = pr[nt][1] = pr[nt][2] = pr[nt][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < DK / 16; ++kk) {
     uint32_t a[4];
     Ldsm4(a, x + (mt * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      uint32_t b[4];
-      Ldsm4T(b, sS + (kk * 16 + (mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
-      Mma(pr[2 * np], a, b[0], b[1]);
-      Mma(pr[2 * np + 1], a, b[2], b[3]);
-    }
+    MmaTimesK32(pr, a, sS + kk * 16 * LDS);
   }
 }
 
@@ -156,14 +163,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
     if (!p_part) {  // o += Aqk v', then out
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          uint32_t b[4];
-          Ldsm4T(b, sVn + (kk * 16 + (mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
-          Mma(pr[2 * np], reg[kk], b[0], b[1]);
-          Mma(pr[2 * np + 1], reg[kk], b[2], b[3]);
-        }
+      for (int kk = 0; kk < 4; ++kk) MmaTimesK32(pr, reg[kk], sVn + kk * 16 * LDS);
       if (nn > 0) LoadChunkRegs(reg, false, W, vrow + next, nn, v0, i0, i1);
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
@@ -191,13 +191,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int kk = 0; kk < BT / 16; ++kk) {
       uint32_t a[4];
       Ldsm4T(a, sK + (kk * 16 + (mi >> 1) * 8 + r8) * LDH + warp * 16 + (mi & 1) * 8);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t b[4];
-        Ldsm4T(b, sVd + (kk * 16 + (mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
-        Mma(S[2 * np], a, b[0], b[1]);
-        Mma(S[2 * np + 1], a, b[2], b[3]);
-      }
+      MmaTimesK32(S, a, sVd + kk * 16 * LDS);
     }
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
