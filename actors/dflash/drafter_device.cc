@@ -216,7 +216,7 @@ class CudaDrafterDevice final : public DrafterDevice {
   std::unique_ptr<CudaCopyEngine> engine_;
   std::unique_ptr<GpuStageTimers> timers_;
   std::optional<GpuScope> step_scope_;  // between BeginStep and EndStep; after timers_
-  Set sets_[2];
+  Set sets_[kDrafterContextSets];
   int next_set_ = 0;
   Set* current_ = nullptr;
   kernels::PinnedAllocator pinned_;

@@ -25,6 +25,10 @@
 
 namespace tandem::dflash {
 
+// On CUDA, the context layers of this many batches are on the device at once (one being
+// filled by the copy stream while the drafter reads the other): bf16 [max_tokens, H] each.
+inline constexpr int kDrafterContextSets = 2;
+
 struct StepFlags {
   int64_t step = 0;       // 1-based step number
   bool finite = true;     // loss and every gradient finite

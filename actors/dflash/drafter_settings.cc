@@ -7,10 +7,13 @@
 
 #include <fmt/format.h>
 
+#include "actors/dflash/drafter_device.h"
 #include "actors/dflash/target_settings.h"
 #include "models/dflash/dflash_checkpoint.h"
+#include "models/dflash/dflash_drafter.h"
 #include "models/dflash/dflash_params.h"
 #include "runtime/actor/system.h"
+#include "runtime/core/clock.h"
 
 namespace tandem::dflash {
 namespace {
@@ -171,15 +174,28 @@ const KeyTable& DrafterKeys() {
       return CheckFp8Gpu(s, prefix, "lm_head_precision", gpu);
     });
     // Parameters: fp32 master, bf16 copy, fp32 gradients and two fp32 AdamW moments (18
-    // bytes each); its activations, and its own embedding and LM head when no target replica
-    // shares its GPU, come on top.
+    // bytes each); the activation workspace (measured as the drafter measures it); the
+    // context layers of kDrafterContextSets batches. Its own embedding and LM head, when no
+    // target replica shares its GPU, come on top.
     t->SetDeviceBytesEstimate([](const ConfigValue& s, const SectionContext& ctx)
                                   -> Result<KeyTable::DeviceBytes> {
       ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s, ctx));
-      const int64_t params = models::MakeDFlashParamLayout(DrafterConfig(ds, ds.target)).total;
+      const models::DFlashConfig config = DrafterConfig(ds, ds.target);
+      const int64_t params = models::MakeDFlashParamLayout(config).total;
+      models::DFlashDrafterOptions o;
+      o.max_tokens = ds.target.max_tokens;
+      o.num_blocks = ds.anchors_per_batch;
+      o.lm_head_fp8 = ds.lm_head_fp8;
+      ASSIGN_OR_RETURN(const int64_t workspace, models::DFlashDrafter::WorkspaceBytes(
+                                                    config, o, kernels::Device::Cuda(0)));
+      const int64_t context = kDrafterContextSets *
+                              static_cast<int64_t>(ds.target.layer_ids.size()) *
+                              ds.target.max_tokens * ds.target.config.hidden_size * 2;
       return KeyTable::DeviceBytes{
-          static_cast<uint64_t>(params) * 18,
-          fmt::format("{:.2f} B parameters with their optimizer state", params / 1e9)};
+          static_cast<uint64_t>(params * 18 + workspace + context),
+          fmt::format("{:.2f} B parameters with their optimizer state, activations {}, "
+                      "context {}", params / 1e9, FormatBytes(static_cast<uint64_t>(workspace)),
+                      FormatBytes(static_cast<uint64_t>(context)))};
     });
     return t;
   }();

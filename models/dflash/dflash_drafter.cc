@@ -157,6 +157,23 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig&
   return d;
 }
 
+Result<int64_t> DFlashDrafter::WorkspaceBytes(const DFlashConfig& config,
+                                              const DFlashDrafterOptions& options,
+                                              kernels::Device device) {
+  RETURN_IF_ERROR(CheckSupported(config));
+  if (options.max_tokens < 1 || options.num_blocks < 1 || options.ce_chunk_rows < 1)
+    return InvalidArgumentError("DFlash drafter: max_tokens ({}), num_blocks ({}) and "
+                                "ce_chunk_rows ({}) must be positive", options.max_tokens,
+                                options.num_blocks, options.ce_chunk_rows);
+  std::unique_ptr<DFlashDrafter> d(new DFlashDrafter());
+  d->config_ = config;
+  d->options_ = options;
+  d->device_ = device;
+  d->acts_.resize(config.layers.num_hidden_layers);
+  RETURN_IF_ERROR(d->Carve(nullptr));  // measures, as Create does first
+  return d->measured_bytes_;
+}
+
 Status DFlashDrafter::Carve(char* base) {
   const TransformerConfig& t = config_.layers;
   const int64_t h = t.hidden_size, d = t.head_dim, hq = t.num_attention_heads,

@@ -101,6 +101,11 @@ class DFlashDrafter {
   // queues on stream() sees the updated weights and optimizer state.
   DFlashParams& params();
   int64_t workspace_bytes() const { return workspace_.nbytes(); }
+  // What Create allocates as workspace for `config` and `options` on `device`, measured the
+  // same way without allocating (the parameters are DFlashParams' own).
+  static Result<int64_t> WorkspaceBytes(const DFlashConfig& config,
+                                        const DFlashDrafterOptions& options,
+                                        kernels::Device device);
   int64_t rows() const { return options_.num_blocks * config_.block_size; }
   // Rows of the current plan with a nonzero loss weight: the LM head + CE runs on these.
   int64_t loss_rows() const { return lm_rows_count_; }

@@ -140,6 +140,20 @@ TEST_F(DrafterCpuTest, BackwardMatchesFiniteDifferences) {
 // A forward-only drafter over another's weights (the eval during training): the same
 // forward bit for bit without parameters of its own, following the owner's updates; no
 // backward, no optimizer.
+// What validation counts for the drafter (actors/dflash: the device-memory bound) is what
+// Create allocates.
+TEST_F(DrafterCpuTest, WorkspaceBytesIsWhatCreateAllocates) {
+  const DFlashDrafterOptions o{plan_.tokens, 4, 32};
+  auto measured = DFlashDrafter::WorkspaceBytes(config_, o, kernels::Device::Cpu());
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  EXPECT_EQ(*measured, drafter_->workspace_bytes());
+  // More blocks, more rows: a larger workspace.
+  auto more = DFlashDrafter::WorkspaceBytes(config_, {plan_.tokens, 8, 32}, kernels::Device::Cpu());
+  ASSERT_TRUE(more.ok());
+  EXPECT_GT(*more, *measured);
+  EXPECT_FALSE(DFlashDrafter::WorkspaceBytes(config_, {0, 4, 32}, kernels::Device::Cpu()).ok());
+}
+
 TEST_F(DrafterCpuTest, SharedWeightsForwardTheOwnersWeightsOnly) {
   ASSERT_TRUE(Run(false).ok());
   const float owner_loss = Loss();
