@@ -123,15 +123,7 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig&
                                                              kernels::Allocator& alloc,
                                                              kernels::Stream stream) {
   const kernels::Device device = alloc.device();
-  RETURN_IF_ERROR(CheckSupported(config));
-  if (options.max_tokens < 1 || options.num_blocks < 1 || options.ce_chunk_rows < 1)
-    return InvalidArgumentError("DFlash drafter: max_tokens ({}), num_blocks ({}) and "
-                                "ce_chunk_rows ({}) must be positive", options.max_tokens,
-                                options.num_blocks, options.ce_chunk_rows);
-  std::unique_ptr<DFlashDrafter> d(new DFlashDrafter());
-  d->config_ = config;
-  d->options_ = options;
-  d->device_ = device;
+  ASSIGN_OR_RETURN(std::unique_ptr<DFlashDrafter> d, Blank(config, options, device));
   d->stream_ = stream;
   d->alloc_ = &alloc;
   if (device.is_cuda()) {
@@ -149,7 +141,6 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig&
   } else {
     ASSIGN_OR_RETURN(d->params_, DFlashParams::Create(config, *d->alloc_, stream));
   }
-  d->acts_.resize(config.layers.num_hidden_layers);
   RETURN_IF_ERROR(d->Carve(nullptr));  // measures
   ASSIGN_OR_RETURN(d->workspace_, kernels::Tensor::Empty(*d->alloc_, DType::kU8,
                                                          Shape{d->measured_bytes_}, stream));
@@ -157,9 +148,9 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Create(const DFlashConfig&
   return d;
 }
 
-Result<int64_t> DFlashDrafter::WorkspaceBytes(const DFlashConfig& config,
-                                              const DFlashDrafterOptions& options,
-                                              kernels::Device device) {
+Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Blank(const DFlashConfig& config,
+                                                            const DFlashDrafterOptions& options,
+                                                            kernels::Device device) {
   RETURN_IF_ERROR(CheckSupported(config));
   if (options.max_tokens < 1 || options.num_blocks < 1 || options.ce_chunk_rows < 1)
     return InvalidArgumentError("DFlash drafter: max_tokens ({}), num_blocks ({}) and "
@@ -170,6 +161,13 @@ Result<int64_t> DFlashDrafter::WorkspaceBytes(const DFlashConfig& config,
   d->options_ = options;
   d->device_ = device;
   d->acts_.resize(config.layers.num_hidden_layers);
+  return d;
+}
+
+Result<int64_t> DFlashDrafter::WorkspaceBytes(const DFlashConfig& config,
+                                              const DFlashDrafterOptions& options,
+                                              kernels::Device device) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DFlashDrafter> d, Blank(config, options, device));
   RETURN_IF_ERROR(d->Carve(nullptr));  // measures, as Create does first
   return d->measured_bytes_;
 }

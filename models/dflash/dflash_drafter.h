@@ -162,6 +162,10 @@ class DFlashDrafter {
   kernels::TensorView final_hidden() const { return final_hidden_; }
 
  private:
+  // The checked config and options on `device`, nothing allocated (Create, WorkspaceBytes).
+  static Result<std::unique_ptr<DFlashDrafter>> Blank(const DFlashConfig& config,
+                                                      const DFlashDrafterOptions& options,
+                                                      kernels::Device device);
   DFlashDrafter() = default;
   Status Carve(char* base);
   Status Forward(const DFlashTargetHead& head, std::span<const kernels::TensorView> ctx_layers,
