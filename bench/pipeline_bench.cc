@@ -32,6 +32,7 @@
 #include "actors/dflash/target_settings.h"
 #include "bench/bench.h"
 #include "models/dflash/dflash_trainer.h"
+#include "runtime/core/clock.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_spec_keys.h"
 #include "runtime/job/runner.h"
@@ -148,9 +149,9 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   RETURN_IF_ERROR(stream.Synchronize());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const kernels::AllocatorStats st = pool->stats();
-  fmt::print("    device memory with the standalone drafter: {:.2f} GiB in use, peak {:.2f} GiB "
-             "(target and drafter)\n", st.in_use_bytes / 1073741824.0,
-             st.high_water_in_use / 1073741824.0);
+  fmt::print("    device memory with the standalone drafter: {} in use, peak {} (target and "
+             "drafter)\n", FormatBytes(static_cast<uint64_t>(st.in_use_bytes)),
+             FormatBytes(static_cast<uint64_t>(st.high_water_in_use)));
   return secs / (static_cast<double>(iters) * t);
 }
 
@@ -259,8 +260,8 @@ Status RunPrecision(const std::string& text, const PipelineArgs& args,
   fmt::print("== target precision {} ==\n(a) target standalone : {:.3f} us/token ({:.0f} "
              "tok/s)\n", models::TargetPrecisionName(spec.precision), t_target * 1e6,
              1 / t_target);
-  fmt::print("    device memory with the target loaded: {:.2f} GiB in use\n",
-             target->allocator().stats().in_use_bytes / 1073741824.0);
+  fmt::print("    device memory with the target loaded: {} in use\n",
+             FormatBytes(static_cast<uint64_t>(target->allocator().stats().in_use_bytes)));
   std::vector<int64_t> anchors;
   for (int d : args.densities) anchors.push_back(spec.max_tokens / d);
   if (anchors.empty()) anchors.push_back(0);  // as the job file says

@@ -173,15 +173,16 @@ const KeyTable& DrafterKeys() {
     t->SetDeviceCheck([](const ConfigValue& s, std::string_view prefix, const PlacedGpu& gpu) {
       return CheckFp8Gpu(s, prefix, "lm_head_precision", gpu);
     });
-    // Parameters: fp32 master, bf16 copy, fp32 gradients and two fp32 AdamW moments (18
-    // bytes each); the activation workspace (measured as the drafter measures it); the
-    // context layers of kDrafterContextSets batches. Its own embedding and LM head, when no
+    // Parameters with their optimizer state (DFlashParams::DeviceBytes); the activation
+    // workspace (measured as the drafter measures it); the context layers of
+    // kDrafterContextSets batches. Its own embedding and LM head, when no
     // target replica shares its GPU, come on top.
     t->SetDeviceBytesEstimate([](const ConfigValue& s, const SectionContext& ctx)
                                   -> Result<KeyTable::DeviceBytes> {
       ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s, ctx));
       const models::DFlashConfig config = DrafterConfig(ds, ds.target);
-      const int64_t params = models::MakeDFlashParamLayout(config).total;
+      const models::DFlashParamLayout layout = models::MakeDFlashParamLayout(config);
+      const int64_t params = layout.total;
       models::DFlashDrafterOptions o;
       o.max_tokens = ds.target.max_tokens;
       o.num_blocks = ds.anchors_per_batch;
@@ -192,7 +193,7 @@ const KeyTable& DrafterKeys() {
                               static_cast<int64_t>(ds.target.layer_ids.size()) *
                               ds.target.max_tokens * ds.target.config.hidden_size * 2;
       return KeyTable::DeviceBytes{
-          static_cast<uint64_t>(params * 18 + workspace + context),
+          static_cast<uint64_t>(models::DFlashParams::DeviceBytes(layout) + workspace + context),
           fmt::format("{:.2f} B parameters with their optimizer state, activations {}, "
                       "context {}", params / 1e9, FormatBytes(static_cast<uint64_t>(workspace)),
                       FormatBytes(static_cast<uint64_t>(context)))};

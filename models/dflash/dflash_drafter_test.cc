@@ -147,6 +147,10 @@ TEST_F(DrafterCpuTest, WorkspaceBytesIsWhatCreateAllocates) {
   auto measured = DFlashDrafter::WorkspaceBytes(config_, o, kernels::Device::Cpu());
   ASSERT_TRUE(measured.ok()) << measured.status().ToString();
   EXPECT_EQ(*measured, drafter_->workspace_bytes());
+  const DFlashParams& p = drafter_->params();
+  EXPECT_EQ(DFlashParams::DeviceBytes(p.layout), p.master.nbytes() + p.compute.nbytes() +
+                                                     p.grads.nbytes() + p.adam_m.nbytes() +
+                                                     p.adam_v.nbytes() + p.step.nbytes());
   // More blocks, more rows: a larger workspace.
   auto more = DFlashDrafter::WorkspaceBytes(config_, {plan_.tokens, 8, 32}, kernels::Device::Cpu());
   ASSERT_TRUE(more.ok());

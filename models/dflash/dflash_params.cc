@@ -143,6 +143,11 @@ Result<DFlashParams> DFlashParams::Create(const DFlashConfig& c, kernels::Alloca
   return p;
 }
 
+int64_t DFlashParams::DeviceBytes(const DFlashParamLayout& layout) {
+  return layout.total * (4 * DTypeSize(DType::kF32) + DTypeSize(DType::kBF16)) +
+         DTypeSize(DType::kI32);
+}
+
 Status DFlashParams::InitFromScratch(uint64_t seed, kernels::Stream s) {
   const float a = 0.02f * std::sqrt(3.0f);
   // Padding between tensors stays zero (as Create made it), so checkpoints, which hold only

@@ -93,6 +93,9 @@ struct DFlashParams {
   // Allocates everything, zero-filled (padding between tensors stays zero for good).
   static Result<DFlashParams> Create(const DFlashConfig& c, kernels::Allocator& alloc,
                                      kernels::Stream s);
+  // The bytes Create allocates for `layout`: master, grads, m, v in f32 and the bf16 compute
+  // copy (18 per element), and the step counter.
+  static int64_t DeviceBytes(const DFlashParamLayout& layout);
   // From-scratch init as the public trainers do (HF Qwen3 `_init_weights`): matrices with
   // std 0.02 (drawn uniform(-0.02*sqrt(3), 0.02*sqrt(3)) with Philox on the device, which
   // has that std and is fast at 8B scale), norm weights 1. Resets m, v and step.
