@@ -185,9 +185,10 @@ Result<models::Qwen35Config> Config27B(int layers) {
   return models::ParseQwen35Config(j, "hybrid_bench 27B config");
 }
 
-Status Forward(const Options& o) {
-  ASSIGN_OR_RETURN(models::Qwen35Config c, Config27B(o.layers));
-  kernels::DevicePools pools;  // this run's own: everything goes back to CUDA at return
+// Times tandem's forward and prints its lines; every allocation (this run's own pools) goes
+// back to CUDA at return, so the peer that runs next has the whole GPU.
+Result<double> TandemForward(const Options& o, const models::Qwen35Config& c) {
+  kernels::DevicePools pools;
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   cudaStream_t stream = nullptr;
   if (cudaStreamCreate(&stream) != cudaSuccess) return InternalError("cudaStreamCreate");
@@ -242,6 +243,13 @@ Status Forward(const Options& o) {
               "%.2f GiB\n", weight_bytes / 1073741824.0,
               2.0 * c.vocab_size * c.hidden_size * 2 / 1073741824.0,
               target->workspace_bytes() / 1073741824.0);
+  cudaStreamDestroy(stream);
+  return ms;
+}
+
+Status Forward(const Options& o) {
+  ASSIGN_OR_RETURN(models::Qwen35Config c, Config27B(o.layers));
+  ASSIGN_OR_RETURN(const double ms, TandemForward(o, c));
   if (o.peer) {
     const nlohmann::json peer =
         RunPeer(o.peer_path, fmt::format("forward --layers={}", o.layers), "torch, transformers, fla");
@@ -250,7 +258,6 @@ Status Forward(const Options& o) {
       std::printf("  HF transformers + fla %8.3f ms %8.0f tok/s -> tandem %.2fx\n", hf,
                   kTokens / hf * 1e3, hf / ms);
   }
-  cudaStreamDestroy(stream);
   return Status::Ok();
 }
 

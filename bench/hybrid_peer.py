@@ -62,8 +62,11 @@ def forward(layers, iters):
                          "mrope_section": [11, 11, 10], "mrope_interleaved": True})
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
+    # Built in bf16 directly: 62 layers at this shape are 104 GB in fp32.
+    torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
-        model = m.Qwen3_5TextModel(cfg).to(torch.bfloat16).eval()
+        model = m.Qwen3_5TextModel(cfg).eval()
+    torch.set_default_dtype(torch.float32)
     fast = getattr(m, "is_fast_path_available", None)
     layer0 = model.layers[0].linear_attn
     print(f"HF Qwen3_5TextModel, {layers} layers; chunk kernel: "
