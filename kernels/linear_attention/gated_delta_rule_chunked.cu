@@ -13,12 +13,12 @@
 // (a blocked solve with all threads on the levels below the diagonal issued more
 // instructions and was no faster on the H200);
 // then w = T (k^ beta exp(gc)) and u = T (v beta) on tensor cores, written as bf16.
-// Kernel 2, "state", one block per (32-wide slice of dv, value head, document), 8 warps,
-// three per SM: the state slice S [128, 32] lives in fp32 accumulators (warp i: dk rows
-// 16i..), a bf16 copy in shared memory feeds the products. Per chunk in order:
-//   [P; R] = [w; q^] S (warps 0-3: P, warps 4-7: R), v' = u - P (warps 0-3, u read straight
-//   into accumulator layout), o = exp(gc) R + Aqk v' (warps 4-7, Aqk read straight into A
-//   fragments), S = exp(gc_last) S + k^^T (exp(gc_last - gc) v').
+// Kernel 2, "state", one block per (64-wide half of dv, value head, document), 4 warps,
+// three per SM: each warp keeps S^T for its 16 dv columns and all of dk in fp32 accumulators
+// (nothing of the state goes through shared memory) and per chunk in order computes
+//   P^T = S^T w^T and R = q^ S (the packed S^T is the A operand of one and the B operand of
+//   the other), v'^T = u^T - P^T, o = exp(gc) R + Aqk v' (v'^T is Aqk v''s B operand),
+//   S^T = exp(gc_last) S^T + (exp(gc_last - gc) v')^T k^ (the scaled v'^T is the A operand).
 // The loads of chunk c + 1 are issued as soon as chunk c has read their buffers (see the
 // pipeline comment at kernel 2, gated_delta_rule_chunked_state.cu). Shared constants, the
 // workspace layout and the row loader: gated_delta_rule_chunked_device.cuh.

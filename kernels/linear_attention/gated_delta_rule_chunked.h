@@ -15,7 +15,7 @@
 // key and value head dims 128, bf16 tensor-core products (mma.sync) with fp32 accumulation
 // and an fp32 state, in three launches: q's and k's inverse norms once per key head; one
 // block per chunk and value head for w, u and the masked q k^T (chunk-parallel); one block
-// per document, value head and 32-wide slice of dv for the chunks in order (the state in
+// per document, value head and 64-wide half of dv for the chunks in order (the state in
 // registers). The workspace holds per token and value head w (bf16 dk), u (bf16 dv), one row
 // of the masked q k^T (bf16 64) and gc (f32), and per token and key head the two norms (f32):
 // see GatedDeltaRuleChunkedWorkspaceBytes. Nothing is allocated; the launches are

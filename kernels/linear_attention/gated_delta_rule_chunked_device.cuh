@@ -25,13 +25,11 @@ using ptx::Pack;
 constexpr int BT = 64;        // chunk
 constexpr int DK = 128;       // key head dim
 constexpr int DV = 128;       // value head dim
-constexpr int BV = 32;        // dv slice per state block
 constexpr int LDH = DK + 8;   // bf16 row pitch of [64, 128] tiles (16-byte pad: ldmatrix
                               // rows fall in distinct banks)
 constexpr int LDT = BT + 8;   // bf16 row pitch of [64, 64] tiles
 constexpr int LDA = BT + 4;   // f32 row pitch of A
-constexpr int LDS = BV + 8;   // bf16 row pitch of [*, 32] tiles
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // kernels 0 and 1
 
 // The workspace, in the order and 256-byte alignment of GatedDeltaRuleChunkedWorkspaceBytes.
 struct Workspace {

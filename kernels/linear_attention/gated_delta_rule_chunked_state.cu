@@ -1,211 +1,278 @@
 // Kernel 2 of the CUDA chunked gated delta rule ("state"; gated_delta_rule_chunked.cu has the
-// overview): one block per (32-wide slice of dv, value head, document), 8 warps, three per SM;
-// the state slice S [128, 32] in fp32 accumulators, a bf16 copy in shared memory feeding the
-// products, the chunks of a document in order.
+// overview): one block per (64-wide half of dv, value head, document), 4 warps, three per SM.
+// Warp i owns 16 columns of dv and the whole dk: the transposed state slice S^T [16, 128]
+// lives in fp32 accumulators (64 per thread) and is never written to shared memory. Its
+// accumulator layout is, once packed to bf16, both the A operand of P^T = S^T w^T and the
+// B operand of R = q^ S (the m16n8k16 C and A/B fragments line up), and v'^T = u^T - P^T is
+// likewise the B operand of Aqk v' and, scaled per token, the A operand of the update
+// S^T = exp(gc_last) S^T + (exp(gc_last - gc) v')^T k^. The warps share only the chunk's
+// tiles in shared memory (w, q, k, a 64-column slice of u, the masked Q K^T) and two small
+// per-token factor arrays; they read w, q and k through ldmatrix, each the whole tile.
+// Thread-safety: device code and its launcher; asynchronous on the given stream.
 #include "kernels/linear_attention/gated_delta_rule_chunked_device.cuh"
 
 namespace tandem::kernels::gdr_internal {
 namespace {
 
-// The operands kernel 2 reads straight from global memory into registers for the chunk at
-// `bos` (n rows): u (P warps, accumulator layout of rows i0 / i1, 32 columns from v0) or the
-// masked Q K^T (R warps, A fragments of rows i0 / i1); rows >= n are zero.
-__device__ inline void LoadChunkRegs(uint32_t (&reg)[4][4], bool p_part, const Workspace& W,
-                                     int64_t row0, int n, int v0, int i0, int i1) {
-  const int tig = threadIdx.x % 4;
-  if (p_part) {
-    const bf16_t* u = W.u + row0 * DV + v0;
+constexpr int kStateWarps = 4;
+constexpr int kStateThreads = kStateWarps * 32;
+constexpr int BVB = kStateWarps * 16;  // dv per block
+constexpr int LDU = BVB + 8;           // bf16 row pitch of the u slice [64][64]
+
+// Async copy of rows [0, n) of a [*, kCols] bf16 matrix (row pitch `stride` elements) to
+// smem rows of pitch kLd; rows [n, 64) are zero-filled. All kStateThreads threads.
+template <int kCols, int kLd>
+__device__ inline void LoadTile(bf16_t* dst, const bf16_t* src, int64_t stride, int n) {
+  constexpr int kSeg = kCols / 8;  // 16-byte pieces per row
+  constexpr int kRowsPerPass = kStateThreads / kSeg;
+  const int r0 = threadIdx.x / kSeg, c = (threadIdx.x % kSeg) * 8;
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int j = nt * 8 + 2 * tig;
-      reg[nt][0] = i0 < n ? *reinterpret_cast<const uint32_t*>(u + i0 * DV + j) : 0u;
-      reg[nt][1] = i1 < n ? *reinterpret_cast<const uint32_t*>(u + i1 * DV + j) : 0u;
-    }
-  } else {
-    const bf16_t* aqk = W.aqk + row0 * BT;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const int j = kk * 16 + 2 * tig;
-      reg[kk][0] = i0 < n ? *reinterpret_cast<const uint32_t*>(aqk + i0 * BT + j) : 0u;
-      reg[kk][1] = i1 < n ? *reinterpret_cast<const uint32_t*>(aqk + i1 * BT + j) : 0u;
-      reg[kk][2] = i0 < n ? *reinterpret_cast<const uint32_t*>(aqk + i0 * BT + j + 8) : 0u;
-      reg[kk][3] = i1 < n ? *reinterpret_cast<const uint32_t*>(aqk + i1 * BT + j + 8) : 0u;
-    }
+  for (int r = r0; r < BT; r += kRowsPerPass) {
+    const bool valid = r < n;
+    CpAsync16(dst + r * kLd + c, src + (valid ? r : 0) * stride + c, valid);
   }
 }
 
-// acc[4][4] (16 rows x 32 columns) += a (16 x 16) * B, B the 16 rows at `b` of a [k][32]
-// bf16 tile with row pitch LDS.
-__device__ inline void MmaTimesK32(float (&acc)[4][4], const uint32_t (&a)[4], const bf16_t* b) {
+struct StateSmem {
+  bf16_t* w;    // [64][LDH]
+  bf16_t* q;    // [64][LDH] raw q
+  bf16_t* k;    // [64][LDH] raw k
+  bf16_t* u;    // [64][LDU] this block's 64 columns of u
+  bf16_t* aqk;  // [64][LDT] masked Q K^T
+  float* fo;    // [2][64] exp(gc) rq scale (the output's row factor), by chunk parity
+  float* fd;    // [2][64] exp(gc_last - gc) rk (the update's token factor)
+  float* decay; // [2] exp(gc_last)
+};
+
+// Per-token factors of one chunk: threads < 64 load their token's scalars (Load), then
+// write the factors (Store) once the buffer's last readers are past a barrier.
+struct Factors {
+  float gc = 0.f, gl = 0.f, rq = 0.f, rk = 0.f;
+  __device__ void Load(const Workspace& W, int64_t vrow, int64_t krow, int at, int rows,
+                       float scale) {
+    const int t = threadIdx.x;
+    if (t >= BT) return;
+    gc = t < rows ? W.gc[vrow + at + t] : 0.f;
+    gl = W.gc[vrow + at + rows - 1];
+    rq = t < rows ? W.rq[krow + at + t] * scale : 0.f;
+    rk = t < rows ? W.rk[krow + at + t] : 0.f;
+  }
+  __device__ void Store(const StateSmem& s, int buf) const {
+    const int t = threadIdx.x;
+    if (t >= BT) return;
+    s.fo[buf * BT + t] = __expf(gc) * rq;
+    s.fd[buf * BT + t] = __expf(gl - gc) * rk;
+    if (t == 0) s.decay[buf] = __expf(gl);
+  }
+};
+
+// P^T = S^T w^T (pt: 8 n8 tiles over the chunk's tokens) and R = q S (ro: 4 m-tiles of
+// tokens x 2 n8 tiles of this warp's dv columns), K = dk; S^T packed per k-step.
+__device__ inline void StateProducts(float (&pt)[8][4], float (&ro)[4][2][4],
+                                     const float (&st)[16][4], const bf16_t* sW,
+                                     const bf16_t* sQ) {
   const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
 #pragma unroll
-  for (int np = 0; np < 2; ++np) {
-    uint32_t r[4];
-    Ldsm4T(r, b + ((mi & 1) * 8 + r8) * LDS + np * 16 + (mi >> 1) * 8);
-    Mma(acc[2 * np], a, r[0], r[1]);
-    Mma(acc[2 * np + 1], a, r[2], r[3]);
-  }
-}
-
-// [P; R] = [w; q^] S for this warp's m-tile: pr[4][4] over 32 columns, K = dk.
-__device__ inline void GemmStateRows(float (&pr)[4][4], const bf16_t* x, const bf16_t* sS,
-                                     int mt) {
-  const int lane = threadIdx.x % 32;
+  for (int nt = 0; nt < 8; ++nt) pt[nt][0] = pt[nt][1] = pt[nt][2] = pt[nt][3] = 0.f;
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) pr[nt][0] = pr[nt][1] = pr[nt][2] = pr[nt][3] = 0.f;
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) ro[m][h][0] = ro[m][h][1] = ro[m][h][2] = ro[m][h][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < DK / 16; ++kk) {
-    uint32_t a[4];
-    Ldsm4(a, x + (mt * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
-    MmaTimesK32(pr, a, sS + kk * 16 * LDS);
+    // A fragment of S^T (rows: dv, k: dk 16 kk..); {a0, a2} / {a1, a3} are the B fragments
+    // of S (k: dk, n: dv rows 0-7 / 8-15 of this warp).
+    const uint32_t a[4] = {Pack(st[2 * kk][0], st[2 * kk][1]), Pack(st[2 * kk][2], st[2 * kk][3]),
+                           Pack(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                           Pack(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      Ldsm4(b, sW + (np * 16 + (mi >> 1) * 8 + r8) * LDH + kk * 16 + (mi & 1) * 8);
+      Mma(pt[2 * np], a, b[0], b[1]);
+      Mma(pt[2 * np + 1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      uint32_t x[4];
+      Ldsm4(x, sQ + (m * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
+      Mma(ro[m][0], x, a[0], a[2]);
+      Mma(ro[m][1], x, a[1], a[3]);
+    }
   }
 }
 
-// Chunk pipeline of kernel 2 (cp.async groups): w and q^ of chunk c + 1 are issued once the
-// products of chunk c have read them (B1), k^ of c + 1 after the state update (B2); the
-// top of a chunk waits for w and q^ only, k^ is awaited just before the update. u, the
-// masked Q K^T and gc for chunk c + 1 are loaded into registers right after their last use.
-__global__ void __launch_bounds__(kThreads, 3)
+// pt = v'^T = u^T - P^T, u^T read from the u slice by transposing ldmatrix.
+__device__ inline void SubtractFromU(float (&pt)[8][4], const bf16_t* sU, int warp) {
+  const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    uint32_t r[4];  // (token tile 2p, dv 0-7), (2p, 8-15), (2p + 1, 0-7), (2p + 1, 8-15)
+    Ldsm4T(r, sU + (p * 16 + (mi >> 1) * 8 + r8) * LDU + warp * 16 + (mi & 1) * 8);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r[e]));
+      float* c = pt[2 * p + (e >> 1)] + 2 * (e & 1);
+      c[0] = uu.x - c[0];
+      c[1] = uu.y - c[1];
+    }
+  }
+}
+
+// ro = fo R + Aqk v' (v'^T in vt), then stored to rows [0, n) of out.
+__device__ inline void OutputRows(float (&ro)[4][2][4], const float (&vt)[8][4],
+                                  const bf16_t* sAqk, const float* fo, void* out,
+                                  int64_t out_stride, bool out_f32, int64_t row0, int col0,
+                                  int n) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  uint32_t vb[8][2];  // B fragments of v' (k: tokens of tile nt, n: dv 0-7 / 8-15)
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    vb[nt][0] = Pack(vt[nt][0], vt[nt][1]);
+    vb[nt][1] = Pack(vt[nt][2], vt[nt][3]);
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const float f0 = fo[m * 16 + gid], f1 = fo[m * 16 + gid + 8];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      ro[m][h][0] *= f0;
+      ro[m][h][1] *= f0;
+      ro[m][h][2] *= f1;
+      ro[m][h][3] *= f1;
+    }
+#pragma unroll
+    for (int kk = 0; kk < BT / 16; ++kk) {
+      uint32_t x[4];
+      Ldsm4(x, sAqk + (m * 16 + (lane & 15)) * LDT + kk * 16 + (lane >> 4) * 8);
+      Mma(ro[m][0], x, vb[2 * kk][0], vb[2 * kk + 1][0]);
+      Mma(ro[m][1], x, vb[2 * kk][1], vb[2 * kk + 1][1]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = m * 16 + gid + 8 * hh;
+        if (i >= n) continue;
+        const int64_t o = (row0 + i) * out_stride + col0 + h * 8 + 2 * tig;
+        if (out_f32)
+          *reinterpret_cast<float2*>(static_cast<float*>(out) + o) =
+              make_float2(ro[m][h][2 * hh], ro[m][h][2 * hh + 1]);
+        else
+          *reinterpret_cast<uint32_t*>(static_cast<bf16_t*>(out) + o) =
+              Pack(ro[m][h][2 * hh], ro[m][h][2 * hh + 1]);
+      }
+  }
+}
+
+// st = decay st + (fd v')^T k, K = the chunk's tokens (rows of sK, raw k).
+__device__ inline void UpdateState(float (&st)[16][4], const float (&vt)[8][4], const bf16_t* sK,
+                                   const float* fd, float decay) {
+  const int lane = threadIdx.x % 32, tig = lane % 4, mi = lane / 8, r8 = lane % 8;
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st[nt][e] *= decay;
+#pragma unroll
+  for (int kk = 0; kk < BT / 16; ++kk) {
+    const float2 d0 = *reinterpret_cast<const float2*>(fd + kk * 16 + 2 * tig);
+    const float2 d1 = *reinterpret_cast<const float2*>(fd + kk * 16 + 8 + 2 * tig);
+    const uint32_t a[4] = {Pack(vt[2 * kk][0] * d0.x, vt[2 * kk][1] * d0.y),
+                           Pack(vt[2 * kk][2] * d0.x, vt[2 * kk][3] * d0.y),
+                           Pack(vt[2 * kk + 1][0] * d1.x, vt[2 * kk + 1][1] * d1.y),
+                           Pack(vt[2 * kk + 1][2] * d1.x, vt[2 * kk + 1][3] * d1.y)};
+#pragma unroll
+    for (int np = 0; np < 8; ++np) {
+      uint32_t b[4];
+      Ldsm4T(b, sK + (kk * 16 + (mi & 1) * 8 + r8) * LDH + np * 16 + (mi >> 1) * 8);
+      Mma(st[2 * np], a, b[0], b[1]);
+      Mma(st[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Chunk pipeline (cp.async groups): G1 = w, q, the u slice and the masked Q K^T of chunk
+// c + 1, issued once every warp is past the output of chunk c (B1); G2 = k of chunk c + 1,
+// issued after the update of chunk c (B2). The top of a chunk waits for G1 only; k is
+// awaited at B1. The factors of chunk c + 1 are loaded after B1 and stored after the update
+// into the other parity's buffers.
+__global__ void __launch_bounds__(kStateThreads, 3)
     gdr_chunk_state_kernel(void* out, int64_t out_stride, bool out_f32, const bf16_t* q,
                            int64_t q_stride, const bf16_t* k, int64_t k_stride, const int32_t* cu,
                            int64_t tokens, int hk, int hv, float scale, const void* ws) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16_t* sS = reinterpret_cast<bf16_t*>(smem);  // [128][LDS] bf16 state slice
-  bf16_t* sW = sS + DK * LDS;                     // [64][LDH] w
-  bf16_t* sQ = sW + BT * LDH;                     // [64][LDH] q (raw)
-  bf16_t* sK = sQ + BT * LDH;                     // [64][LDH] k (raw)
-  bf16_t* sVn = sK + BT * LDH;                    // [64][LDS] v'
-  bf16_t* sVd = sVn + BT * LDS;                   // [64][LDS] exp(gc_last - gc) v'
-  // One flat grid dimension (x has no 65535 limit, so any number of documents): the dv
-  // slices of one (document, head) are neighbours, and share w, q and k in L2.
-  constexpr int kSlices = DV / BV;
-  const int v0 = static_cast<int>(blockIdx.x % kSlices) * BV;
-  const int vh = static_cast<int>(blockIdx.x / kSlices % hv);
-  const int doc = static_cast<int>(blockIdx.x / kSlices / hv), kh = vh / (hv / hk);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int mi = lane / 8, r8 = lane % 8, mt = warp % 4;
-  const int i0 = mt * 16 + gid, i1 = i0 + 8;  // this lane's two rows of a chunk
-  const bool p_part = warp < 4;  // P = w S and v' (else R = q^ S and o)
+  StateSmem s;
+  s.w = reinterpret_cast<bf16_t*>(smem);
+  s.q = s.w + BT * LDH;
+  s.k = s.q + BT * LDH;
+  s.u = s.k + BT * LDH;
+  s.aqk = s.u + BT * LDU;
+  s.fo = reinterpret_cast<float*>(s.aqk + BT * LDT);
+  s.fd = s.fo + 2 * BT;
+  s.decay = s.fd + 2 * BT;
+  // One flat grid dimension (x has no 65535 limit, so any number of documents): the two
+  // halves of one (document, head) are neighbours, and share w, q and k in L2.
+  constexpr int kHalves = DV / BVB;
+  const int v0 = static_cast<int>(blockIdx.x % kHalves) * BVB;
+  const int vh = static_cast<int>(blockIdx.x / kHalves % hv);
+  const int doc = static_cast<int>(blockIdx.x / kHalves / hv), kh = vh / (hv / hk);
+  const int warp = threadIdx.x / 32;
   const Workspace W = Carve(const_cast<void*>(ws), tokens, hk, hv);
-  // Per-row scales of this lane's rows: rk (P warps: k^ = k rk folds into the decayed v') or
-  // rq * scale (R warps: q^ = q rq scale).
-  const float* rrow = (p_part ? W.rk : W.rq) + int64_t{kh} * tokens;
-  const float rscale = p_part ? 1.f : scale;
   const int begin = cu[doc], end = cu[doc + 1];
-  const int64_t vrow = int64_t{vh} * tokens;
   if (begin >= end) return;
-
-  float S[4][4];  // state rows 16 warp .. (dk), 32 columns (4 n8 tiles)
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) S[nt][0] = S[nt][1] = S[nt][2] = S[nt][3] = 0.f;
-  for (int idx = threadIdx.x; idx < DK * LDS / 2; idx += kThreads)
-    reinterpret_cast<uint32_t*>(sS)[idx] = 0u;
-  uint32_t reg[4][4];
-  float gc0, gc1, gl, r0, r1;
-  const auto load_scalars = [&](int at, int rows) {
-    const float* gcp = W.gc + vrow + at;
-    gc0 = i0 < rows ? gcp[i0] : 0.f;
-    gc1 = i1 < rows ? gcp[i1] : 0.f;
-    gl = gcp[rows - 1];
-    r0 = i0 < rows ? rrow[at + i0] * rscale : 0.f;
-    r1 = i1 < rows ? rrow[at + i1] * rscale : 0.f;
-  };
+  const int64_t vrow = int64_t{vh} * tokens, krow = int64_t{kh} * tokens;
   const bf16_t* qh = q + kh * DK;
   const bf16_t* kh_rows = k + kh * DK;
+  const auto issue_g1 = [&](int at, int rows) {
+    LoadTile<DK, LDH>(s.w, W.w + (vrow + at) * DK, DK, rows);
+    LoadTile<DK, LDH>(s.q, qh + at * q_stride, q_stride, rows);
+    LoadTile<BVB, LDU>(s.u, W.u + (vrow + at) * DV + v0, DV, rows);
+    LoadTile<BT, LDT>(s.aqk, W.aqk + (vrow + at) * BT, BT, rows);
+  };
+  Factors f;
   {
-    const int n = min(BT, end - begin);
-    LoadRows128(sW, W.w + (vrow + begin) * DK, DK, n);
-    LoadRows128(sQ, qh + begin * q_stride, q_stride, n);
+    const int n0 = min(BT, end - begin);
+    issue_g1(begin, n0);
     CpAsyncCommit();
-    LoadRows128(sK, kh_rows + begin * k_stride, k_stride, n);
+    LoadTile<DK, LDH>(s.k, kh_rows + begin * k_stride, k_stride, n0);
     CpAsyncCommit();
-    LoadChunkRegs(reg, p_part, W, vrow + begin, n, v0, i0, i1);
-    load_scalars(begin, n);
+    f.Load(W, vrow, krow, begin, n0, scale);
+    f.Store(s, 0);
   }
-  for (int bos = begin; bos < end; bos += BT) {
+  float st[16][4];  // S^T: this warp's 16 dv rows x dk (16 n8 tiles)
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) st[nt][0] = st[nt][1] = st[nt][2] = st[nt][3] = 0.f;
+  int buf = 0;
+  for (int bos = begin; bos < end; bos += BT, buf ^= 1) {
     const int n = min(BT, end - bos), next = bos + BT;
     const int nn = min(BT, end - next);  // rows of the next chunk (<= 0: none)
     CpAsyncWait<1>();
-    __syncthreads();  // B0: w and q^ of this chunk and the state copy are in smem
-    float pr[4][4];
-    GemmStateRows(pr, p_part ? sW : sQ, sS, mt);
-    if (p_part) {  // v' = u - P, and its decayed copy, to smem as bf16
-      const float d0 = __expf(gl - gc0) * r0, d1 = __expf(gl - gc1) * r1;
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int j = nt * 8 + 2 * tig;
-        const float2 u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&reg[nt][0]));
-        const float2 u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&reg[nt][1]));
-        const float a0 = u0.x - pr[nt][0], a1 = u0.y - pr[nt][1];
-        const float b0 = u1.x - pr[nt][2], b1 = u1.y - pr[nt][3];
-        *reinterpret_cast<uint32_t*>(sVn + i0 * LDS + j) = Pack(a0, a1);
-        *reinterpret_cast<uint32_t*>(sVn + i1 * LDS + j) = Pack(b0, b1);
-        *reinterpret_cast<uint32_t*>(sVd + i0 * LDS + j) = Pack(a0 * d0, a1 * d0);
-        *reinterpret_cast<uint32_t*>(sVd + i1 * LDS + j) = Pack(b0 * d1, b1 * d1);
-      }
-      if (nn > 0) LoadChunkRegs(reg, true, W, vrow + next, nn, v0, i0, i1);
-    } else {  // o = exp(gc) R, Aqk v' added after B1
-      const float e0 = __expf(gc0) * r0, e1 = __expf(gc1) * r1;
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        pr[nt][0] *= e0;
-        pr[nt][1] *= e0;
-        pr[nt][2] *= e1;
-        pr[nt][3] *= e1;
-      }
+    __syncthreads();  // B0: G1 and this chunk's factors are in smem
+    float pt[8][4];
+    const int col0 = vh * DV + v0 + warp * 16;
+    {
+      float ro[4][2][4];
+      StateProducts(pt, ro, st, s.w, s.q);
+      SubtractFromU(pt, s.u, warp);
+      OutputRows(ro, pt, s.aqk, s.fo + buf * BT, out, out_stride, out_f32, bos, col0, n);
     }
     CpAsyncWait<0>();
-    __syncthreads();  // B1: v' and k^ are in smem; w, q^ and the state copy are read
+    __syncthreads();  // B1: k is in smem; w, q, u and the masked Q K^T are read
     if (nn > 0) {
-      LoadRows128(sW, W.w + (vrow + next) * DK, DK, nn);
-      LoadRows128(sQ, qh + next * q_stride, q_stride, nn);
-      CpAsyncCommit();
+      issue_g1(next, nn);
+      f.Load(W, vrow, krow, next, nn, scale);
     }
-    if (!p_part) {  // o += Aqk v', then out
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) MmaTimesK32(pr, reg[kk], sVn + kk * 16 * LDS);
-      if (nn > 0) LoadChunkRegs(reg, false, W, vrow + next, nn, v0, i0, i1);
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = h == 0 ? i0 : i1;
-          if (i >= n) continue;
-          const int64_t o = (bos + i) * out_stride + vh * DV + v0 + nt * 8 + 2 * tig;
-          if (out_f32)
-            *reinterpret_cast<float2*>(static_cast<float*>(out) + o) =
-                make_float2(pr[nt][2 * h], pr[nt][2 * h + 1]);
-          else
-            *reinterpret_cast<uint32_t*>(static_cast<bf16_t*>(out) + o) =
-                Pack(pr[nt][2 * h], pr[nt][2 * h + 1]);
-        }
-    }
-    // S = exp(gc_last) S + k^^T (exp(gc_last - gc) v'): rows 16 warp .. of dk, K = tokens.
-    const float decay = __expf(gl);
-    if (nn > 0) load_scalars(next, nn);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
-#pragma unroll
-    for (int kk = 0; kk < BT / 16; ++kk) {
-      uint32_t a[4];
-      Ldsm4T(a, sK + (kk * 16 + (mi >> 1) * 8 + r8) * LDH + warp * 16 + (mi & 1) * 8);
-      MmaTimesK32(S, a, sVd + kk * 16 * LDS);
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int r = warp * 16 + gid, j = nt * 8 + 2 * tig;
-      *reinterpret_cast<uint32_t*>(sS + r * LDS + j) = Pack(S[nt][0], S[nt][1]);
-      *reinterpret_cast<uint32_t*>(sS + (r + 8) * LDS + j) = Pack(S[nt][2], S[nt][3]);
-    }
-    __syncthreads();  // B2: k^ and v' are read; the new state copy is in smem
-    if (nn > 0) LoadRows128(sK, kh_rows + next * k_stride, k_stride, nn);
+    CpAsyncCommit();
+    UpdateState(st, pt, s.k, s.fd + buf * BT, s.decay[buf]);
+    if (nn > 0) f.Store(s, buf ^ 1);
+    __syncthreads();  // B2: k is read
+    if (nn > 0) LoadTile<DK, LDH>(s.k, kh_rows + next * k_stride, k_stride, nn);
     CpAsyncCommit();  // (an empty group on the last chunk keeps the wait counts in step)
   }
 }
 
-constexpr size_t kStateSmem = DK * LDS * 2 + 3 * BT * LDH * 2 + 2 * BT * LDS * 2;
+constexpr size_t kStateSmem =
+    3 * BT * LDH * 2 + BT * LDU * 2 + BT * LDT * 2 + (4 * BT + 2) * sizeof(float);
 static_assert(kStateSmem * 3 + 3 * 1024 <= 228 * 1024, "three state blocks per SM");
 
 }  // namespace
@@ -214,14 +281,13 @@ cudaError_t LaunchStateKernel(void* out, int64_t out_stride, bool out_f32, const
                               int64_t q_stride, const bf16_t* k, int64_t k_stride,
                               const int32_t* cu, int docs, int64_t tokens, int hk, int hv,
                               float scale, void* workspace, cudaStream_t stream) {
+  const auto kernel = gdr_chunk_state_kernel;
   // The opt-in to > 48 KiB of shared memory (per device, so at every launch).
   const cudaError_t e = cudaFuncSetAttribute(
-      gdr_chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kStateSmem));
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kStateSmem));
   if (e != cudaSuccess) return e;
-  gdr_chunk_state_kernel<<<static_cast<unsigned>(docs) * hv * (DV / BV), kThreads, kStateSmem,
-                           stream>>>(out, out_stride, out_f32, q, q_stride, k, k_stride, cu,
-                                     tokens, hk, hv, scale, workspace);
+  kernel<<<static_cast<unsigned>(docs) * hv * (DV / BVB), kStateThreads, kStateSmem, stream>>>(
+      out, out_stride, out_f32, q, q_stride, k, k_stride, cu, tokens, hk, hv, scale, workspace);
   return cudaGetLastError();
 }
 
