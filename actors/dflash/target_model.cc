@@ -64,8 +64,8 @@ uint64_t TargetWeightBytes(const TargetModelSpec& spec) {
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
   uint64_t bytes = TargetWeightBytes(spec);
   if (spec.hybrid) {
-    bytes += static_cast<uint64_t>(
-        models::Qwen35Target::WorkspaceBytes(*spec.hybrid, spec.max_tokens, /*on_cuda=*/true));
+    bytes += static_cast<uint64_t>(models::Qwen35Target::WorkspaceBytes(
+        *spec.hybrid, spec.max_tokens, /*on_cuda=*/true, spec.precision));
     *what = "the target's weights and activation workspace";
   } else {
     *what = "the target's weights";
@@ -163,11 +163,7 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
 #endif
   if (spec.family == TargetFamily::kHybrid) {
     if (!spec.hybrid) return InternalError("LoadTarget: a hybrid target without its config");
-    if (spec.precision != models::TargetPrecision::kBf16)
-      return InvalidArgumentError("{}: precision = \"{}\" is not implemented for the Qwen3.5 "
-                                "hybrid target (only bf16)", spec.model,
-                                models::TargetPrecisionName(spec.precision));
-    const models::Qwen35TargetOptions options{spec.max_tokens, shared->stream_};
+    const models::Qwen35TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
     if (spec.model == "random") {
       ASSIGN_OR_RETURN(models::Qwen35Weights w,
                        models::Qwen35Weights::Random(*spec.hybrid, alloc, spec.seed,

@@ -67,10 +67,6 @@ Status SetHybrid(const nlohmann::json& j, const std::string& source, TargetModel
   spec->family = TargetFamily::kHybrid;
   spec->config = HybridDrafterConfig(hc);
   spec->hybrid = std::move(hc);
-  if (spec->precision != models::TargetPrecision::kBf16)
-    return InvalidArgumentError("{}: precision = \"{}\" is not implemented for the Qwen3.5 "
-                                "hybrid target (only bf16)", source,
-                                models::TargetPrecisionName(spec->precision));
   return Status::Ok();
 }
 

@@ -56,6 +56,13 @@ struct Fp8GroupActivation {
   }
 };
 
+// Packing several weights into one allocation: Fp8BlockWeightBytes(n, k) bytes hold an
+// [n, k] weight's codes then its scales, each starting 256-byte aligned; CarveFp8BlockWeight
+// lays one out at base + *offset (on `device`) and advances *offset by that many bytes.
+int64_t Fp8BlockWeightBytes(int64_t n, int64_t k);
+Fp8BlockWeight CarveFp8BlockWeight(void* base, int64_t* offset, int64_t n, int64_t k,
+                                   Device device);
+
 // Shape, dtype and device checks shared by the CPU and CUDA versions.
 Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w);
 Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a);

@@ -52,6 +52,26 @@ Status CheckFloatMatrix(const char* op, const char* what, const TensorView& t, i
 
 }  // namespace internal
 
+namespace {
+constexpr int64_t kCarveAlign = 256;
+int64_t CarveAlignUp(int64_t x) { return (x + kCarveAlign - 1) / kCarveAlign * kCarveAlign; }
+}  // namespace
+
+int64_t Fp8BlockWeightBytes(int64_t n, int64_t k) {
+  return CarveAlignUp(n * k) + CarveAlignUp(Fp8Blocks(n) * Fp8WeightScaleLd(k) * 4);
+}
+
+Fp8BlockWeight CarveFp8BlockWeight(void* base, int64_t* offset, int64_t n, int64_t k,
+                                   Device device) {
+  char* b = static_cast<char*>(base);
+  Fp8BlockWeight w;
+  w.data = TensorView(b + *offset, DType::kF8E4M3, {n, k}, device);
+  *offset += CarveAlignUp(n * k);
+  w.scale = TensorView(b + *offset, DType::kF32, {Fp8Blocks(n), Fp8WeightScaleLd(k)}, device);
+  *offset += CarveAlignUp(w.scale.nbytes());
+  return w;
+}
+
 Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w) {
   RETURN_IF_ERROR(ExpectDType(op, "fp8 weight", w.data, DType::kF8E4M3));
   if (w.data.ndim() != 2) return InvalidArgumentError("{}: fp8 weight must be 2-d", op);

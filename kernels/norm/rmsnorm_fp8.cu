@@ -1,7 +1,7 @@
 // CUDA RMSNorm -> e4m3. Algorithm: one 256-thread block per row: the block reduces the sum
 // of squares, then each warp takes 128-column groups (four values per lane, one 8-byte load
-// where aligned), forms
-// bf16(x * rstd * w) and quantizes the group (fp8_device.cuh). Padding rows are zeroed.
+// where aligned), forms bf16(x * rstd * (weight_offset + w)) and quantizes the group
+// (fp8_device.cuh). Padding rows are zeroed.
 #include <cuda_bf16.h>
 
 #include "kernels/gemm/fp8_device.cuh"
@@ -13,7 +13,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
-                                   int64_t m, int64_t mp, int64_t h, float eps, bool vec_ok,
+                                   float weight_offset, int64_t m, int64_t mp, int64_t h, float eps, bool vec_ok,
                                    uint8_t* q, float* scale) {
   __shared__ float partial[kThreads / 32];
   const int64_t r = blockIdx.x;
@@ -50,7 +50,9 @@ __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __
     fp8_detail::LoadGroup4(w + g * 128, len, lane, vec_ok, wv);
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      v[j] = lane * 4 + j < len ? __bfloat162float(__float2bfloat16(xv[j] * rstd * wv[j])) : 0.f;
+      v[j] = lane * 4 + j < len
+                 ? __bfloat162float(__float2bfloat16(xv[j] * rstd * (weight_offset + wv[j])))
+                 : 0.f;
     const float sc = fp8_detail::QuantizeGroup128(v, q + r * h + g * 128, len, lane, packed_ok);
     if (lane == 0) scale[g * mp + r] = sc;
   }
@@ -58,10 +60,12 @@ __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __
 
 }  // namespace
 
-cudaError_t LaunchRmsNormFp8(const void* x, int64_t ldx, const void* w, int64_t m, int64_t mp,
-                             int64_t h, float eps, uint8_t* q, float* scale, cudaStream_t s) {
+cudaError_t LaunchRmsNormFp8(const void* x, int64_t ldx, const void* w, float weight_offset,
+                             int64_t m, int64_t mp, int64_t h, float eps, uint8_t* q,
+                             float* scale, cudaStream_t s) {
   rmsnorm_fp8_kernel<<<static_cast<unsigned>(mp), kThreads, 0, s>>>(
-      static_cast<const __nv_bfloat16*>(x), ldx, static_cast<const __nv_bfloat16*>(w), m, mp, h,
+      static_cast<const __nv_bfloat16*>(x), ldx, static_cast<const __nv_bfloat16*>(w),
+      weight_offset, m, mp, h,
       eps, fp8_detail::QuadAligned(x, ldx) && fp8_detail::QuadAligned(w, 0), q, scale);
   return cudaGetLastError();
 }

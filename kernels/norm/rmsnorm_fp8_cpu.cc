@@ -1,7 +1,8 @@
-// CPU RMSNorm -> e4m3: RmsNormForward into a bf16 scratch, then QuantizeFp8Activation.
+// CPU RMSNorm -> e4m3: the fp32 reference norm rounded to bf16, then QuantizeFp8Activation.
 #include <vector>
 
 #include "kernels/norm/rmsnorm.h"
+#include "kernels/norm/rmsnorm_ref.h"
 #include "kernels/norm/rmsnorm_fp8.h"
 
 namespace tandem::kernels {
@@ -24,24 +25,27 @@ Status CheckRmsNormFp8(const char* op, const Fp8GroupActivation& out, const Tens
 
 namespace cpu {
 Status RmsNormFp8Forward(const Fp8GroupActivation& out, TensorView x, TensorView w, float eps,
-                         Stream s) {
+                         Stream s, float weight_offset) {
   RETURN_IF_ERROR(internal::CheckRmsNormFp8("cpu::RmsNormFp8Forward", out, x, w));
   const int64_t m = x.dim(0), h = x.dim(1);
-  std::vector<bf16> y(static_cast<size_t>(m * h));
-  std::vector<bf16> xc(static_cast<size_t>(m * h));  // RmsNormForward takes contiguous rows
+  // The norm in fp32 on contiguous rows (ref::RmsNormForward), rounded to bf16 once.
+  std::vector<float> xf(static_cast<size_t>(m * h)), wf(static_cast<size_t>(h)),
+      yf(static_cast<size_t>(m * h)), rstd(static_cast<size_t>(m));
   for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < h; ++c) xc[r * h + c] = x.data_as<const bf16>()[r * x.stride(0) + c];
-  const TensorView yv(y.data(), DType::kBF16, {m, h});
-  RETURN_IF_ERROR(cpu::RmsNormForward(yv, {}, TensorView(xc.data(), DType::kBF16, {m, h}), w, eps, s));
-  return cpu::QuantizeFp8Activation(yv, out, s);
+    for (int64_t c = 0; c < h; ++c) xf[r * h + c] = x.data_as<const bf16>()[r * x.stride(0) + c].f();
+  for (int64_t c = 0; c < h; ++c) wf[c] = weight_offset + w.data_as<const bf16>()[c].f();
+  ref::RmsNormForward<float>(yf.data(), rstd.data(), xf.data(), wf.data(), m, h, eps);
+  std::vector<bf16> y(yf.size());
+  for (size_t i = 0; i < yf.size(); ++i) y[i] = bf16(yf[i]);
+  return cpu::QuantizeFp8Activation(TensorView(y.data(), DType::kBF16, {m, h}), out, s);
 }
 }  // namespace cpu
 
 Status RmsNormFp8Forward(const Fp8GroupActivation& out, TensorView x, TensorView w, float eps,
-                         Stream s) {
-  if (x.device().is_cpu()) return cpu::RmsNormFp8Forward(out, x, w, eps, s);
+                         Stream s, float weight_offset) {
+  if (x.device().is_cpu()) return cpu::RmsNormFp8Forward(out, x, w, eps, s, weight_offset);
 #ifdef TANDEM_HAVE_CUDA
-  return cuda::RmsNormFp8Forward(out, x, w, eps, s);
+  return cuda::RmsNormFp8Forward(out, x, w, eps, s, weight_offset);
 #else
   return UnavailableError("RmsNormFp8Forward: CUDA tensors but tandem was built without CUDA");
 #endif

@@ -1,5 +1,5 @@
-// CUDA RMSNorm -> e4m3 against the CPU composition (RmsNormForward, then
-// QuantizeFp8Activation) on odd shapes: M not a multiple of 4 (padding rows), H with a
+// CUDA RMSNorm -> e4m3 against the CPU composition (the norm, then QuantizeFp8Activation),
+// with weight offsets 0 and 1, on odd shapes: M not a multiple of 4 (padding rows), H with a
 // partial 128-column group, and the Qwen3 width.
 #include <gtest/gtest.h>
 
@@ -15,31 +15,34 @@ namespace {
 using testing::DeviceArray;
 using testing::RandomBf16;
 
+// Weight offset 0 (Qwen3's norm) and 1 (Qwen3.5's zero-centred `1 + w`, w near 0).
 TEST(RmsNormFp8Cuda, MatchesCpuComposition) {
-  for (auto [m, h] : {std::pair<int64_t, int64_t>{1, 128}, {13, 300}, {7, 130}, {259, 4096}}) {
-    SCOPED_TRACE(::testing::Message() << "M=" << m << " H=" << h);
-    auto x = RandomBf16(m * h, 31, -3.f, 3.f);
-    auto w = RandomBf16(h, 32, 0.5f, 1.5f);
-    const int64_t mp = Fp8PaddedRows(m), ns = Fp8ActScaleElems(mp, h);
-    std::vector<uint8_t> hq(mp * h, 0xFF);
-    std::vector<float> hs(ns, -1.f);
-    Fp8GroupActivation ha{TensorView(hq.data(), DType::kF8E4M3, {mp, h}),
-                          TensorView(hs.data(), DType::kF32, {ns})};
-    ASSERT_TRUE(cpu::RmsNormFp8Forward(ha, TensorView(x.data(), DType::kBF16, {m, h}),
-                                       TensorView(w.data(), DType::kBF16, {h}), 1e-6f, nullptr)
-                    .ok());
-    DeviceArray<bf16> dx(x), dw(w);
-    DeviceArray<uint8_t> dq(std::vector<uint8_t>(mp * h, 0xFF));
-    DeviceArray<float> ds(std::vector<float>(ns, -1.f));
-    Fp8GroupActivation ga{dq.View(DType::kF8E4M3, {mp, h}), ds.View(DType::kF32, {ns})};
-    Status st = RmsNormFp8Forward(ga, dx.View(DType::kBF16, {m, h}), dw.View(DType::kBF16, {h}),
-                                  1e-6f, nullptr);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    // rstd differs by fp32 reduction order (and rsqrtf): the bf16 inputs of the quantizer
-    // may differ by one bf16 ulp, so scales agree to 2^-7 and codes to one e4m3 step.
-    EXPECT_EQ(testing::CompareFp8Activations(dq.ToHost(), ds.ToHost(), hq, hs, mp, h, 1.0 / 128),
-              "");
-  }
+  for (auto [m, h] : {std::pair<int64_t, int64_t>{1, 128}, {13, 300}, {7, 130}, {259, 4096}})
+    for (float offset : {0.f, 1.f}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << m << " H=" << h << " offset=" << offset);
+      auto x = RandomBf16(m * h, 31, -3.f, 3.f);
+      auto w = offset == 0.f ? RandomBf16(h, 32, 0.5f, 1.5f) : RandomBf16(h, 32, -0.1f, 0.1f);
+      const int64_t mp = Fp8PaddedRows(m), ns = Fp8ActScaleElems(mp, h);
+      std::vector<uint8_t> hq(mp * h, 0xFF);
+      std::vector<float> hs(ns, -1.f);
+      Fp8GroupActivation ha{TensorView(hq.data(), DType::kF8E4M3, {mp, h}),
+                            TensorView(hs.data(), DType::kF32, {ns})};
+      ASSERT_TRUE(cpu::RmsNormFp8Forward(ha, TensorView(x.data(), DType::kBF16, {m, h}),
+                                         TensorView(w.data(), DType::kBF16, {h}), 1e-6f, nullptr,
+                                         offset)
+                      .ok());
+      DeviceArray<bf16> dx(x), dw(w);
+      DeviceArray<uint8_t> dq(std::vector<uint8_t>(mp * h, 0xFF));
+      DeviceArray<float> ds(std::vector<float>(ns, -1.f));
+      Fp8GroupActivation ga{dq.View(DType::kF8E4M3, {mp, h}), ds.View(DType::kF32, {ns})};
+      Status st = RmsNormFp8Forward(ga, dx.View(DType::kBF16, {m, h}), dw.View(DType::kBF16, {h}),
+                                    1e-6f, nullptr, offset);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      // rstd differs by fp32 reduction order (and rsqrtf): the bf16 inputs of the quantizer
+      // may differ by one bf16 ulp, so scales agree to 2^-7 and codes to one e4m3 step.
+      EXPECT_EQ(testing::CompareFp8Activations(dq.ToHost(), ds.ToHost(), hq, hs, mp, h, 1.0 / 128),
+                "");
+    }
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <cstdint>
 
 namespace tandem::kernels {
-// x: bf16 [m, h] row stride ldx, w: bf16 [h] -> q [mp, h], scale[g * mp + r].
-cudaError_t LaunchRmsNormFp8(const void* x, int64_t ldx, const void* w, int64_t m, int64_t mp,
-                             int64_t h, float eps, uint8_t* q, float* scale, cudaStream_t s);
+// x: bf16 [m, h] row stride ldx, w: bf16 [h] (times weight_offset + w) -> q [mp, h],
+// scale[g * mp + r].
+cudaError_t LaunchRmsNormFp8(const void* x, int64_t ldx, const void* w, float weight_offset,
+                             int64_t m, int64_t mp, int64_t h, float eps, uint8_t* q,
+                             float* scale, cudaStream_t s);
 }  // namespace tandem::kernels

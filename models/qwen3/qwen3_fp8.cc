@@ -11,38 +11,6 @@ using kernels::DType;
 using kernels::Fp8BlockWeight;
 using kernels::TensorView;
 
-Result<TargetPrecision> ParseTargetPrecision(std::string_view s) {
-  if (s == "bf16") return TargetPrecision::kBf16;
-  if (s == "fp8") return TargetPrecision::kFp8;
-  return InvalidArgumentError("precision must be \"bf16\" or \"fp8\", got \"{}\"", s);
-}
-
-std::string_view TargetPrecisionName(TargetPrecision p) {
-  return p == TargetPrecision::kFp8 ? "fp8" : "bf16";
-}
-
-namespace {
-
-constexpr int64_t kAlign = 256;
-int64_t AlignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-
-// Bytes of one quantized [n, k] weight: codes, then scales, each 256-byte aligned.
-int64_t Fp8Bytes(int64_t n, int64_t k) {
-  return AlignUp(n * k) + AlignUp(kernels::Fp8Blocks(n) * kernels::Fp8WeightScaleLd(k) * 4);
-}
-
-Fp8BlockWeight Carve(char* base, int64_t* offset, int64_t n, int64_t k, kernels::Device device) {
-  Fp8BlockWeight w;
-  w.data = TensorView(base + *offset, DType::kF8E4M3, {n, k}, device);
-  *offset += AlignUp(n * k);
-  w.scale = TensorView(base + *offset, DType::kF32,
-                       {kernels::Fp8Blocks(n), kernels::Fp8WeightScaleLd(k)}, device);
-  *offset += AlignUp(w.scale.nbytes());
-  return w;
-}
-
-}  // namespace
-
 Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Allocate(const TransformerConfig& c,
                                                           kernels::Allocator& alloc,
                                                           kernels::Stream stream) {
@@ -51,7 +19,7 @@ Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Allocate(const TransformerConfi
   // [N, K] of q, k, v, o, gate|up, down: the order of Qwen3Fp8Layer's fields.
   const int64_t shapes[6][2] = {{q, h}, {kv, h}, {kv, h}, {h, q}, {2 * ff, h}, {h, ff}};
   int64_t per_layer = 0;
-  for (const auto& nk : shapes) per_layer += Fp8Bytes(nk[0], nk[1]);
+  for (const auto& nk : shapes) per_layer += kernels::Fp8BlockWeightBytes(nk[0], nk[1]);
   Qwen3Fp8Projections p;
   ASSIGN_OR_RETURN(p.storage_,
                    kernels::Tensor::Empty(alloc, DType::kU8,
@@ -62,7 +30,8 @@ Result<Qwen3Fp8Projections> Qwen3Fp8Projections::Allocate(const TransformerConfi
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     Qwen3Fp8Layer l;
     Fp8BlockWeight* dst[6] = {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_up, &l.down_proj};
-    for (int i = 0; i < 6; ++i) *dst[i] = Carve(base, &offset, shapes[i][0], shapes[i][1], device);
+    for (int i = 0; i < 6; ++i)
+      *dst[i] = kernels::CarveFp8BlockWeight(base, &offset, shapes[i][0], shapes[i][1], device);
     p.layers_.push_back(l);
   }
   return p;

@@ -16,16 +16,11 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/gemm/fp8.h"
+#include "models/io/target_precision.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
-
-// Numeric precision of the frozen target's linear layers.
-enum class TargetPrecision : uint8_t { kBf16, kFp8 };
-// "bf16" | "fp8"; InvalidArgument naming the allowed values otherwise.
-Result<TargetPrecision> ParseTargetPrecision(std::string_view s);
-std::string_view TargetPrecisionName(TargetPrecision p);
 
 struct Qwen3Fp8Layer {
   kernels::Fp8BlockWeight q_proj, k_proj, v_proj, o_proj, gate_up, down_proj;

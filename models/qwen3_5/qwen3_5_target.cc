@@ -12,6 +12,8 @@
 #include "kernels/linear_attention/gated_delta_rule_chunked.h"
 #include "kernels/linear_attention/hybrid_ops.h"
 #include "kernels/mlp/swiglu.h"
+#include "kernels/mlp/swiglu_fp8.h"
+#include "kernels/norm/rmsnorm_fp8.h"
 #include "kernels/rope/rope.h"
 
 namespace tandem::models {
@@ -65,8 +67,17 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
     return InvalidArgumentError("Qwen35Target: rotary_dim {} exceeds {}", c.rotary_dim,
                                 kernels::kRopeMaxRotaryDim);
   std::unique_ptr<Qwen35Target> t(new Qwen35Target(std::move(weights), options));
-  RETURN_IF_ERROR(t->AllocateWorkspace());
   const Device device = t->device();
+#ifdef TANDEM_HAVE_CUDA
+  if (device.is_cuda() && t->fp8()) RETURN_IF_ERROR(kernels::cuda::CheckFp8Device(device.index));
+#endif
+  if (t->fp8()) {
+    // Quantized before the workspace exists, and the bf16 matrices freed: the peak is the
+    // bf16 weights plus their e4m3 form.
+    ASSIGN_OR_RETURN(t->fp8_, Qwen35Fp8Projections::Quantize(t->weights_, options.stream));
+    RETURN_IF_ERROR(t->weights_.ReleaseProjections(options.stream));
+  }
+  RETURN_IF_ERROR(t->AllocateWorkspace());
   if (device.is_cuda()) {
 #ifdef TANDEM_HAVE_CUDA
     kernels::DeviceGuard guard(device.index);
@@ -90,8 +101,13 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir,
   return Create(std::move(weights), options);
 }
 
+int64_t Qwen35Target::MaxGemmK(const Qwen35Config& c) {
+  return std::max({c.hidden_size, c.linear_value_dim(), c.q_dim(), c.intermediate_size});
+}
+
 void Qwen35Target::SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens,
-                                     bool chunked_rule, int64_t (&per_token)[kNumSlots]) {
+                                     bool chunked_rule, bool fp8,
+                                     int64_t (&per_token)[kNumSlots]) {
   const int64_t hv = c.linear_num_value_heads;
   const int64_t proj = std::max(c.conv_dim() + c.linear_value_dim() + 2 * hv, 2 * c.q_dim());
   // Bytes per token of each slot, in Slot order.
@@ -101,33 +117,38 @@ void Qwen35Target::SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens,
       2 * c.linear_value_dim(),  2 * c.linear_value_dim(),  2 * c.q_dim(),
       2 * c.kv_dim(),            2 * c.kv_dim(),            2 * c.kv_dim(),
       2 * c.q_dim(),             4 * c.intermediate_size,   2 * c.intermediate_size,
-      chunked_rule ? ChunkedRuleBytesPerToken(c, max_tokens) : 0};
+      chunked_rule ? ChunkedRuleBytesPerToken(c, max_tokens) : 0,
+      // e4m3 codes and one fp32 scale per 128 columns
+      fp8 ? MaxGemmK(c) + 4 * kernels::Fp8Blocks(MaxGemmK(c)) : 0};
   std::copy(std::begin(bytes), std::end(bytes), std::begin(per_token));
 }
 
-int64_t Qwen35Target::WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda) {
+int64_t Qwen35Target::WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda,
+                                     TargetPrecision precision) {
   const bool chunked = on_cuda && kernels::GatedDeltaRuleChunkedSupports(
                                       c.linear_key_head_dim, c.linear_value_head_dim);
-  return LayoutWorkspace(c, max_tokens, chunked, nullptr);
+  return LayoutWorkspace(c, max_tokens, chunked, precision == TargetPrecision::kFp8, nullptr);
 }
 
 int64_t Qwen35Target::LayoutWorkspace(const Qwen35Config& c, int64_t max_tokens,
-                                      bool chunked_rule, int64_t (*offsets)[kNumSlots]) {
+                                      bool chunked_rule, bool fp8,
+                                      int64_t (*offsets)[kNumSlots]) {
   int64_t per_token[kNumSlots], total = 0;
-  SlotBytesPerToken(c, max_tokens, chunked_rule, per_token);
+  SlotBytesPerToken(c, max_tokens, chunked_rule, fp8, per_token);
+  const int64_t rows = kernels::Fp8PaddedRows(max_tokens);
   for (int s = 0; s < kNumSlots; ++s) {
     total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
     if (offsets != nullptr) (*offsets)[s] = total;
-    total += max_tokens * per_token[s];
+    total += rows * per_token[s];
   }
   return total;
 }
 
 Status Qwen35Target::AllocateWorkspace() {
   int64_t offsets[kNumSlots];
-  SlotBytesPerToken(config(), options_.max_tokens, UsesChunkedRule(), slot_bytes_);
+  SlotBytesPerToken(config(), options_.max_tokens, UsesChunkedRule(), fp8(), slot_bytes_);
   const int64_t total =
-      LayoutWorkspace(config(), options_.max_tokens, UsesChunkedRule(), &offsets);
+      LayoutWorkspace(config(), options_.max_tokens, UsesChunkedRule(), fp8(), &offsets);
   ASSIGN_OR_RETURN(workspace_, Tensor::Empty(weights_.allocator(), DType::kU8, {total}, options_.stream));
   for (int s = 0; s < kNumSlots; ++s)
     slots_[s] = static_cast<char*>(workspace_.data()) + offsets[s];
@@ -148,9 +169,9 @@ bool Qwen35Target::UsesChunkedRule() const {
 }
 
 TensorView Qwen35Target::View(Slot slot, int64_t rows, int64_t cols) const {
-  const DType dtype = slot == kGate || slot == kBeta ? DType::kF32
-                      : slot == kRule                ? DType::kU8
-                                                     : DType::kBF16;
+  const DType dtype = slot == kGate || slot == kBeta   ? DType::kF32
+                      : slot == kRule || slot == kAct8 ? DType::kU8
+                                                       : DType::kBF16;
   return TensorView(slots_[slot], dtype, {rows, cols}, device());
 }
 
@@ -207,7 +228,6 @@ Status Qwen35Target::Forward(const HybridBatch& batch, std::span<const HybridCap
   const Qwen35Config& c = config();
   const kernels::Stream s = options_.stream;
   const int64_t t = batch.input_ids.dim(0);
-  const float eps = static_cast<float>(c.rms_norm_eps);
   int last = -1;
   for (const HybridCapture& cap : captures) last = std::max(last, cap.layer);
   if (last < 0) return Status::Ok();
@@ -215,17 +235,11 @@ Status Qwen35Target::Forward(const HybridBatch& batch, std::span<const HybridCap
   if (device().is_cuda()) guard.emplace(device().index);
   kernels::NvtxRange range(kOp);
   const TensorView hidden = View(kHidden, t, c.hidden_size);
-  const TensorView normed = View(kNormed, t, c.hidden_size);
   RETURN_IF_ERROR(kernels::EmbeddingForward(hidden, batch.input_ids, weights_.embed(), s));
   for (int i = 0; i <= last; ++i) {
-    const Qwen35LayerWeights& w = weights_.layers()[i];
-    Status st = kernels::ZeroCentredRmsNormForward(normed, hidden, w.input_norm, eps, s);
-    if (st.ok())
-      st = w.type == HybridLayerType::kLinearAttention
-               ? LinearAttention(w.linear, batch, t)
-               : FullAttention(w.attn, batch, t, max_seqlen);
-    if (st.ok()) st = Mlp(w, t);
-    RETURN_IF_ERROR(st.WithContext(fmt::format("layer {} ({})", i, HybridLayerTypeName(w.type))));
+    RETURN_IF_ERROR(Layer(i, batch, t, max_seqlen, nullptr, nullptr)
+                        .WithContext(fmt::format("layer {} ({})", i,
+                                                 HybridLayerTypeName(weights_.layers()[i].type))));
     for (const HybridCapture& cap : captures) {
       if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
     }
@@ -233,16 +247,75 @@ Status Qwen35Target::Forward(const HybridBatch& batch, std::span<const HybridCap
   return Status::Ok();
 }
 
-Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
-                                     const HybridBatch& batch, int64_t t,
-                                     const Qwen35LinearDecode* dec) {
+Status Qwen35Target::Layer(int i, const HybridBatch& batch, int64_t t, int max_seqlen,
+                           const Qwen35LinearDecode* dec, const KvRows* kv) {
+  const Qwen35LayerWeights& w = weights_.layers()[i];
+  ASSIGN_OR_RETURN(const LinearInput x, NormedHidden(w.input_norm, t));
+  RETURN_IF_ERROR(w.type == HybridLayerType::kLinearAttention
+                      ? LinearAttention(i, x, batch, t, dec)
+                      : FullAttention(i, x, batch, t, max_seqlen, kv));
+  return Mlp(i, t);
+}
+
+const Qwen35Fp8Layer& Qwen35Target::Fp8Layer(int i) const {
+  static const Qwen35Fp8Layer kNone;
+  return fp8() ? fp8_.layers()[static_cast<size_t>(i)] : kNone;
+}
+
+kernels::Fp8GroupActivation Qwen35Target::Act8(int64_t t, int64_t k) const {
+  // The slot holds the scales of Fp8PaddedRows(max_tokens) rows of the widest K, then codes.
+  const int64_t rows = kernels::Fp8PaddedRows(options_.max_tokens), tp = kernels::Fp8PaddedRows(t);
+  const int64_t scales = kernels::Fp8ActScaleElems(rows, MaxGemmK(config()));
+  char* base = slots_[kAct8];
+  return {TensorView(base + scales * 4, DType::kF8E4M3, {tp, k}, device()),
+          TensorView(base, DType::kF32, {scales}, device())};
+}
+
+Result<Qwen35Target::LinearInput> Qwen35Target::NormedHidden(const TensorView& w, int64_t t) {
   const Qwen35Config& c = config();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const TensorView hidden = View(kHidden, t, c.hidden_size);
+  LinearInput x;
+  if (fp8()) {
+    x.fp8 = Act8(t, c.hidden_size);
+    RETURN_IF_ERROR(kernels::RmsNormFp8Forward(x.fp8, hidden, w, eps, options_.stream,
+                                               /*weight_offset=*/1.f));
+  } else {
+    x.bf16 = View(kNormed, t, c.hidden_size);
+    RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(x.bf16, hidden, w, eps, options_.stream));
+  }
+  return x;
+}
+
+Result<Qwen35Target::LinearInput> Qwen35Target::AsInput(const TensorView& x) {
+  LinearInput in;
+  if (!fp8()) {
+    in.bf16 = x;
+    return in;
+  }
+  in.fp8 = Act8(x.dim(0), x.dim(1));
+  RETURN_IF_ERROR(kernels::QuantizeFp8Activation(x, in.fp8, options_.stream));
+  return in;
+}
+
+Status Qwen35Target::Project(const LinearInput& x, const TensorView& w,
+                             const kernels::Fp8BlockWeight& w8, const TensorView& y, float beta) {
+  if (!fp8()) return kernels::Gemm(gemm_.get(), x.bf16, w, y, Linear(beta), options_.stream);
+  // The GEMM writes Fp8PaddedRows(t) rows: every slot has room for them.
+  const TensorView padded(y.data(), y.dtype(), {x.fp8.data.dim(0), y.dim(1)}, y.device());
+  return kernels::Fp8Gemm(gemm_.get(), x.fp8, w8, padded, Linear(beta), options_.stream);
+}
+
+Status Qwen35Target::LinearAttention(int i, const LinearInput& x, const HybridBatch& batch,
+                                     int64_t t, const Qwen35LinearDecode* dec) {
+  const Qwen35Config& c = config();
+  const Qwen35LinearAttentionWeights& w = weights_.layers()[i].linear;
+  const Qwen35Fp8Layer& f = Fp8Layer(i);
   const kernels::Stream s = options_.stream;
   const int64_t conv = c.conv_dim(), vd = c.linear_value_dim(), kd = c.linear_key_dim(),
                 hv = c.linear_num_value_heads;
   const TensorView proj = View(kProj, t, conv + vd + 2 * hv);  // qkv | z | b | a
-  RETURN_IF_ERROR(
-      kernels::Gemm(gemm_.get(), View(kNormed, t, c.hidden_size), w.in_proj, proj, Linear(), s));
+  RETURN_IF_ERROR(Project(x, w.in_proj, f.in_proj, proj));
   // q | k | v after conv + SiLU; when decoding a block, in the cache (kept for a replay).
   const bool block = dec != nullptr && !dec->mixed.empty();
   const TensorView mixed = block ? dec->mixed : View(kConv, t, conv);
@@ -280,22 +353,23 @@ Status Qwen35Target::LinearAttention(const Qwen35LinearAttentionWeights& w,
   const TensorView gated = View(kGated, t, vd);
   RETURN_IF_ERROR(kernels::GatedRmsNormForward(gated, rule.out, proj.Narrow(1, conv, vd), w.norm,
                                                static_cast<float>(c.rms_norm_eps), s));
-  return kernels::Gemm(gemm_.get(), gated, w.out_proj, View(kHidden, t, c.hidden_size), Linear(1.f),
-                       s);
+  ASSIGN_OR_RETURN(const LinearInput g_in, AsInput(gated));
+  return Project(g_in, w.out_proj, f.out_proj, View(kHidden, t, c.hidden_size), 1.f);
 }
 
-Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const HybridBatch& batch,
+Status Qwen35Target::FullAttention(int i, const LinearInput& x, const HybridBatch& batch,
                                    int64_t t, int max_seqlen, const KvRows* kv) {
   const Qwen35Config& c = config();
+  const Qwen35AttentionWeights& w = weights_.layers()[i].attn;
+  const Qwen35Fp8Layer& f = Fp8Layer(i);
   const kernels::Stream s = options_.stream;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, d = c.head_dim;
-  const TensorView normed = View(kNormed, t, c.hidden_size);
   const TensorView qg = View(kProj, t, 2 * c.q_dim());  // per head: query d | gate d
   const TensorView k_raw = View(kKRaw, t, c.kv_dim()), v = View(kV, t, c.kv_dim());
-  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.q_proj, qg, Linear(), s));
-  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.k_proj, k_raw, Linear(), s));
-  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.v_proj, v, Linear(), s));
+  RETURN_IF_ERROR(Project(x, w.q_proj, f.q_proj, qg));
+  RETURN_IF_ERROR(Project(x, w.k_proj, f.k_proj, k_raw));
+  RETURN_IF_ERROR(Project(x, w.v_proj, f.v_proj, v));
   const TensorView qg_rows = qg.Reshape({t * hq, 2 * d});
   const TensorView q = View(kQ, t * hq, d), k = View(kK, t * hk, d);
   RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(q, qg_rows.Narrow(1, 0, d), w.q_norm, eps, s));
@@ -321,23 +395,28 @@ Status Qwen35Target::FullAttention(const Qwen35AttentionWeights& w, const Hybrid
         attention_->Forward(q3, k3, v3, batch.cu_seqlens, max_seqlen, 0.f, attn3, {}, s));
   }
   RETURN_IF_ERROR(kernels::SigmoidGateForward(attn, attn, qg_rows.Narrow(1, d, d), s));
-  return kernels::Gemm(gemm_.get(), attn.Reshape({t, c.q_dim()}), w.o_proj,
-                       View(kHidden, t, c.hidden_size), Linear(1.f), s);
+  ASSIGN_OR_RETURN(const LinearInput a_in, AsInput(attn.Reshape({t, c.q_dim()})));
+  return Project(a_in, w.o_proj, f.o_proj, View(kHidden, t, c.hidden_size), 1.f);
 }
 
-Status Qwen35Target::Mlp(const Qwen35LayerWeights& w, int64_t t) {
+Status Qwen35Target::Mlp(int i, int64_t t) {
   const Qwen35Config& c = config();
+  const Qwen35LayerWeights& w = weights_.layers()[i];
+  const Qwen35Fp8Layer& f = Fp8Layer(i);
   const kernels::Stream s = options_.stream;
-  const TensorView hidden = View(kHidden, t, c.hidden_size),
-                   normed = View(kNormed, t, c.hidden_size);
-  RETURN_IF_ERROR(kernels::ZeroCentredRmsNormForward(normed, hidden, w.post_norm,
-                                                     static_cast<float>(c.rms_norm_eps), s));
+  ASSIGN_OR_RETURN(const LinearInput x, NormedHidden(w.post_norm, t));
   const TensorView gate_up = View(kGateUp, t, 2 * c.intermediate_size);
-  const TensorView act = View(kAct, t, c.intermediate_size);
-  RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), normed, w.gate_up, gate_up, Linear(), s));
+  RETURN_IF_ERROR(Project(x, w.gate_up, f.gate_up, gate_up));
   const auto [gate, up] = kernels::SplitGateUp(gate_up);
-  RETURN_IF_ERROR(kernels::SwiGluForward(act, gate, up, s));
-  return kernels::Gemm(gemm_.get(), act, w.down_proj, hidden, Linear(1.f), s);
+  LinearInput act;
+  if (fp8()) {
+    act.fp8 = Act8(t, c.intermediate_size);
+    RETURN_IF_ERROR(kernels::SwiGluFp8Forward(act.fp8, gate, up, s));
+  } else {
+    act.bf16 = View(kAct, t, c.intermediate_size);
+    RETURN_IF_ERROR(kernels::SwiGluForward(act.bf16, gate, up, s));
+  }
+  return Project(act, w.down_proj, f.down_proj, View(kHidden, t, c.hidden_size), 1.f);
 }
 
 }  // namespace tandem::models

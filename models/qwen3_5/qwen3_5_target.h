@@ -33,8 +33,11 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/core/memory.h"
+#include "kernels/gemm/fp8.h"
 #include "kernels/gemm/gemm.h"
+#include "models/io/target_precision.h"
 #include "models/qwen3_5/qwen3_5_cache.h"
+#include "models/qwen3_5/qwen3_5_fp8.h"
 #include "models/qwen3_5/qwen3_5_weights.h"
 #include "runtime/core/status.h"
 
@@ -43,6 +46,13 @@ namespace tandem::models {
 struct Qwen35TargetOptions {
   int64_t max_tokens = 16384;        // the largest T a Forward takes; sizes the workspace
   kernels::Stream stream = nullptr;  // every Forward runs on it (CUDA); ignored on the CPU
+  // fp8: Create quantizes the projections to block-scaled e4m3 (Qwen35Fp8Projections) and
+  // frees their bf16 form; each GEMM input is then quantized (1x128 groups) by the kernel
+  // that produces it: the zero-centred norms, SwiGLU; the gated norm's and the attention
+  // gate's outputs by one quantize pass each. The conv, the delta rule, attention, norms and
+  // the residual stream stay bf16 / fp32, and so does Extend's LM head. CUDA needs sm_90+;
+  // on the CPU the FP8 reference GEMM runs (tests).
+  TargetPrecision precision = TargetPrecision::kBf16;
 };
 
 // A packed batch on the model's device (the same fields as the Qwen3 target's PackedBatch).
@@ -94,9 +104,13 @@ class Qwen35Target {
   kernels::Device device() const { return weights_.device(); }
   int64_t max_tokens() const { return options_.max_tokens; }
   int64_t workspace_bytes() const { return workspace_.nbytes(); }
+  TargetPrecision precision() const { return options_.precision; }
+  // The e4m3 projections (precision fp8; else empty) and their bytes.
+  const Qwen35Fp8Projections& fp8_projections() const { return fp8_; }
   // What Create allocates as workspace for `max_tokens`, from the config alone (`on_cuda`:
-  // with the chunked gated delta rule's scratch, as on a GPU).
-  static int64_t WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda);
+  // with the chunked gated delta rule's scratch, as on a GPU; fp8: with the e4m3 buffer).
+  static int64_t WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda,
+                                TargetPrecision precision = TargetPrecision::kBf16);
 
  private:
   // Base pointers of the activation slots in `workspace_`, each sized for max_tokens rows.
@@ -117,41 +131,69 @@ class Qwen35Target {
     kGateUp,
     kAct,
     kRule,  // the chunked gated delta rule's workspace (CUDA with 128 / 128 heads; else empty)
+    kAct8,  // fp8: the e4m3 GEMM input (scales, then codes; else empty)
     kNumSlots
+  };
+  // A GEMM input: bf16 rows, or with precision fp8 their e4m3 form (in the kAct8 slot).
+  struct LinearInput {
+    kernels::TensorView bf16;         // [t, K]
+    kernels::Fp8GroupActivation fp8;  // [Fp8PaddedRows(t), K]
   };
 
   Qwen35Target(Qwen35Weights weights, const Qwen35TargetOptions& options);
   Status AllocateWorkspace();
   bool UsesChunkedRule() const;  // CUDA and linear heads the chunked kernel takes
+  bool fp8() const { return options_.precision == TargetPrecision::kFp8; }
   // The chunked rule's workspace at max_tokens, per token.
   static int64_t ChunkedRuleBytesPerToken(const Qwen35Config& c, int64_t max_tokens);
-  // Bytes per token of each slot, and the slots' layout (offsets may be null) and total.
+  // The widest GEMM input (K) and the kAct8 slot's bytes per row.
+  static int64_t MaxGemmK(const Qwen35Config& c);
+  // Bytes per row of each slot, and the slots' layout (offsets may be null) and total. Every
+  // slot has Fp8PaddedRows(max_tokens) rows (an FP8 GEMM writes its output's padding rows).
   static void SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens, bool chunked_rule,
-                                int64_t (&per_token)[kNumSlots]);
+                                bool fp8, int64_t (&per_token)[kNumSlots]);
   static int64_t LayoutWorkspace(const Qwen35Config& c, int64_t max_tokens, bool chunked_rule,
-                                 int64_t (*offsets)[kNumSlots]);
+                                 bool fp8, int64_t (*offsets)[kNumSlots]);
   // A contiguous [rows, cols] view of `slot` (bf16, or f32 for the gates).
   kernels::TensorView View(Slot slot, int64_t rows, int64_t cols) const;
   Status CheckForward(const HybridBatch& batch, std::span<const HybridCapture> captures,
                       int* max_seqlen) const;
+  // The e4m3 input of t rows and k columns in the kAct8 slot.
+  kernels::Fp8GroupActivation Act8(int64_t t, int64_t k) const;
+  // The zero-centred RMSNorm (weight `w`) of the residual stream's first t rows as a GEMM
+  // input: bf16 in the kNormed slot, or e4m3 straight from the norm.
+  Result<LinearInput> NormedHidden(const kernels::TensorView& w, int64_t t);
+  // `x` (bf16 [t, K], contiguous) as a GEMM input: itself, or quantized into kAct8.
+  Result<LinearInput> AsInput(const kernels::TensorView& x);
+  // y = x W^T (+ y with beta 1: the residual add) with W's bf16 or e4m3 form; y is a
+  // contiguous [t, N] view of a slot (an FP8 GEMM also writes its padding rows).
+  Status Project(const LinearInput& x, const kernels::TensorView& w,
+                 const kernels::Fp8BlockWeight& w8, const kernels::TensorView& y, float beta = 0.f);
+  // Layer `i`'s e4m3 projections, or empty ones in bf16.
+  const Qwen35Fp8Layer& Fp8Layer(int i) const;
+  // Token mixers of layer `i` reading its normed input `x` and adding to the residual stream.
   // With `dec` (decoding), the conv and the delta rule continue from the cached state.
-  Status LinearAttention(const Qwen35LinearAttentionWeights& w, const HybridBatch& batch,
-                         int64_t t, const Qwen35LinearDecode* dec = nullptr);
+  Status LinearAttention(int i, const LinearInput& x, const HybridBatch& batch, int64_t t,
+                         const Qwen35LinearDecode* dec = nullptr);
   // One attention layer's cache rows while extending: new keys/values go to rows
   // [past, past + T) and the attention reads rows [0, past + T).
   struct KvRows {
     kernels::TensorView k, v;  // bf16 [capacity, hk, d]
     int64_t past = 0;
   };
-  Status FullAttention(const Qwen35AttentionWeights& w, const HybridBatch& batch, int64_t t,
+  Status FullAttention(int i, const LinearInput& x, const HybridBatch& batch, int64_t t,
                        int max_seqlen, const KvRows* kv = nullptr);
+  // Layer `i`'s norm, mixer and MLP (`dec` / `kv`: Extend's cache rows for its type).
+  Status Layer(int i, const HybridBatch& batch, int64_t t, int max_seqlen,
+               const Qwen35LinearDecode* dec, const KvRows* kv);
   Status CheckExtend(const Qwen35Cache& cache, std::span<const int32_t> tokens,
                      std::span<const HybridCapture> captures,
                      const kernels::TensorView& logits) const;
-  Status Mlp(const Qwen35LayerWeights& w, int64_t t);
+  Status Mlp(int i, int64_t t);
 
   Qwen35Weights weights_;
   Qwen35TargetOptions options_;
+  Qwen35Fp8Projections fp8_;  // precision fp8 only
   kernels::Tensor workspace_;  // u8: every activation
   char* slots_[kNumSlots] = {};
   int64_t slot_bytes_[kNumSlots] = {};  // bytes per token of each slot

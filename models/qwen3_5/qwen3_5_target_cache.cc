@@ -85,17 +85,14 @@ Status Qwen35Target::Extend(Qwen35Cache& cache, std::span<const int32_t> tokens,
   cache.BeginExtend();
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const Qwen35LayerWeights& w = weights_.layers()[i];
-    Status st = kernels::ZeroCentredRmsNormForward(normed, hidden, w.input_norm, eps, s);
-    if (st.ok()) {
-      if (w.type == HybridLayerType::kLinearAttention) {
-        const Qwen35LinearDecode dec = cache.Linear(i, t);
-        st = LinearAttention(w.linear, batch, t, &dec);
-      } else {
-        const KvRows kv{cache.keys(i), cache.values(i), past};
-        st = FullAttention(w.attn, batch, t, static_cast<int>(past + t), &kv);
-      }
+    Status st;
+    if (w.type == HybridLayerType::kLinearAttention) {
+      const Qwen35LinearDecode dec = cache.Linear(i, t);
+      st = Layer(i, batch, t, 0, &dec, nullptr);
+    } else {
+      const KvRows kv{cache.keys(i), cache.values(i), past};
+      st = Layer(i, batch, t, static_cast<int>(past + t), nullptr, &kv);
     }
-    if (st.ok()) st = Mlp(w, t);
     RETURN_IF_ERROR(
         st.WithContext(fmt::format("{}: layer {} ({})", kOp, i, HybridLayerTypeName(w.type))));
     for (const HybridCapture& cap : captures)

@@ -21,11 +21,17 @@ namespace {
 constexpr int64_t kParamAlignment = 256;  // bytes; keeps every GEMM operand 16-byte aligned
 
 // A checkpoint tensor and where it goes: `packed` tensors sit directly after the previous
-// one, so consecutive rows form one matrix (one GEMM).
+// one, so consecutive rows form one matrix (one GEMM). Projections (a layer's matrices) go
+// to an allocation of their own, which ReleaseProjections frees.
 struct Placed {
   WeightSpec spec;
   bool packed = false;
+  bool projection = false;
 };
+
+bool IsProjection(const WeightSpec& s) {
+  return s.shape.size() == 2 && s.name.find(".layers.") != std::string::npos;
+}
 
 int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -37,7 +43,9 @@ std::vector<Placed> Layout(const Qwen35Config& c) {
   const int64_t h = c.hidden_size, ff = c.intermediate_size, hv = c.linear_num_value_heads;
   std::vector<Placed> out;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool packed = false) {
-    out.push_back({{std::move(name), std::move(shape)}, packed});
+    WeightSpec spec{std::move(name), std::move(shape)};
+    const bool projection = IsProjection(spec);
+    out.push_back({std::move(spec), packed, projection});
   };
   const std::string& p = c.weight_prefix;
   add(p + "embed_tokens.weight", {c.vocab_size, h});
@@ -131,21 +139,25 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Al
   const Device device = alloc.device();
   const std::vector<Placed> layout = Layout(c);
   std::vector<int64_t> offsets;
-  int64_t total = 0;
+  int64_t total[2] = {0, 0};  // the rest, the projections
   for (const Placed& p : layout) {
-    if (!p.packed) total = (total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
-    offsets.push_back(total);
-    total += Numel(p.spec.shape) * 2;
+    int64_t& t = total[p.projection ? 1 : 0];
+    if (!p.packed) t = (t + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    offsets.push_back(t);
+    t += Numel(p.spec.shape) * 2;
   }
   Qwen35Weights w;
   w.config_ = c;
   ASSIGN_OR_RETURN(w.storage_,
-                   Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total, 1)}, stream));
-  char* base = static_cast<char*>(w.storage_.data());
+                   Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total[0], 1)}, stream));
+  ASSIGN_OR_RETURN(w.projections_,
+                   Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total[1], 1)}, stream));
+  char* base[2] = {static_cast<char*>(w.storage_.data()),
+                   static_cast<char*>(w.projections_.data())};
   for (size_t i = 0; i < layout.size(); ++i) {
     const std::vector<int64_t>& s = layout[i].spec.shape;
     w.by_name_[layout[i].spec.name] =
-        TensorView(base + offsets[i], DType::kBF16,
+        TensorView(base[layout[i].projection ? 1 : 0] + offsets[i], DType::kBF16,
                    Shape::FromArray(s.data(), static_cast<int>(s.size())), device);
   }
   auto at = [&](const std::string& name) { return w.by_name_.at(name); };
@@ -180,6 +192,21 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Al
     w.layers_.push_back(lw);
   }
   return w;
+}
+
+Status Qwen35Weights::ReleaseProjections(Stream stream) {
+  if (!has_projections()) return Status::Ok();
+  // Whatever was enqueued on `stream` (e.g. quantizing them) reads them before they go.
+  RETURN_IF_ERROR(kernels::SynchronizeStream(device(), stream));
+  for (Qwen35LayerWeights& l : layers_) {
+    for (TensorView* v : {&l.linear.in_proj, &l.linear.out_proj, &l.attn.q_proj, &l.attn.k_proj,
+                          &l.attn.v_proj, &l.attn.o_proj, &l.gate_up, &l.down_proj})
+      *v = TensorView();
+  }
+  for (const WeightSpec& s : Qwen35WeightSpecs(config_))
+    if (IsProjection(s)) by_name_.erase(s.name);
+  projections_ = Tensor();
+  return Status::Ok();
 }
 
 TensorView Qwen35Weights::Destination(const std::string& name) const {

@@ -1,6 +1,8 @@
 // The frozen text weights of a Qwen3.5 / Qwen3.6 dense hybrid, in one device allocation.
 //
-// Every parameter is a bf16 view carved from a single buffer laid out once from the config.
+// Every parameter is a bf16 view carved from two buffers laid out once from the config: the
+// layers' projection matrices in one (which ReleaseProjections frees once they have an FP8
+// form), everything else in the other.
 // Projections that read the same input are packed at load into one matrix, so each is one
 // GEMM: a Gated DeltaNet layer's in_proj_qkv | in_proj_z | in_proj_b | in_proj_a, and every
 // layer's gate_proj | up_proj. Loading reads the checkpoint in one pass over its files,
@@ -87,7 +89,13 @@ class Qwen35Weights {
   kernels::Device device() const { return storage_.device(); }
   // Where the weights came from; the target allocates its workspace there too.
   kernels::Allocator& allocator() const { return *storage_.allocator(); }
-  int64_t nbytes() const { return storage_.nbytes(); }
+  int64_t nbytes() const { return storage_.nbytes() + projections_.nbytes(); }
+
+  // Frees the layers' projection matrices (in_proj, out_proj, q/k/v/o, gate|up, down) once
+  // an FP8 form of them exists (qwen3_5_fp8.h); their views become empty. Waits for `stream`
+  // first, so work enqueued on it that reads them completes. Everything else stays.
+  Status ReleaseProjections(kernels::Stream stream);
+  bool has_projections() const { return !projections_.empty(); }
 
   kernels::TensorView embed() const { return embed_; }            // bf16 [V, H]
   kernels::TensorView final_norm() const { return final_norm_; }  // bf16 [H] (zero-centred)
@@ -100,7 +108,8 @@ class Qwen35Weights {
   kernels::TensorView Destination(const std::string& name) const;
 
   Qwen35Config config_;
-  kernels::Tensor storage_;  // u8 [nbytes]: every parameter
+  kernels::Tensor storage_;      // u8: every parameter but the projections
+  kernels::Tensor projections_;  // u8: the layers' projection matrices (may be released)
   kernels::TensorView embed_, final_norm_, lm_head_;
   std::vector<Qwen35LayerWeights> layers_;
   std::unordered_map<std::string, kernels::TensorView> by_name_;  // HF name -> parameter

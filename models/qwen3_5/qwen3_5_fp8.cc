@@ -1,0 +1,81 @@
+#include "models/qwen3_5/qwen3_5_fp8.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "kernels/core/stream.h"
+
+namespace tandem::models {
+
+using kernels::Fp8BlockWeight;
+using kernels::TensorView;
+
+namespace {
+
+// A layer's bf16 projections and their FP8 destinations, in one order.
+struct Projection {
+  const TensorView* bf16;
+  Fp8BlockWeight* fp8;
+};
+
+std::vector<Projection> Pairs(const Qwen35LayerWeights& w, Qwen35Fp8Layer& f) {
+  if (w.type == HybridLayerType::kLinearAttention)
+    return {{&w.linear.in_proj, &f.in_proj},
+            {&w.linear.out_proj, &f.out_proj},
+            {&w.gate_up, &f.gate_up},
+            {&w.down_proj, &f.down_proj}};
+  return {{&w.attn.q_proj, &f.q_proj}, {&w.attn.k_proj, &f.k_proj}, {&w.attn.v_proj, &f.v_proj},
+          {&w.attn.o_proj, &f.o_proj}, {&w.gate_up, &f.gate_up},    {&w.down_proj, &f.down_proj}};
+}
+
+// [N, K] of each projection of a layer of type `t`, in Pairs' order.
+std::vector<std::pair<int64_t, int64_t>> Shapes(const Qwen35Config& c, HybridLayerType t) {
+  const int64_t h = c.hidden_size, ff = c.intermediate_size, hv = c.linear_num_value_heads;
+  if (t == HybridLayerType::kLinearAttention)
+    return {{c.conv_dim() + c.linear_value_dim() + 2 * hv, h},
+            {h, c.linear_value_dim()},
+            {2 * ff, h},
+            {h, ff}};
+  return {{2 * c.q_dim(), h}, {c.kv_dim(), h}, {c.kv_dim(), h},
+          {h, c.q_dim()},     {2 * ff, h},     {h, ff}};
+}
+
+}  // namespace
+
+int64_t Qwen35Fp8Projections::Bytes(const Qwen35Config& c) {
+  int64_t total = 0;
+  for (HybridLayerType t : c.layer_types)
+    for (auto [n, k] : Shapes(c, t)) total += kernels::Fp8BlockWeightBytes(n, k);
+  return total;
+}
+
+Result<Qwen35Fp8Projections> Qwen35Fp8Projections::Quantize(const Qwen35Weights& weights,
+                                                            kernels::Stream stream) {
+  if (!weights.has_projections())
+    return InvalidArgumentError("Qwen35Fp8Projections: the bf16 projections were released");
+  const Qwen35Config& c = weights.config();
+  Qwen35Fp8Projections p;
+  ASSIGN_OR_RETURN(p.storage_,
+                   kernels::Tensor::Empty(weights.allocator(), kernels::DType::kU8,
+                                          {std::max<int64_t>(Bytes(c), 1)}, stream));
+  int64_t offset = 0;
+  for (size_t i = 0; i < weights.layers().size(); ++i) {
+    const Qwen35LayerWeights& w = weights.layers()[i];
+    Qwen35Fp8Layer f;
+    const std::vector<Projection> pairs = Pairs(w, f);
+    const auto shapes = Shapes(c, w.type);
+    for (size_t j = 0; j < pairs.size(); ++j) {
+      *pairs[j].fp8 = kernels::CarveFp8BlockWeight(p.storage_.data(), &offset, shapes[j].first,
+                                                   shapes[j].second, weights.device());
+      RETURN_IF_ERROR(kernels::QuantizeFp8Weight(*pairs[j].bf16, *pairs[j].fp8, stream)
+                          .WithContext(fmt::format("layer {} ({}) projection {}", i,
+                                                   HybridLayerTypeName(w.type),
+                                                   pairs[j].bf16->ToString())));
+    }
+    p.layers_.push_back(f);
+  }
+  RETURN_IF_ERROR(kernels::SynchronizeStream(weights.device(), stream));
+  return p;
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,57 @@
+// The FP8 form of a Qwen3.5 / 3.6 hybrid target's projections (precision = "fp8"): every
+// layer's matrices as e4m3 with one fp32 scale per 128x128 block (kernels/gemm/fp8.h), in one
+// allocation from the allocator the bf16 weights came from:
+//   Gated DeltaNet layers: in_proj (qkv | z | b | a, one matrix) and out_proj;
+//   gated attention layers: q_proj (query | gate), k_proj, v_proj, o_proj;
+//   every layer: gate|up and down.
+// Embeddings, norms, the conv, the gates' A_log / dt_bias and the LM head stay bf16.
+//
+// Made by quantizing the bf16 weights on their device (Quantize); the caller may then free
+// the bf16 matrices (Qwen35Weights::ReleaseProjections): the 27B's 48.7 GB of bf16
+// projections become 24.4 GB of e4m3 (+ 1/4096 for scales). Loading an FP8 checkpoint
+// (quantization_config) is not implemented for this family; LoadQwen35Config refuses it.
+//
+// Thread-safety: immutable after Quantize; views may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/core/memory.h"
+#include "kernels/gemm/fp8.h"
+#include "models/qwen3_5/qwen3_5_weights.h"
+#include "runtime/core/status.h"
+
+namespace tandem::models {
+
+// One layer's e4m3 projections; the token mixer's fields that its type does not have are
+// empty (data and scale views null).
+struct Qwen35Fp8Layer {
+  kernels::Fp8BlockWeight in_proj, out_proj;                 // linear_attention
+  kernels::Fp8BlockWeight q_proj, k_proj, v_proj, o_proj;    // full_attention
+  kernels::Fp8BlockWeight gate_up, down_proj;
+};
+
+class Qwen35Fp8Projections {
+ public:
+  // Quantizes every layer's projections of `weights` (which must still hold them) on the
+  // weights' device, ordered on `stream`; returns once done. On CUDA every matrix's K and N
+  // must be multiples of 16 (every Qwen3.5 / 3.6 size is); errors name the layer.
+  static Result<Qwen35Fp8Projections> Quantize(const Qwen35Weights& weights,
+                                               kernels::Stream stream);
+
+  Qwen35Fp8Projections() = default;
+  Qwen35Fp8Projections(Qwen35Fp8Projections&&) = default;
+  Qwen35Fp8Projections& operator=(Qwen35Fp8Projections&&) = default;
+
+  const std::vector<Qwen35Fp8Layer>& layers() const { return layers_; }
+  int64_t nbytes() const { return storage_.nbytes(); }
+  // What Quantize allocates for `config`.
+  static int64_t Bytes(const Qwen35Config& config);
+
+ private:
+  kernels::Tensor storage_;  // u8: every code and scale
+  std::vector<Qwen35Fp8Layer> layers_;
+};
+
+}  // namespace tandem::models
