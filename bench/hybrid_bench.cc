@@ -12,10 +12,13 @@
 //            layers, default 4 = three Gated DeltaNet + one gated attention; random weights),
 //            16384 packed tokens as 4 x 4096, capturing the last layer (or `--capture`'s
 //            layers: `--layers=62 --capture=1,16,31,46,61` is the whole 27B target as DFlash
-//            runs it); vs HF + fla on the same layers as a [4, 4096] batch. Prints weights and workspace bytes and the GEMM
-//            rate (projection FLOPs only) against the cuBLAS 8192^3 ceiling.
+//            runs it); vs HF + fla on the same layers as a [4, 4096] batch. Prints weights
+//            and workspace bytes and the GEMM rate (projection FLOPs only) against the
+//            cuBLAS 8192^3 ceiling. `--precision=bf16,fp8` times the target in each
+//            precision in turn (fp8: block-scaled e4m3 projections, issue 15) and prints the
+//            ratio to the first; the peer runs once, against the first.
 // Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --capture=I,J,..,
-// --only=gdr|attn256|forward.
+// --only=gdr|attn256|forward, --precision=P[,P].
 // PYTHONPATH must reach fla for the peer (the device run puts the fla source on it).
 #include <cmath>
 #include <cstdio>
@@ -57,6 +60,7 @@ struct Options {
   int layers = 4;
   std::vector<int> capture;  // --capture=1,16,31,46,61; empty: the last layer
   std::string only;
+  std::vector<models::TargetPrecision> precisions = {models::TargetPrecision::kBf16};
 };
 
 constexpr int64_t kTokens = 16384, kDocs = 4;
@@ -187,15 +191,17 @@ Result<models::Qwen35Config> Config27B(int layers) {
 
 // Times tandem's forward and prints its lines; every allocation (this run's own pools) goes
 // back to CUDA at return, so the peer that runs next has the whole GPU.
-Result<double> TandemForward(const Options& o, const models::Qwen35Config& c) {
+Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
+                             models::TargetPrecision precision) {
   kernels::DevicePools pools;
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   cudaStream_t stream = nullptr;
   if (cudaStreamCreate(&stream) != cudaSuccess) return InternalError("cudaStreamCreate");
   ASSIGN_OR_RETURN(models::Qwen35Weights w,
                    models::Qwen35Weights::Random(c, *pool, 7, stream, 1.f));
-  const int64_t weight_bytes = w.nbytes();
-  ASSIGN_OR_RETURN(auto target, models::Qwen35Target::Create(std::move(w), {kTokens, stream}));
+  ASSIGN_OR_RETURN(auto target,
+                   models::Qwen35Target::Create(std::move(w), {kTokens, stream, precision}));
+  const int64_t weight_bytes = target->weights().nbytes() + target->fp8_projections().nbytes();
   std::vector<int32_t> ids(kTokens), pos(kTokens);
   for (int64_t i = 0; i < kTokens; ++i) {
     ids[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
@@ -237,8 +243,9 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c) {
               o.layers >= 4 ? "3 Gated DeltaNet : 1 gated attention" : "Gated DeltaNet",
               (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs), layer_ids.size(),
               fmt::format("{}", fmt::join(layer_ids, ", ")).c_str());
-  std::printf("  tandem  %8.3f ms  %8.0f tok/s  GEMM %.1f TFLOP/s = %.1f%% of cuBLAS 8192^3 "
-              "%.1f\n", ms, kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling);
+  std::printf("  tandem %-4s %8.3f ms  %8.0f tok/s  GEMM %.1f TFLOP/s = %.1f%% of cuBLAS bf16 "
+              "8192^3 %.1f\n", std::string(models::TargetPrecisionName(precision)).c_str(), ms,
+              kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling);
   std::printf("  memory: weights %.2f GiB (incl. embedding + LM head %.2f GiB), workspace "
               "%.2f GiB\n", weight_bytes / 1073741824.0,
               2.0 * c.vocab_size * c.hidden_size * 2 / 1073741824.0,
@@ -249,7 +256,16 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c) {
 
 Status Forward(const Options& o) {
   ASSIGN_OR_RETURN(models::Qwen35Config c, Config27B(o.layers));
-  ASSIGN_OR_RETURN(const double ms, TandemForward(o, c));
+  std::vector<double> times;
+  for (models::TargetPrecision p : o.precisions) {
+    ASSIGN_OR_RETURN(const double t, TandemForward(o, c, p));
+    times.push_back(t);
+    if (times.size() > 1)
+      std::printf("  %s / %s: %.3fx\n", std::string(models::TargetPrecisionName(p)).c_str(),
+                  std::string(models::TargetPrecisionName(o.precisions[0])).c_str(),
+                  times[0] / t);
+  }
+  const double ms = times[0];
   if (o.peer) {
     const nlohmann::json peer =
         RunPeer(o.peer_path, fmt::format("forward --layers={}", o.layers), "torch, transformers, fla");
@@ -269,6 +285,22 @@ int Run(const std::vector<std::string>& args) {
     else if (a.rfind("--iters=", 0) == 0) o.iters = std::stoi(a.substr(8));
     else if (a.rfind("--layers=", 0) == 0) o.layers = std::stoi(a.substr(9));
     else if (a.rfind("--only=", 0) == 0) o.only = a.substr(7);
+    else if (a.rfind("--precision=", 0) == 0) {
+      o.precisions.clear();
+      std::stringstream list(a.substr(12));
+      for (std::string item; std::getline(list, item, ',');) {
+        Result<models::TargetPrecision> p = models::ParseTargetPrecision(item);
+        if (!p.ok()) {
+          std::fprintf(stderr, "hybrid: --precision: %s\n", p.status().ToString().c_str());
+          return 2;
+        }
+        o.precisions.push_back(*p);
+      }
+      if (o.precisions.empty()) {
+        std::fprintf(stderr, "hybrid: --precision needs bf16 and/or fp8\n");
+        return 2;
+      }
+    }
     else if (a.rfind("--capture=", 0) == 0) {
       std::stringstream list(a.substr(10));
       for (std::string item; std::getline(list, item, ',');) {

@@ -54,6 +54,18 @@ Result<Qwen35Fp8Projections> Qwen35Fp8Projections::Quantize(const Qwen35Weights&
   if (!weights.has_projections())
     return InvalidArgumentError("Qwen35Fp8Projections: the bf16 projections were released");
   const Qwen35Config& c = weights.config();
+  if (weights.device().is_cuda()) {
+    // cuBLASLt's FP8 GEMMs take K and N multiples of 16: refuse here, naming the matrix,
+    // rather than at the first forward.
+    for (size_t i = 0; i < c.layer_types.size(); ++i)
+      for (auto [n, k] : Shapes(c, c.layer_types[i]))
+        if (n % 16 != 0 || k % 16 != 0)
+          return InvalidArgumentError(
+              "{}: precision = \"fp8\": layer {} ({}) has a [{}, {}] projection; FP8 GEMMs on "
+              "CUDA need both dimensions multiples of 16 (every Qwen3.5 / 3.6 size is); use "
+              "precision = \"bf16\" for this model",
+              c.source, i, HybridLayerTypeName(c.layer_types[i]), n, k);
+  }
   Qwen35Fp8Projections p;
   ASSIGN_OR_RETURN(p.storage_,
                    kernels::Tensor::Empty(weights.allocator(), kernels::DType::kU8,
