@@ -1,6 +1,6 @@
 // Device wrappers of the PTX instructions the tensor-core kernels share (attention's DFlash
-// kernels, the chunked gated delta rule): cp.async, ldmatrix and mma.sync m16n8k16 (bf16 in,
-// fp32 accumulate), and bf16x2 packing.
+// kernels, the chunked gated delta rule): cp.async (16 and 4 bytes), ldmatrix and mma.sync
+// m16n8k16 (bf16 in, fp32 accumulate), and bf16x2 packing.
 // Fragment layouts (PTX ISA, m16n8k16; lane = 4 * gid + tig):
 //   A 16x16: a0 (gid, 2tig..+1), a1 (gid+8, 2tig..), a2 (gid, 2tig+8..), a3 (gid+8, 2tig+8..)
 //   B 16x8:  b0 (k 2tig..+1, n gid), b1 (k 2tig+8..+1, n gid)
@@ -28,6 +28,11 @@ __device__ inline uint32_t SmemAddr(const void* p) {
 __device__ inline void CpAsync16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
                "r"(valid ? 16 : 0));
+}
+// 4-byte async copy (through L1); valid == false zero-fills the destination.
+__device__ inline void CpAsync4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
 }
 __device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

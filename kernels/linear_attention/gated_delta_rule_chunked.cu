@@ -8,10 +8,10 @@
 // chunk-parallel: loads the chunk's q, k, v, g, beta; gc = cumsum(g); K K^T and Q K^T on
 // tensor cores (one m-tile per warp); A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j)
 // to shared memory (over q, which is done) and the masked decayed Q^ K^^T (Aqk) to the
-// workspace; T = (I + A)^-1 by forward substitution with one thread per column of T, the
-// column in registers (no barriers), while the other warps form k^ beta exp(gc) and v beta
-// (a blocked solve with all threads on the levels below the diagonal issued more
-// instructions and was no faster on the H200);
+// workspace; T = (I + A)^-1 in 32 x 32 blocks, all f32: the two diagonal blocks by forward
+// substitution, one thread per column in registers (warps 0 and 1, while the other warps
+// form k^ beta exp(gc) and v beta), then T21 = -T22 (A21 T11) by all threads (the single
+// 64-column substitution was a 2016-FMA chain per thread that the whole block waited on);
 // then w = T (k^ beta exp(gc)) and u = T (v beta) on tensor cores, written as bf16.
 // Kernel 2, "state", one block per (64-wide half of dv, value head, document), 4 warps,
 // three per SM: each warp keeps S^T for its 16 dv columns and all of dk in fp32 accumulators
@@ -108,14 +108,20 @@ __device__ inline void ScaleRow8(bf16_t* x, float f) {
   *reinterpret_cast<uint4*>(x) = v;
 }
 
-// T = (I + A)^-1 for strictly lower A [64][LDA] f32: thread c < 64 computes column c,
-// T[i][c] = -sum_{j<i} A[i][j] T[j][c] (i > c), in registers; writes bf16 to sT [64][LDT].
-__device__ inline void InvertUnitLower(const float* sA, bf16_t* sT, int c) {
-  float t[BT];
+// T = (I + A)^-1 for strictly lower A [64][LDA] f32 in 32 x 32 blocks:
+//   T = [T11 0; T21 T22], T11 = (I + A11)^-1, T22 = (I + A22)^-1, T21 = -T22 (A21 T11).
+// Step 1 (threads c < 64, lane c % 32 of warp c / 32): the column c % 32 of T11 (warp 0) or
+// T22 (warp 1) by forward substitution in registers, written in f32 over its own block of
+// sA (the warp has read all of it) and as bf16 to sT (warp 1 also zeroes the upper right).
+__device__ inline void InvertDiagonalBlock(float* sA, bf16_t* sT, int c) {
+  constexpr int kN = BT / 2;
+  const int lane = c % kN, base = c - lane;  // this warp's block starts at row / column base
+  const float* blk = sA + base * LDA + base;
+  float t[kN];
 #pragma unroll
-  for (int i = 0; i < BT; ++i) {
+  for (int i = 0; i < kN; ++i) {
     float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-    const float4* row = reinterpret_cast<const float4*>(sA + i * LDA);
+    const float4* row = reinterpret_cast<const float4*>(blk + i * LDA);
 #pragma unroll
     for (int j4 = 0; j4 < i / 4; ++j4) {
       const float4 a = row[j4];
@@ -125,11 +131,54 @@ __device__ inline void InvertUnitLower(const float* sA, bf16_t* sT, int c) {
       s3 += a.w * t[4 * j4 + 3];
     }
 #pragma unroll
-    for (int j = i / 4 * 4; j < i; ++j) s0 += sA[i * LDA + j] * t[j];
-    t[i] = i < c ? 0.f : (i == c ? 1.f : -((s0 + s1) + (s2 + s3)));
+    for (int j = i / 4 * 4; j < i; ++j) s0 += blk[i * LDA + j] * t[j];
+    t[i] = i < lane ? 0.f : (i == lane ? 1.f : -((s0 + s1) + (s2 + s3)));
+  }
+  __syncwarp();  // every lane has read the block: overwrite it with T11 / T22
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    sA[(base + i) * LDA + c] = t[i];
+    sT[(base + i) * LDT + c] = __float2bfloat16(t[i]);
+    if (base != 0) sT[i * LDT + c] = __float2bfloat16(0.f);
+  }
+}
+
+// Step 2 (all threads; warp g, lane c: rows 4g..4g+3 of a 32 x 32 block, column c):
+// Y = A21 T11 into sA's unused upper right block (rows 0-31, columns 32-63).
+__device__ inline void InvertMergeY(float* sA) {
+  const int c = threadIdx.x % 32, r0 = threadIdx.x / 32 * 4;
+  float y[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int j4 = 0; j4 < BT / 8; ++j4) {
+    float tc[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tc[e] = sA[(4 * j4 + e) * LDA + c];  // T11[j][c]
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float4 a = *reinterpret_cast<const float4*>(sA + (32 + r0 + r) * LDA + 4 * j4);
+      y[r] += a.x * tc[0] + a.y * tc[1] + a.z * tc[2] + a.w * tc[3];
+    }
   }
 #pragma unroll
-  for (int i = 0; i < BT; ++i) sT[i * LDT + c] = __float2bfloat16(t[i]);
+  for (int r = 0; r < 4; ++r) sA[(r0 + r) * LDA + 32 + c] = y[r];
+}
+
+// Step 3: T21 = -T22 Y (T22 lower triangular with its unit diagonal stored), as bf16 to sT.
+__device__ inline void InvertMergeT21(const float* sA, bf16_t* sT) {
+  const int c = threadIdx.x % 32, g = threadIdx.x / 32, r0 = g * 4;
+  float x[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int k4 = 0; k4 <= g; ++k4) {  // T22[r][k] = 0 for k > r
+    float yc[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) yc[e] = sA[(4 * k4 + e) * LDA + 32 + c];  // Y[k][c]
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float4 a = *reinterpret_cast<const float4*>(sA + (32 + r0 + r) * LDA + 32 + 4 * k4);
+      x[r] += a.x * yc[0] + a.y * yc[1] + a.z * yc[2] + a.w * yc[3];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) sT[(32 + r0 + r) * LDT + c] = __float2bfloat16(-x[r]);
 }
 
 __global__ void __launch_bounds__(kThreads, 3)
@@ -220,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
   __syncthreads();
   if (threadIdx.x < BT) {
-    InvertUnitLower(sA, sT, threadIdx.x);
+    InvertDiagonalBlock(sA, sT, threadIdx.x);
   } else {  // k^ beta exp(gc) = k rk beta exp(gc) and v beta, in place, 8 at a time
     for (int idx = threadIdx.x - BT; idx < BT * DK / 8; idx += kThreads - BT) {
       const int i = idx / (DK / 8), j = (idx % (DK / 8)) * 8;
@@ -228,6 +277,10 @@ __global__ void __launch_bounds__(kThreads, 3)
       ScaleRow8(sV + i * LDH + j, sB[i]);
     }
   }
+  __syncthreads();
+  InvertMergeY(sA);
+  __syncthreads();
+  InvertMergeT21(sA, sT);
   __syncthreads();
   {
     // Warps 0-3: w = T (k beta exp(gc)) rows 16 w..; warps 4-7: u = T (v beta); 64 columns

@@ -15,6 +15,7 @@ namespace tandem::kernels::gdr_internal {
 
 using bf16_t = __nv_bfloat16;
 using ptx::CpAsync16;
+using ptx::CpAsync4;
 using ptx::CpAsyncCommit;
 using ptx::CpAsyncWait;
 using ptx::Ldsm4;

@@ -26,10 +26,13 @@ __device__ inline void LoadTile(bf16_t* dst, const bf16_t* src, int64_t stride, 
   constexpr int kSeg = kCols / 8;  // 16-byte pieces per row
   constexpr int kRowsPerPass = kStateThreads / kSeg;
   const int r0 = threadIdx.x / kSeg, c = (threadIdx.x % kSeg) * 8;
+  src += c;
+  const bf16_t* p = src + r0 * stride;
+  const int64_t step = kRowsPerPass * stride;
 #pragma unroll
-  for (int r = r0; r < BT; r += kRowsPerPass) {
+  for (int r = r0; r < BT; r += kRowsPerPass, p += step) {
     const bool valid = r < n;
-    CpAsync16(dst + r * kLd + c, src + (valid ? r : 0) * stride + c, valid);
+    CpAsync16(dst + r * kLd + c, valid ? p : src, valid);
   }
 }
 
@@ -42,29 +45,32 @@ struct StateSmem {
   float* fo;    // [2][64] exp(gc) rq scale (the output's row factor), by chunk parity
   float* fd;    // [2][64] exp(gc_last - gc) rk (the update's token factor)
   float* decay; // [2] exp(gc_last)
+  float* raw;   // [4][64] the next chunk's gc, gc_last, rq, rk, thread t's copies in column t
 };
 
-// Per-token factors of one chunk: threads < 64 load their token's scalars (Load), then
-// write the factors (Store) once the buffer's last readers are past a barrier.
-struct Factors {
-  float gc = 0.f, gl = 0.f, rq = 0.f, rk = 0.f;
-  __device__ void Load(const Workspace& W, int64_t vrow, int64_t krow, int at, int rows,
-                       float scale) {
-    const int t = threadIdx.x;
-    if (t >= BT) return;
-    gc = t < rows ? W.gc[vrow + at + t] : 0.f;
-    gl = W.gc[vrow + at + rows - 1];
-    rq = t < rows ? W.rq[krow + at + t] * scale : 0.f;
-    rk = t < rows ? W.rk[krow + at + t] : 0.f;
-  }
-  __device__ void Store(const StateSmem& s, int buf) const {
-    const int t = threadIdx.x;
-    if (t >= BT) return;
-    s.fo[buf * BT + t] = __expf(gc) * rq;
-    s.fd[buf * BT + t] = __expf(gl - gc) * rk;
-    if (t == 0) s.decay[buf] = __expf(gl);
-  }
-};
+// The per-token factors of a chunk in two steps: threads < 64 copy their token's scalars
+// into `raw` asynchronously (LoadRawFactors, rows >= `rows` zero), and once that group
+// has landed turn them into fo / fd / decay of buffer `buf` (StoreFactors; each thread
+// reads only what it copied itself, so no barrier is needed between the two).
+__device__ inline void LoadRawFactors(const StateSmem& s, const Workspace& W, int64_t vrow,
+                                      int64_t krow, int at, int rows) {
+  const int t = threadIdx.x;
+  if (t >= BT) return;
+  const bool valid = t < rows;
+  const int64_t r = valid ? at + t : at;
+  CpAsync4(s.raw + t, W.gc + vrow + r, valid);
+  CpAsync4(s.raw + BT + t, W.gc + vrow + at + rows - 1, true);
+  CpAsync4(s.raw + 2 * BT + t, W.rq + krow + r, valid);
+  CpAsync4(s.raw + 3 * BT + t, W.rk + krow + r, valid);
+}
+__device__ inline void StoreFactors(const StateSmem& s, int buf, float scale) {
+  const int t = threadIdx.x;
+  if (t >= BT) return;
+  const float gc = s.raw[t], gl = s.raw[BT + t];
+  s.fo[buf * BT + t] = __expf(gc) * s.raw[2 * BT + t] * scale;
+  s.fd[buf * BT + t] = __expf(gl - gc) * s.raw[3 * BT + t];
+  if (t == 0) s.decay[buf] = __expf(gl);
+}
 
 // P^T = S^T w^T (pt: 8 n8 tiles over the chunk's tokens) and R = q S (ro: 4 m-tiles of
 // tokens x 2 n8 tiles of this warp's dv columns), K = dk; S^T packed per k-step.
@@ -191,11 +197,13 @@ __device__ inline void UpdateState(float (&st)[16][4], const float (&vt)[8][4], 
   }
 }
 
-// Chunk pipeline (cp.async groups): G1 = w, q, the u slice and the masked Q K^T of chunk
-// c + 1, issued once every warp is past the output of chunk c (B1); G2 = k of chunk c + 1,
-// issued after the update of chunk c (B2). The top of a chunk waits for G1 only; k is
-// awaited at B1. The factors of chunk c + 1 are loaded after B1 and stored after the update
-// into the other parity's buffers.
+// Chunk pipeline (cp.async groups, in commit order per chunk c):
+//   Gwq(c + 1)  w and q, issued once every warp has done P and R of chunk c (B0.5);
+//   Gf(c + 1)   the raw factors, and Gua(c + 1) the u slice and the masked Q K^T, issued
+//               once every warp is past the output of chunk c (B1);
+//   Gk(c + 1)   k, issued after the update of chunk c (B2).
+// The top of a chunk waits for all but Gk; B1 waits for Gk (all but Gwq of the next chunk);
+// after the update threads < 64 wait for Gf (all but Gua) and store the next factors.
 __global__ void __launch_bounds__(kStateThreads, 3)
     gdr_chunk_state_kernel(void* out, int64_t out_stride, bool out_f32, const bf16_t* q,
                            int64_t q_stride, const bf16_t* k, int64_t k_stride, const int32_t* cu,
@@ -209,7 +217,8 @@ __global__ void __launch_bounds__(kStateThreads, 3)
   s.aqk = s.u + BT * LDU;
   s.fo = reinterpret_cast<float*>(s.aqk + BT * LDT);
   s.fd = s.fo + 2 * BT;
-  s.decay = s.fd + 2 * BT;
+  s.raw = s.fd + 2 * BT;
+  s.decay = s.raw + 4 * BT;
   // One flat grid dimension (x has no 65535 limit, so any number of documents): the two
   // halves of one (document, head) are neighbours, and share w, q and k in L2.
   constexpr int kHalves = DV / BVB;
@@ -221,23 +230,23 @@ __global__ void __launch_bounds__(kStateThreads, 3)
   const int begin = cu[doc], end = cu[doc + 1];
   if (begin >= end) return;
   const int64_t vrow = int64_t{vh} * tokens, krow = int64_t{kh} * tokens;
+  const bf16_t* wh = W.w + vrow * DK;
+  const bf16_t* uh = W.u + vrow * DV + v0;
+  const bf16_t* ah = W.aqk + vrow * BT;
   const bf16_t* qh = q + kh * DK;
   const bf16_t* kh_rows = k + kh * DK;
-  const auto issue_g1 = [&](int at, int rows) {
-    LoadTile<DK, LDH>(s.w, W.w + (vrow + at) * DK, DK, rows);
-    LoadTile<DK, LDH>(s.q, qh + at * q_stride, q_stride, rows);
-    LoadTile<BVB, LDU>(s.u, W.u + (vrow + at) * DV + v0, DV, rows);
-    LoadTile<BT, LDT>(s.aqk, W.aqk + (vrow + at) * BT, BT, rows);
-  };
-  Factors f;
   {
     const int n0 = min(BT, end - begin);
-    issue_g1(begin, n0);
+    LoadTile<DK, LDH>(s.w, wh + int64_t{begin} * DK, DK, n0);
+    LoadTile<DK, LDH>(s.q, qh + begin * q_stride, q_stride, n0);
+    LoadTile<BVB, LDU>(s.u, uh + int64_t{begin} * DV, DV, n0);
+    LoadTile<BT, LDT>(s.aqk, ah + int64_t{begin} * BT, BT, n0);
+    LoadRawFactors(s, W, vrow, krow, begin, n0);
     CpAsyncCommit();
     LoadTile<DK, LDH>(s.k, kh_rows + begin * k_stride, k_stride, n0);
     CpAsyncCommit();
-    f.Load(W, vrow, krow, begin, n0, scale);
-    f.Store(s, 0);
+    CpAsyncWait<1>();
+    StoreFactors(s, 0, scale);
   }
   float st[16][4];  // S^T: this warp's 16 dv rows x dk (16 n8 tiles)
 #pragma unroll
@@ -247,32 +256,43 @@ __global__ void __launch_bounds__(kStateThreads, 3)
     const int n = min(BT, end - bos), next = bos + BT;
     const int nn = min(BT, end - next);  // rows of the next chunk (<= 0: none)
     CpAsyncWait<1>();
-    __syncthreads();  // B0: G1 and this chunk's factors are in smem
+    __syncthreads();  // B0: all but k of this chunk, and its factors, are in smem
     float pt[8][4];
-    const int col0 = vh * DV + v0 + warp * 16;
     {
       float ro[4][2][4];
       StateProducts(pt, ro, st, s.w, s.q);
+      __syncthreads();  // B0.5: w and q are read
+      if (nn > 0) {
+        LoadTile<DK, LDH>(s.w, wh + int64_t{next} * DK, DK, nn);
+        LoadTile<DK, LDH>(s.q, qh + next * q_stride, q_stride, nn);
+      }
+      CpAsyncCommit();
       SubtractFromU(pt, s.u, warp);
-      OutputRows(ro, pt, s.aqk, s.fo + buf * BT, out, out_stride, out_f32, bos, col0, n);
+      OutputRows(ro, pt, s.aqk, s.fo + buf * BT, out, out_stride, out_f32, bos,
+                 vh * DV + v0 + warp * 16, n);
     }
-    CpAsyncWait<0>();
-    __syncthreads();  // B1: k is in smem; w, q, u and the masked Q K^T are read
+    CpAsyncWait<1>();
+    __syncthreads();  // B1: k is in smem; u and the masked Q K^T are read
+    if (nn > 0) LoadRawFactors(s, W, vrow, krow, next, nn);
+    CpAsyncCommit();
     if (nn > 0) {
-      issue_g1(next, nn);
-      f.Load(W, vrow, krow, next, nn, scale);
+      LoadTile<BVB, LDU>(s.u, uh + int64_t{next} * DV, DV, nn);
+      LoadTile<BT, LDT>(s.aqk, ah + int64_t{next} * BT, BT, nn);
     }
     CpAsyncCommit();
     UpdateState(st, pt, s.k, s.fd + buf * BT, s.decay[buf]);
-    if (nn > 0) f.Store(s, buf ^ 1);
+    if (nn > 0) {
+      CpAsyncWait<1>();
+      StoreFactors(s, buf ^ 1, scale);
+    }
     __syncthreads();  // B2: k is read
     if (nn > 0) LoadTile<DK, LDH>(s.k, kh_rows + next * k_stride, k_stride, nn);
-    CpAsyncCommit();  // (an empty group on the last chunk keeps the wait counts in step)
+    CpAsyncCommit();  // (empty groups on the last chunk keep the wait counts in step)
   }
 }
 
 constexpr size_t kStateSmem =
-    3 * BT * LDH * 2 + BT * LDU * 2 + BT * LDT * 2 + (4 * BT + 2) * sizeof(float);
+    3 * BT * LDH * 2 + BT * LDU * 2 + BT * LDT * 2 + (8 * BT + 2) * sizeof(float);
 static_assert(kStateSmem * 3 + 3 * 1024 <= 228 * 1024, "three state blocks per SM");
 
 }  // namespace
