@@ -156,12 +156,15 @@ TEST(Qwen35TargetGpuTest, Fp8OnCudaMatchesTheCpuFp8Forward) {
   const auto cpu16 = RunRandom(Device::Cpu(), c, TargetPrecision::kBf16);
   for (size_t l = 0; l < gpu8.size(); ++l) {
     // The two FP8 forwards quantize the same values but from bf16 inputs that differ by
-    // summation order; a code may then round the other way (one e4m3 step is 1/8 to 1/16),
-    // so they agree to well within FP8's own distance from the bf16 forward, not bitwise.
+    // summation order by about one bf16 ulp (2^-8): about 1 code in 16 then rounds the other
+    // way (an e4m3 step is 2^-4), so they differ by ~1/4 of FP8's own distance from the bf16
+    // forward after one layer, and the layers amplify it (H200: 0.27, 0.49, 0.56, 0.59 of
+    // it at layers 0-3). A wrong scale or layout puts them as far apart as FP8 is from bf16
+    // or further.
     const double cuda_cpu = RelativeL2(gpu8[l], cpu8[l]), fp8_bf16 = RelativeL2(cpu8[l], cpu16[l]);
     std::printf("layer %zu: cuda fp8 vs cpu fp8 %.4f; cpu fp8 vs cpu bf16 %.4f\n", l, cuda_cpu,
                 fp8_bf16);
-    EXPECT_LT(cuda_cpu, 0.5 * fp8_bf16) << "layer " << l;
+    EXPECT_LT(cuda_cpu, (l == 0 ? 0.4 : 0.8) * fp8_bf16) << "layer " << l;
     EXPECT_GT(fp8_bf16, 1e-3) << "layer " << l;  // FP8 really ran
   }
 }
