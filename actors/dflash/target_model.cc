@@ -67,6 +67,18 @@ uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
     bytes += static_cast<uint64_t>(models::Qwen35Target::WorkspaceBytes(
         *spec.hybrid, spec.max_tokens, /*on_cuda=*/true, spec.precision));
     *what = "the target's weights and activation workspace";
+    if (spec.precision == models::TargetPrecision::kFp8) {
+      // Qwen35Target::Create quantizes the whole bf16 model, then frees its matrices.
+      TargetModelSpec bf16 = spec;
+      bf16.precision = models::TargetPrecision::kBf16;
+      const uint64_t load_peak =
+          TargetWeightBytes(bf16) +
+          static_cast<uint64_t>(models::Qwen35Fp8Projections::Bytes(*spec.hybrid));
+      if (load_peak > bytes) {
+        bytes = load_peak;
+        *what = "the target's load peak: bf16 weights and their e4m3 projections";
+      }
+    }
   } else {
     *what = "the target's weights";
   }

@@ -64,13 +64,22 @@ Result<bool> Bool(const Scope& s, const json& obj, const char* key, bool fallbac
   return v->get<bool>();
 }
 
+// A quantized checkpoint (the official FP8 ones put quantization_config at the top level of
+// the wrapper): not read by this family.
+Status RejectQuantized(const Scope& s) {
+  if (Find(s.j, "quantization_config") == nullptr) return Status::Ok();
+  return KeyError(s, "quantization_config",
+                  "quantized Qwen3.5 / 3.6 checkpoints are not supported; load the bf16 "
+                  "checkpoint with the target's precision = \"fp8\" to run it in FP8");
+}
+
 // Values that must hold for the forward tandem implements.
 Status RejectUnsupported(const Scope& s) {
-  for (const char* key :
-       {"num_experts", "num_local_experts", "moe_intermediate_size", "quantization_config"}) {
+  for (const char* key : {"num_experts", "num_local_experts", "moe_intermediate_size"}) {
     if (Find(s.j, key) != nullptr)
-      return KeyError(s, key, "mixture-of-experts and quantized Qwen3.5 models are not supported");
+      return KeyError(s, key, "mixture-of-experts Qwen3.5 models are not supported");
   }
+  RETURN_IF_ERROR(RejectQuantized(s));
   if (const json* act = Find(s.j, "hidden_act"); act != nullptr && *act != "silu")
     return KeyError(s, "hidden_act", "{} is not implemented (only \"silu\")", act->dump());
   ASSIGN_OR_RETURN(bool bias, Bool(s, s.j, "attention_bias", false));
@@ -247,6 +256,7 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
     const json* text = Find(j, "text_config");
     if (text == nullptr || !text->is_object())
       return KeyError(top, "text_config", "the qwen3_5 wrapper needs a text_config object");
+    RETURN_IF_ERROR(RejectQuantized(top));
     const Scope s{*text, source, "text_config."};
     if (const json* tmt = Find(*text, "model_type"); tmt != nullptr && *tmt != "qwen3_5_text")
       return KeyError(s, "model_type", "{} is not qwen3_5_text", tmt->dump());

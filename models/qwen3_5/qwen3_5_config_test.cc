@@ -126,9 +126,15 @@ TEST(Qwen35ConfigTest, RefusesWhatIsNotImplemented) {
   missing.erase("linear_num_value_heads");
   json moe = Wrapper(Text27B());
   moe["model_type"] = "qwen3_5_moe";
+  // The official FP8 checkpoints put quantization_config at the wrapper's top level.
+  json fp8 = Wrapper(Text27B());
+  fp8["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
   const Case cases[] = {
       {"moe type", moe, "mixture-of-experts"},
       {"experts", text_with("num_experts", 256), "'text_config.num_experts'"},
+      {"fp8 checkpoint", fp8, "'quantization_config': quantized Qwen3.5 / 3.6 checkpoints"},
+      {"fp8 text config", text_with("quantization_config", json::object()),
+       "precision = \"fp8\""},
       {"layer type", text_with("layer_types", bad_types), "layer 5 is \"sliding_attention\""},
       {"interval", text_with("layer_types", swapped), "full_attention_interval is 4"},
       {"rope type", rope_with("rope_type", "yarn"), "rope type \"yarn\""},
