@@ -5,14 +5,17 @@
 // the raw bf16 q and k and apply the norms (and q's scale) in fp32, so q^ and k^ are never
 // written: k^.k^ = (k.k) rk rk, q^ S = (q S) rq scale, k^^T x = k^T (rk x).
 // Kernel 1, "prepare", one block per (chunk, value head), 8 warps, three per SM,
-// chunk-parallel: loads the chunk's q, k, v, g, beta; gc = cumsum(g); K K^T and Q K^T on
-// tensor cores (one m-tile per warp); A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j)
-// to shared memory (over q, which is done) and the masked decayed Q^ K^^T (Aqk) to the
-// workspace; T = (I + A)^-1 in 32 x 32 blocks, all f32: the two diagonal blocks by forward
-// substitution, one thread per column in registers (warps 0 and 1, while the other warps
-// form k^ beta exp(gc) and v beta), then T21 = -T22 (A21 T11) by all threads (the single
-// 64-column substitution was a 2016-FMA chain per thread that the whole block waited on);
-// then w = T (k^ beta exp(gc)) and u = T (v beta) on tensor cores, written as bf16.
+// chunk-parallel: warp 0 finds the chunk's document (a scan over the documents' chunk
+// counts); loads the chunk's q, k, v, g, beta; gc = cumsum(g); K K^T and Q K^T on tensor
+// cores (one m-tile per warp); A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j) to
+// shared memory (over q, which is done) and the masked decayed Q^ K^^T (Aqk) to the
+// workspace (branch-free masks); T = (I + A)^-1 in 32 x 32 blocks, all f32: the two
+// diagonal blocks by forward substitution, one thread per column in registers (warps 0 and
+// 1), then T21 = -T22 (A21 T11) by all threads (the single 64-column substitution was a
+// 2016-FMA chain per thread that the whole block waited on). T goes to shared memory as two
+// bf16 tiles with its columns scaled, T diag(beta rk exp(gc)) and T diag(beta), so that
+// w = T (k^ beta exp(gc)) and u = T (v beta) are products with the raw k and v (tensor
+// cores), written as bf16.
 // Kernel 2, "state", one block per (64-wide half of dv, value head, document), 4 warps,
 // three per SM: each warp keeps S^T for its 16 dv columns and all of dk in fp32 accumulators
 // (nothing of the state goes through shared memory) and per chunk in order computes
@@ -62,17 +65,32 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The document and first token of chunk `c` (over all documents' chunks); false past the end.
+// The first token and row count of chunk `c` (over all documents' chunks), by one warp: each
+// lane takes a document of a group of 32, a scan of their chunk counts finds the one that
+// holds chunk c. The result is in every lane; false past the end.
 __device__ bool FindChunk(const int32_t* cu, int docs, int c, int* bos, int* n) {
-  for (int d = 0; d < docs; ++d) {
-    const int b = cu[d], e = cu[d + 1];
+  const int lane = threadIdx.x % 32;
+  int before = 0;  // chunks of the documents before this group
+  for (int d0 = 0; d0 < docs; d0 += 32) {
+    const int d = d0 + lane;
+    const int b = d < docs ? cu[d] : 0, e = d < docs ? cu[d + 1] : 0;
     const int chunks = (e - b + BT - 1) / BT;
-    if (c < chunks) {
-      *bos = b + c * BT;
-      *n = min(BT, e - *bos);
+    int incl = chunks;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int up = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += up;
+    }
+    const int first = before + incl - chunks;  // this document's first chunk
+    const unsigned hit = __ballot_sync(0xffffffffu, c >= first && c < first + chunks);
+    if (hit != 0) {
+      const int src = __ffs(hit) - 1;
+      const int start = __shfl_sync(0xffffffffu, b + (c - first) * BT, src);
+      *bos = start;
+      *n = min(BT, __shfl_sync(0xffffffffu, e, src) - start);
       return true;
     }
-    c -= chunks;
+    before += __shfl_sync(0xffffffffu, incl, 31);
   }
   return false;
 }
@@ -96,24 +114,64 @@ __device__ inline void GemmRowsNt(float (&acc)[8][4], const bf16_t* x, const bf1
   }
 }
 
-// x[0..8) *= f (bf16, 16-byte aligned).
-__device__ inline void ScaleRow8(bf16_t* x, float f) {
-  uint4 v = *reinterpret_cast<uint4*>(x);
-  uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+// 2^x with denormal results flushed to zero (one MUFU op).
+__device__ inline float Ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Warps 0-3 (kk_part): A = strictly lower beta_i (k^_i.k^_j) exp(gc_i - gc_j) rows 16 mt..
+// to sA (f32); warps 4-7: the masked decayed Q^ K^^T rows 16 mt.. (rows < n) to aqk (bf16),
+// from the raw products in acc; the rows' factors are zero past n (sB, sRq).
+__device__ inline void MaskProducts(const float (&acc)[8][4], bool kk_part, int mt, int n,
+                                    const float* sG, const float* sB, const float* sRq,
+                                    const float* sRk, float* sA, bf16_t* aqk) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  float gj[16], rj[16];  // this lane's columns: gc log2(e) and rk
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[e]));
-    w[e] = Pack(a.x * f, a.y * f);
+  for (int nt = 0; nt < 8; ++nt) {
+    const float2 g2 = *reinterpret_cast<const float2*>(sG + nt * 8 + 2 * tig);
+    const float2 r2 = *reinterpret_cast<const float2*>(sRk + nt * 8 + 2 * tig);
+    gj[2 * nt] = g2.x * kLog2e;
+    gj[2 * nt + 1] = g2.y * kLog2e;
+    rj[2 * nt] = r2.x;
+    rj[2 * nt + 1] = r2.y;
   }
-  *reinterpret_cast<uint4*>(x) = v;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = mt * 16 + gid + 8 * h;
+    const float gi = sG[i] * kLog2e;
+    const float f = kk_part ? sB[i] * sRk[i] : sRq[i];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      float y[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = nt * 8 + 2 * tig + e;
+        const float x = acc[nt][2 * h + e] * rj[2 * nt + e] * f;
+        const float d = Ex2(gi - gj[2 * nt + e]);  // may be inf above the diagonal: not used
+        y[e] = (kk_part ? j < i : j <= i) ? x * d : 0.f;
+      }
+      if (kk_part)
+        *reinterpret_cast<float2*>(sA + i * LDA + nt * 8 + 2 * tig) = make_float2(y[0], y[1]);
+      else if (i < n)
+        *reinterpret_cast<uint32_t*>(aqk + i * BT + nt * 8 + 2 * tig) = Pack(y[0], y[1]);
+    }
+  }
 }
 
 // T = (I + A)^-1 for strictly lower A [64][LDA] f32 in 32 x 32 blocks:
 //   T = [T11 0; T21 T22], T11 = (I + A11)^-1, T22 = (I + A22)^-1, T21 = -T22 (A21 T11).
+// T is written as two bf16 tiles with its columns scaled, sTk = T diag(dk) and
+// sTv = T diag(dv), so that w = sTk k and u = sTv v take the raw k and v.
 // Step 1 (threads c < 64, lane c % 32 of warp c / 32): the column c % 32 of T11 (warp 0) or
 // T22 (warp 1) by forward substitution in registers, written in f32 over its own block of
-// sA (the warp has read all of it) and as bf16 to sT (warp 1 also zeroes the upper right).
-__device__ inline void InvertDiagonalBlock(float* sA, bf16_t* sT, int c) {
+// sA (the warp has read all of it) and scaled to sTk / sTv (warp 1 also zeroes their upper
+// right).
+__device__ inline void InvertDiagonalBlock(float* sA, bf16_t* sTk, bf16_t* sTv, int c, float dk,
+                                           float dv) {
   constexpr int kN = BT / 2;
   const int lane = c % kN, base = c - lane;  // this warp's block starts at row / column base
   const float* blk = sA + base * LDA + base;
@@ -138,8 +196,9 @@ __device__ inline void InvertDiagonalBlock(float* sA, bf16_t* sT, int c) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     sA[(base + i) * LDA + c] = t[i];
-    sT[(base + i) * LDT + c] = __float2bfloat16(t[i]);
-    if (base != 0) sT[i * LDT + c] = __float2bfloat16(0.f);
+    sTk[(base + i) * LDT + c] = __float2bfloat16(t[i] * dk);
+    sTv[(base + i) * LDT + c] = __float2bfloat16(t[i] * dv);
+    if (base != 0) sTk[i * LDT + c] = sTv[i * LDT + c] = __float2bfloat16(0.f);
   }
 }
 
@@ -163,8 +222,10 @@ __device__ inline void InvertMergeY(float* sA) {
   for (int r = 0; r < 4; ++r) sA[(r0 + r) * LDA + 32 + c] = y[r];
 }
 
-// Step 3: T21 = -T22 Y (T22 lower triangular with its unit diagonal stored), as bf16 to sT.
-__device__ inline void InvertMergeT21(const float* sA, bf16_t* sT) {
+// Step 3: T21 = -T22 Y (T22 lower triangular with its unit diagonal stored), scaled to
+// sTk / sTv (column c's factors dk, dv).
+__device__ inline void InvertMergeT21(const float* sA, bf16_t* sTk, bf16_t* sTv, float dk,
+                                      float dv) {
   const int c = threadIdx.x % 32, g = threadIdx.x / 32, r0 = g * 4;
   float x[4] = {0.f, 0.f, 0.f, 0.f};
   for (int k4 = 0; k4 <= g; ++k4) {  // T22[r][k] = 0 for k > r
@@ -178,7 +239,10 @@ __device__ inline void InvertMergeT21(const float* sA, bf16_t* sT) {
     }
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) sT[(32 + r0 + r) * LDT + c] = __float2bfloat16(-x[r]);
+  for (int r = 0; r < 4; ++r) {
+    sTk[(32 + r0 + r) * LDT + c] = __float2bfloat16(-x[r] * dk);
+    sTv[(32 + r0 + r) * LDT + c] = __float2bfloat16(-x[r] * dv);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads, 3)
@@ -189,20 +253,23 @@ __global__ void __launch_bounds__(kThreads, 3)
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);  // q (raw)
   float* sA = reinterpret_cast<float*>(smem);     // [64][LDA], over q once Q K^T is done
-  bf16_t* sK = sQ + BT * LDH;                     // k (raw), later k^ beta exp(gc)
-  bf16_t* sV = sK + BT * LDH;                     // v, later v beta
-  bf16_t* sT = sV + BT * LDH;                     // [64][LDT]
-  float* sG = reinterpret_cast<float*>(sT + BT * LDT);   // gc [64]
+  bf16_t* sK = sQ + BT * LDH;                     // k (raw)
+  bf16_t* sV = sK + BT * LDH;                     // v (raw)
+  bf16_t* sTk = sV + BT * LDH;                    // [64][LDT] T diag(beta rk exp(gc))
+  bf16_t* sTv = sTk + BT * LDT;                   // [64][LDT] T diag(beta)
+  float* sG = reinterpret_cast<float*>(sTv + BT * LDT);  // gc [64]
   float* sB = sG + BT;                                    // beta [64]
   float* sRq = sB + BT;                                   // rq * scale [64]
   float* sRk = sRq + BT;                                  // rk [64]
   __shared__ int s_bos, s_n;
   const int vh = blockIdx.y, group = hv / hk, kh = vh / group;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     int bos = 0, n = 0;
     if (!FindChunk(cu, docs, blockIdx.x, &bos, &n)) n = 0;
-    s_bos = bos;
-    s_n = n;
+    if (threadIdx.x == 0) {
+      s_bos = bos;
+      s_n = n;
+    }
   }
   __syncthreads();
   const int bos = s_bos, n = s_n;
@@ -246,47 +313,24 @@ __global__ void __launch_bounds__(kThreads, 3)
     float acc[8][4];
     GemmRowsNt(acc, kk_part ? sK : sQ, sK, mt);
     __syncthreads();  // q^ is read: A may overwrite it
-    bf16_t* aqk = W.aqk + (int64_t{vh} * tokens + bos) * BT;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = mt * 16 + gid + 8 * h, j = nt * 8 + 2 * tig;
-        const float gi = sG[i];
-        const float x0 = acc[nt][2 * h] * sRk[j], x1 = acc[nt][2 * h + 1] * sRk[j + 1];
-        if (kk_part) {
-          const bool row = i < n;
-          const float f = sB[i] * sRk[i];
-          sA[i * LDA + j] = row && j < i ? f * x0 * __expf(gi - sG[j]) : 0.f;
-          sA[i * LDA + j + 1] = row && j + 1 < i ? f * x1 * __expf(gi - sG[j + 1]) : 0.f;
-        } else if (i < n) {
-          const float f = sRq[i];
-          const float y0 = j <= i ? f * x0 * __expf(gi - sG[j]) : 0.f;
-          const float y1 = j + 1 <= i ? f * x1 * __expf(gi - sG[j + 1]) : 0.f;
-          *reinterpret_cast<uint32_t*>(aqk + i * BT + j) = Pack(y0, y1);
-        }
-      }
+    MaskProducts(acc, kk_part, mt, n, sG, sB, sRq, sRk, sA,
+                 W.aqk + (int64_t{vh} * tokens + bos) * BT);
   }
   __syncthreads();
-  if (threadIdx.x < BT) {
-    InvertDiagonalBlock(sA, sT, threadIdx.x);
-  } else {  // k^ beta exp(gc) = k rk beta exp(gc) and v beta, in place, 8 at a time
-    for (int idx = threadIdx.x - BT; idx < BT * DK / 8; idx += kThreads - BT) {
-      const int i = idx / (DK / 8), j = (idx % (DK / 8)) * 8;
-      ScaleRow8(sK + i * LDH + j, sB[i] * sRk[i] * __expf(sG[i]));
-      ScaleRow8(sV + i * LDH + j, sB[i]);
-    }
-  }
+  // Column c's factors: dk = beta rk exp(gc) (w), dv = beta (u).
+  const auto dk = [&](int c) { return sB[c] * sRk[c] * __expf(sG[c]); };
+  if (threadIdx.x < BT)
+    InvertDiagonalBlock(sA, sTk, sTv, threadIdx.x, dk(threadIdx.x), sB[threadIdx.x]);
   __syncthreads();
   InvertMergeY(sA);
   __syncthreads();
-  InvertMergeT21(sA, sT);
+  InvertMergeT21(sA, sTk, sTv, dk(threadIdx.x % 32), sB[threadIdx.x % 32]);
   __syncthreads();
   {
-    // Warps 0-3: w = T (k beta exp(gc)) rows 16 w..; warps 4-7: u = T (v beta); 64 columns
-    // per pass.
+    // Warps 0-3: w = sTk k rows 16 w..; warps 4-7: u = sTv v; 64 columns per pass.
     const int mt = warp % 4, mi = lane / 8, r8 = lane % 8;
     const bf16_t* rhs = warp < 4 ? sK : sV;
+    const bf16_t* sT = warp < 4 ? sTk : sTv;
     bf16_t* dst = (warp < 4 ? W.w : W.u) + (int64_t{vh} * tokens + bos) * DK;
     uint32_t a[4][4];
 #pragma unroll
@@ -318,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-constexpr size_t kPrepareSmem = 3 * BT * LDH * 2 + BT * LDT * 2 + 4 * BT * 4;
+constexpr size_t kPrepareSmem = 3 * BT * LDH * 2 + 2 * BT * LDT * 2 + 4 * BT * 4;
 static_assert(BT * LDA * 4 <= BT * LDH * 2, "A fits over q");
 static_assert(kPrepareSmem * 3 + 3 * 1024 <= 228 * 1024, "three prepare blocks per SM");
 
