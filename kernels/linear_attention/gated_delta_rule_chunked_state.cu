@@ -203,7 +203,8 @@ __device__ inline void UpdateState(float (&st)[16][4], const float (&vt)[8][4], 
 //               once every warp is past the output of chunk c (B1);
 //   Gk(c + 1)   k, issued after the update of chunk c (B2).
 // The top of a chunk waits for all but Gk; B1 waits for Gk (all but Gwq of the next chunk);
-// after the update threads < 64 wait for Gf (all but Gua) and store the next factors.
+// after the update every thread waits for Gf (all but Gua), and threads < 64 store the next
+// factors (each from the raw values it copied itself).
 __global__ void __launch_bounds__(kStateThreads, 3)
     gdr_chunk_state_kernel(void* out, int64_t out_stride, bool out_f32, const bf16_t* q,
                            int64_t q_stride, const bf16_t* k, int64_t k_stride, const int32_t* cu,
