@@ -67,18 +67,8 @@ uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
     bytes += static_cast<uint64_t>(models::Qwen35Target::WorkspaceBytes(
         *spec.hybrid, spec.max_tokens, /*on_cuda=*/true, spec.precision));
     *what = "the target's weights and activation workspace";
-    if (spec.precision == models::TargetPrecision::kFp8) {
-      // Qwen35Target::Create quantizes the whole bf16 model, then frees its matrices.
-      TargetModelSpec bf16 = spec;
-      bf16.precision = models::TargetPrecision::kBf16;
-      const uint64_t load_peak =
-          TargetWeightBytes(bf16) +
-          static_cast<uint64_t>(models::Qwen35Fp8Projections::Bytes(*spec.hybrid));
-      if (load_peak > bytes) {
-        bytes = load_peak;
-        *what = "the target's load peak: bf16 weights and their e4m3 projections";
-      }
-    }
+    // With fp8, Qwen35Target::Load / Random quantize layer by layer: the load holds one bf16
+    // layer's projections beside the e4m3 model, less than the workspace allocated after.
   } else {
     *what = "the target's weights";
   }
@@ -177,10 +167,8 @@ Result<std::shared_ptr<SharedTarget>> LoadTarget(const TargetModelSpec& spec,
     if (!spec.hybrid) return InternalError("LoadTarget: a hybrid target without its config");
     const models::Qwen35TargetOptions options{spec.max_tokens, shared->stream_, spec.precision};
     if (spec.model == "random") {
-      ASSIGN_OR_RETURN(models::Qwen35Weights w,
-                       models::Qwen35Weights::Random(*spec.hybrid, alloc, spec.seed,
-                                                     shared->stream_));
-      ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Create(std::move(w), options));
+      ASSIGN_OR_RETURN(shared->hybrid_,
+                       models::Qwen35Target::Random(*spec.hybrid, alloc, spec.seed, options));
     } else {
       ASSIGN_OR_RETURN(shared->hybrid_, models::Qwen35Target::Load(spec.model, alloc, options));
     }

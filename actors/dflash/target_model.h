@@ -61,9 +61,7 @@ models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c);
 // loading the target takes.
 uint64_t TargetWeightBytes(const TargetModelSpec& spec);
 // TargetWeightBytes plus, for the hybrid, the activation workspace it allocates on a GPU
-// for max_tokens (the dense target's workspace is not counted); for the hybrid with fp8, at
-// least its load peak (the bf16 weights and their e4m3 projections at once, before the bf16
-// matrices are freed); `what` says which.
+// for max_tokens (the dense target's workspace is not counted); `what` says which.
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what);
 
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on

@@ -12,20 +12,17 @@ using kernels::TensorView;
 
 namespace {
 
-// A layer's bf16 projections and their FP8 destinations, in one order.
-struct Projection {
-  const TensorView* bf16;
-  Fp8BlockWeight* fp8;
-};
-
-std::vector<Projection> Pairs(const Qwen35LayerWeights& w, Qwen35Fp8Layer& f) {
+// A layer's FP8 destinations and its bf16 projections, in one order (that of Shapes).
+std::vector<Fp8BlockWeight*> Pairs(const Qwen35LayerWeights& w, Qwen35Fp8Layer& f) {
   if (w.type == HybridLayerType::kLinearAttention)
-    return {{&w.linear.in_proj, &f.in_proj},
-            {&w.linear.out_proj, &f.out_proj},
-            {&w.gate_up, &f.gate_up},
-            {&w.down_proj, &f.down_proj}};
-  return {{&w.attn.q_proj, &f.q_proj}, {&w.attn.k_proj, &f.k_proj}, {&w.attn.v_proj, &f.v_proj},
-          {&w.attn.o_proj, &f.o_proj}, {&w.gate_up, &f.gate_up},    {&w.down_proj, &f.down_proj}};
+    return {&f.in_proj, &f.out_proj, &f.gate_up, &f.down_proj};
+  return {&f.q_proj, &f.k_proj, &f.v_proj, &f.o_proj, &f.gate_up, &f.down_proj};
+}
+std::vector<const TensorView*> Sources(const Qwen35LayerWeights& w) {
+  if (w.type == HybridLayerType::kLinearAttention)
+    return {&w.linear.in_proj, &w.linear.out_proj, &w.gate_up, &w.down_proj};
+  return {&w.attn.q_proj, &w.attn.k_proj, &w.attn.v_proj, &w.attn.o_proj, &w.gate_up,
+          &w.down_proj};
 }
 
 // [N, K] of each projection of a layer of type `t`, in Pairs' order.
@@ -49,12 +46,11 @@ int64_t Qwen35Fp8Projections::Bytes(const Qwen35Config& c) {
   return total;
 }
 
-Result<Qwen35Fp8Projections> Qwen35Fp8Projections::Quantize(const Qwen35Weights& weights,
+Result<Qwen35Fp8Projections> Qwen35Fp8Projections::Allocate(const Qwen35Config& c,
+                                                            kernels::Allocator& alloc,
                                                             kernels::Stream stream) {
-  if (!weights.has_projections())
-    return InvalidArgumentError("Qwen35Fp8Projections: the bf16 projections were released");
-  const Qwen35Config& c = weights.config();
-  if (weights.device().is_cuda()) {
+  const kernels::Device device = alloc.device();
+  if (device.is_cuda()) {
     // cuBLASLt's FP8 GEMMs take K and N multiples of 16: refuse here, naming the matrix,
     // rather than at the first forward.
     for (size_t i = 0; i < c.layer_types.size(); ++i)
@@ -67,25 +63,45 @@ Result<Qwen35Fp8Projections> Qwen35Fp8Projections::Quantize(const Qwen35Weights&
               c.source, i, HybridLayerTypeName(c.layer_types[i]), n, k);
   }
   Qwen35Fp8Projections p;
-  ASSIGN_OR_RETURN(p.storage_,
-                   kernels::Tensor::Empty(weights.allocator(), kernels::DType::kU8,
-                                          {std::max<int64_t>(Bytes(c), 1)}, stream));
+  ASSIGN_OR_RETURN(p.storage_, kernels::Tensor::Empty(alloc, kernels::DType::kU8,
+                                                      {std::max<int64_t>(Bytes(c), 1)}, stream));
   int64_t offset = 0;
-  for (size_t i = 0; i < weights.layers().size(); ++i) {
-    const Qwen35LayerWeights& w = weights.layers()[i];
+  for (HybridLayerType t : c.layer_types) {
     Qwen35Fp8Layer f;
-    const std::vector<Projection> pairs = Pairs(w, f);
-    const auto shapes = Shapes(c, w.type);
-    for (size_t j = 0; j < pairs.size(); ++j) {
-      *pairs[j].fp8 = kernels::CarveFp8BlockWeight(p.storage_.data(), &offset, shapes[j].first,
-                                                   shapes[j].second, weights.device());
-      RETURN_IF_ERROR(kernels::QuantizeFp8Weight(*pairs[j].bf16, *pairs[j].fp8, stream)
-                          .WithContext(fmt::format("layer {} ({}) projection {}", i,
-                                                   HybridLayerTypeName(w.type),
-                                                   pairs[j].bf16->ToString())));
-    }
+    const std::vector<Fp8BlockWeight*> dst = Pairs(Qwen35LayerWeights{.type = t}, f);
+    const auto shapes = Shapes(c, t);
+    for (size_t j = 0; j < dst.size(); ++j)
+      *dst[j] = kernels::CarveFp8BlockWeight(p.storage_.data(), &offset, shapes[j].first,
+                                             shapes[j].second, device);
     p.layers_.push_back(f);
   }
+  return p;
+}
+
+Status Qwen35Fp8Projections::QuantizeLayer(int64_t layer, const Qwen35LayerWeights& staged,
+                                           kernels::Stream stream) {
+  if (layer < 0 || layer >= static_cast<int64_t>(layers_.size()))
+    return InvalidArgumentError("Qwen35Fp8Projections: layer {} of {}", layer, layers_.size());
+  const std::vector<const TensorView*> src = Sources(staged);
+  const std::vector<Fp8BlockWeight*> dst = Pairs(staged, layers_[static_cast<size_t>(layer)]);
+  for (size_t j = 0; j < src.size(); ++j) {
+    const std::string where = fmt::format("layer {} ({})", layer, HybridLayerTypeName(staged.type));
+    if (src[j]->empty())
+      return InvalidArgumentError("Qwen35Fp8Projections: {}: a bf16 projection is missing", where);
+    RETURN_IF_ERROR(kernels::QuantizeFp8Weight(*src[j], *dst[j], stream)
+                        .WithContext(fmt::format("{} projection {}", where, src[j]->ToString())));
+  }
+  return Status::Ok();
+}
+
+Result<Qwen35Fp8Projections> Qwen35Fp8Projections::Quantize(const Qwen35Weights& weights,
+                                                            kernels::Stream stream) {
+  if (!weights.has_projections())
+    return InvalidArgumentError("Qwen35Fp8Projections: the bf16 projections were released");
+  ASSIGN_OR_RETURN(Qwen35Fp8Projections p,
+                   Allocate(weights.config(), weights.allocator(), stream));
+  for (size_t i = 0; i < weights.layers().size(); ++i)
+    RETURN_IF_ERROR(p.QuantizeLayer(static_cast<int64_t>(i), weights.layers()[i], stream));
   RETURN_IF_ERROR(kernels::SynchronizeStream(weights.device(), stream));
   return p;
 }

@@ -6,9 +6,10 @@
 //   every layer: gate|up and down.
 // Embeddings, norms, the conv, the gates' A_log / dt_bias and the LM head stay bf16.
 //
-// Made by quantizing the bf16 weights on their device (Quantize); the caller may then free
-// the bf16 matrices (Qwen35Weights::ReleaseProjections): the 27B's 48.7 GB of bf16
-// projections become 24.4 GB of e4m3 (+ 1/4096 for scales). Loading an FP8 checkpoint
+// Made by quantizing the bf16 weights on their device, all at once (Quantize, after which the
+// caller may free the bf16 matrices: Qwen35Weights::ReleaseProjections) or layer by layer as
+// they load (Allocate + QuantizeLayer as a Qwen35ProjectionSink): the 27B's 45.6 GiB of bf16
+// projections become 22.8 GiB of e4m3 (+ 1/4096 for scales). Loading an FP8 checkpoint
 // (quantization_config) is not implemented for this family; LoadQwen35Config refuses it.
 //
 // Thread-safety: immutable after Quantize; views may be read from any thread.
@@ -39,6 +40,15 @@ class Qwen35Fp8Projections {
   // must be multiples of 16 (every Qwen3.5 / 3.6 size is); errors name the layer.
   static Result<Qwen35Fp8Projections> Quantize(const Qwen35Weights& weights,
                                                kernels::Stream stream);
+  // Storage for every layer's e4m3 projections of `config` from `alloc` (which must outlive
+  // it), not yet filled; QuantizeLayer fills it layer by layer (e.g. as the
+  // Qwen35ProjectionSink of Qwen35Weights::Load / Random, so the bf16 projections never sit
+  // on the device all at once). The CUDA multiple-of-16 check happens here.
+  static Result<Qwen35Fp8Projections> Allocate(const Qwen35Config& config,
+                                               kernels::Allocator& alloc, kernels::Stream stream);
+  // Quantizes `staged`'s projections into layer `layer` (enqueued on `stream`; `staged` must
+  // stay valid until the stream reaches this point).
+  Status QuantizeLayer(int64_t layer, const Qwen35LayerWeights& staged, kernels::Stream stream);
 
   Qwen35Fp8Projections() = default;
   Qwen35Fp8Projections(Qwen35Fp8Projections&&) = default;

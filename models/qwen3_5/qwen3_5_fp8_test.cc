@@ -1,11 +1,13 @@
 // The hybrid target with precision = "fp8" on the CPU (reference FP8 GEMMs, kernels/gemm/
-// fp8.h): the projections are quantized and their bf16 form freed (the weights shrink by
-// what the e4m3 form saves), the workspace matches WorkspaceBytes, and the golden batch's
+// fp8.h): the projections are quantized as each layer loads, never kept in bf16 (the
+// weights shrink by what the e4m3 form saves), with the same codes as quantizing after a
+// whole load; the workspace matches WorkspaceBytes, and the golden batch's
 // captures stay within FP8's error of the fp32 reference: further than bf16's (so the FP8
 // path really ran) but within e4m3's 16x of bf16's error at every layer.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <vector>
 
@@ -82,6 +84,56 @@ TEST(Qwen35Fp8Test, ProjectionsAreQuantizedAndTheirBf16FormFreed) {
   auto again = Qwen35Fp8Projections::Quantize(fp8_target->weights(), nullptr);
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().ToString().find("released"), std::string::npos);
+}
+
+// Every e4m3 code and scale of two FP8 forms of one model.
+void ExpectSameFp8(const Qwen35Fp8Projections& a, const Qwen35Fp8Projections& b) {
+  ASSERT_EQ(a.layers().size(), b.layers().size());
+  ASSERT_EQ(a.nbytes(), b.nbytes());
+  auto same = [](const kernels::Fp8BlockWeight& x, const kernels::Fp8BlockWeight& y) {
+    if (x.data.empty() || y.data.empty()) return x.data.empty() == y.data.empty();
+    return x.data.nbytes() == y.data.nbytes() && x.scale.nbytes() == y.scale.nbytes() &&
+           std::memcmp(x.data.data(), y.data.data(), x.data.nbytes()) == 0 &&
+           std::memcmp(x.scale.data(), y.scale.data(), x.scale.nbytes()) == 0;
+  };
+  for (size_t l = 0; l < a.layers().size(); ++l) {
+    const Qwen35Fp8Layer &x = a.layers()[l], &y = b.layers()[l];
+    EXPECT_TRUE(same(x.in_proj, y.in_proj) && same(x.out_proj, y.out_proj) &&
+                same(x.q_proj, y.q_proj) && same(x.k_proj, y.k_proj) && same(x.v_proj, y.v_proj) &&
+                same(x.o_proj, y.o_proj) && same(x.gate_up, y.gate_up) &&
+                same(x.down_proj, y.down_proj))
+        << "layer " << l;
+  }
+}
+
+// Load and Random quantize each layer as it arrives (a Qwen35ProjectionSink): the same codes
+// and scales as quantizing the whole bf16 model after loading it.
+TEST(Qwen35Fp8Test, LayerByLayerQuantizeEqualsQuantizeAfterLoad) {
+  auto staged = Load(TargetPrecision::kFp8);  // Qwen35Target::Load: layer by layer
+  auto config = LoadQwen35Config(kDir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto reader = SafetensorsReader::Open(kDir);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto whole = Qwen35Weights::Load(*config, *reader, kernels::HostAllocator(), nullptr);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto after = Qwen35Fp8Projections::Quantize(*whole, nullptr);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ExpectSameFp8(staged->fp8_projections(), *after);
+
+  auto random = Qwen35Target::Random(*config, kernels::HostAllocator(), 9,
+                                     {.max_tokens = 16, .precision = TargetPrecision::kFp8});
+  ASSERT_TRUE(random.ok()) << random.status().ToString();
+  auto random_whole = Qwen35Weights::Random(*config, kernels::HostAllocator(), 9, nullptr);
+  ASSERT_TRUE(random_whole.ok()) << random_whole.status().ToString();
+  auto random_after = Qwen35Fp8Projections::Quantize(*random_whole, nullptr);
+  ASSERT_TRUE(random_after.ok()) << random_after.status().ToString();
+  ExpectSameFp8((*random)->fp8_projections(), *random_after);
+  // The rest of the weights (embedding, norms, conv, gates) is the same too.
+  const TensorView e1 = (*random)->weights().embed(), e2 = random_whole->embed();
+  EXPECT_EQ(std::memcmp(e1.data(), e2.data(), e1.nbytes()), 0);
+  const TensorView c1 = (*random)->weights().layers()[0].linear.conv1d,
+                   c2 = random_whole->layers()[0].linear.conv1d;
+  EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.nbytes()), 0);
 }
 
 TEST(Qwen35Fp8Test, GoldenCapturesWithinFp8ErrorOfTheReference) {

@@ -59,6 +59,12 @@ Qwen35Target::~Qwen35Target() = default;
 
 Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights,
                                                            const Qwen35TargetOptions& options) {
+  return Create(std::move(weights), Qwen35Fp8Projections(), options);
+}
+
+Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights,
+                                                           Qwen35Fp8Projections fp8,
+                                                           const Qwen35TargetOptions& options) {
   if (options.max_tokens <= 0)
     return InvalidArgumentError("Qwen35Target: max_tokens must be positive, got {}",
                                 options.max_tokens);
@@ -72,10 +78,16 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
   if (device.is_cuda() && t->fp8()) RETURN_IF_ERROR(kernels::cuda::CheckFp8Device(device.index));
 #endif
   if (t->fp8()) {
-    // Quantized before the workspace exists, and the bf16 matrices freed: the peak is the
-    // bf16 weights plus their e4m3 form.
-    ASSIGN_OR_RETURN(t->fp8_, Qwen35Fp8Projections::Quantize(t->weights_, options.stream));
-    RETURN_IF_ERROR(t->weights_.ReleaseProjections(options.stream));
+    t->fp8_ = std::move(fp8);
+    if (t->fp8_.layers().empty()) {
+      // Quantized before the workspace exists, and the bf16 matrices freed: the peak is the
+      // bf16 weights plus their e4m3 form.
+      ASSIGN_OR_RETURN(t->fp8_, Qwen35Fp8Projections::Quantize(t->weights_, options.stream));
+      RETURN_IF_ERROR(t->weights_.ReleaseProjections(options.stream));
+    }
+  } else if (!t->weights_.has_projections()) {
+    return InvalidArgumentError("Qwen35Target: bf16 precision with weights whose projections "
+                                "were released or handed to a sink");
   }
   RETURN_IF_ERROR(t->AllocateWorkspace());
   if (device.is_cuda()) {
@@ -96,9 +108,41 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir,
                                                          const Qwen35TargetOptions& options) {
   ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(dir));
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
+  if (options.precision != TargetPrecision::kFp8) {
+    ASSIGN_OR_RETURN(Qwen35Weights weights,
+                     Qwen35Weights::Load(config, reader, alloc, options.stream));
+    return Create(std::move(weights), options);
+  }
+  ASSIGN_OR_RETURN(Qwen35Fp8Projections fp8,
+                   Qwen35Fp8Projections::Allocate(config, alloc, options.stream));
   ASSIGN_OR_RETURN(Qwen35Weights weights,
-                   Qwen35Weights::Load(config, reader, alloc, options.stream));
-  return Create(std::move(weights), options);
+                   Qwen35Weights::Load(config, reader, alloc, options.stream,
+                                       [&fp8](int64_t layer, const Qwen35LayerWeights& staged,
+                                              kernels::Stream s) {
+                                         return fp8.QuantizeLayer(layer, staged, s);
+                                       }));
+  return Create(std::move(weights), std::move(fp8), options);
+}
+
+Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Random(const Qwen35Config& config,
+                                                           kernels::Allocator& alloc,
+                                                           uint64_t seed,
+                                                           const Qwen35TargetOptions& options,
+                                                           float scale) {
+  if (options.precision != TargetPrecision::kFp8) {
+    ASSIGN_OR_RETURN(Qwen35Weights weights,
+                     Qwen35Weights::Random(config, alloc, seed, options.stream, scale));
+    return Create(std::move(weights), options);
+  }
+  ASSIGN_OR_RETURN(Qwen35Fp8Projections fp8,
+                   Qwen35Fp8Projections::Allocate(config, alloc, options.stream));
+  ASSIGN_OR_RETURN(Qwen35Weights weights,
+                   Qwen35Weights::Random(config, alloc, seed, options.stream, scale,
+                                         [&fp8](int64_t layer, const Qwen35LayerWeights& staged,
+                                                kernels::Stream s) {
+                                           return fp8.QuantizeLayer(layer, staged, s);
+                                         }));
+  return Create(std::move(weights), std::move(fp8), options);
 }
 
 int64_t Qwen35Target::MaxGemmK(const Qwen35Config& c) {

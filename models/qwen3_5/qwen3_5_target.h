@@ -70,13 +70,24 @@ struct HybridCapture {
 
 class Qwen35Target {
  public:
+  // With precision fp8 and `weights` holding their bf16 projections, Create quantizes them
+  // all at once and frees them (peak: bf16 + e4m3); Load and Random quantize layer by layer
+  // instead (peak: e4m3 + one bf16 layer) and pass the result as `fp8`.
   static Result<std::unique_ptr<Qwen35Target>> Create(Qwen35Weights weights,
+                                                      const Qwen35TargetOptions& options);
+  static Result<std::unique_ptr<Qwen35Target>> Create(Qwen35Weights weights,
+                                                      Qwen35Fp8Projections fp8,
                                                       const Qwen35TargetOptions& options);
   // Reads `dir`/config.json and the checkpoint beside it into memory from `alloc`, then
   // Create (which allocates the workspace there too). REQUIRES: `alloc` outlives the target.
   static Result<std::unique_ptr<Qwen35Target>> Load(const std::string& dir,
                                                     kernels::Allocator& alloc,
                                                     const Qwen35TargetOptions& options);
+  // Qwen35Weights::Random's weights (the same values in either precision), then Create.
+  static Result<std::unique_ptr<Qwen35Target>> Random(const Qwen35Config& config,
+                                                      kernels::Allocator& alloc, uint64_t seed,
+                                                      const Qwen35TargetOptions& options,
+                                                      float scale = 1.f);
   ~Qwen35Target();
   Qwen35Target(const Qwen35Target&) = delete;
   Qwen35Target& operator=(const Qwen35Target&) = delete;

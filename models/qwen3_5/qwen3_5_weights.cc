@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/philox.h"
@@ -84,8 +86,124 @@ std::vector<Placed> Layout(const Qwen35Config& c) {
 
 // A view of `rows` rows starting at `first` (packed members follow it in memory).
 TensorView Block(const TensorView& first, int64_t rows, int64_t cols) {
+  if (first.empty()) return TensorView();
   return TensorView(first.data(), DType::kBF16, {rows, cols}, first.device());
 }
+
+// Layer i's views by HF name (`at` gives an empty view for a name it does not hold).
+Qwen35LayerWeights LayerViews(const Qwen35Config& c, int64_t i,
+                              const std::function<TensorView(const std::string&)>& at) {
+  const std::string l = fmt::format("{}layers.{}.", c.weight_prefix, i);
+  const int64_t h = c.hidden_size, hv = c.linear_num_value_heads;
+  Qwen35LayerWeights lw;
+  lw.type = c.layer_types[i];
+  lw.input_norm = at(l + "input_layernorm.weight");
+  lw.post_norm = at(l + "post_attention_layernorm.weight");
+  if (lw.type == HybridLayerType::kLinearAttention) {
+    const std::string a = l + "linear_attn.";
+    Qwen35LinearAttentionWeights& la = lw.linear;
+    la.in_proj =
+        Block(at(a + "in_proj_qkv.weight"), c.conv_dim() + c.linear_value_dim() + 2 * hv, h);
+    la.conv1d = Block(at(a + "conv1d.weight"), c.conv_dim(), c.linear_conv_kernel_dim);
+    la.a_log = at(a + "A_log");
+    la.dt_bias = at(a + "dt_bias");
+    la.norm = at(a + "norm.weight");
+    la.out_proj = at(a + "out_proj.weight");
+  } else {
+    const std::string a = l + "self_attn.";
+    lw.attn = {at(a + "q_proj.weight"), at(a + "k_proj.weight"), at(a + "v_proj.weight"),
+               at(a + "q_norm.weight"), at(a + "k_norm.weight"), at(a + "o_proj.weight")};
+  }
+  lw.gate_up = Block(at(l + "mlp.gate_proj.weight"), 2 * c.intermediate_size, h);
+  lw.down_proj = at(l + "mlp.down_proj.weight");
+  return lw;
+}
+
+// The layer a projection's name belongs to ("<prefix>layers.<i>.").
+int64_t LayerOf(const std::string& name, const std::string& prefix) {
+  const size_t at = prefix.size() + 7;  // after "layers."
+  return std::stoll(name.substr(at, name.find('.', at) - at));
+}
+
+// Offsets of `layout`'s entries selected by `pick` (packed members directly after the one
+// before them, the others 256-byte aligned); returns the total bytes (at least 1).
+int64_t PackOffsets(const std::vector<Placed>& layout,
+                    const std::function<bool(const Placed&)>& pick,
+                    std::vector<int64_t>* offsets) {
+  int64_t total = 0;
+  for (const Placed& p : layout) {
+    if (!pick(p)) continue;
+    if (!p.packed) total = (total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    offsets->push_back(total);
+    total += Numel(p.spec.shape) * 2;
+  }
+  return std::max<int64_t>(total, 1);
+}
+
+// One staging buffer per layer whose projections are being read or drawn: allocated on the
+// layer's first projection, handed to the sink once all have arrived, then freed (stream-
+// ordered: the sink's work on the stream may still read it).
+class LayerStaging {
+ public:
+  LayerStaging(const Qwen35Config& c, kernels::Allocator& alloc, const Qwen35ProjectionSink& sink,
+               Stream stream, const std::vector<Placed>& layout)
+      : c_(c), alloc_(alloc), sink_(sink), stream_(stream), layout_(layout) {}
+
+  Result<TensorView> Destination(const std::string& name) {
+    const int64_t layer = LayerOf(name, c_.weight_prefix);
+    Slot& slot = slots_[layer];
+    if (slot.views.empty()) {
+      const std::string l = fmt::format("{}layers.{}.", c_.weight_prefix, layer);
+      std::vector<int64_t> offsets;
+      auto mine = [&](const Placed& p) { return p.projection && p.spec.name.starts_with(l); };
+      const int64_t total = PackOffsets(layout_, mine, &offsets);
+      ASSIGN_OR_RETURN(slot.buffer, Tensor::Empty(alloc_, DType::kU8, {total}, stream_));
+      size_t k = 0;
+      for (const Placed& p : layout_) {
+        if (!mine(p)) continue;
+        slot.views[p.spec.name] =
+            TensorView(static_cast<char*>(slot.buffer.data()) + offsets[k++], DType::kBF16,
+                       Shape::FromArray(p.spec.shape.data(), static_cast<int>(p.spec.shape.size())),
+                       alloc_.device());
+      }
+    }
+    return slot.views.at(name);
+  }
+
+  Status Arrived(const std::string& name) {
+    const int64_t layer = LayerOf(name, c_.weight_prefix);
+    Slot& slot = slots_[layer];
+    if (++slot.arrived < static_cast<int>(slot.views.size())) return Status::Ok();
+    const Qwen35LayerWeights staged = LayerViews(c_, layer, [&](const std::string& n) {
+      auto it = slot.views.find(n);
+      return it == slot.views.end() ? TensorView() : it->second;
+    });
+    RETURN_IF_ERROR(sink_(layer, staged, stream_));
+    slots_.erase(layer);
+    ++done_;
+    return Status::Ok();
+  }
+
+  Status CheckComplete() const {
+    if (done_ == c_.num_hidden_layers) return Status::Ok();
+    return DataLossError("Qwen35Weights: {} of {} layers' projections were complete", done_,
+                         c_.num_hidden_layers);
+  }
+
+ private:
+  struct Slot {
+    Tensor buffer;
+    std::map<std::string, TensorView> views;
+    int arrived = 0;
+  };
+  const Qwen35Config& c_;
+  kernels::Allocator& alloc_;
+  const Qwen35ProjectionSink& sink_;
+  Stream stream_;
+  const std::vector<Placed>& layout_;
+  std::map<int64_t, Slot> slots_;
+  int64_t done_ = 0;
+};
 
 // f32 scratch elements per random fill.
 constexpr int64_t kRandomChunk = int64_t{1} << 22;
@@ -135,62 +253,33 @@ std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c) {
 }
 
 Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Allocator& alloc,
-                                              Stream stream) {
+                                              Stream stream, bool with_projections) {
   const Device device = alloc.device();
   const std::vector<Placed> layout = Layout(c);
-  std::vector<int64_t> offsets;
-  int64_t total[2] = {0, 0};  // the rest, the projections
-  for (const Placed& p : layout) {
-    int64_t& t = total[p.projection ? 1 : 0];
-    if (!p.packed) t = (t + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
-    offsets.push_back(t);
-    t += Numel(p.spec.shape) * 2;
-  }
   Qwen35Weights w;
   w.config_ = c;
-  ASSIGN_OR_RETURN(w.storage_,
-                   Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total[0], 1)}, stream));
-  ASSIGN_OR_RETURN(w.projections_,
-                   Tensor::Empty(alloc, DType::kU8, {std::max<int64_t>(total[1], 1)}, stream));
-  char* base[2] = {static_cast<char*>(w.storage_.data()),
-                   static_cast<char*>(w.projections_.data())};
-  for (size_t i = 0; i < layout.size(); ++i) {
-    const std::vector<int64_t>& s = layout[i].spec.shape;
-    w.by_name_[layout[i].spec.name] =
-        TensorView(base[layout[i].projection ? 1 : 0] + offsets[i], DType::kBF16,
-                   Shape::FromArray(s.data(), static_cast<int>(s.size())), device);
+  for (const bool projections : {false, true}) {  // the rest, then the projections
+    if (projections && !with_projections) break;
+    std::vector<int64_t> offsets;
+    auto pick = [&](const Placed& p) { return p.projection == projections; };
+    const int64_t total = PackOffsets(layout, pick, &offsets);
+    Tensor& storage = projections ? w.projections_ : w.storage_;
+    ASSIGN_OR_RETURN(storage, Tensor::Empty(alloc, DType::kU8, {total}, stream));
+    size_t k = 0;
+    for (const Placed& p : layout) {
+      if (!pick(p)) continue;
+      w.by_name_[p.spec.name] =
+          TensorView(static_cast<char*>(storage.data()) + offsets[k++], DType::kBF16,
+                     Shape::FromArray(p.spec.shape.data(), static_cast<int>(p.spec.shape.size())),
+                     device);
+    }
   }
-  auto at = [&](const std::string& name) { return w.by_name_.at(name); };
+  auto at = [&](const std::string& name) { return w.Destination(name); };
   const std::string& p = c.weight_prefix;
-  const int64_t h = c.hidden_size, hv = c.linear_num_value_heads;
   w.embed_ = at(p + "embed_tokens.weight");
   w.final_norm_ = at(p + "norm.weight");
   w.lm_head_ = c.tie_word_embeddings ? w.embed_ : at("lm_head.weight");
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string l = fmt::format("{}layers.{}.", p, i);
-    Qwen35LayerWeights lw;
-    lw.type = c.layer_types[i];
-    lw.input_norm = at(l + "input_layernorm.weight");
-    lw.post_norm = at(l + "post_attention_layernorm.weight");
-    if (lw.type == HybridLayerType::kLinearAttention) {
-      const std::string a = l + "linear_attn.";
-      Qwen35LinearAttentionWeights& la = lw.linear;
-      la.in_proj =
-          Block(at(a + "in_proj_qkv.weight"), c.conv_dim() + c.linear_value_dim() + 2 * hv, h);
-      la.conv1d = Block(at(a + "conv1d.weight"), c.conv_dim(), c.linear_conv_kernel_dim);
-      la.a_log = at(a + "A_log");
-      la.dt_bias = at(a + "dt_bias");
-      la.norm = at(a + "norm.weight");
-      la.out_proj = at(a + "out_proj.weight");
-    } else {
-      const std::string a = l + "self_attn.";
-      lw.attn = {at(a + "q_proj.weight"), at(a + "k_proj.weight"), at(a + "v_proj.weight"),
-                 at(a + "q_norm.weight"), at(a + "k_norm.weight"), at(a + "o_proj.weight")};
-    }
-    lw.gate_up = Block(at(l + "mlp.gate_proj.weight"), 2 * c.intermediate_size, h);
-    lw.down_proj = at(l + "mlp.down_proj.weight");
-    w.layers_.push_back(lw);
-  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) w.layers_.push_back(LayerViews(c, i, at));
   return w;
 }
 
@@ -216,15 +305,27 @@ TensorView Qwen35Weights::Destination(const std::string& name) const {
 
 Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
                                           const SafetensorsReader& reader,
-                                          kernels::Allocator& alloc, Stream stream) {
+                                          kernels::Allocator& alloc, Stream stream,
+                                          const Qwen35ProjectionSink& sink) {
   const Device device = alloc.device();
-  RETURN_IF_ERROR(CheckWeights(reader, Qwen35WeightSpecs(config)));
-  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream));
+  const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config);
+  RETURN_IF_ERROR(CheckWeights(reader, specs));
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream, !sink));
+  const std::vector<Placed> layout = Layout(config);
+  std::map<std::string, bool> projection;  // the names the sink takes
+  if (sink)
+    for (const Placed& p : layout) projection[p.spec.name] = p.projection;
+  LayerStaging layers(config, alloc, sink, stream, layout);
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
   RETURN_IF_ERROR(reader.ForEachInFileOrder(
       [&](const TensorInfo& t, std::span<const std::byte> bytes) -> Status {
-        const TensorView dst = w.Destination(t.name);
+        const auto staged = projection.find(t.name);
+        const bool to_sink = staged != projection.end() && staged->second;
+        TensorView dst = w.Destination(t.name);
+        if (to_sink) {
+          ASSIGN_OR_RETURN(dst, layers.Destination(t.name));
+        }
         if (dst.empty()) return Status::Ok();  // vision tower, MTP head, caches
         const void* src = bytes.data();
         if (t.dtype != DType::kBF16) {
@@ -237,10 +338,11 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
         }
         RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
         ++loaded;
-        return Status::Ok();
+        return to_sink ? layers.Arrived(t.name) : Status::Ok();
       }));
+  if (sink) RETURN_IF_ERROR(layers.CheckComplete());
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
-  const int64_t expected = static_cast<int64_t>(w.by_name_.size());
+  const int64_t expected = static_cast<int64_t>(specs.size());
   if (loaded != expected)
     return DataLossError("{}: loaded {} of the {} weights the config needs (duplicate names?)",
                          reader.files().empty() ? "" : reader.files().front(), loaded, expected);
@@ -249,14 +351,24 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
 
 Result<Qwen35Weights> Qwen35Weights::Random(const Qwen35Config& config,
                                             kernels::Allocator& alloc, uint64_t seed,
-                                            Stream stream, float scale) {
+                                            Stream stream, float scale,
+                                            const Qwen35ProjectionSink& sink) {
   const Device device = alloc.device();
-  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream));
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream, !sink));
   ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(alloc, DType::kF32, {kRandomChunk}, stream));
-  const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config);
-  for (size_t i = 0; i < specs.size(); ++i)
-    RETURN_IF_ERROR(FillRandom(specs[i], i, w.by_name_.at(specs[i].name), seed, scale, scratch,
-                               stream));
+  const std::vector<Placed> layout = Layout(config);
+  LayerStaging layers(config, alloc, sink, stream, layout);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const WeightSpec& s = layout[i].spec;
+    const bool to_sink = sink && layout[i].projection;
+    TensorView dst = w.Destination(s.name);
+    if (to_sink) {
+      ASSIGN_OR_RETURN(dst, layers.Destination(s.name));
+    }
+    RETURN_IF_ERROR(FillRandom(s, i, dst, seed, scale, scratch, stream));
+    if (to_sink) RETURN_IF_ERROR(layers.Arrived(s.name));
+  }
+  if (sink) RETURN_IF_ERROR(layers.CheckComplete());
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   return w;
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,6 +63,14 @@ struct Qwen35LayerWeights {
 // lm_head.weight unless tied), in layer order.
 std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c);
 
+// Takes one layer's bf16 projection matrices as they are read (`staged`: type and the
+// projection views set, the rest empty; valid for work enqueued on `stream` before the sink
+// returns). Given to Load / Random, the projections are never all on the device at once:
+// e.g. Qwen35Fp8Projections::QuantizeLayer, so an FP8 load peaks at the e4m3 model plus one
+// bf16 layer.
+using Qwen35ProjectionSink =
+    std::function<Status(int64_t layer, const Qwen35LayerWeights& staged, kernels::Stream)>;
+
 class Qwen35Weights {
  public:
   // Loads every weight `config` needs from `reader` into memory from `alloc` (copies ordered
@@ -69,8 +78,11 @@ class Qwen35Weights {
   // REQUIRES: `alloc` outlives the weights and whatever is made from them.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype), OutOfMemory.
+  // With `sink`, each layer's projections go to it through a staging buffer instead of
+  // being kept (has_projections() is then false).
   static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
-                                    kernels::Allocator& alloc, kernels::Stream stream);
+                                    kernels::Allocator& alloc, kernels::Stream stream,
+                                    const Qwen35ProjectionSink& sink = {});
   // Random weights of `config` in memory from `alloc` (tests, benchmarks, jobs with
   // model = "random"): each tensor from its own Philox stream (`seed`, offset by its index
   // in Qwen35WeightSpecs), so Qwen35Head::Random gives the same embedding and LM head.
@@ -78,8 +90,10 @@ class Qwen35Weights {
   // norms in +-0.1 (so 1 + w is near 1), the gated norm in [0.8, 1.2), A_log and dt_bias in
   // [0, 1). Ordered on `stream`; returns after the fills have completed.
   // REQUIRES: `alloc` outlives the weights and whatever is made from them.
+  // With `sink`, as for Load (the same values, layer by layer).
   static Result<Qwen35Weights> Random(const Qwen35Config& config, kernels::Allocator& alloc,
-                                      uint64_t seed, kernels::Stream stream, float scale = 1.f);
+                                      uint64_t seed, kernels::Stream stream, float scale = 1.f,
+                                      const Qwen35ProjectionSink& sink = {});
 
   Qwen35Weights() = default;
   Qwen35Weights(Qwen35Weights&&) = default;
@@ -103,8 +117,9 @@ class Qwen35Weights {
   const std::vector<Qwen35LayerWeights>& layers() const { return layers_; }
 
  private:
+  // Without projections: their names are left out (a sink takes them).
   static Result<Qwen35Weights> Allocate(const Qwen35Config& config, kernels::Allocator& alloc,
-                                        kernels::Stream stream);
+                                        kernels::Stream stream, bool with_projections);
   kernels::TensorView Destination(const std::string& name) const;
 
   Qwen35Config config_;
