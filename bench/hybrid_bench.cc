@@ -197,10 +197,10 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   cudaStream_t stream = nullptr;
   if (cudaStreamCreate(&stream) != cudaSuccess) return InternalError("cudaStreamCreate");
-  ASSIGN_OR_RETURN(models::Qwen35Weights w,
-                   models::Qwen35Weights::Random(c, *pool, 7, stream, 1.f));
+  // As a job loads it: with fp8, quantized layer by layer (the load's peak is printed).
   ASSIGN_OR_RETURN(auto target,
-                   models::Qwen35Target::Create(std::move(w), {kTokens, stream, precision}));
+                   models::Qwen35Target::Random(c, *pool, 7, {kTokens, stream, precision}));
+  const int64_t load_peak = pool->stats().high_water_in_use;
   const int64_t weight_bytes = target->weights().nbytes() + target->fp8_projections().nbytes();
   std::vector<int32_t> ids(kTokens), pos(kTokens);
   for (int64_t i = 0; i < kTokens; ++i) {
@@ -250,6 +250,8 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
               "%.2f GiB\n", weight_bytes / 1073741824.0,
               2.0 * c.vocab_size * c.hidden_size * 2 / 1073741824.0,
               target->workspace_bytes() / 1073741824.0);
+  std::printf("  device memory: %.2f GiB in use at the load's peak (the pool's high-water mark "
+              "before the first forward)\n", load_peak / 1073741824.0);
   cudaStreamDestroy(stream);
   return ms;
 }
