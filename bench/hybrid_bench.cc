@@ -137,7 +137,7 @@ Status Gdr(const Options& o) {
   if (o.peer) {
     const nlohmann::json peer = RunPeer(o.peer_path, "gdr", "torch, triton, fla");
     const double fla = PeerNumber(peer, "fla_gdr_ms");
-    if (fla > 0) std::printf("  fla chunk_gated_delta_rule %8.3f ms -> tandem chunked %.2fx fla\n",
+    if (fla > 0) std::printf("  fla chunk_gated_delta_rule %8.3f ms -> tandem chunked %.3fx fla\n",
                              fla, fla / ms_c);
   }
   return Status::Ok();
@@ -273,7 +273,7 @@ Status Forward(const Options& o) {
         RunPeer(o.peer_path, fmt::format("forward --layers={}", o.layers), "torch, transformers, fla");
     const double hf = PeerNumber(peer, "hf_fla_forward_ms");
     if (hf > 0)
-      std::printf("  HF transformers + fla %8.3f ms %8.0f tok/s -> tandem %.2fx\n", hf,
+      std::printf("  HF transformers + fla %8.3f ms %8.0f tok/s -> tandem %.3fx\n", hf,
                   kTokens / hf * 1e3, hf / ms);
   }
   return Status::Ok();
