@@ -3,7 +3,9 @@
 // rejected block, a partly accepted block (DeltaNet replay, conv rollback) and the rest give
 // bitwise the logits and features of a one-shot prefill of the accepted sequence; the cached
 // forward agrees with the packed Forward (float64 delta rule) to bf16 rounding; rollback
-// limits and argument errors.
+// limits and argument errors. With precision = "fp8" (e4m3 projections, reference FP8
+// GEMMs) the rollback is bitwise too: activations are quantized per token, so a row's codes
+// do not depend on what else is in the batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,10 +36,13 @@ class Qwen35CacheTest : public ::testing::Test {
     ASSERT_EQ(cfg_.layer_types[kLinearLayer], HybridLayerType::kLinearAttention);
     auto w = Qwen35Weights::Random(cfg_, kernels::HostAllocator(), 11, nullptr);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
-    auto t = Qwen35Target::Create(std::move(w).value(), {.max_tokens = 32});
+    auto t = Qwen35Target::Create(std::move(w).value(),
+                                  {.max_tokens = 32, .precision = precision()});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     target_ = std::move(*t);
   }
+
+  virtual TargetPrecision precision() const { return TargetPrecision::kBf16; }
 
   Qwen35Cache NewCache(int64_t capacity, int64_t max_block) {
     auto c = Qwen35Cache::Create(cfg_, capacity, max_block, kernels::HostAllocator());
@@ -86,11 +91,27 @@ class Qwen35CacheTest : public ::testing::Test {
     return v;
   }
 
+  void CheckRolledBackCacheMatchesFreshPrefill();
+
   Qwen35Config cfg_;
   std::unique_ptr<Qwen35Target> target_;
 };
 
+class Qwen35Fp8CacheTest : public Qwen35CacheTest {
+ protected:
+  TargetPrecision precision() const override { return TargetPrecision::kFp8; }
+};
+
 TEST_F(Qwen35CacheTest, RolledBackCacheMatchesFreshPrefillBitwise) {
+  CheckRolledBackCacheMatchesFreshPrefill();
+}
+
+TEST_F(Qwen35Fp8CacheTest, RolledBackCacheMatchesFreshPrefillBitwise) {
+  ASSERT_FALSE(target_->fp8_projections().layers().empty());
+  CheckRolledBackCacheMatchesFreshPrefill();
+}
+
+void Qwen35CacheTest::CheckRolledBackCacheMatchesFreshPrefill() {
   const std::vector<int32_t> seq = Ids(13, 1), junk = Ids(6, 2);
   const std::vector<int32_t> prompt(seq.begin(), seq.begin() + 7), rest(seq.begin() + 7, seq.end());
   const int64_t v = cfg_.vocab_size;
