@@ -245,6 +245,62 @@ __device__ inline void InvertMergeT21(const float* sA, bf16_t* sTk, bf16_t* sTv,
   }
 }
 
+// Warp 0 of a chunk: gc = the inclusive cumsum of g over the chunk's n tokens from `bos`
+// (two per lane) into sG, and beta into sB, for value head vh (zeros past n).
+__device__ __forceinline__ void LoadGates(const float* g, int64_t g_stride, const float* beta,
+                                          int64_t beta_stride, int bos, int vh, int n, int lane,
+                                          float* sG, float* sB) {
+  const int r = 2 * lane;
+  const float g0 = r < n ? g[(bos + r) * g_stride + vh] : 0.f;
+  const float g1 = r + 1 < n ? g[(bos + r + 1) * g_stride + vh] : 0.f;
+  float incl = g0 + g1;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float up = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += up;
+  }
+  sG[r] = incl - g1;
+  sG[r + 1] = incl;
+  sB[r] = r < n ? beta[(bos + r) * beta_stride + vh] : 0.f;
+  sB[r + 1] = r + 1 < n ? beta[(bos + r + 1) * beta_stride + vh] : 0.f;
+}
+
+// A half block's product dst = sT rhs for the chunk's first n rows: warp w % 4 takes rows
+// 16 (w % 4).., 64 columns per pass; sT [64][LDT] and rhs [64][LDH] bf16 in shared memory,
+// dst bf16 rows of DK.
+__device__ __forceinline__ void StoreProduct(const bf16_t* sT, const bf16_t* rhs, bf16_t* dst,
+                                             int n) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int mt = warp % 4, mi = lane / 8, r8 = lane % 8;
+  uint32_t a[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    Ldsm4(a[kk], sT + (mt * 16 + (lane & 15)) * LDT + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float acc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b[4];
+        Ldsm4T(b, rhs + (kk * 16 + (mi & 1) * 8 + r8) * LDH + half * 64 + np * 16 + (mi >> 1) * 8);
+        Mma(acc[2 * np], a[kk], b[0], b[1]);
+        Mma(acc[2 * np + 1], a[kk], b[2], b[3]);
+      }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = mt * 16 + gid + 8 * h, j = half * 64 + nt * 8 + 2 * tig;
+        if (i < n)
+          *reinterpret_cast<uint32_t*>(dst + i * DK + j) = Pack(acc[nt][2 * h], acc[nt][2 * h + 1]);
+      }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 3)
     gdr_chunk_prepare_kernel(const bf16_t* q, int64_t q_stride, const bf16_t* k, int64_t k_stride,
                              const bf16_t* v, int64_t v_stride, const float* g, int64_t g_stride,
@@ -279,21 +335,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   LoadRows128(sK, k + bos * k_stride + kh * DK, k_stride, n);
   LoadRows128(sV, v + bos * v_stride + vh * DV, v_stride, n);
   CpAsyncCommit();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  if (warp == 0) {  // gc = inclusive cumsum of g (two tokens per lane), beta
-    const int r = 2 * lane;
-    const float g0 = r < n ? g[(bos + r) * g_stride + vh] : 0.f;
-    const float g1 = r + 1 < n ? g[(bos + r + 1) * g_stride + vh] : 0.f;
-    float incl = g0 + g1;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float up = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += up;
-    }
-    sG[r] = incl - g1;
-    sG[r + 1] = incl;
-    sB[r] = r < n ? beta[(bos + r) * beta_stride + vh] : 0.f;
-    sB[r + 1] = r + 1 < n ? beta[(bos + r + 1) * beta_stride + vh] : 0.f;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0) {
+    LoadGates(g, g_stride, beta, beta_stride, bos, vh, n, lane, sG, sB);
   } else if (warp == 1) {
     const float* rq = W.rq + int64_t{kh} * tokens + bos;
     const float* rk = W.rk + int64_t{kh} * tokens + bos;
@@ -326,40 +370,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   __syncthreads();
   InvertMergeT21(sA, sTk, sTv, dk(threadIdx.x % 32), sB[threadIdx.x % 32]);
   __syncthreads();
-  {
-    // Warps 0-3: w = sTk k rows 16 w..; warps 4-7: u = sTv v; 64 columns per pass.
-    const int mt = warp % 4, mi = lane / 8, r8 = lane % 8;
-    const bf16_t* rhs = warp < 4 ? sK : sV;
-    const bf16_t* sT = warp < 4 ? sTk : sTv;
-    bf16_t* dst = (warp < 4 ? W.w : W.u) + (int64_t{vh} * tokens + bos) * DK;
-    uint32_t a[4][4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      Ldsm4(a[kk], sT + (mt * 16 + (lane & 15)) * LDT + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float acc[8][4];
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t b[4];
-          Ldsm4T(b, rhs + (kk * 16 + (mi & 1) * 8 + r8) * LDH + half * 64 + np * 16 + (mi >> 1) * 8);
-          Mma(acc[2 * np], a[kk], b[0], b[1]);
-          Mma(acc[2 * np + 1], a[kk], b[2], b[3]);
-        }
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = mt * 16 + gid + 8 * h, j = half * 64 + nt * 8 + 2 * tig;
-          if (i < n)
-            *reinterpret_cast<uint32_t*>(dst + i * DK + j) = Pack(acc[nt][2 * h], acc[nt][2 * h + 1]);
-        }
-    }
-  }
+  // Warps 0-3: w = sTk k; warps 4-7: u = sTv v.
+  StoreProduct(warp < 4 ? sTk : sTv, warp < 4 ? sK : sV,
+               (warp < 4 ? W.w : W.u) + (int64_t{vh} * tokens + bos) * DK, n);
 }
 
 constexpr size_t kPrepareSmem = 3 * BT * LDH * 2 + 2 * BT * LDT * 2 + 4 * BT * 4;
