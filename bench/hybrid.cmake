@@ -7,7 +7,7 @@ set_source_files_properties(hybrid_bench.cc PROPERTIES COMPILE_DEFINITIONS
 # The family alone (`tandem-bench-hybrid hybrid ...`), for hosts where building every family is
 # slow.
 if(TANDEM_HAVE_CUDA)
-  add_executable(tandem-bench-hybrid main.cc hybrid_bench.cc bench_util.cc)
+  add_executable(tandem-bench-hybrid main.cc hybrid_bench.cc bench_util.cc target_fp8.cc)
   target_link_libraries(tandem-bench-hybrid PRIVATE tandem::core tandem::models
                         nlohmann_json::nlohmann_json)
   set_source_files_properties(hybrid_bench.cc TARGET_DIRECTORY tandem-bench-hybrid PROPERTIES

@@ -30,6 +30,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/target_fp8.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -246,6 +247,13 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
   std::printf("  tandem %-4s %8.3f ms  %8.0f tok/s  GEMM %.1f TFLOP/s = %.1f%% of cuBLAS bf16 "
               "8192^3 %.1f\n", std::string(models::TargetPrecisionName(precision)).c_str(), ms,
               kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling);
+  if (precision == models::TargetPrecision::kFp8) {
+    // The FP8 forward's GEMM FLOPs against the block-scaled e4m3 8192^3 rate, same run.
+    ASSIGN_OR_RETURN(auto ctx, kernels::GemmContext::Create(0));
+    ASSIGN_OR_RETURN(double fp8_ceiling, Fp8GemmTflops(ctx.get(), 8192, 8192, 8192, stream, 20));
+    std::printf("  fp8: GEMM FLOPs over the whole forward = %.1f%% of the block-scaled FP8 "
+                "8192^3 rate %.1f TFLOP/s\n", 100 * tflops / fp8_ceiling, fp8_ceiling);
+  }
   std::printf("  memory: weights %.2f GiB (incl. embedding + LM head %.2f GiB), workspace "
               "%.2f GiB\n", weight_bytes / 1073741824.0,
               2.0 * c.vocab_size * c.hidden_size * 2 / 1073741824.0,
