@@ -11,7 +11,12 @@
 #include <cstdio>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/core/memory.h"
+#include "models/io/file_util.h"
+#include "models/io/model_test_util.h"
+#include "models/io/safetensors_writer.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/qwen3_5/qwen3_5_test_util.h"
 
@@ -134,6 +139,43 @@ TEST(Qwen35Fp8Test, LayerByLayerQuantizeEqualsQuantizeAfterLoad) {
   const TensorView c1 = (*random)->weights().layers()[0].linear.conv1d,
                    c2 = random_whole->layers()[0].linear.conv1d;
   EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.nbytes()), 0);
+}
+
+// A checkpoint whose shards interleave the layers (every layer's MLP in a second shard read
+// after the first): every layer's staging buffer is open at once, and each is handed on
+// when its last projection arrives; the codes are those of a whole load.
+TEST(Qwen35Fp8Test, LayersSplitAcrossShardsQuantizeLikeAWholeLoad) {
+  testing::ScratchDir dir;
+  auto reader = SafetensorsReader::Open(kDir);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::vector<TensorToWrite> first, second;
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (const TensorInfo& t : reader->tensors()) {
+    const bool mlp = t.name.find(".mlp.") != std::string::npos;
+    (mlp ? second : first).push_back({t.name, t.dtype, t.shape, reader->Bytes(t)});
+    weight_map[t.name] = mlp ? "model-00002-of-00002.safetensors"
+                             : "model-00001-of-00002.safetensors";
+  }
+  ASSERT_TRUE(WriteSafetensors(dir.path() + "/model-00001-of-00002.safetensors", first).ok());
+  ASSERT_TRUE(WriteSafetensors(dir.path() + "/model-00002-of-00002.safetensors", second).ok());
+  testing::WriteRaw(dir.path() + "/model.safetensors.index.json",
+                    nlohmann::json{{"metadata", nlohmann::json::object()},
+                                   {"weight_map", weight_map}}
+                        .dump());
+  auto config = ReadTextFile(kDir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  testing::WriteRaw(dir.path() + "/config.json", *config);
+
+  auto split = Qwen35Target::Load(dir.path(), kernels::HostAllocator(),
+                                  {.max_tokens = 16, .precision = TargetPrecision::kFp8});
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  auto parsed = LoadQwen35Config(kDir);
+  ASSERT_TRUE(parsed.ok());
+  auto whole = Qwen35Weights::Load(*parsed, *reader, kernels::HostAllocator(), nullptr);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto after = Qwen35Fp8Projections::Quantize(*whole, nullptr);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ExpectSameFp8((*split)->fp8_projections(), *after);
 }
 
 TEST(Qwen35Fp8Test, GoldenCapturesWithinFp8ErrorOfTheReference) {
