@@ -35,9 +35,9 @@ Status CheckFp8Gpu(const ConfigValue& section, std::string_view prefix, std::str
 // num_context_layers): the config loads from `model` (an HF directory) or is built from
 // target_config (model = "random"), and its model_type picks the family (qwen3_5 /
 // qwen3_5_text: the hybrid, models/qwen3_5); the layers must exist in it; `precision` is
-// "bf16" (default) or "fp8" (block-scaled e4m3 projections, sm_90+, both families; a dense
-// FP8 checkpoint is dequantized at load with either precision, an FP8 hybrid checkpoint is
-// refused, docs/fp8.md). Also what the drafter and the pipeline bench read from the target's
+// "bf16" (default) or "fp8" (block-scaled e4m3 projections, sm_90+, both families; an
+// official FP8 checkpoint of either family is dequantized at load with either precision,
+// docs/fp8.md). Also what the drafter and the pipeline bench read from the target's
 // section.
 Result<TargetModelSpec> ParseTargetModelSpec(const ConfigValue& section, int64_t job_seed);
 

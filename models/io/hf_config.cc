@@ -66,6 +66,14 @@ Status RejectUnsupportedKeys(const json& j, std::string_view source) {
 // quantization_config: only the FP8 block layout of the official Qwen / DeepSeek-V3 FP8
 // checkpoints (quant_method "fp8", e4m3, weight_block_size [128, 128], dynamic activations).
 Status ParseQuantization(const json& j, std::string_view source, TransformerConfig* c) {
+  return ParseFp8QuantizationConfig(j, source, &c->fp8_block_weights);
+}
+
+}  // namespace
+
+Status ParseFp8QuantizationConfig(const json& j, std::string_view source,
+                                  bool* fp8_block_weights) {
+  *fp8_block_weights = false;
   const json* q = Find(j, "quantization_config");
   if (q == nullptr) return Status::Ok();
   constexpr const char* kKey = "quantization_config";
@@ -86,9 +94,11 @@ Status ParseQuantization(const json& j, std::string_view source, TransformerConf
   if (q->contains("activation_scheme") && str("activation_scheme") != "dynamic")
     return KeyError(source, kKey, "activation_scheme {} is not supported (only \"dynamic\")",
                     (*q)["activation_scheme"].dump());
-  c->fp8_block_weights = true;
+  *fp8_block_weights = true;
   return Status::Ok();
 }
+
+namespace {
 
 Status ParseModelType(const json& j, std::string_view source, TransformerConfig* c) {
   const json* mt = Find(j, "model_type");

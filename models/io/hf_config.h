@@ -64,6 +64,12 @@ struct TransformerConfig {
 // `source` names the file in messages ("/models/Qwen3-8B/config.json").
 // InvalidArgument for bad or unsupported values, naming `source` and the key.
 Result<TransformerConfig> ParseTransformerConfig(const nlohmann::json& j, std::string_view source);
+// `j`'s quantization_config (absent: *fp8_block_weights = false): only the FP8 block layout
+// of the official Qwen / DeepSeek-V3 FP8 checkpoints (quant_method "fp8", e4m3,
+// weight_block_size [128, 128], dynamic activations) sets *fp8_block_weights; anything else
+// is InvalidArgument naming `source` and the key. Shared by every target family's parser.
+Status ParseFp8QuantizationConfig(const nlohmann::json& j, std::string_view source,
+                                  bool* fp8_block_weights);
 Result<TransformerConfig> ParseTransformerConfigText(std::string_view text,
                                                      std::string_view source);
 // `path` is a config.json or a directory holding one.

@@ -64,13 +64,20 @@ Result<bool> Bool(const Scope& s, const json& obj, const char* key, bool fallbac
   return v->get<bool>();
 }
 
-// A quantized checkpoint (the official FP8 ones put quantization_config at the top level of
-// the wrapper): not read by this family.
-Status RejectQuantized(const Scope& s) {
+// quantization_config (the official FP8 checkpoints put it at the top level of the wrapper;
+// a text config may hold it too): the FP8 block layout sets c->fp8_block_weights, anything
+// else is refused (models/io/hf_config.h).
+Status ParseQuantized(const Scope& s, Qwen35Config* c) {
   if (Find(s.j, "quantization_config") == nullptr) return Status::Ok();
-  return KeyError(s, "quantization_config",
-                  "quantized Qwen3.5 / 3.6 checkpoints are not supported; load the bf16 "
-                  "checkpoint with the target's precision = \"fp8\" to run it in FP8");
+  bool fp8 = false;
+  // Messages read "<file>: key 'quantization_config'" (for a wrapper's text config:
+  // "<file> text_config: key ...").
+  const std::string where = s.prefix.empty()
+                                ? std::string(s.source)
+                                : fmt::format("{} {}", s.source, s.prefix.substr(0, s.prefix.size() - 1));
+  RETURN_IF_ERROR(ParseFp8QuantizationConfig(s.j, where, &fp8));
+  c->fp8_block_weights = c->fp8_block_weights || fp8;
+  return Status::Ok();
 }
 
 // Values that must hold for the forward tandem implements.
@@ -79,7 +86,7 @@ Status RejectUnsupported(const Scope& s) {
     if (Find(s.j, key) != nullptr)
       return KeyError(s, key, "mixture-of-experts Qwen3.5 models are not supported");
   }
-  RETURN_IF_ERROR(RejectQuantized(s));
+
   if (const json* act = Find(s.j, "hidden_act"); act != nullptr && *act != "silu")
     return KeyError(s, "hidden_act", "{} is not implemented (only \"silu\")", act->dump());
   ASSIGN_OR_RETURN(bool bias, Bool(s, s.j, "attention_bias", false));
@@ -256,8 +263,9 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
     const json* text = Find(j, "text_config");
     if (text == nullptr || !text->is_object())
       return KeyError(top, "text_config", "the qwen3_5 wrapper needs a text_config object");
-    RETURN_IF_ERROR(RejectQuantized(top));
+    RETURN_IF_ERROR(ParseQuantized(top, &c));
     const Scope s{*text, source, "text_config."};
+    RETURN_IF_ERROR(ParseQuantized(s, &c));
     if (const json* tmt = Find(*text, "model_type"); tmt != nullptr && *tmt != "qwen3_5_text")
       return KeyError(s, "model_type", "{} is not qwen3_5_text", tmt->dump());
     c.weight_prefix = "model.language_model.";
@@ -267,6 +275,7 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
     RETURN_IF_ERROR(ParseDType(s, j, &c));
   } else if (c.model_type == "qwen3_5_text") {
     c.weight_prefix = "model.";
+    RETURN_IF_ERROR(ParseQuantized(top, &c));
     RETURN_IF_ERROR(ParseText(top, &c));
     ASSIGN_OR_RETURN(c.tie_word_embeddings, Bool(top, j, "tie_word_embeddings", false));
     RETURN_IF_ERROR(ParseDType(top, j, &c));

@@ -45,6 +45,9 @@ struct Qwen35Config {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
+  // An official FP8 checkpoint (quantization_config: e4m3 weights with 128x128
+  // weight_scale_inv blocks): Qwen35Weights::Load dequantizes those weights to bf16.
+  bool fp8_block_weights = false;
   kernels::DType dtype = kernels::DType::kBF16;  // the checkpoint's dtype
   std::vector<int64_t> eos_token_ids;             // eos_token_id (text_config's first)
   std::vector<HybridLayerType> layer_types;      // one per layer

@@ -98,6 +98,22 @@ TEST(Qwen35ConfigTest, TextOnlyAndIntervalWithoutLayerTypes) {
     EXPECT_EQ(c->layer_types[i] == HybridLayerType::kFullAttention, i == 2 || i == 5) << i;
 }
 
+// The official FP8 checkpoints (Qwen3.6-27B-FP8): quantization_config at the wrapper's top
+// level, e4m3 weights with 128x128 blocks; Qwen35Weights::Load then dequantizes them.
+TEST(Qwen35ConfigTest, Fp8CheckpointConfig) {
+  json fp8 = Wrapper(Text27B());
+  fp8["quantization_config"] = {{"quant_method", "fp8"},
+                                {"fmt", "e4m3"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", {128, 128}}};
+  auto c = ParseQwen35Config(fp8, "/m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->fp8_block_weights);
+  auto plain = ParseQwen35Config(Wrapper(Text27B()), "/m/config.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->fp8_block_weights);
+}
+
 TEST(Qwen35ConfigTest, RefusesWhatIsNotImplemented) {
   struct Case {
     const char* what;
@@ -126,15 +142,15 @@ TEST(Qwen35ConfigTest, RefusesWhatIsNotImplemented) {
   missing.erase("linear_num_value_heads");
   json moe = Wrapper(Text27B());
   moe["model_type"] = "qwen3_5_moe";
-  // The official FP8 checkpoints put quantization_config at the wrapper's top level.
-  json fp8 = Wrapper(Text27B());
-  fp8["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  // Quantized checkpoints other than the FP8 block layout (Fp8CheckpointConfig below).
+  json awq = Wrapper(Text27B());
+  awq["quantization_config"] = {{"quant_method", "awq"}};
   const Case cases[] = {
       {"moe type", moe, "mixture-of-experts"},
       {"experts", text_with("num_experts", 256), "'text_config.num_experts'"},
-      {"fp8 checkpoint", fp8, "'quantization_config': quantized Qwen3.5 / 3.6 checkpoints"},
-      {"fp8 text config", text_with("quantization_config", json::object()),
-       "precision = \"fp8\""},
+      {"awq checkpoint", awq, "key 'quantization_config': quant_method \"awq\" is not supported"},
+      {"per-tensor fp8", text_with("quantization_config", {{"quant_method", "fp8"}}),
+       "text_config: key 'quantization_config': weight_block_size missing"},
       {"layer type", text_with("layer_types", bad_types), "layer 5 is \"sliding_attention\""},
       {"interval", text_with("layer_types", swapped), "full_attention_interval is 4"},
       {"rope type", rope_with("rope_type", "yarn"), "rope type \"yarn\""},

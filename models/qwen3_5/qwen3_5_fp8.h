@@ -9,8 +9,9 @@
 // Made by quantizing the bf16 weights on their device, all at once (Quantize, after which the
 // caller may free the bf16 matrices: Qwen35Weights::ReleaseProjections) or layer by layer as
 // they load (Allocate + QuantizeLayer as a Qwen35ProjectionSink): the 27B's 45.6 GiB of bf16
-// projections become 22.8 GiB of e4m3 (+ 1/4096 for scales). Loading an FP8 checkpoint
-// (quantization_config) is not implemented for this family; LoadQwen35Config refuses it.
+// projections become 22.8 GiB of e4m3 (+ 1/4096 for scales). An official FP8 checkpoint is
+// dequantized to bf16 as it is read (Qwen35Weights::Load), then quantized here again with
+// the same 128x128 blocks.
 //
 // Thread-safety: immutable after Quantize; views may be read from any thread.
 #pragma once

@@ -9,11 +9,15 @@
 #include <cmath>
 #include <cstring>
 #include <cstdio>
+#include <map>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "kernels/core/memory.h"
+#include "kernels/gemm/fp8.h"
+#include "kernels/gemm/fp8_format.h"
 #include "models/io/file_util.h"
 #include "models/io/model_test_util.h"
 #include "models/io/safetensors_writer.h"
@@ -176,6 +180,104 @@ TEST(Qwen35Fp8Test, LayersSplitAcrossShardsQuantizeLikeAWholeLoad) {
   auto after = Qwen35Fp8Projections::Quantize(*whole, nullptr);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   ExpectSameFp8((*split)->fp8_projections(), *after);
+}
+
+// The tiny checkpoint rewritten in the official FP8 layout (quantization_config at the
+// wrapper's top level; every matrix but in_proj_b / in_proj_a, which stay bf16 as the
+// official checkpoints keep small modules, as F8_E4M3 with its F32 weight_scale_inv).
+// Loaded in bf16, each matrix is its dequantized value exactly; loaded in fp8, a matrix that
+// is one GEMM on its own (out_proj, k/v/o_proj, down_proj) gets back the checkpoint's codes
+// (re-quantizing e4m3 * scale with the same blocks), except where bf16 rounding of a block's
+// largest value moves its scale.
+TEST(Qwen35Fp8Test, LoadsAnOfficialLayoutFp8Checkpoint) {
+  testing::ScratchDir dir;
+  auto reader = SafetensorsReader::Open(kDir);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  struct Quantized {
+    std::vector<uint8_t> codes;
+    std::vector<float> scale_inv;  // [ceil(n/128), ceil(k/128)]
+  };
+  std::map<std::string, Quantized> quantized;  // by weight name
+  std::vector<TensorToWrite> out;
+  for (const TensorInfo& t : reader->tensors()) {
+    const bool matrix = t.shape.size() == 2 && t.name.find(".layers.") != std::string::npos &&
+                        t.name.find("in_proj_b") == std::string::npos &&
+                        t.name.find("in_proj_a") == std::string::npos;
+    if (!matrix) {
+      out.push_back({t.name, t.dtype, t.shape, reader->Bytes(t)});
+      continue;
+    }
+    const int64_t n = t.shape[0], k = t.shape[1];
+    std::vector<float> w(n * k);
+    ASSERT_TRUE(reader->Read(t, DType::kF32, w.data(), n * k * 4).ok());
+    const int64_t nb = kernels::Fp8Blocks(n), kb = kernels::Fp8Blocks(k),
+                  ld = kernels::Fp8WeightScaleLd(k);
+    std::vector<uint8_t> codes(n * k);
+    std::vector<float> padded(nb * ld);
+    const kernels::Fp8BlockWeight q{TensorView(codes.data(), DType::kF8E4M3, {n, k}),
+                                    TensorView(padded.data(), DType::kF32, {nb, ld})};
+    ASSERT_TRUE(kernels::cpu::QuantizeFp8Weight(TensorView(w.data(), DType::kF32, {n, k}), q,
+                                                nullptr)
+                    .ok());
+    Quantized& dst = quantized[t.name];
+    dst.codes = codes;
+    for (int64_t r = 0; r < nb; ++r)
+      for (int64_t c = 0; c < kb; ++c) dst.scale_inv.push_back(padded[r * ld + c]);
+  }
+  for (const auto& [name, qz] : quantized) {
+    const TensorInfo* t = reader->Find(name);
+    out.push_back({name, DType::kF8E4M3, t->shape, std::as_bytes(std::span(qz.codes))});
+    out.push_back({name + "_scale_inv", DType::kF32,
+                   {kernels::Fp8Blocks(t->shape[0]), kernels::Fp8Blocks(t->shape[1])},
+                   std::as_bytes(std::span(qz.scale_inv))});
+  }
+  ASSERT_TRUE(WriteSafetensors(dir.path() + "/model.safetensors", out).ok());
+  auto config_text = ReadTextFile(kDir + "/config.json");
+  ASSERT_TRUE(config_text.ok());
+  nlohmann::json config = nlohmann::json::parse(*config_text);
+  config["quantization_config"] = {{"quant_method", "fp8"},
+                                   {"fmt", "e4m3"},
+                                   {"activation_scheme", "dynamic"},
+                                   {"weight_block_size", {128, 128}}};
+  testing::WriteRaw(dir.path() + "/config.json", config.dump());
+
+  auto bf16_target =
+      Qwen35Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 16});
+  ASSERT_TRUE(bf16_target.ok()) << bf16_target.status().ToString();
+  auto fp8_target = Qwen35Target::Load(dir.path(), kernels::HostAllocator(),
+                                       {.max_tokens = 16, .precision = TargetPrecision::kFp8});
+  ASSERT_TRUE(fp8_target.ok()) << fp8_target.status().ToString();
+  const Qwen35Config& c = (*bf16_target)->config();
+  ASSERT_TRUE(c.fp8_block_weights);
+  int64_t same = 0, total = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("{}layers.{}.", c.weight_prefix, l);
+    const Qwen35LayerWeights& w = (*bf16_target)->weights().layers()[l];
+    const Qwen35Fp8Layer& f = (*fp8_target)->fp8_projections().layers()[l];
+    const bool linear = w.type == HybridLayerType::kLinearAttention;
+    const std::pair<std::string, std::pair<TensorView, kernels::Fp8BlockWeight>> alone[] = {
+        {p + "mlp.down_proj.weight", {w.down_proj, f.down_proj}},
+        {p + (linear ? "linear_attn.out_proj.weight" : "self_attn.o_proj.weight"),
+         {linear ? w.linear.out_proj : w.attn.o_proj, linear ? f.out_proj : f.o_proj}}};
+    for (const auto& [name, views] : alone) {
+      const Quantized& qz = quantized.at(name);
+      const auto& [bf16_view, fp8_weight] = views;
+      const int64_t n = bf16_view.dim(0), k = bf16_view.dim(1), kb = kernels::Fp8Blocks(k);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t col = 0; col < k; ++col) {
+          const float want = kernels::E4m3ToFloat(qz.codes[r * k + col]) *
+                             qz.scale_inv[(r / 128) * kb + col / 128];
+          ASSERT_EQ(bf16_view.data_as<const bf16>()[r * k + col].f(), bf16(want).f())
+              << name << " [" << r << ", " << col << "]";
+        }
+      const uint8_t* codes = fp8_weight.data.data_as<const uint8_t>();
+      for (int64_t i = 0; i < n * k; ++i) same += codes[i] == qz.codes[i];
+      total += n * k;
+    }
+  }
+  std::printf("fp8 re-quantized codes equal to the checkpoint's: %lld of %lld\n",
+              static_cast<long long>(same), static_cast<long long>(total));
+  EXPECT_GT(same, total * 95 / 100);
 }
 
 TEST(Qwen35Fp8Test, GoldenCapturesWithinFp8ErrorOfTheReference) {

@@ -7,6 +7,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/philox.h"
+#include "models/io/fp8_checkpoint.h"
 
 namespace tandem::models {
 
@@ -309,7 +310,7 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
                                           const Qwen35ProjectionSink& sink) {
   const Device device = alloc.device();
   const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config);
-  RETURN_IF_ERROR(CheckWeights(reader, specs));
+  RETURN_IF_ERROR(CheckWeights(reader, specs, config.fp8_block_weights));
   ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream, !sink));
   const std::vector<Placed> layout = Layout(config);
   std::map<std::string, bool> projection;  // the names the sink takes
@@ -328,7 +329,11 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
         }
         if (dst.empty()) return Status::Ok();  // vision tower, MTP head, caches
         const void* src = bytes.data();
-        if (t.dtype != DType::kBF16) {
+        if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
+          staging.resize(static_cast<size_t>(dst.numel()));
+          RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
+          src = staging.data();
+        } else if (t.dtype != DType::kBF16) {
           // A pageable copy returns once the source is consumed: one staging buffer serves all.
           staging.resize(static_cast<size_t>(dst.numel()));
           if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))

@@ -76,8 +76,10 @@ class Qwen35Weights {
   // Loads every weight `config` needs from `reader` into memory from `alloc` (copies ordered
   // on `stream`; returns after they have completed). Other tensors are ignored.
   // REQUIRES: `alloc` outlives the weights and whatever is made from them.
+  // An official FP8 checkpoint (config.fp8_block_weights) has its F8_E4M3 matrices
+  // dequantized to bf16 with their 128x128 `weight_scale_inv` as they are read.
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
-  // float dtype), OutOfMemory.
+  // float dtype, FP8 scales that do not match their weight), OutOfMemory.
   // With `sink`, each layer's projections go to it through a staging buffer instead of
   // being kept (has_projections() is then false).
   static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
