@@ -182,22 +182,18 @@ TEST(Qwen35Fp8Test, LayersSplitAcrossShardsQuantizeLikeAWholeLoad) {
   ExpectSameFp8((*split)->fp8_projections(), *after);
 }
 
-// The tiny checkpoint rewritten in the official FP8 layout (quantization_config at the
-// wrapper's top level; every matrix but in_proj_b / in_proj_a, which stay bf16 as the
-// official checkpoints keep small modules, as F8_E4M3 with its F32 weight_scale_inv).
-// Loaded in bf16, each matrix is its dequantized value exactly; loaded in fp8, a matrix that
-// is one GEMM on its own (out_proj, k/v/o_proj, down_proj) gets back the checkpoint's codes
-// (re-quantizing e4m3 * scale with the same blocks), except where bf16 rounding of a block's
-// largest value moves its scale.
-TEST(Qwen35Fp8Test, LoadsAnOfficialLayoutFp8Checkpoint) {
-  testing::ScratchDir dir;
+// The e4m3 codes and checkpoint scales of one matrix of the rewritten checkpoint.
+struct Quantized {
+  std::vector<uint8_t> codes;
+  std::vector<float> scale_inv;  // [ceil(n/128), ceil(k/128)]
+};
+
+// Writes the tiny checkpoint into `dir` in the official FP8 layout (see the test below);
+// returns each quantized matrix by name.
+std::map<std::string, Quantized> WriteFp8Checkpoint(const std::string& dir) {
   auto reader = SafetensorsReader::Open(kDir);
-  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  struct Quantized {
-    std::vector<uint8_t> codes;
-    std::vector<float> scale_inv;  // [ceil(n/128), ceil(k/128)]
-  };
-  std::map<std::string, Quantized> quantized;  // by weight name
+  TANDEM_CHECK_OK(reader.status());
+  std::map<std::string, Quantized> quantized;
   std::vector<TensorToWrite> out;
   for (const TensorInfo& t : reader->tensors()) {
     const bool matrix = t.shape.size() == 2 && t.name.find(".layers.") != std::string::npos &&
@@ -209,18 +205,16 @@ TEST(Qwen35Fp8Test, LoadsAnOfficialLayoutFp8Checkpoint) {
     }
     const int64_t n = t.shape[0], k = t.shape[1];
     std::vector<float> w(n * k);
-    ASSERT_TRUE(reader->Read(t, DType::kF32, w.data(), n * k * 4).ok());
+    TANDEM_CHECK_OK(reader->Read(t, DType::kF32, w.data(), n * k * 4));
     const int64_t nb = kernels::Fp8Blocks(n), kb = kernels::Fp8Blocks(k),
                   ld = kernels::Fp8WeightScaleLd(k);
-    std::vector<uint8_t> codes(n * k);
-    std::vector<float> padded(nb * ld);
-    const kernels::Fp8BlockWeight q{TensorView(codes.data(), DType::kF8E4M3, {n, k}),
-                                    TensorView(padded.data(), DType::kF32, {nb, ld})};
-    ASSERT_TRUE(kernels::cpu::QuantizeFp8Weight(TensorView(w.data(), DType::kF32, {n, k}), q,
-                                                nullptr)
-                    .ok());
     Quantized& dst = quantized[t.name];
-    dst.codes = codes;
+    dst.codes.resize(n * k);
+    std::vector<float> padded(nb * ld);
+    const kernels::Fp8BlockWeight q{TensorView(dst.codes.data(), DType::kF8E4M3, {n, k}),
+                                    TensorView(padded.data(), DType::kF32, {nb, ld})};
+    TANDEM_CHECK_OK(kernels::cpu::QuantizeFp8Weight(TensorView(w.data(), DType::kF32, {n, k}),
+                                                    q, nullptr));
     for (int64_t r = 0; r < nb; ++r)
       for (int64_t c = 0; c < kb; ++c) dst.scale_inv.push_back(padded[r * ld + c]);
   }
@@ -231,16 +225,28 @@ TEST(Qwen35Fp8Test, LoadsAnOfficialLayoutFp8Checkpoint) {
                    {kernels::Fp8Blocks(t->shape[0]), kernels::Fp8Blocks(t->shape[1])},
                    std::as_bytes(std::span(qz.scale_inv))});
   }
-  ASSERT_TRUE(WriteSafetensors(dir.path() + "/model.safetensors", out).ok());
+  TANDEM_CHECK_OK(WriteSafetensors(dir + "/model.safetensors", out));
   auto config_text = ReadTextFile(kDir + "/config.json");
-  ASSERT_TRUE(config_text.ok());
+  TANDEM_CHECK_OK(config_text.status());
   nlohmann::json config = nlohmann::json::parse(*config_text);
   config["quantization_config"] = {{"quant_method", "fp8"},
                                    {"fmt", "e4m3"},
                                    {"activation_scheme", "dynamic"},
                                    {"weight_block_size", {128, 128}}};
-  testing::WriteRaw(dir.path() + "/config.json", config.dump());
+  testing::WriteRaw(dir + "/config.json", config.dump());
+  return quantized;
+}
 
+// The tiny checkpoint rewritten in the official FP8 layout (quantization_config at the
+// wrapper's top level; every matrix but in_proj_b / in_proj_a, which stay bf16 as the
+// official checkpoints keep small modules, as F8_E4M3 with its F32 weight_scale_inv).
+// Loaded in bf16, each matrix is its dequantized value exactly; loaded in fp8, a matrix that
+// is one GEMM on its own (out_proj, k/v/o_proj, down_proj) gets back the checkpoint's codes
+// (re-quantizing e4m3 * scale with the same blocks), except where bf16 rounding of a block's
+// largest value moves its scale.
+TEST(Qwen35Fp8Test, LoadsAnOfficialLayoutFp8Checkpoint) {
+  testing::ScratchDir dir;
+  const std::map<std::string, Quantized> quantized = WriteFp8Checkpoint(dir.path());
   auto bf16_target =
       Qwen35Target::Load(dir.path(), kernels::HostAllocator(), {.max_tokens = 16});
   ASSERT_TRUE(bf16_target.ok()) << bf16_target.status().ToString();
