@@ -3,11 +3,13 @@
 // tiny random checkpoint tests/golden/qwen3_5_tiny, in the vision-language wrapper layout) or
 // from target_config's model_type for random weights; the job runs to the end, the store
 // empties, and a drafter trained on the random hybrid's captures learns (the loss falls); with
-// precision = "fp8" the CPU job runs the FP8 reference GEMMs on e4m3 projections. What the
+// precision = "fp8" the CPU job runs the FP8 reference GEMMs on e4m3 projections; the eval
+// table decodes against the hybrid in either precision. What the
 // hybrid target does not implement (MoE configs, other layer types, layers beyond the model)
 // is refused before any work, naming the key.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <fstream>
@@ -172,6 +174,46 @@ TEST(DFlashHybridJobTest, TrainsWithAnFp8Target) {
   const std::vector<double> losses = Losses(dir + "/metrics.jsonl");
   ASSERT_EQ(losses.size(), 2u);
   for (double l : losses) EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
+}
+
+// The `eval` table against the hybrid: every 10 steps the drafter being trained decodes
+// held-out prompts with a second hybrid target over the job's weights (in the target's
+// precision) and the eval records reach the metrics file.
+TEST(DFlashHybridJobTest, EvaluatesByDecodingDuringTrainingInBothPrecisions) {
+  for (const char* precision : {"bf16", "fp8"}) {
+    SCOPED_TRACE(precision);
+    const std::string dir = FreshDir(std::string("hybrid_eval_") + precision);
+    const std::string prompts = dir + "/prompts.jsonl";
+    std::ofstream(prompts) << "{\"input_ids\": [5, 17, 301, 44, 9]}\n"
+                              "{\"input_ids\": [100, 101, 102]}\n"
+                              "{\"input_ids\": [7, 7, 8, 9, 250, 3, 60]}\n";
+    const std::string text =
+        JobText(fmt::format("model = \"{}\"", kTiny),
+                fmt::format("precision = \"{}\"", precision), dir, 20) +
+        fmt::format("eval = {{ every_steps = 10, prompts = \"{}\", max_new_tokens = 12 }}\n",
+                    prompts);
+    auto report = RunText(text);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_TRUE(report->status.ok()) << report->ToString();
+    std::vector<nlohmann::json> evals;
+    std::ifstream f(dir + "/metrics.jsonl");
+    for (std::string line; std::getline(f, line);) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("kind", "") == "eval") evals.push_back(j);
+    }
+    ASSERT_EQ(evals.size(), 2u);
+    for (size_t i = 0; i < evals.size(); ++i) {
+      const nlohmann::json& e = evals[i];
+      EXPECT_EQ(e["step"].get<int64_t>(), 10 * static_cast<int64_t>(i + 1));
+      EXPECT_EQ(e["prompts"], 3);
+      EXPECT_GT(e["tokens"].get<int64_t>(), 0);
+      EXPECT_LE(e["tokens"].get<int64_t>(), 3 * 12);
+      double sum = 1;
+      for (const auto& r : e["accept_rate"]) sum += r.get<double>();
+      EXPECT_NEAR(e["tau"].get<double>(), sum, 1e-9);
+      EXPECT_GE(e["tau"].get<double>(), 1.0);
+    }
+  }
 }
 
 TEST(DFlashHybridJobTest, RefusesWhatIsNotImplemented) {

@@ -16,18 +16,22 @@ Result<std::unique_ptr<DrafterEval>> DrafterEval::Create(const EvalSettings& set
                                                          JobMetrics* metrics,
                                                          ProfileStats* profile,
                                                          std::string owner, uint64_t seed) {
-  if (target == nullptr || target->dense() == nullptr)
-    return InvalidArgumentError("{}: eval needs the dense (Qwen3) target loaded on the "
-                                "drafter's device", owner);
+  if (target == nullptr || (target->dense() == nullptr && target->hybrid() == nullptr))
+    return InvalidArgumentError("{}: eval needs the target loaded on the drafter's device",
+                                owner);
   std::unique_ptr<DrafterEval> e(new DrafterEval(settings, profile->Stage("drafter.eval")));
   e->shared_ = std::move(target);
   e->trained_ = &trained;
   e->metrics_ = metrics;
   e->owner_ = std::move(owner);
   e->seed_ = seed;
-  const models::TransformerConfig& tc = e->shared_->dense()->config();
+  const int64_t vocab = e->shared_->dense() ? e->shared_->dense()->config().vocab_size
+                                            : e->shared_->hybrid()->config().vocab_size;
+  const std::vector<int64_t>& eos = e->shared_->dense()
+                                        ? e->shared_->dense()->config().eos_token_ids
+                                        : e->shared_->hybrid()->config().eos_token_ids;
   Result<models::PromptSet> prompts =
-      models::LoadPromptFile(settings.prompts, tc.vocab_size, settings.max_prompt_tokens);
+      models::LoadPromptFile(settings.prompts, vocab, settings.max_prompt_tokens);
   if (!prompts.ok())
     return prompts.status().WithContext(fmt::format("{}: eval.prompts", e->owner_));
   e->prompts_ = std::move(*prompts);
@@ -35,23 +39,29 @@ Result<std::unique_ptr<DrafterEval>> DrafterEval::Create(const EvalSettings& set
     e->prompts_.prompts.resize(static_cast<size_t>(settings.max_prompts));
   for (const std::string& why : e->prompts_.skip_reasons)
     TLOG_WARN("{}: eval skips {}", e->owner_, why);
-  for (int64_t id : tc.eos_token_ids) e->stop_ids_.push_back(static_cast<int32_t>(id));
+  for (int64_t id : eos) e->stop_ids_.push_back(static_cast<int32_t>(id));
   RETURN_IF_ERROR(e->Allocate(*e->shared_, trained));
   return e;
 }
 
 Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& trained) {
-  const models::Qwen3Target& job_target = *shared.dense();
-  const models::TransformerConfig& tc = job_target.config();
   const int64_t bs = trained.config().block_size;
   int64_t longest = 0;
   for (const auto& p : prompts_.prompts) longest = std::max<int64_t>(longest, p.size());
   max_context_ = longest + s_.max_new_tokens + bs;
   const kernels::Stream stream = trained.stream();
-  models::Qwen3TargetOptions to;
-  to.max_tokens = std::max(longest, bs);
-  to.stream = stream;
-  ASSIGN_OR_RETURN(target_, models::Qwen3Target::Create(job_target.weights().Alias(), to));
+  const int64_t max_tokens = std::max(longest, bs);
+  if (shared.dense() != nullptr) {
+    models::Qwen3TargetOptions to;
+    to.max_tokens = max_tokens;
+    to.stream = stream;
+    ASSIGN_OR_RETURN(target_, models::Qwen3Target::Create(shared.dense()->weights().Alias(), to));
+  } else {
+    const models::Qwen35Target& job = *shared.hybrid();
+    ASSIGN_OR_RETURN(hybrid_, models::Qwen35Target::Create(
+                                  job.weights().Alias(), job.fp8_projections().Alias(),
+                                  {max_tokens, stream, job.precision()}));
+  }
   models::DFlashDrafterOptions dopt;
   dopt.max_tokens = max_context_;
   dopt.num_blocks = trained.device().is_cuda() ? models::kDrafterBlocksCuda : 1;
@@ -59,17 +69,38 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
   ASSIGN_OR_RETURN(drafter_,
                    models::DFlashDrafter::Create(trained.config(), dopt, trained.allocator(),
                                                  stream));
-  ASSIGN_OR_RETURN(decoder_,
-                   models::DFlashDecoder::Create(target_.get(), drafter_.get(), max_context_,
-                                                 stream));
-  // What the evaluation holds besides the shared weights (dflash_decoder.cc's buffers).
-  const int64_t kv = 2 * tc.num_hidden_layers * max_context_ * tc.num_key_value_heads *
-                     tc.head_dim * 2;
+  if (target_ != nullptr) {
+    ASSIGN_OR_RETURN(decoder_, models::DFlashDecoder::Create(target_.get(), drafter_.get(),
+                                                             max_context_, stream));
+  } else {
+    ASSIGN_OR_RETURN(decoder_, models::DFlashDecoder::Create(hybrid_.get(), drafter_.get(),
+                                                             max_context_, stream));
+  }
+  // What the evaluation holds besides the shared weights (dflash_decoder.cc's buffers). The
+  // hybrid's cache: keys and values of its attention layers only (its Gated DeltaNet state
+  // is small and not counted).
+  int64_t attention_layers = 0, kv_dim = 0, hidden = 0, vocab = 0;
+  if (target_ != nullptr) {
+    const models::TransformerConfig& c = target_->config();
+    attention_layers = c.num_hidden_layers;
+    kv_dim = c.num_key_value_heads * c.head_dim;
+    hidden = c.hidden_size;
+    vocab = c.vocab_size;
+  } else {
+    const models::Qwen35Config& c = hybrid_->config();
+    for (models::HybridLayerType t : c.layer_types)
+      attention_layers += t == models::HybridLayerType::kFullAttention;
+    kv_dim = c.num_key_value_heads * c.head_dim;
+    hidden = c.hidden_size;
+    vocab = c.vocab_size;
+  }
+  const int64_t kv = 2 * attention_layers * max_context_ * kv_dim * 2;
   const int64_t features = static_cast<int64_t>(trained.config().target_layer_ids.size()) *
-                           max_context_ * tc.hidden_size * 2;
-  const int64_t logits = bs * tc.vocab_size * 4;
-  const int64_t own = kv + features + logits + target_->workspace_bytes() +
-                      drafter_->workspace_bytes();
+                           max_context_ * hidden * 2;
+  const int64_t logits = bs * vocab * 4;
+  const int64_t target_ws =
+      target_ != nullptr ? target_->workspace_bytes() : hybrid_->workspace_bytes();
+  const int64_t own = kv + features + logits + target_ws + drafter_->workspace_bytes();
   TLOG_INFO("{}: eval every {} steps on {} prompts of {} ({} lines, {} skipped), {} new tokens "
             "each, block size {}, temperature {}; decodes over the job's target weights "
             "(shared) and the trained weights (in place): {} of its own (KV cache {}, "
@@ -78,8 +109,7 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
             prompts_.skipped, s_.max_new_tokens, s_.block_size, s_.temperature,
             FormatBytes(static_cast<uint64_t>(own)), FormatBytes(static_cast<uint64_t>(kv)),
             FormatBytes(static_cast<uint64_t>(features)),
-            FormatBytes(static_cast<uint64_t>(target_->workspace_bytes() +
-                                              drafter_->workspace_bytes())));
+            FormatBytes(static_cast<uint64_t>(target_ws + drafter_->workspace_bytes())));
   return Status::Ok();
 }
 

@@ -16,8 +16,11 @@
 // max_seconds, and its time shows as the profile stage `drafter.eval` (and in the verdict
 // when it holds the loop for a large share of the wall).
 //
-// The target: the decoder needs the dense target with a KV cache. Its weights are shared, not
+// The target: the decoder needs the target with its decode cache. Its weights are shared, not
 // copied: a second models::Qwen3Target over Qwen3Weights::Alias of the job's loaded target
+// (for a Qwen3.5 hybrid, a second models::Qwen35Target over Qwen35Weights::Alias, and over
+// the e4m3 projections' alias with precision = "fp8": the decoder then runs the target as the
+// job does)
 // (AcquireTarget: the target replica's copy on this device, or when no replica runs here,
 // one loaded once on this device for the drafter's embedding and LM head as well), with its
 // own workspace so it never touches the buffers of the target actor's forwards. Memory of its
@@ -94,7 +97,8 @@ class DrafterEval {
   models::PromptSet prompts_;
   int64_t max_context_ = 0;
   std::vector<int32_t> stop_ids_;
-  std::unique_ptr<models::Qwen3Target> target_;     // over the job's weights (Alias)
+  std::unique_ptr<models::Qwen3Target> target_;     // over the job's weights (Alias), or
+  std::unique_ptr<models::Qwen35Target> hybrid_;    // the same for a hybrid target
   std::unique_ptr<models::DFlashDrafter> drafter_;  // over the trained drafter's weights
   std::unique_ptr<models::DFlashDecoder> decoder_;
   std::optional<BestCheckpoint> best_;

@@ -7,10 +7,10 @@
 //
 // Beyond each key's own type and range: `prompts` must be an existing regular file (what it
 // holds is read when the drafter starts, before its first step); `block_size` at most the
-// drafter's; `keep_best = true` needs checkpoint.dir; the target must be a dense bf16 one
-// (the decoder's target shares the job's loaded Qwen3 weights, and its KV cache exists in
-// bf16 only: an fp8 or hybrid target is refused, naming the target's key; `tandem eval`
-// measures a hybrid's checkpoints).
+// drafter's; `keep_best = true` needs checkpoint.dir; a dense target must be bf16 (the
+// decoder's target shares the job's loaded Qwen3 weights, whose decode path runs in bf16
+// only: an fp8 dense target is refused, naming the target's key). A Qwen3.5 hybrid target
+// decodes in its own precision, bf16 or fp8, over the job's weights.
 //
 // Thread-safety: the table is immutable; ParseEvalSettings is reentrant.
 #pragma once

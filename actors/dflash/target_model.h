@@ -79,6 +79,8 @@ class SharedTarget {
   // The dense model (null for a hybrid), read-only: e.g. its weights for a decoder of its
   // own (models::Qwen3Weights::Alias, actors/dflash/drafter_eval.h).
   const models::Qwen3Target* dense() const { return dense_.get(); }
+  // The hybrid model (null for a dense one), read-only, likewise (Qwen35Weights::Alias).
+  const models::Qwen35Target* hybrid() const { return hybrid_.get(); }
   // Where the weights came from (the job's pool of device()); buffers that work with the
   // target's forward are allocated there too.
   kernels::Allocator& allocator() const;

@@ -56,6 +56,12 @@ class Qwen35Fp8Projections {
   Qwen35Fp8Projections& operator=(Qwen35Fp8Projections&&) = default;
 
   const std::vector<Qwen35Fp8Layer>& layers() const { return layers_; }
+  // The same e4m3 weights, owning nothing (nbytes() 0). REQUIRES: this outlives the alias.
+  Qwen35Fp8Projections Alias() const {
+    Qwen35Fp8Projections p;
+    p.layers_ = layers_;
+    return p;
+  }
   int64_t nbytes() const { return storage_.nbytes(); }
   // What Quantize allocates for `config`.
   static int64_t Bytes(const Qwen35Config& config);

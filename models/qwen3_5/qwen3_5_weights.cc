@@ -259,6 +259,7 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Al
   const std::vector<Placed> layout = Layout(c);
   Qwen35Weights w;
   w.config_ = c;
+  w.allocator_ = &alloc;
   for (const bool projections : {false, true}) {  // the rest, then the projections
     if (projections && !with_projections) break;
     std::vector<int64_t> offsets;
@@ -281,6 +282,17 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Al
   w.final_norm_ = at(p + "norm.weight");
   w.lm_head_ = c.tie_word_embeddings ? w.embed_ : at("lm_head.weight");
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) w.layers_.push_back(LayerViews(c, i, at));
+  return w;
+}
+
+Qwen35Weights Qwen35Weights::Alias() const {
+  Qwen35Weights w;
+  w.config_ = config_;
+  w.embed_ = embed_;
+  w.final_norm_ = final_norm_;
+  w.lm_head_ = lm_head_;
+  w.layers_ = layers_;
+  w.allocator_ = allocator_;
   return w;
 }
 

@@ -102,16 +102,21 @@ class Qwen35Weights {
   Qwen35Weights& operator=(Qwen35Weights&&) = default;
 
   const Qwen35Config& config() const { return config_; }
-  kernels::Device device() const { return storage_.device(); }
+  kernels::Device device() const { return embed_.device(); }
   // Where the weights came from; the target allocates its workspace there too.
-  kernels::Allocator& allocator() const { return *storage_.allocator(); }
+  kernels::Allocator& allocator() const { return *allocator_; }
   int64_t nbytes() const { return storage_.nbytes() + projections_.nbytes(); }
 
   // Frees the layers' projection matrices (in_proj, out_proj, q/k/v/o, gate|up, down) once
   // an FP8 form of them exists (qwen3_5_fp8.h); their views become empty. Waits for `stream`
   // first, so work enqueued on it that reads them completes. Everything else stays.
   Status ReleaseProjections(kernels::Stream stream);
-  bool has_projections() const { return !projections_.empty(); }
+  bool has_projections() const { return !layers_.empty() && !layers_[0].gate_up.empty(); }
+
+  // The same parameters, owning nothing (an alias's nbytes() is 0): a second target with
+  // its own workspace over one copy of the weights (the drafter's evaluation decoder).
+  // REQUIRES: this object outlives the alias and keeps its projections meanwhile.
+  Qwen35Weights Alias() const;
 
   kernels::TensorView embed() const { return embed_; }            // bf16 [V, H]
   kernels::TensorView final_norm() const { return final_norm_; }  // bf16 [H] (zero-centred)
@@ -127,6 +132,7 @@ class Qwen35Weights {
   Qwen35Config config_;
   kernels::Tensor storage_;      // u8: every parameter but the projections
   kernels::Tensor projections_;  // u8: the layers' projection matrices (may be released)
+  kernels::Allocator* allocator_ = nullptr;  // where the weights came from
   kernels::TensorView embed_, final_norm_, lm_head_;
   std::vector<Qwen35LayerWeights> layers_;
   std::unordered_map<std::string, kernels::TensorView> by_name_;  // HF name -> parameter

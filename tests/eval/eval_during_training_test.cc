@@ -183,7 +183,7 @@ TEST(EvalDuringTrainingTest, BadEvalTablesAreRefusedBeforeAnythingRuns) {
                   "actors.drafter.eval.keep_best: true needs checkpoint.dir");
   EXPECT_EQ(check(EvalTable(prompts), ""), "accepted");  // keep_best defaults to off then
   EXPECT_CONTAINS(check(EvalTable(prompts), "x", "precision = \"fp8\""),
-                  "the decoder needs the target in bf16");
+                  "the decoder needs the dense target in bf16");
 }
 
 // A prompt file without one usable prompt fails the job at the drafter's start, before its
