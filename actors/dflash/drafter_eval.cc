@@ -52,10 +52,17 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
   const kernels::Stream stream = trained.stream();
   const int64_t max_tokens = std::max(longest, bs);
   if (shared.dense() != nullptr) {
+    const models::Qwen3Target& job = *shared.dense();
     models::Qwen3TargetOptions to;
     to.max_tokens = max_tokens;
     to.stream = stream;
-    ASSIGN_OR_RETURN(target_, models::Qwen3Target::Create(shared.dense()->weights().Alias(), to));
+    to.precision = job.precision();
+    if (job.precision() == models::TargetPrecision::kFp8) {
+      ASSIGN_OR_RETURN(target_, models::Qwen3Target::Create(job.weights().Alias(),
+                                                             job.fp8_projections().Alias(), to));
+    } else {
+      ASSIGN_OR_RETURN(target_, models::Qwen3Target::Create(job.weights().Alias(), to));
+    }
   } else {
     const models::Qwen35Target& job = *shared.hybrid();
     ASSIGN_OR_RETURN(hybrid_, models::Qwen35Target::Create(

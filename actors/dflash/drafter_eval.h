@@ -18,9 +18,9 @@
 //
 // The target: the decoder needs the target with its decode cache. Its weights are shared, not
 // copied: a second models::Qwen3Target over Qwen3Weights::Alias of the job's loaded target
-// (for a Qwen3.5 hybrid, a second models::Qwen35Target over Qwen35Weights::Alias, and over
-// the e4m3 projections' alias with precision = "fp8": the decoder then runs the target as the
-// job does)
+// (for a Qwen3.5 hybrid, a second models::Qwen35Target over Qwen35Weights::Alias; with
+// precision = "fp8", either family's over the e4m3 projections' alias too: the decoder runs
+// the target as the job does)
 // (AcquireTarget: the target replica's copy on this device, or when no replica runs here,
 // one loaded once on this device for the drafter's embedding and LM head as well), with its
 // own workspace so it never touches the buffers of the target actor's forwards. Memory of its

@@ -32,9 +32,7 @@ KeyTable EvalKeys() {
 
 Result<EvalSettings> ParseEvalSettings(const ConfigValue& section, const std::string& prefix,
                                        int64_t drafter_block_size,
-                                       const std::string& checkpoint_dir,
-                                       const TargetModelSpec& target,
-                                       const std::string& target_group) {
+                                       const std::string& checkpoint_dir) {
   static const KeyTable keys = EvalKeys();
   auto at = [&](std::string_view key) { return KeyPath(section, prefix, key); };
   EvalSettings e;
@@ -62,12 +60,6 @@ Result<EvalSettings> ParseEvalSettings(const ConfigValue& section, const std::st
     return InvalidArgumentError("{}: '{}' does not exist", at("prompts"), e.prompts);
   if (!fs::is_regular_file(e.prompts, ec))
     return InvalidArgumentError("{}: '{}' is not a regular file", at("prompts"), e.prompts);
-  if (target.family == TargetFamily::kDense &&
-      target.precision != models::TargetPrecision::kBf16)
-    return InvalidArgumentError(
-        "{}: the decoder needs the dense target in bf16, but actors.{}.precision = \"{}\"; "
-        "decoding an fp8 dense target is not implemented (the Qwen3.5 hybrid decodes in "
-        "fp8)", prefix, target_group, models::TargetPrecisionName(target.precision));
   return e;
 }
 

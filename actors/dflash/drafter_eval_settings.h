@@ -7,10 +7,8 @@
 //
 // Beyond each key's own type and range: `prompts` must be an existing regular file (what it
 // holds is read when the drafter starts, before its first step); `block_size` at most the
-// drafter's; `keep_best = true` needs checkpoint.dir; a dense target must be bf16 (the
-// decoder's target shares the job's loaded Qwen3 weights, whose decode path runs in bf16
-// only: an fp8 dense target is refused, naming the target's key). A Qwen3.5 hybrid target
-// decodes in its own precision, bf16 or fp8, over the job's weights.
+// drafter's; `keep_best = true` needs checkpoint.dir. The decoder's target shares the job's
+// loaded weights (dense or hybrid) and decodes in the target's precision, bf16 or fp8.
 //
 // Thread-safety: the table is immutable; ParseEvalSettings is reentrant.
 #pragma once
@@ -42,12 +40,10 @@ KeyTable EvalKeys();
 
 // Parses `section` (the `eval` table, named `prefix` in messages, e.g.
 // "actors.drafter.eval"). `drafter_block_size` bounds block_size (its default);
-// `checkpoint_dir` ("" = none) decides keep_best's default; `target` is the model trained
-// against, of group `target_group`. REQUIRES: EvalKeys().Check(section) passed.
+// `checkpoint_dir` ("" = none) decides keep_best's default. Every target family and
+// precision can be decoded. REQUIRES: EvalKeys().Check(section) passed.
 Result<EvalSettings> ParseEvalSettings(const ConfigValue& section, const std::string& prefix,
                                        int64_t drafter_block_size,
-                                       const std::string& checkpoint_dir,
-                                       const TargetModelSpec& target,
-                                       const std::string& target_group);
+                                       const std::string& checkpoint_dir);
 
 }  // namespace tandem::dflash

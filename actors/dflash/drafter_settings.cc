@@ -271,8 +271,8 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   }
   RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));
   if (const ConfigValue* ev = section.Find("eval")) {
-    ASSIGN_OR_RETURN(s.eval, ParseEvalSettings(*ev, prefix + ".eval", s.block_size,
-                                               s.checkpoint_dir, s.target, s.target_group));
+    ASSIGN_OR_RETURN(s.eval,
+                     ParseEvalSettings(*ev, prefix + ".eval", s.block_size, s.checkpoint_dir));
   }
   return s;
 }

@@ -48,6 +48,12 @@ class Qwen3Fp8Projections {
   Qwen3Fp8Projections& operator=(Qwen3Fp8Projections&&) = default;
 
   const std::vector<Qwen3Fp8Layer>& layers() const { return layers_; }
+  // The same e4m3 weights, owning nothing (nbytes() 0). REQUIRES: this outlives the alias.
+  Qwen3Fp8Projections Alias() const {
+    Qwen3Fp8Projections p;
+    p.layers_ = layers_;
+    return p;
+  }
   int64_t nbytes() const { return storage_.nbytes(); }
 
  private:

@@ -1,8 +1,10 @@
 // CPU tests of KV-cache decoding (Qwen3Target::Extend, Qwen3KvCache): a prefill plus a
 // verified-then-cropped block gives the same logits and captured features as a fresh
-// forward over the accepted sequence; argument errors.
+// forward over the accepted sequence; argument errors. In bf16 and fp8 (activations are
+// quantized per token, so the FP8 results are exact too).
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -19,13 +21,15 @@ using kernels::Device;
 using kernels::DType;
 using kernels::TensorView;
 
-class Qwen3KvCacheTest : public ::testing::TestWithParam<bool> {  // param: llama
+// Params: llama (else qwen3), and the target's precision.
+class Qwen3KvCacheTest : public ::testing::TestWithParam<std::tuple<bool, TargetPrecision>> {
  protected:
   void SetUp() override {
-    cfg_ = testing::TinyConfig(GetParam(), false);
+    cfg_ = testing::TinyConfig(std::get<0>(GetParam()), false);
     ASSERT_TRUE(
         testing::WriteCheckpoint(dir_.path(), cfg_, testing::RandomHostWeights(cfg_, 3)).ok());
-    auto t = Qwen3Target::Load(dir_.path(), kernels::HostAllocator(), {.max_tokens = 32});
+    auto t = Qwen3Target::Load(dir_.path(), kernels::HostAllocator(),
+                               {.max_tokens = 32, .precision = std::get<1>(GetParam())});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     target_ = std::move(*t);
   }
@@ -203,8 +207,14 @@ TEST_P(Qwen3KvCacheTest, ExtendBatchMatchesExtendPerSequence) {
   EXPECT_FALSE(Qwen3BatchKvCache::Create(cfg_, 0, 20, kernels::HostAllocator()).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Qwen3KvCacheTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "llama" : "qwen3"; });
+INSTANTIATE_TEST_SUITE_P(
+    Families, Qwen3KvCacheTest,
+    ::testing::Combine(::testing::Values(false, true),
+                       ::testing::Values(TargetPrecision::kBf16, TargetPrecision::kFp8)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) ? "llama_" : "qwen3_") +
+             std::string(TargetPrecisionName(std::get<1>(info.param)));
+    });
 
 }  // namespace
 }  // namespace tandem::models

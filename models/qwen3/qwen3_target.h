@@ -104,9 +104,11 @@ class Qwen3Target {
   // tokens.size() in [1, max_tokens]) at positions cache.length() .. + B - 1, attends over
   // the whole cache, writes each capture (bf16 [B, H]) and `logits` ([B, V], may be empty),
   // and grows the cache by B. Prefill is an Extend of an empty cache; verifying a block of
-  // drafts is an Extend followed by cache.Crop to the accepted length. bf16 precision only
-  // (InvalidArgument for fp8), the cache on the model's device, of this model's shape and
-  // with room for B more tokens; token ids in [0, vocab). Asynchronous on CUDA as Forward.
+  // drafts is an Extend followed by cache.Crop to the accepted length. In the target's
+  // precision (fp8: the e4m3 GEMMs of Forward, activations quantized per token, so a row's
+  // result does not depend on the rest of the batch); the cache on the model's device, of
+  // this model's shape and with room for B more tokens; token ids in [0, vocab).
+  // Asynchronous on CUDA as Forward.
   Status Extend(Qwen3KvCache& cache, std::span<const int32_t> tokens,
                 std::span<const LayerCapture> captures, kernels::TensorView logits = {});
 
@@ -127,6 +129,8 @@ class Qwen3Target {
   int64_t max_tokens() const { return options_.max_tokens; }
   int64_t workspace_bytes() const { return workspace_.nbytes() + fp8_workspace_.nbytes(); }
   TargetPrecision precision() const { return options_.precision; }
+  // The e4m3 projections (precision fp8; else empty).
+  const Qwen3Fp8Projections& fp8_projections() const { return fp8_; }
   // Bytes of parameters on the device: the weights plus, with fp8, the e4m3 projections.
   int64_t weight_bytes() const { return weights_.nbytes() + fp8_.nbytes(); }
 
@@ -183,7 +187,8 @@ class Qwen3Target {
   // fp8: unless fp8_ is already filled, quantizes the projections and releases their bf16
   // copies; allocates the e4m3 activation buffer (qwen3_target_fp8.cc).
   Status PrepareFp8();
-  Status LayerFp8(size_t index, const PackedBatch& batch, int64_t tokens, int max_seqlen);
+  Status LayerFp8(size_t index, const PackedBatch& batch, int64_t tokens, int max_seqlen,
+                  std::span<const KvSlot> kv = {});
   Status AttentionBlockRope(const Qwen3LayerWeights& w, const PackedBatch& batch, int64_t t,
                             int max_seqlen, std::span<const KvSlot> kv = {});
   Status Attention(const kernels::TensorView& q, const kernels::TensorView& k,

@@ -19,8 +19,6 @@ Status Qwen3Target::CheckExtend(const Qwen3KvCache& cache, std::span<const int32
                                 const TensorView& logits) const {
   const TransformerConfig& c = config();
   const int64_t b = static_cast<int64_t>(tokens.size());
-  if (options_.precision != TargetPrecision::kBf16)
-    return InvalidArgumentError("Qwen3Target::Extend: KV-cache decoding runs in bf16 only");
   if (b < 1 || b > options_.max_tokens)
     return InvalidArgumentError("Qwen3Target::Extend: {} tokens; this target takes 1..{}", b,
                                 options_.max_tokens);
@@ -112,8 +110,10 @@ Status Qwen3Target::ExtendRows(const PackedBatch& batch, int64_t t, std::span<co
     for (size_t j = 0; j < seqs.size(); ++j)
       kv[j] = {seqs[j].cache->keys(i), seqs[j].cache->values(i), seqs[j].cache->length(),
                seqs[j].row, seqs[j].rows};
-    RETURN_IF_ERROR(Layer(weights_.layers()[i], batch, t, max_seqlen, kv)
-                        .WithContext(fmt::format("layer {}", i)));
+    const Status st = options_.precision == TargetPrecision::kFp8
+                          ? LayerFp8(static_cast<size_t>(i), batch, t, max_seqlen, kv)
+                          : Layer(weights_.layers()[i], batch, t, max_seqlen, kv);
+    RETURN_IF_ERROR(st.WithContext(fmt::format("layer {}", i)));
     for (const LayerCapture& cap : captures)
       if (cap.layer == i) RETURN_IF_ERROR(kernels::Copy(cap.out, hidden, s));
   }

@@ -36,7 +36,8 @@ Status Qwen3Target::PrepareFp8() {
   return Status::Ok();
 }
 
-Status Qwen3Target::LayerFp8(size_t index, const PackedBatch& batch, int64_t t, int max_seqlen) {
+Status Qwen3Target::LayerFp8(size_t index, const PackedBatch& batch, int64_t t, int max_seqlen,
+                             std::span<const KvSlot> kv) {
   const TransformerConfig& c = config();
   const Qwen3LayerWeights& w = weights_.layers()[index];
   const Qwen3Fp8Layer& f = fp8_.layers()[index];
@@ -63,7 +64,7 @@ Status Qwen3Target::LayerFp8(size_t index, const PackedBatch& batch, int64_t t, 
   RETURN_IF_ERROR(kernels::Fp8Gemm(g, xh, f.q_proj, padded(act_.q_raw), linear, s));
   RETURN_IF_ERROR(kernels::Fp8Gemm(g, xh, f.k_proj, padded(act_.k_raw), linear, s));
   RETURN_IF_ERROR(kernels::Fp8Gemm(g, xh, f.v_proj, padded(act_.v), linear, s));
-  RETURN_IF_ERROR(AttentionBlockRope(w, batch, t, max_seqlen));
+  RETURN_IF_ERROR(AttentionBlockRope(w, batch, t, max_seqlen, kv));
   const Fp8GroupActivation xa = act8(c.q_dim());
   RETURN_IF_ERROR(kernels::QuantizeFp8Activation(rows(act_.attn), xa, s));
   RETURN_IF_ERROR(kernels::Fp8Gemm(g, xa, f.o_proj, padded(act_.hidden), residual, s));

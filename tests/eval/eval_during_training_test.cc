@@ -182,8 +182,33 @@ TEST(EvalDuringTrainingTest, BadEvalTablesAreRefusedBeforeAnythingRuns) {
   EXPECT_CONTAINS(check(EvalTable(prompts, ", keep_best = true"), ""),
                   "actors.drafter.eval.keep_best: true needs checkpoint.dir");
   EXPECT_EQ(check(EvalTable(prompts), ""), "accepted");  // keep_best defaults to off then
-  EXPECT_CONTAINS(check(EvalTable(prompts), "x", "precision = \"fp8\""),
-                  "the decoder needs the dense target in bf16");
+  // An fp8 target decodes in fp8 (EvalDuringTrainingTest.Fp8TargetDecodesInFp8).
+  EXPECT_EQ(check(EvalTable(prompts), "x", "precision = \"fp8\""), "accepted");
+}
+
+// With precision = "fp8" the evaluation's decoder runs the job's e4m3 target (CPU reference
+// FP8 GEMMs here): the evaluations are recorded as with bf16.
+TEST(EvalDuringTrainingTest, Fp8TargetDecodesInFp8) {
+  const std::string target = FreshDir("evaljob_fp8_target"), ckpt = FreshDir("evaljob_fp8");
+  const std::string prompts = MakeRuleTarget(target);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  TinyJob job{.name = "evalfp8", .batches_per_epoch = 400, .max_steps = 20,
+              .checkpoint_dir = ckpt, .checkpoint_every = 0,
+              .target_extra = "precision = \"fp8\"",
+              .drafter_extra = EvalTable(prompts, "", 10), .model = target};
+  auto spec = ParseJobText(TinyJobText(job), "evalfp8.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  JobRunner runner;
+  auto report = runner.Run(*spec);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(report->status.ok()) << report->ToString();
+  const std::vector<nlohmann::json> evals = EvalRecords(ckpt + "/metrics.jsonl");
+  ASSERT_EQ(evals.size(), 2u);
+  for (size_t i = 0; i < evals.size(); ++i) {
+    EXPECT_EQ(evals[i]["step"].get<int64_t>(), 10 * static_cast<int64_t>(i + 1));
+    EXPECT_EQ(evals[i]["prompts"], 4);
+    EXPECT_GE(evals[i]["tau"].get<double>(), 1.0);
+  }
 }
 
 // A prompt file without one usable prompt fails the job at the drafter's start, before its
