@@ -195,12 +195,8 @@ TEST(DFlashHybridJobTest, EvaluatesByDecodingDuringTrainingInBothPrecisions) {
     auto report = RunText(text);
     ASSERT_TRUE(report.ok()) << report.status().ToString();
     ASSERT_TRUE(report->status.ok()) << report->ToString();
-    std::vector<nlohmann::json> evals;
-    std::ifstream f(dir + "/metrics.jsonl");
-    for (std::string line; std::getline(f, line);) {
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("kind", "") == "eval") evals.push_back(j);
-    }
+    const std::vector<nlohmann::json> evals =
+        dflash::testing::EvalRecords(dir + "/metrics.jsonl");
     ASSERT_EQ(evals.size(), 2u);
     for (size_t i = 0; i < evals.size(); ++i) {
       const nlohmann::json& e = evals[i];

@@ -1,13 +1,17 @@
 // Helpers for the end-to-end DFlash job tests: the tiny CPU job (random 6-layer target feeding
-// a 1-layer drafter through one channel) as TOML text, a fresh checkpoint folder, and running
-// a job text through JobRunner. Test-only. Thread-safety: free functions, no shared state.
+// a 1-layer drafter through one channel) as TOML text, a fresh checkpoint folder, running a
+// job text through JobRunner, and reading the evaluations from its metrics file. Test-only. Thread-safety: free functions, no shared state.
 #pragma once
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "models/io/hf_config.h"
 #include "runtime/job/job_spec.h"
@@ -112,6 +116,18 @@ inline std::string FreshDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The "eval" records (in-training evaluations, drafter_eval.h) of a metrics JSONL file, in
+// order.
+inline std::vector<nlohmann::json> EvalRecords(const std::string& metrics_file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(metrics_file);
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("kind", "") == "eval") out.push_back(j);
+  }
+  return out;
 }
 
 // Parses `job` and runs it to the end; an error only when the text does not parse.

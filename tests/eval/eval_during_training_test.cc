@@ -32,6 +32,8 @@ namespace {
 using dflash::testing::FreshDir;
 using dflash::testing::TinyJob;
 using dflash::testing::TinyJobText;
+using dflash::testing::EvalRecords;
+using dflash::testing::RunJob;
 
 #define EXPECT_CONTAINS(haystack, needle)                                              \
   do {                                                                                 \
@@ -55,15 +57,6 @@ std::string EvalTable(const std::string& prompts, const std::string& more = "",
                      "max_new_tokens = 24{} }}", every_steps, prompts, more);
 }
 
-std::vector<nlohmann::json> EvalRecords(const std::string& metrics_file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(metrics_file);
-  for (std::string line; std::getline(f, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("kind", "") == "eval") out.push_back(j);
-  }
-  return out;
-}
 
 TEST(EvalDuringTrainingTest, TauInMetricsStatusProfileAndTheBestCheckpointKept) {
   const std::string target = FreshDir("evaljob_target"), ckpt = FreshDir("evaljob_ckpt");
@@ -196,10 +189,7 @@ TEST(EvalDuringTrainingTest, Fp8TargetDecodesInFp8) {
               .checkpoint_dir = ckpt, .checkpoint_every = 0,
               .target_extra = "precision = \"fp8\"",
               .drafter_extra = EvalTable(prompts, "", 10), .model = target};
-  auto spec = ParseJobText(TinyJobText(job), "evalfp8.toml");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  JobRunner runner;
-  auto report = runner.Run(*spec);
+  auto report = RunJob(job);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_TRUE(report->status.ok()) << report->ToString();
   const std::vector<nlohmann::json> evals = EvalRecords(ckpt + "/metrics.jsonl");
