@@ -7,6 +7,7 @@
 #include "kernels/attention/decode_attention.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/embedding.h"
+#include "kernels/norm/fused_norm.h"
 #include "kernels/norm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/core/stream.h"
@@ -314,7 +315,15 @@ Status Qwen3Target::AttentionBlockRope(const Qwen3LayerWeights& w, const PackedB
   const TensorView q_raw3 = rows(act_.q_raw).Reshape({t, hq, d});
   const TensorView k_raw3 = rows(act_.k_raw).Reshape({t, hk, d});
   const kernels::RopeConfig rope{c.rotary_dim, c.rope_theta};
-  if (c.qk_norm) {
+  if (c.qk_norm && (c.rotary_dim == 0 || c.rotary_dim == d)) {
+    // q_norm / k_norm and RoPE in one pass over each (kernels/norm/fused_norm.h: the normed
+    // value is rotated in fp32, not rounded to bf16 first).
+    const TensorView pos = batch.position_ids;
+    RETURN_IF_ERROR(
+        kernels::RmsNormRopeForward(q3, {}, q_raw3, w.q_norm, pos, eps, c.rope_theta, s));
+    RETURN_IF_ERROR(
+        kernels::RmsNormRopeForward(k3, {}, k_raw3, w.k_norm, pos, eps, c.rope_theta, s));
+  } else if (c.qk_norm) {  // partial rotation: the norm, then RoPE over the first rotary_dim
     RETURN_IF_ERROR(kernels::RmsNormForward(q3, {}, q_raw3, w.q_norm, eps, s));
     RETURN_IF_ERROR(kernels::RmsNormForward(k3, {}, k_raw3, w.k_norm, eps, s));
     RETURN_IF_ERROR(kernels::RopeForward(q3, q3, batch.position_ids, rope, s));
