@@ -1,6 +1,6 @@
-// The device-memory check at validation (JobRunner::Check): the target's weights (and the
-// hybrid's workspace) and the drafter's parameters with their optimizer state, workspace and
-// context buffers, added up per GPU, against the GPU's memory. The 27B example (measured on
+// The device-memory check at validation (JobRunner::Check): the target's weights and
+// workspace and the drafter's parameters with their optimizer state, workspace, context
+// buffers and eval decoder, added up per GPU, against the GPU's memory. The 27B example (measured on
 // the H200: 91.2 GiB in use with one context batch) is refused on 48 GiB and 80 GB GPUs before
 // anything loads, naming the GPU and what each replica needs, and validates on an H200-sized
 // one; the estimates themselves are checked against the models' shapes.
@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_settings.h"
@@ -138,6 +139,53 @@ TEST(DeviceMemoryCheckTest, EstimatesFollowTheShapes) {
   const int64_t params = models::MakeDFlashParamLayout(DrafterConfig(*ds, ds->target)).total;
   EXPECT_GT(params, 1'500'000'000);  // 5 layers of hidden 5120, MLP 17408, plus fc
   EXPECT_LT(params, 2'000'000'000);
+}
+
+// The dense target's bound counts its activation workspace, and a drafter with an eval table
+// counts the eval decoder's own memory (DrafterEval::DeviceBytesBound), so validation refuses
+// what the run would not fit.
+TEST(DeviceMemoryCheckTest, DenseWorkspaceAndEvalDecoderAreCounted) {
+  auto job = Example27b();
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto spec = ParseTargetModelSpec(Section(*job, "target"), job->seed);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  TargetModelSpec dense = *spec;
+  dense.family = TargetFamily::kDense;
+  dense.hybrid.reset();
+  std::string what;
+  EXPECT_EQ(TargetDeviceBytes(dense, &what),
+            TargetWeightBytes(dense) + static_cast<uint64_t>(models::Qwen3Target::WorkspaceBytes(
+                                           dense.config, dense.max_tokens, dense.precision)));
+  EXPECT_EQ(what, "the target's weights and activation workspace");
+
+  const std::string prompts = ::testing::TempDir() + "/eval_prompts.jsonl";
+  std::ofstream(prompts) << "{\"input_ids\": [1, 2, 3]}\n";
+  auto with_eval = ParseJobText(JobFileText() + "\n[actors.drafter.eval]\nevery_steps = 10\n"
+                                "prompts = \"" + prompts + "\"\n",
+                                "qwen3.6-27b-1gpu.toml");
+  ASSERT_TRUE(with_eval.ok()) << with_eval.status().ToString();
+  const auto plain = DrafterKeys().EstimateDeviceBytes(Section(*job, "drafter"),
+                                                       JobSectionContext(*job, "drafter"));
+  const auto evaluated = DrafterKeys().EstimateDeviceBytes(
+      Section(*with_eval, "drafter"), JobSectionContext(*with_eval, "drafter"));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status().ToString();
+  auto ds = ParseDrafterSettings(Section(*with_eval, "drafter"),
+                                 JobSectionContext(*with_eval, "drafter"));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_TRUE(ds->eval.enabled);
+  auto bound = DrafterEval::DeviceBytesBound(ds->eval, ds->target, DrafterConfig(*ds, ds->target));
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  EXPECT_EQ(evaluated->bytes, plain->bytes + static_cast<uint64_t>(*bound));
+  EXPECT_NE(evaluated->what.find("eval decoder " + FormatBytes(static_cast<uint64_t>(*bound))),
+            std::string::npos) << evaluated->what;
+  // The 27B at the defaults (prompts up to 1024 tokens, 64 new, block 16: a 1104-token
+  // context): more than its KV cache (16 attention layers x 4 x 256) and features (5 x 5120),
+  // and the decoder target's workspace for 1024 tokens (~1/16 of the 4.04 GiB at 16384).
+  const int64_t ctx = 1024 + 64 + 16;
+  EXPECT_GT(*bound, 2 * 16 * ctx * 1024 * 2 + 5 * ctx * 5120 * 2 + 4.04 * kGiB / 16);
+  EXPECT_LT(*bound, 2 * kGiB);
+  std::printf("eval decoder bound for the 27B example: %.3f GiB\n", *bound / double(kGiB));
 }
 
 }  // namespace

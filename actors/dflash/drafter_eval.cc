@@ -9,6 +9,66 @@
 #include "runtime/core/logging.h"
 
 namespace tandem::dflash {
+namespace {
+
+// The decoder's buffers of its own besides the two workspaces (dflash_decoder.cc): the KV
+// cache of the target's attention layers (a hybrid's Gated DeltaNet state, ~0.15 GiB for
+// the 27B, is not counted), the captured features and the logits.
+struct DecoderBuffers {
+  int64_t kv = 0, features = 0, logits = 0;
+  int64_t total() const { return kv + features + logits; }
+};
+
+struct DecoderShape {
+  int64_t attention_layers = 0, kv_dim = 0, hidden = 0, vocab = 0;
+};
+
+DecoderShape ShapeOf(const models::TransformerConfig& c) {
+  return {c.num_hidden_layers, c.num_key_value_heads * c.head_dim, c.hidden_size,
+          c.vocab_size};
+}
+
+DecoderShape ShapeOf(const models::Qwen35Config& c) {
+  int64_t attention_layers = 0;
+  for (models::HybridLayerType t : c.layer_types)
+    attention_layers += t == models::HybridLayerType::kFullAttention;
+  return {attention_layers, c.num_key_value_heads * c.head_dim, c.hidden_size, c.vocab_size};
+}
+
+DecoderBuffers DecoderBufferBytes(const DecoderShape& d, int64_t captured, int64_t max_context,
+                                  int64_t block_size) {
+  return {2 * d.attention_layers * max_context * d.kv_dim * 2,
+          captured * max_context * d.hidden * 2, block_size * d.vocab * 4};
+}
+
+// The decoding target's workspace for prompts of up to `longest` tokens (Allocate's).
+int64_t DecoderTargetWorkspace(const TargetModelSpec& target, int64_t longest,
+                               int64_t block_size) {
+  const int64_t max_tokens = std::max(longest, block_size);
+  return target.hybrid ? models::Qwen35Target::WorkspaceBytes(*target.hybrid, max_tokens,
+                                                              /*on_cuda=*/true, target.precision)
+                       : models::Qwen3Target::WorkspaceBytes(target.config, max_tokens,
+                                                             target.precision);
+}
+
+}  // namespace
+
+Result<int64_t> DrafterEval::DeviceBytesBound(const EvalSettings& settings,
+                                              const TargetModelSpec& target,
+                                              const models::DFlashConfig& drafter) {
+  const int64_t bs = drafter.block_size, longest = settings.max_prompt_tokens;
+  const int64_t max_context = longest + settings.max_new_tokens + bs;
+  models::DFlashDrafterOptions dopt;
+  dopt.max_tokens = max_context;
+  dopt.num_blocks = models::kDrafterBlocksCuda;
+  ASSIGN_OR_RETURN(const int64_t drafter_ws,
+                   models::DFlashDrafter::WorkspaceBytes(drafter, dopt,
+                                                         kernels::Device::Cuda(0)));
+  const int64_t captured = static_cast<int64_t>(drafter.target_layer_ids.size());
+  const DecoderShape shape = target.hybrid ? ShapeOf(*target.hybrid) : ShapeOf(target.config);
+  return DecoderBufferBytes(shape, captured, max_context, bs).total() +
+         DecoderTargetWorkspace(target, longest, bs) + drafter_ws;
+}
 
 Result<std::unique_ptr<DrafterEval>> DrafterEval::Create(const EvalSettings& settings,
                                                          std::shared_ptr<SharedTarget> target,
@@ -83,31 +143,15 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
     ASSIGN_OR_RETURN(decoder_, models::DFlashDecoder::Create(hybrid_.get(), drafter_.get(),
                                                              max_context_, stream));
   }
-  // What the evaluation holds besides the shared weights (dflash_decoder.cc's buffers). The
-  // hybrid's cache: keys and values of its attention layers only (its Gated DeltaNet state
-  // is small and not counted).
-  int64_t attention_layers = 0, kv_dim = 0, hidden = 0, vocab = 0;
-  if (target_ != nullptr) {
-    const models::TransformerConfig& c = target_->config();
-    attention_layers = c.num_hidden_layers;
-    kv_dim = c.num_key_value_heads * c.head_dim;
-    hidden = c.hidden_size;
-    vocab = c.vocab_size;
-  } else {
-    const models::Qwen35Config& c = hybrid_->config();
-    for (models::HybridLayerType t : c.layer_types)
-      attention_layers += t == models::HybridLayerType::kFullAttention;
-    kv_dim = c.num_key_value_heads * c.head_dim;
-    hidden = c.hidden_size;
-    vocab = c.vocab_size;
-  }
-  const int64_t kv = 2 * attention_layers * max_context_ * kv_dim * 2;
-  const int64_t features = static_cast<int64_t>(trained.config().target_layer_ids.size()) *
-                           max_context_ * hidden * 2;
-  const int64_t logits = bs * vocab * 4;
+  // What the evaluation holds besides the shared weights (DeviceBytesBound's terms).
+  const DecoderShape shape =
+      target_ != nullptr ? ShapeOf(target_->config()) : ShapeOf(hybrid_->config());
+  const DecoderBuffers buffers = DecoderBufferBytes(
+      shape, static_cast<int64_t>(trained.config().target_layer_ids.size()), max_context_, bs);
+  const int64_t kv = buffers.kv, features = buffers.features;
   const int64_t target_ws =
       target_ != nullptr ? target_->workspace_bytes() : hybrid_->workspace_bytes();
-  const int64_t own = kv + features + logits + target_ws + drafter_->workspace_bytes();
+  const int64_t own = buffers.total() + target_ws + drafter_->workspace_bytes();
   TLOG_INFO("{}: eval every {} steps on {} prompts of {} ({} lines, {} skipped), {} new tokens "
             "each, block size {}, temperature {}; decodes over the job's target weights "
             "(shared) and the trained weights (in place): {} of its own (KV cache {}, "

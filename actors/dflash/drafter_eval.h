@@ -70,6 +70,13 @@ class DrafterEval {
                                                      JobMetrics* metrics, ProfileStats* profile,
                                                      std::string owner, uint64_t seed);
 
+  // What Create allocates besides the shared weights, from the settings alone (the terms
+  // above, for a prompt of eval.max_prompt_tokens, the longest Create accepts): the bound the
+  // drafter group adds to the validation's device-memory check when it has an eval table.
+  static Result<int64_t> DeviceBytesBound(const EvalSettings& settings,
+                                          const TargetModelSpec& target,
+                                          const models::DFlashConfig& drafter);
+
   // True when an evaluation is due after training step `step`; `last`: the run ends there.
   bool Due(int64_t step, bool last) const;
   // Decodes the prompts with the weights after `step` and records the result.

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "actors/dflash/drafter_device.h"
+#include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/target_settings.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_drafter.h"
@@ -175,8 +176,9 @@ const KeyTable& DrafterKeys() {
     });
     // Parameters with their optimizer state (DFlashParams::DeviceBytes); the activation
     // workspace (measured as the drafter measures it); the context layers of
-    // kDrafterContextSets batches. Its own embedding and LM head, when no
-    // target replica shares its GPU, come on top.
+    // kDrafterContextSets batches; with an eval table, the eval decoder's own memory
+    // (DrafterEval::DeviceBytesBound). Its own embedding and LM head, when no target replica
+    // shares its GPU, come on top.
     t->SetDeviceBytesEstimate([](const ConfigValue& s, const SectionContext& ctx)
                                   -> Result<KeyTable::DeviceBytes> {
       ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s, ctx));
@@ -192,11 +194,19 @@ const KeyTable& DrafterKeys() {
       const int64_t context = kDrafterContextSets *
                               static_cast<int64_t>(ds.target.layer_ids.size()) *
                               ds.target.max_tokens * ds.target.config.hidden_size * 2;
+      std::string what = fmt::format(
+          "{:.2f} B parameters with their optimizer state, activations {}, context {}",
+          params / 1e9, FormatBytes(static_cast<uint64_t>(workspace)),
+          FormatBytes(static_cast<uint64_t>(context)));
+      int64_t eval = 0;  // the eval decoder's buffers and workspaces (drafter_eval.h)
+      if (ds.eval.enabled) {
+        ASSIGN_OR_RETURN(eval, DrafterEval::DeviceBytesBound(ds.eval, ds.target, config));
+        what += fmt::format(", eval decoder {}", FormatBytes(static_cast<uint64_t>(eval)));
+      }
       return KeyTable::DeviceBytes{
-          static_cast<uint64_t>(models::DFlashParams::DeviceBytes(layout) + workspace + context),
-          fmt::format("{:.2f} B parameters with their optimizer state, activations {}, "
-                      "context {}", params / 1e9, FormatBytes(static_cast<uint64_t>(workspace)),
-                      FormatBytes(static_cast<uint64_t>(context)))};
+          static_cast<uint64_t>(models::DFlashParams::DeviceBytes(layout) + workspace +
+                                context + eval),
+          std::move(what)};
     });
     return t;
   }();

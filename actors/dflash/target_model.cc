@@ -62,17 +62,15 @@ uint64_t TargetWeightBytes(const TargetModelSpec& spec) {
 }
 
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
-  uint64_t bytes = TargetWeightBytes(spec);
-  if (spec.hybrid) {
-    bytes += static_cast<uint64_t>(models::Qwen35Target::WorkspaceBytes(
-        *spec.hybrid, spec.max_tokens, /*on_cuda=*/true, spec.precision));
-    *what = "the target's weights and activation workspace";
-    // With fp8, Qwen35Target::Load / Random quantize layer by layer: the load holds one bf16
-    // layer's projections beside the e4m3 model, less than the workspace allocated after.
-  } else {
-    *what = "the target's weights";
-  }
-  return bytes;
+  // With fp8, both families' Load / Random quantize layer by layer: the load holds one bf16
+  // layer's projections beside the e4m3 model, less than the workspace allocated after.
+  const int64_t workspace =
+      spec.hybrid ? models::Qwen35Target::WorkspaceBytes(*spec.hybrid, spec.max_tokens,
+                                                         /*on_cuda=*/true, spec.precision)
+                  : models::Qwen3Target::WorkspaceBytes(spec.config, spec.max_tokens,
+                                                        spec.precision);
+  *what = "the target's weights and activation workspace";
+  return TargetWeightBytes(spec) + static_cast<uint64_t>(workspace);
 }
 
 models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c) {

@@ -60,8 +60,8 @@ models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c);
 // 2-d projections (their block scales not counted) and 2 for the rest. A lower bound of what
 // loading the target takes.
 uint64_t TargetWeightBytes(const TargetModelSpec& spec);
-// TargetWeightBytes plus, for the hybrid, the activation workspace it allocates on a GPU
-// for max_tokens (the dense target's workspace is not counted); `what` says which.
+// TargetWeightBytes plus the activation workspace the target allocates on a GPU for
+// max_tokens (either family); `what` says what is counted.
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what);
 
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on

@@ -110,6 +110,22 @@ TEST(Qwen3Fp8Test, LayerByLayerQuantizeEqualsQuantizeAfterLoad) {
       ASSERT_EQ(rg[l][i].bits, rw[l][i].bits) << "random, layer " << l << " element " << i;
 }
 
+// The validation's memory bound for the workspace is what Create allocates, in both
+// precisions and for a max_tokens that is not a multiple of the FP8 row padding.
+TEST(Qwen3Fp8Test, WorkspaceBytesIsWhatCreateAllocates) {
+  const TransformerConfig cfg = testing::TinyConfig(false, false);
+  for (const TargetPrecision p : {TargetPrecision::kBf16, TargetPrecision::kFp8}) {
+    Qwen3TargetOptions o;
+    o.max_tokens = 37;
+    o.precision = p;
+    auto t = Qwen3Target::Random(cfg, kernels::HostAllocator(), 3, o);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ((*t)->workspace_bytes(), Qwen3Target::WorkspaceBytes(cfg, 37, p));
+  }
+  EXPECT_GT(Qwen3Target::WorkspaceBytes(cfg, 37, TargetPrecision::kFp8),
+            Qwen3Target::WorkspaceBytes(cfg, 37, TargetPrecision::kBf16));
+}
+
 TEST(Qwen3Fp8Test, ProjectionNamesAndIncompleteLayers) {
   auto p = ParseProjectionName("model.layers.17.mlp.up_proj.weight");
   ASSERT_TRUE(p.has_value());

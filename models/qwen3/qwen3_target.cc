@@ -165,32 +165,44 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Random(const TransformerConfig
   });
 }
 
-Status Qwen3Target::AllocateWorkspace() {
-  const TransformerConfig& c = config();
+int64_t Qwen3Target::ActivationLayout(const TransformerConfig& c, int64_t max_tokens,
+                                      int64_t* offsets, int64_t* cols) {
   // Rows padded to 4: an FP8 GEMM writes Fp8PaddedRows(T) rows (kernels/gemm/fp8.h).
-  const int64_t t = kernels::Fp8PaddedRows(options_.max_tokens), h = c.hidden_size,
-                qd = c.q_dim(), kvd = c.kv_dim(), ff = c.intermediate_size;
-  struct Slot {
-    TensorView* view;
-    int64_t cols;
-  };
-  const Slot slots[] = {{&act_.hidden, h},   {&act_.normed, h}, {&act_.q_raw, qd},
-                        {&act_.k_raw, kvd},  {&act_.q, qd},     {&act_.k, kvd},
-                        {&act_.v, kvd},      {&act_.attn, qd},  {&act_.gate_up, 2 * ff},
-                        {&act_.act, ff}};
-  std::vector<int64_t> offsets;
+  const int64_t t = kernels::Fp8PaddedRows(max_tokens), h = c.hidden_size, qd = c.q_dim(),
+                kvd = c.kv_dim(), ff = c.intermediate_size;
+  // Activations' members in order: hidden, normed, q_raw, k_raw, q, k, v, attn, gate_up, act.
+  const int64_t widths[kActivationSlots] = {h, h, qd, kvd, qd, kvd, kvd, qd, 2 * ff, ff};
   int64_t total = 0;
-  for (const Slot& s : slots) {
+  for (int i = 0; i < kActivationSlots; ++i) {
     total = (total + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
-    offsets.push_back(total);
-    total += t * s.cols * 2;
+    offsets[i] = total;
+    cols[i] = widths[i];
+    total += t * widths[i] * 2;
   }
+  return total;
+}
+
+int64_t Qwen3Target::WorkspaceBytes(const TransformerConfig& c, int64_t max_tokens,
+                                    TargetPrecision precision) {
+  int64_t offsets[kActivationSlots], cols[kActivationSlots], code_bytes = 0, scales = 0;
+  const int64_t bf16 = ActivationLayout(c, max_tokens, offsets, cols);
+  return bf16 + (precision == TargetPrecision::kFp8
+                     ? Fp8InputLayout(c, max_tokens, &code_bytes, &scales)
+                     : 0);
+}
+
+Status Qwen3Target::AllocateWorkspace() {
+  int64_t offsets[kActivationSlots], cols[kActivationSlots];
+  const int64_t total = ActivationLayout(config(), options_.max_tokens, offsets, cols);
   ASSIGN_OR_RETURN(workspace_, Tensor::Empty(weights_.allocator(), DType::kU8, {total},
                                              options_.stream));
+  TensorView* const views[kActivationSlots] = {
+      &act_.hidden, &act_.normed, &act_.q_raw, &act_.k_raw, &act_.q,
+      &act_.k,      &act_.v,      &act_.attn,  &act_.gate_up, &act_.act};
+  const int64_t t = kernels::Fp8PaddedRows(options_.max_tokens);
   char* base = static_cast<char*>(workspace_.data());
-  for (size_t i = 0; i < std::size(slots); ++i) {
-    *slots[i].view = TensorView(base + offsets[i], DType::kBF16, {t, slots[i].cols}, device());
-  }
+  for (int i = 0; i < kActivationSlots; ++i)
+    *views[i] = TensorView(base + offsets[i], DType::kBF16, {t, cols[i]}, device());
   return Status::Ok();
 }
 

@@ -127,7 +127,14 @@ class Qwen3Target {
   const Qwen3Weights& weights() const { return weights_; }
   kernels::Device device() const { return weights_.device(); }
   int64_t max_tokens() const { return options_.max_tokens; }
-  int64_t workspace_bytes() const { return workspace_.nbytes() + fp8_workspace_.nbytes(); }
+  int64_t workspace_bytes() const {  // (an unallocated Tensor reports one element's bytes)
+    return workspace_.nbytes() + (fp8_workspace_.data() != nullptr ? fp8_workspace_.nbytes() : 0);
+  }
+  // What Create allocates as workspace for `max_tokens`, from the config alone: the bf16
+  // activation slots and, with fp8, the e4m3 input buffer (workspace_bytes() of such a target;
+  // the validation's memory bound).
+  static int64_t WorkspaceBytes(const TransformerConfig& c, int64_t max_tokens,
+                                TargetPrecision precision = TargetPrecision::kBf16);
   TargetPrecision precision() const { return options_.precision; }
   // The e4m3 projections (precision fp8; else empty).
   const Qwen3Fp8Projections& fp8_projections() const { return fp8_; }
@@ -155,6 +162,15 @@ class Qwen3Target {
                                                          const Qwen3TargetOptions& options,
                                                          Qwen3Fp8Projections fp8);
   Status AllocateWorkspace();
+  // Byte offsets of the Activations slots (in member order) for max_tokens rows; returns the
+  // total.
+  static int64_t ActivationLayout(const TransformerConfig& c, int64_t max_tokens,
+                                  int64_t* offsets, int64_t* cols);
+  static constexpr int kActivationSlots = 10;
+  // The fp8 input buffer for max_tokens rows: codes (`code_bytes`, aligned) then scales;
+  // returns the total (qwen3_target_fp8.cc).
+  static int64_t Fp8InputLayout(const TransformerConfig& c, int64_t max_tokens,
+                                int64_t* code_bytes, int64_t* scales);
   Status CheckForward(const PackedBatch& batch, std::span<const LayerCapture> captures,
                       const kernels::TensorView& logits, int* max_seqlen) const;
   // One sequence's cache rows in one layer while extending: batch rows [row, row + rows)

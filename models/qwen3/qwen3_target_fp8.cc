@@ -15,23 +15,29 @@ using kernels::Fp8GroupActivation;
 using kernels::GemmOptions;
 using kernels::TensorView;
 
+int64_t Qwen3Target::Fp8InputLayout(const TransformerConfig& c, int64_t max_tokens,
+                                    int64_t* code_bytes, int64_t* scales) {
+  // One e4m3 buffer serves every GEMM input in turn (each is consumed before the next is
+  // produced): [Tp, max K] codes + the scales for that many rows and columns.
+  const int64_t tp = kernels::Fp8PaddedRows(max_tokens);
+  const int64_t k = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
+  *code_bytes = (tp * k + 255) / 256 * 256;
+  *scales = kernels::Fp8ActScaleElems(tp, k);
+  return *code_bytes + *scales * 4;
+}
+
 Status Qwen3Target::PrepareFp8() {
   const TransformerConfig& c = config();
   if (fp8_.layers().empty()) {
     ASSIGN_OR_RETURN(fp8_, Qwen3Fp8Projections::Quantize(weights_, options_.stream));
     RETURN_IF_ERROR(weights_.ReleaseProjections(options_.stream));
   }
-  // One e4m3 buffer serves every GEMM input in turn (each is consumed before the next is
-  // produced): [Tp, max K] codes + the scales for that many rows and columns.
-  const int64_t tp = kernels::Fp8PaddedRows(options_.max_tokens);
-  const int64_t k = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
-  const int64_t code_bytes = (tp * k + 255) / 256 * 256;
-  const int64_t scales = kernels::Fp8ActScaleElems(tp, k);
+  int64_t code_bytes = 0, scales = 0;
+  const int64_t total = Fp8InputLayout(c, options_.max_tokens, &code_bytes, &scales);
   ASSIGN_OR_RETURN(fp8_workspace_, kernels::Tensor::Empty(weights_.allocator(), DType::kU8,
-                                                           {code_bytes + scales * 4},
-                                                           options_.stream));
+                                                           {total}, options_.stream));
   char* base = static_cast<char*>(fp8_workspace_.data());
-  act8_.data = TensorView(base, DType::kF8E4M3, {tp * k}, device());
+  act8_.data = TensorView(base, DType::kF8E4M3, {code_bytes}, device());
   act8_.scale = TensorView(base + code_bytes, DType::kF32, {scales}, device());
   return Status::Ok();
 }
