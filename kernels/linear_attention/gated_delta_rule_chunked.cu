@@ -69,7 +69,8 @@ __device__ bool FindChunk(const int32_t* cu, int docs, int c, int* bos, int* n) 
   return false;
 }
 
-// acc[8][4] (one m16 tile x 64 columns) = X[m-tile rows] Y^T, X and Y [64][LDH] in smem.
+// acc[8][4] (one m16 tile x 64 columns) = X[m-tile rows] Y^T, X and Y [64][LDH] in smem;
+// only the columns < 16 (mt + 1) (both masks keep j <= i), the rest left zero.
 __device__ inline void GemmRowsNt(float (&acc)[8][4], const bf16_t* x, const bf16_t* y, int mt) {
   const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
 #pragma unroll
@@ -80,6 +81,7 @@ __device__ inline void GemmRowsNt(float (&acc)[8][4], const bf16_t* x, const bf1
     Ldsm4(a, x + (mt * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
+      if (np > mt) break;
       uint32_t b[4];
       Ldsm4(b, y + (np * 16 + (mi >> 1) * 8 + r8) * LDH + kk * 16 + (mi & 1) * 8);
       Mma(acc[2 * np], a, b[0], b[1]);
