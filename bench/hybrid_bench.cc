@@ -107,7 +107,7 @@ Status Gdr(const Options& o) {
   const auto recurrent = [&] { return kernels::GatedDeltaRuleForward(r, nullptr); };
   ASSIGN_OR_RETURN(double ms_c, TimeMs(nullptr, o.iters, 3, chunked));
   ASSIGN_OR_RETURN(double ms_r, TimeMs(nullptr, std::max(3, o.iters / 4), 1, recurrent));
-  // Kernel 1 alone (w, u, masked Q K^T per chunk); the rest is kernel 2 (the state pass).
+  // Kernel 1 alone (T diag(beta), masked Q K^T per chunk); the rest is kernel 2 (the state pass).
   const auto prepare = [&]() -> Status {
     if (kernels::LaunchGatedDeltaRuleChunked(
             out_c.data(), hv * d, false, q.data(), hk * d, k.data(), hk * d, v.data(), hv * d,

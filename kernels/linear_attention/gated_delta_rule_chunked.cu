@@ -1,27 +1,31 @@
 // CUDA chunked gated delta rule (gated_delta_rule_chunked.h): chunk 64, dk = dv = 128, bf16
 // tensor-core products (mma.sync m16n8k16, fp32 accumulation; kernels/core/ptx.cuh).
 //
-// Kernel 0 computes each q and k row's inverse L2 norm once per key head. The products use
-// the raw bf16 q and k and apply the norms (and q's scale) in fp32, so q^ and k^ are never
-// written: k^.k^ = (k.k) rk rk, q^ S = (q S) rq scale, k^^T x = k^T (rk x).
-// Kernel 1, "prepare", one block per (chunk, value head), 8 warps, three per SM,
-// chunk-parallel: warp 0 finds the chunk's document (a scan over the documents' chunk
-// counts); loads the chunk's q, k, v, g, beta; gc = cumsum(g); K K^T and Q K^T on tensor
-// cores (one m-tile per warp); A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j) to
-// shared memory (over q, which is done) and the masked decayed Q^ K^^T (Aqk) to the
-// workspace (branch-free masks); T = (I + A)^-1 in 32 x 32 blocks, all f32: the two
-// diagonal blocks by forward substitution, one thread per column in registers (warps 0 and
-// 1), then T21 = -T22 (A21 T11) by all threads (the single 64-column substitution was a
-// 2016-FMA chain per thread that the whole block waited on). T goes to shared memory as two
-// bf16 tiles with its columns scaled, T diag(beta rk exp(gc)) and T diag(beta), so that
-// w = T (k^ beta exp(gc)) and u = T (v beta) are products with the raw k and v (tensor
-// cores), written as bf16.
+// The products use the raw bf16 q and k and apply their inverse L2 norms rq, rk (and q's
+// scale) in fp32, so q^ and k^ are never written: k^.k^ = (k.k) rk rk, q^ S = (q S) rq scale,
+// k^^T x = k^T (rk x).
+// Kernel 1, "prepare", one block per (chunk of 64, key head, group of up to three of the
+// key head's value heads), 8 warps, three per SM, chunk-parallel: warp 0 finds the chunk's
+// document (a scan over the documents' chunk counts); loads the chunk's q and k once and each
+// value head's g and beta; computes rq and rk of the chunk's rows (also written to the
+// workspace for kernel 2) and gc = cumsum(g); K K^T and Q K^T on tensor cores once for all
+// the value heads (one m-tile per warp, the raw products stay in registers); then per value
+// head A = strictly-lower beta_i (k^_i.k^_j) exp(gc_i - gc_j) to shared memory (over q and k,
+// which are done) and the masked decayed Q^ K^^T (Aqk) to the workspace (branch-free masks);
+// T = (I + A)^-1 in 32 x 32 blocks, all f32: the diagonal blocks by forward substitution, one
+// thread per column in registers (two warps per value head, the heads at once), then
+// T21 = -T22 (A21 T11) by all threads (the single 64-column substitution was a 2016-FMA chain
+// per thread that the whole block waited on). Tb = T diag(beta) goes to the workspace as bf16
+// (lower triangular, its upper right block written as zeros). Neither w = T diag(beta
+// exp(gc)) k^ nor u = T diag(beta) v of the WY form is formed: kernel 2 applies Tb instead,
+// which saves writing and reading both (kernel 1 never reads v).
 // Kernel 2, "state", one block per (64-wide half of dv, value head, document), 4 warps,
 // three per SM: each warp keeps S^T for its 16 dv columns and all of dk in fp32 accumulators
 // (nothing of the state goes through shared memory) and per chunk in order computes
-//   P^T = S^T w^T and R = q^ S (the packed S^T is the A operand of one and the B operand of
-//   the other), v'^T = u^T - P^T, o = exp(gc) R + Aqk v' (v'^T is Aqk v''s B operand),
-//   S^T = exp(gc_last) S^T + (exp(gc_last - gc) v')^T k^ (the scaled v'^T is the A operand).
+//   P^T = S^T k^T and R = q^ S (the packed S^T is the A operand of one and the B operand of
+//   the other), X^T = v^T - P^T diag(rk exp(gc)), v'^T = X^T Tb^T (so that
+//   v' = Tb (v - exp(gc) k^ S) = u - w S), S^T = exp(gc_last) S^T + (exp(gc_last - gc) v')^T k^
+//   (the scaled v'^T is the A operand), o = exp(gc) R + Aqk v' (v'^T is Aqk v''s B operand).
 // The loads of chunk c + 1 are issued as soon as chunk c has read their buffers (see the
 // pipeline comment at kernel 2, gated_delta_rule_chunked_state.cu). Shared constants, the
 // workspace layout and the row loader: gated_delta_rule_chunked_device.cuh.
@@ -33,37 +37,7 @@ namespace {
 
 using namespace gdr_internal;  // NOLINT: the tile constants and helpers of this kernel family
 
-// Kernel 0: rq and rk (1 / sqrt(sum x^2 + 1e-6) of each q and k row of each key head, or 1
-// without the L2 norm), one warp per (token, key head). The products below use the raw
-// bf16 q and k and apply these in fp32.
-__global__ void __launch_bounds__(kThreads)
-    gdr_row_norms_kernel(const bf16_t* q, int64_t q_stride, const bf16_t* k, int64_t k_stride,
-                         int64_t tokens, int hk, bool l2norm, void* ws, int hv) {
-  const Workspace W = Carve(ws, tokens, hk, hv);
-  const int lane = threadIdx.x % 32, h = blockIdx.y;
-  const int t = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
-  if (t >= tokens) return;
-  float sq = 0.f, sk = 0.f;
-  if (l2norm) {
-    const uint2 qa = *reinterpret_cast<const uint2*>(q + t * q_stride + h * DK + lane * 4);
-    const uint2 ka = *reinterpret_cast<const uint2*>(k + t * k_stride + h * DK + lane * 4);
-    const float2 q0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.x));
-    const float2 q1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa.y));
-    const float2 k0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.x));
-    const float2 k1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ka.y));
-    sq = q0.x * q0.x + q0.y * q0.y + q1.x * q1.x + q1.y * q1.y;
-    sk = k0.x * k0.x + k0.y * k0.y + k1.x * k1.x + k1.y * k1.y;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-      sk += __shfl_xor_sync(0xffffffffu, sk, o);
-    }
-  }
-  if (lane == 0) {
-    W.rq[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sq + 1e-6f) : 1.f;
-    W.rk[int64_t{h} * tokens + t] = l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-  }
-}
+constexpr int kHeadsPerBlock = 3;  // value heads per kernel 1 block
 
 // The first token and row count of chunk `c` (over all documents' chunks), by one warp: each
 // lane takes a document of a group of 32, a scan of their chunk counts finds the one that
@@ -95,7 +69,8 @@ __device__ bool FindChunk(const int32_t* cu, int docs, int c, int* bos, int* n) 
   return false;
 }
 
-// acc[8][4] (one m16 tile x 64 columns) = X[m-tile rows] Y^T, X and Y [64][LDH] in smem.
+// acc[8][4] (one m16 tile x 64 columns) = X[m-tile rows] Y^T, X and Y [64][LDH] in smem;
+// only the columns < 16 (mt + 1) (both masks keep j <= i), the rest left zero.
 __device__ inline void GemmRowsNt(float (&acc)[8][4], const bf16_t* x, const bf16_t* y, int mt) {
   const int lane = threadIdx.x % 32, mi = lane / 8, r8 = lane % 8;
 #pragma unroll
@@ -106,6 +81,7 @@ __device__ inline void GemmRowsNt(float (&acc)[8][4], const bf16_t* x, const bf1
     Ldsm4(a, x + (mt * 16 + (lane & 15)) * LDH + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
+      if (np > mt) break;
       uint32_t b[4];
       Ldsm4(b, y + (np * 16 + (mi >> 1) * 8 + r8) * LDH + kk * 16 + (mi & 1) * 8);
       Mma(acc[2 * np], a, b[0], b[1]);
@@ -164,14 +140,11 @@ __device__ inline void MaskProducts(const float (&acc)[8][4], bool kk_part, int 
 
 // T = (I + A)^-1 for strictly lower A [64][LDA] f32 in 32 x 32 blocks:
 //   T = [T11 0; T21 T22], T11 = (I + A11)^-1, T22 = (I + A22)^-1, T21 = -T22 (A21 T11).
-// T is written as two bf16 tiles with its columns scaled, sTk = T diag(dk) and
-// sTv = T diag(dv), so that w = sTk k and u = sTv v take the raw k and v.
-// Step 1 (threads c < 64, lane c % 32 of warp c / 32): the column c % 32 of T11 (warp 0) or
-// T22 (warp 1) by forward substitution in registers, written in f32 over its own block of
-// sA (the warp has read all of it) and scaled to sTk / sTv (warp 1 also zeroes their upper
-// right).
-__device__ inline void InvertDiagonalBlock(float* sA, bf16_t* sTk, bf16_t* sTv, int c, float dk,
-                                           float dv) {
+// Tb = T diag(beta) goes to `tb` (bf16 rows of BT, rows < n only).
+// Step 1 (64 threads, c = 0..63, lane c % 32 of warp c / 32 of the two that take this head):
+// the column c % 32 of T11 (c < 32) or T22 by forward substitution in registers, written in
+// f32 over its own block of sA (the warp has read all of it) and times beta_c to tb.
+__device__ inline void InvertDiagonalBlock(float* sA, bf16_t* tb, int c, float beta_c, int n) {
   constexpr int kN = BT / 2;
   const int lane = c % kN, base = c - lane;  // this warp's block starts at row / column base
   const float* blk = sA + base * LDA + base;
@@ -196,15 +169,14 @@ __device__ inline void InvertDiagonalBlock(float* sA, bf16_t* sTk, bf16_t* sTv, 
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     sA[(base + i) * LDA + c] = t[i];
-    sTk[(base + i) * LDT + c] = __float2bfloat16(t[i] * dk);
-    sTv[(base + i) * LDT + c] = __float2bfloat16(t[i] * dv);
-    if (base != 0) sTk[i * LDT + c] = sTv[i * LDT + c] = __float2bfloat16(0.f);
+    if (base + i < n) tb[(base + i) * BT + c] = __float2bfloat16(t[i] * beta_c);
   }
 }
 
 // Step 2 (all threads; warp g, lane c: rows 4g..4g+3 of a 32 x 32 block, column c):
-// Y = A21 T11 into sA's unused upper right block (rows 0-31, columns 32-63).
-__device__ inline void InvertMergeY(float* sA) {
+// Y = A21 T11 into sA's unused upper right block (rows 0-31, columns 32-63). Threads < 128
+// also write zeros to tb's upper right block (rows < n).
+__device__ inline void InvertMergeY(float* sA, bf16_t* tb, int n) {
   const int c = threadIdx.x % 32, r0 = threadIdx.x / 32 * 4;
   float y[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -220,12 +192,14 @@ __device__ inline void InvertMergeY(float* sA) {
   }
 #pragma unroll
   for (int r = 0; r < 4; ++r) sA[(r0 + r) * LDA + 32 + c] = y[r];
+  const int zr = threadIdx.x / 4;  // 16 bytes of zeros per thread: row zr, columns 32 + 8 (t % 4)
+  if (zr < BT / 2 && zr < n)
+    *reinterpret_cast<uint4*>(tb + zr * BT + BT / 2 + threadIdx.x % 4 * 8) = make_uint4(0, 0, 0, 0);
 }
 
-// Step 3: T21 = -T22 Y (T22 lower triangular with its unit diagonal stored), scaled to
-// sTk / sTv (column c's factors dk, dv).
-__device__ inline void InvertMergeT21(const float* sA, bf16_t* sTk, bf16_t* sTv, float dk,
-                                      float dv) {
+// Step 3: T21 = -T22 Y (T22 lower triangular with its unit diagonal stored), times column c's
+// beta to tb (rows < n).
+__device__ inline void InvertMergeT21(const float* sA, bf16_t* tb, float beta_c, int n) {
   const int c = threadIdx.x % 32, g = threadIdx.x / 32, r0 = g * 4;
   float x[4] = {0.f, 0.f, 0.f, 0.f};
   for (int k4 = 0; k4 <= g; ++k4) {  // T22[r][k] = 0 for k > r
@@ -239,14 +213,12 @@ __device__ inline void InvertMergeT21(const float* sA, bf16_t* sTk, bf16_t* sTv,
     }
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    sTk[(32 + r0 + r) * LDT + c] = __float2bfloat16(-x[r] * dk);
-    sTv[(32 + r0 + r) * LDT + c] = __float2bfloat16(-x[r] * dv);
-  }
+  for (int r = 0; r < 4; ++r)
+    if (32 + r0 + r < n) tb[(32 + r0 + r) * BT + c] = __float2bfloat16(-x[r] * beta_c);
 }
 
-// Warp 0 of a chunk: gc = the inclusive cumsum of g over the chunk's n tokens from `bos`
-// (two per lane) into sG, and beta into sB, for value head vh (zeros past n).
+// One warp: gc = the inclusive cumsum of g over the chunk's n tokens from `bos` (two per
+// lane) into sG, and beta into sB, for value head vh (zeros past n).
 __device__ __forceinline__ void LoadGates(const float* g, int64_t g_stride, const float* beta,
                                           int64_t beta_stride, int bos, int vh, int n, int lane,
                                           float* sG, float* sB) {
@@ -265,60 +237,55 @@ __device__ __forceinline__ void LoadGates(const float* g, int64_t g_stride, cons
   sB[r + 1] = r + 1 < n ? beta[(bos + r + 1) * beta_stride + vh] : 0.f;
 }
 
-// A half block's product dst = sT rhs for the chunk's first n rows: warp w % 4 takes rows
-// 16 (w % 4).., 64 columns per pass; sT [64][LDT] and rhs [64][LDH] bf16 in shared memory,
-// dst bf16 rows of DK.
-__device__ __forceinline__ void StoreProduct(const bf16_t* sT, const bf16_t* rhs, bf16_t* dst,
-                                             int n) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int mt = warp % 4, mi = lane / 8, r8 = lane % 8;
-  uint32_t a[4][4];
+// All threads, two per row of sQ and sK (raw, zero past n): rq = 1 / sqrt(q.q + 1e-6) and
+// rk likewise (1 without the L2 norm), as sRq = rq * scale and sRk (zero past n); `rq` / `rk`
+// (the key head's rows from the chunk's first) get rows < n when non-null.
+__device__ inline void RowNorms(const bf16_t* sQ, const bf16_t* sK, int n, bool l2norm,
+                                float scale, float* sRq, float* sRk, float* rq, float* rk) {
+  const int r = threadIdx.x / 2 % BT, half = threadIdx.x % 2;
+  const bool is_q = threadIdx.x < 2 * BT;
+  const bf16_t* row = (is_q ? sQ : sK) + r * LDH + half * (DK / 2);
+  float s = 0.f;
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-    Ldsm4(a[kk], sT + (mt * 16 + (lane & 15)) * LDT + kk * 16 + (lane >> 4) * 8);
+  for (int c = 0; c < DK / 2; c += 8) {
+    const uint4 x = *reinterpret_cast<const uint4*>(row + c);
+    const uint32_t p[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float acc[8][4];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t b[4];
-        Ldsm4T(b, rhs + (kk * 16 + (mi & 1) * 8 + r8) * LDH + half * 64 + np * 16 + (mi >> 1) * 8);
-        Mma(acc[2 * np], a[kk], b[0], b[1]);
-        Mma(acc[2 * np + 1], a[kk], b[2], b[3]);
-      }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = mt * 16 + gid + 8 * h, j = half * 64 + nt * 8 + 2 * tig;
-        if (i < n)
-          *reinterpret_cast<uint32_t*>(dst + i * DK + j) = Pack(acc[nt][2 * h], acc[nt][2 * h + 1]);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&p[e]));
+      s += f.x * f.x + f.y * f.y;
+    }
   }
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  const float inv = l2norm ? rsqrtf(s + 1e-6f) : 1.f;
+  if (half != 0) return;
+  if (is_q) sRq[r] = r < n ? inv * scale : 0.f;
+  else sRk[r] = r < n ? inv : 0.f;
+  float* dst = is_q ? rq : rk;
+  if (dst != nullptr && r < n) dst[r] = inv;
 }
 
+// Kernel 1: blockIdx.x = the chunk over all documents, blockIdx.y = key head x slices of
+// its value heads (kHeadsPerBlock per slice).
 __global__ void __launch_bounds__(kThreads, 3)
     gdr_chunk_prepare_kernel(const bf16_t* q, int64_t q_stride, const bf16_t* k, int64_t k_stride,
-                             const bf16_t* v, int64_t v_stride, const float* g, int64_t g_stride,
-                             const float* beta, int64_t beta_stride, const int32_t* cu, int docs,
-                             int64_t tokens, int hk, int hv, float scale, void* ws) {
+                             const float* g, int64_t g_stride, const float* beta,
+                             int64_t beta_stride, const int32_t* cu, int docs, int64_t tokens,
+                             int hk, int hv, bool l2norm, float scale, void* ws) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);  // q (raw)
-  float* sA = reinterpret_cast<float*>(smem);     // [64][LDA], over q once Q K^T is done
-  bf16_t* sK = sQ + BT * LDH;                     // k (raw)
-  bf16_t* sV = sK + BT * LDH;                     // v (raw)
-  bf16_t* sTk = sV + BT * LDH;                    // [64][LDT] T diag(beta rk exp(gc))
-  bf16_t* sTv = sTk + BT * LDT;                   // [64][LDT] T diag(beta)
-  float* sG = reinterpret_cast<float*>(sTv + BT * LDT);  // gc [64]
-  float* sB = sG + BT;                                    // beta [64]
-  float* sRq = sB + BT;                                   // rq * scale [64]
-  float* sRk = sRq + BT;                                  // rk [64]
+  bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);  // q (raw); then A of head 0
+  bf16_t* sK = sQ + BT * LDH;                     // k (raw); then A of head 1
+  // A of value head h: [64][LDA] f32 at sA + h * BT * LDA (over q, over k, then its own)
+  float* sA = reinterpret_cast<float*>(smem);
+  float* sG = sA + kHeadsPerBlock * BT * LDA;  // gc [heads][64]
+  float* sB = sG + kHeadsPerBlock * BT;        // beta [heads][64]
+  float* sRq = sB + kHeadsPerBlock * BT;       // rq * scale [64]
+  float* sRk = sRq + BT;                       // rk [64]
   __shared__ int s_bos, s_n;
-  const int vh = blockIdx.y, group = hv / hk, kh = vh / group;
+  const int group = hv / hk, slices = (group + kHeadsPerBlock - 1) / kHeadsPerBlock;
+  const int kh = blockIdx.y / slices, slice = blockIdx.y % slices;
+  const int vh0 = kh * group + slice * kHeadsPerBlock;
+  const int heads = min(kHeadsPerBlock, group - slice * kHeadsPerBlock);
   if (threadIdx.x < 32) {
     int bos = 0, n = 0;
     if (!FindChunk(cu, docs, blockIdx.x, &bos, &n)) n = 0;
@@ -333,50 +300,44 @@ __global__ void __launch_bounds__(kThreads, 3)
   const Workspace W = Carve(ws, tokens, hk, hv);
   LoadRows128(sQ, q + bos * q_stride + kh * DK, q_stride, n);
   LoadRows128(sK, k + bos * k_stride + kh * DK, k_stride, n);
-  LoadRows128(sV, v + bos * v_stride + vh * DV, v_stride, n);
   CpAsyncCommit();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp == 0) {
-    LoadGates(g, g_stride, beta, beta_stride, bos, vh, n, lane, sG, sB);
-  } else if (warp == 1) {
-    const float* rq = W.rq + int64_t{kh} * tokens + bos;
-    const float* rk = W.rk + int64_t{kh} * tokens + bos;
-    for (int r = lane; r < BT; r += 32) {
-      sRq[r] = r < n ? rq[r] * scale : 0.f;
-      sRk[r] = r < n ? rk[r] : 0.f;
-    }
-  }
+  if (warp < heads)
+    LoadGates(g, g_stride, beta, beta_stride, bos, vh0 + warp, n, lane, sG + warp * BT,
+              sB + warp * BT);
   CpAsyncWait<0>();
   __syncthreads();
-  if (threadIdx.x < n) W.gc[int64_t{vh} * tokens + bos + threadIdx.x] = sG[threadIdx.x];
-  {
-    // Warps 0-3: A = K K^T rows 16 w..; warps 4-7: Aqk = Q K^T rows 16 (w - 4).. (raw
-    // products, then the rows' and columns' norms)
-    const int mt = warp % 4;
-    const bool kk_part = warp < 4;
-    float acc[8][4];
-    GemmRowsNt(acc, kk_part ? sK : sQ, sK, mt);
-    __syncthreads();  // q^ is read: A may overwrite it
-    MaskProducts(acc, kk_part, mt, n, sG, sB, sRq, sRk, sA,
-                 W.aqk + (int64_t{vh} * tokens + bos) * BT);
+  const bool first = slice == 0;  // one slice writes the key head's norms
+  RowNorms(sQ, sK, n, l2norm, scale, sRq, sRk,
+           first ? W.rq + int64_t{kh} * tokens + bos : nullptr,
+           first ? W.rk + int64_t{kh} * tokens + bos : nullptr);
+  for (int h = 0; h < heads; ++h)
+    if (threadIdx.x < n)
+      W.gc[int64_t{vh0 + h} * tokens + bos + threadIdx.x] = sG[h * BT + threadIdx.x];
+  // Warps 0-3: K K^T rows 16 w..; warps 4-7: Q K^T rows 16 (w - 4).. (raw products)
+  const int mt = warp % 4;
+  const bool kk_part = warp < 4;
+  float acc[8][4];
+  GemmRowsNt(acc, kk_part ? sK : sQ, sK, mt);
+  __syncthreads();  // q and k are read, the norms are in smem: the A tiles may overwrite them
+  for (int h = 0; h < heads; ++h)
+    MaskProducts(acc, kk_part, mt, n, sG + h * BT, sB + h * BT, sRq, sRk, sA + h * BT * LDA,
+                 W.aqk + (int64_t{vh0 + h} * tokens + bos) * BT);
+  __syncthreads();
+  const auto tb = [&](int h) { return W.tb + (int64_t{vh0 + h} * tokens + bos) * BT; };
+  if (warp < 2 * heads) {
+    const int h = warp / 2, c = threadIdx.x % BT;
+    InvertDiagonalBlock(sA + h * BT * LDA, tb(h), c, sB[h * BT + c], n);
   }
   __syncthreads();
-  // Column c's factors: dk = beta rk exp(gc) (w), dv = beta (u).
-  const auto dk = [&](int c) { return sB[c] * sRk[c] * __expf(sG[c]); };
-  if (threadIdx.x < BT)
-    InvertDiagonalBlock(sA, sTk, sTv, threadIdx.x, dk(threadIdx.x), sB[threadIdx.x]);
+  for (int h = 0; h < heads; ++h) InvertMergeY(sA + h * BT * LDA, tb(h), n);
   __syncthreads();
-  InvertMergeY(sA);
-  __syncthreads();
-  InvertMergeT21(sA, sTk, sTv, dk(threadIdx.x % 32), sB[threadIdx.x % 32]);
-  __syncthreads();
-  // Warps 0-3: w = sTk k; warps 4-7: u = sTv v.
-  StoreProduct(warp < 4 ? sTk : sTv, warp < 4 ? sK : sV,
-               (warp < 4 ? W.w : W.u) + (int64_t{vh} * tokens + bos) * DK, n);
+  for (int h = 0; h < heads; ++h)
+    InvertMergeT21(sA + h * BT * LDA, tb(h), sB[h * BT + lane], n);
 }
 
-constexpr size_t kPrepareSmem = 3 * BT * LDH * 2 + 2 * BT * LDT * 2 + 4 * BT * 4;
-static_assert(BT * LDA * 4 <= BT * LDH * 2, "A fits over q");
+constexpr size_t kPrepareSmem = kHeadsPerBlock * BT * LDA * 4 + (2 * kHeadsPerBlock + 2) * BT * 4;
+static_assert(BT * LDA * 4 == BT * LDH * 2, "A fits over q and over k");
 static_assert(kPrepareSmem * 3 + 3 * 1024 <= 228 * 1024, "three prepare blocks per SM");
 
 }  // namespace
@@ -394,21 +355,16 @@ cudaError_t LaunchGatedDeltaRuleChunked(void* out, int64_t out_stride, bool out_
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kPrepareSmem));
   if (e != cudaSuccess) return e;
-  gdr_row_norms_kernel<<<dim3(static_cast<unsigned>((tokens + 7) / 8), hk), kThreads, 0,
-                         stream>>>(static_cast<const bf16_t*>(q), q_stride,
-                                                static_cast<const bf16_t*>(k), k_stride, tokens,
-                                                hk, l2norm, workspace, hv);
-  e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
   const int max_chunks = static_cast<int>((tokens + BT - 1) / BT) + docs;
-  gdr_chunk_prepare_kernel<<<dim3(max_chunks, hv), kThreads, kPrepareSmem, stream>>>(
-      static_cast<const bf16_t*>(q), q_stride, static_cast<const bf16_t*>(k), k_stride,
-      static_cast<const bf16_t*>(v), v_stride, g, g_stride, beta, beta_stride, cu, docs, tokens,
-      hk, hv, scale, workspace);
+  const int slices = (hv / hk + kHeadsPerBlock - 1) / kHeadsPerBlock;
+  gdr_chunk_prepare_kernel<<<dim3(max_chunks, hk * slices), kThreads, kPrepareSmem, stream>>>(
+      static_cast<const bf16_t*>(q), q_stride, static_cast<const bf16_t*>(k), k_stride, g,
+      g_stride, beta, beta_stride, cu, docs, tokens, hk, hv, l2norm, scale, workspace);
   e = cudaGetLastError();
   if (e != cudaSuccess || stages < 2) return e;
   return LaunchStateKernel(out, out_stride, out_f32, static_cast<const bf16_t*>(q), q_stride,
-                           static_cast<const bf16_t*>(k), k_stride, cu, docs, tokens, hk, hv,
+                           static_cast<const bf16_t*>(k), k_stride,
+                           static_cast<const bf16_t*>(v), v_stride, cu, docs, tokens, hk, hv,
                            scale, workspace, stream);
 }
 

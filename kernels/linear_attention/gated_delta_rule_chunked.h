@@ -13,11 +13,13 @@
 // CPU: the same chunked algebra in float64 (any chunk size), the twin of the CUDA kernel,
 // checked against the recurrent reference. CUDA (gated_delta_rule_chunked.cu): chunk 64,
 // key and value head dims 128, bf16 tensor-core products (mma.sync) with fp32 accumulation
-// and an fp32 state, in three launches: q's and k's inverse norms once per key head; one
-// block per chunk and value head for w, u and the masked q k^T (chunk-parallel); one block
-// per document, value head and 64-wide half of dv for the chunks in order (the state in
-// registers). The workspace holds per token and value head w (bf16 dk), u (bf16 dv), one row
-// of the masked q k^T (bf16 64) and gc (f32), and per token and key head the two norms (f32):
+// and an fp32 state, in two launches: one block per chunk and key head (and up to three of
+// its value heads) for q's and k's inverse norms, T diag(beta) and the masked q k^T
+// (chunk-parallel; K K^T and Q K^T shared by the value heads); one block per document, value
+// head and 64-wide half of dv for the chunks in order (the state in registers), which applies
+// T diag(beta) to v - exp(gc) k S instead of forming w and u. The workspace holds per token
+// and value head one row of T diag(beta) and of the masked q k^T (bf16 64 each) and gc (f32),
+// and per token and key head the two norms (f32):
 // see GatedDeltaRuleChunkedWorkspaceBytes. Nothing is allocated; the launches are
 // asynchronous.
 // Thread-safety: stateless.

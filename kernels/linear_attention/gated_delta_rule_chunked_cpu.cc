@@ -108,14 +108,14 @@ void RunChunk(const GatedDeltaRuleArgs& a, int64_t b, int64_t n, int64_t vh, Mat
 }  // namespace
 
 int64_t GatedDeltaRuleChunkedWorkspaceBytes(int64_t tokens, int64_t key_heads,
-                                            int64_t value_heads, int64_t key_dim,
-                                            int64_t value_dim) {
-  // Sections (gated_delta_rule_chunked.cu's Carve), each 256-byte aligned: w, u, the masked
-  // Q K^T (bf16 per value head), q's and k's inverse norms (f32 per key head), gc (f32).
+                                            int64_t value_heads, int64_t /*key_dim*/,
+                                            int64_t /*value_dim*/) {
+  // Sections (gated_delta_rule_chunked_device.cuh's Carve), each 256-byte aligned: T diag(beta)
+  // and the masked Q K^T (bf16 chunk rows per value head), q's and k's inverse norms (f32 per
+  // key head), gc (f32 per value head). The head dims do not enter (the kernel takes 128 only).
   const auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
   const int64_t vt = value_heads * tokens, kt = key_heads * tokens;
-  return std::max<int64_t>(align(vt * key_dim * 2) + align(vt * value_dim * 2) +
-                               align(vt * kGatedDeltaRuleChunk * 2) + 2 * align(kt * 4) +
+  return std::max<int64_t>(2 * align(vt * kGatedDeltaRuleChunk * 2) + 2 * align(kt * 4) +
                                align(vt * 4),
                            256);
 }

@@ -1,5 +1,5 @@
 // Internal to kernels/linear_attention: what the chunked gated delta rule's CUDA files
-// share (gated_delta_rule_chunked.cu: kernels 0 and 1 and the launcher;
+// share (gated_delta_rule_chunked.cu: kernel 1 and the launcher;
 // gated_delta_rule_chunked_state.cu: kernel 2): tile constants, the workspace layout and the
 // cp.async row loader. Thread-safety: device code and constants only.
 #pragma once
@@ -30,13 +30,12 @@ constexpr int LDH = DK + 8;   // bf16 row pitch of [64, 128] tiles (16-byte pad:
                               // rows fall in distinct banks)
 constexpr int LDT = BT + 8;   // bf16 row pitch of [64, 64] tiles
 constexpr int LDA = BT + 4;   // f32 row pitch of A
-constexpr int kThreads = 256;  // kernels 0 and 1
+constexpr int kThreads = 256;  // kernel 1
 
 // The workspace, in the order and 256-byte alignment of GatedDeltaRuleChunkedWorkspaceBytes.
 struct Workspace {
-  bf16_t* w;    // [hv][T][DK]
-  bf16_t* u;    // [hv][T][DV]
-  bf16_t* aqk;  // [hv][T][BT]
+  bf16_t* tb;   // [hv][T][BT]  T diag(beta), each chunk's rows (lower triangular)
+  bf16_t* aqk;  // [hv][T][BT]  the masked decayed Q^ K^^T, each chunk's rows
   float* rq;    // [hk][T]  1 / |q| (1 without the L2 norm)
   float* rk;    // [hk][T]  1 / |k|
   float* gc;    // [hv][T]
@@ -47,10 +46,8 @@ __host__ __device__ inline int64_t Align256(int64_t b) { return (b + 255) / 256 
 __device__ inline Workspace Carve(void* ws, int64_t t, int hk, int hv) {
   Workspace p;
   char* b = static_cast<char*>(ws);
-  p.w = reinterpret_cast<bf16_t*>(b);
-  b += Align256(int64_t{hv} * t * DK * 2);
-  p.u = reinterpret_cast<bf16_t*>(b);
-  b += Align256(int64_t{hv} * t * DV * 2);
+  p.tb = reinterpret_cast<bf16_t*>(b);
+  b += Align256(int64_t{hv} * t * BT * 2);
   p.aqk = reinterpret_cast<bf16_t*>(b);
   b += Align256(int64_t{hv} * t * BT * 2);
   p.rq = reinterpret_cast<float*>(b);
@@ -73,10 +70,11 @@ __device__ inline void LoadRows128(bf16_t* dst, const bf16_t* src, int64_t strid
   }
 }
 
-// Kernel 2 over `docs` documents (grid and shared memory set here); q, k: the raw rows.
+// Kernel 2 over `docs` documents (grid and shared memory set here); q, k, v: the raw rows.
 cudaError_t LaunchStateKernel(void* out, int64_t out_stride, bool out_f32, const bf16_t* q,
                               int64_t q_stride, const bf16_t* k, int64_t k_stride,
-                              const int32_t* cu, int docs, int64_t tokens, int hk, int hv,
+                              const bf16_t* v, int64_t v_stride, const int32_t* cu, int docs,
+                              int64_t tokens, int hk, int hv,
                               float scale, void* workspace, cudaStream_t stream);
 
 }  // namespace tandem::kernels::gdr_internal

@@ -88,12 +88,11 @@ TEST(GatedDeltaRuleChunkedTest, DispatchRunsTheTwinOnTheCpuAndRefusesBadChunks) 
   EXPECT_NE(st.ToString().find("chunk must be >= 1"), std::string::npos) << st.ToString();
   EXPECT_TRUE(GatedDeltaRuleChunkedSupports(128, 128));
   EXPECT_FALSE(GatedDeltaRuleChunkedSupports(64, 128));
-  // w and u (bf16 [hv][T][128]), Q K^T rows (bf16 [hv][T][64]), q's and k's inverse norms
+  // T diag(beta) and Q K^T rows (bf16 [hv][T][64] each), q's and k's inverse norms
   // (f32 [hk][T]), gc (f32 [hv][T]), each section rounded up to 256 bytes.
   EXPECT_EQ(GatedDeltaRuleChunkedWorkspaceBytes(100, 16, 48, 128, 128),
-            2 * 4800 * 256 + 614400 + 2 * 6400 + 19200);
-  EXPECT_EQ(GatedDeltaRuleChunkedWorkspaceBytes(3, 1, 3, 128, 128),
-            2 * 2304 + 1280 + 2 * 256 + 256);
+            2 * 614400 + 2 * 6400 + 19200);
+  EXPECT_EQ(GatedDeltaRuleChunkedWorkspaceBytes(3, 1, 3, 128, 128), 2 * 1280 + 2 * 256 + 256);
 }
 
 }  // namespace
