@@ -2,11 +2,11 @@
 // bf16 once, then quantized per 1x128 group with kernels/gemm/fp8_device.cuh's helpers (one
 // warp per group, four consecutive values per lane), so codes and scales are what
 // QuantizeFp8Activation makes of the bf16 op's output.
-//   group kernel: one block per token, one warp per 128-column group, each warp loading six
-//                 groups before it reduces any (bytes in flight; no per-group index
-//                 divisions). Serves the sigmoid gate (any head width; 8-byte quad loads
-//                 when a quad never straddles a head) and the gated norm when a head is
-//                 exactly one group (d == 128: the warp's sum of squares is the head's).
+//   group kernel: one warp per (token, 128-column group), two groups per warp in flight
+//                 (both loaded before either is reduced). Serves the sigmoid gate (any head
+//                 width; 8-byte quad loads when a quad never straddles a head) and the gated
+//                 norm when a head is exactly one group (d == 128: the warp's sum of squares
+//                 is the head's).
 //   row kernel:   the gated norm for other d: one block per token; its warps first compute
 //                 every head's rstd into shared memory, then quantize the row's groups.
 // Padding rows (T .. mp-1) get zero codes and scale 1.
@@ -21,12 +21,7 @@ namespace {
 using bf16_t = __nv_bfloat16;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kGroupsInFlight = 6;  // per warp: 6 x 8 warps = the 48 groups of a 6144-wide row
-
-// Columns of 128-column group g of a k-wide row (the last one may be partial).
-__device__ __forceinline__ int GroupLen(int64_t k, int g) {
-  return k - g * 128 < 128 ? static_cast<int>(k - g * 128) : 128;
-}
+constexpr int kItemsPerWarp = 2;
 
 // Fast exp and reciprocal, as hybrid_ops.cu's: within a few fp32 ulp of the IEEE forms.
 __device__ __forceinline__ float Sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
@@ -45,7 +40,7 @@ struct GatedNormGroupOp {
   float eps;
   bool vec;  // x, z and w quads are 8-byte aligned
 
-  __device__ void Load(int64_t r, int g, int lane, int len, float a[4], float b[4]) const {
+  __device__ void Load(int64_t r, int64_t g, int lane, int len, float a[4], float b[4]) const {
     fp8_detail::LoadGroup4(x + r * x_stride + g * 128, len, lane, vec, a);
     fp8_detail::LoadGroup4(z + r * z_stride + g * 128, len, lane, vec, b);
   }
@@ -70,64 +65,60 @@ struct SigmoidGroupOp {
   int64_t gate_stride;
   int64_t heads;
   int d;
-  int d_shift;  // log2(d) when d is a power of two, else -1 (then Head divides)
-  bool vec;     // d % 4 == 0 and the quads are 8-byte aligned: a quad is one 8-byte load
+  bool vec;  // d % 4 == 0 and the quads are 8-byte aligned: a quad is one 8-byte load
 
-  __device__ void Load(int64_t r, int g, int lane, int len, float a[4], float b[4]) const {
-    const int c0 = g * 128 + lane * 4;
+  __device__ void Load(int64_t r, int64_t g, int lane, int len, float a[4], float b[4]) const {
+    const int c0 = static_cast<int>(g * 128) + lane * 4;
     if (vec && lane * 4 + 4 <= len) {
-      const int h = Head(c0);
-      const int64_t row = r * heads + h, e = c0 - h * d;
-      fp8_detail::LoadGroup4(x + row * x_stride + e, 4, 0, true, a);
-      fp8_detail::LoadGroup4(gate + row * gate_stride + e, 4, 0, true, b);
+      const int64_t row = r * heads + c0 / d;
+      fp8_detail::LoadGroup4(x + row * x_stride + c0 % d, 4, 0, true, a);
+      fp8_detail::LoadGroup4(gate + row * gate_stride + c0 % d, 4, 0, true, b);
       return;
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const bool in = lane * 4 + j < len;
-      const int h = Head(c0 + j);
-      const int64_t row = r * heads + h, e = c0 + j - h * d;
+      const int64_t row = r * heads + (c0 + j) / d, e = (c0 + j) % d;
       a[j] = in ? __bfloat162float(x[row * x_stride + e]) : 0.f;
       b[j] = in ? __bfloat162float(gate[row * gate_stride + e]) : 0.f;
     }
   }
-  __device__ int Head(int col) const { return d_shift >= 0 ? col >> d_shift : col / d; }
   __device__ void Finish(const float a[4], const float b[4], int, float v[4]) const {
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[j] = RoundBf16(a[j] * Sigmoid(b[j]));
   }
 };
 
-// One block per token row; warp w quantizes the row's groups w, w + 8, ..., loading
-// kGroupsInFlight of them before reducing any (the 27B rows' 48 groups in one pass).
 template <class Op>
-__global__ void __launch_bounds__(kThreads, 3)  // 3 blocks (24 warps) per SM
+__global__ void __launch_bounds__(kThreads)
     group_fp8_kernel(Op op, int64_t m, int64_t mp, int64_t k, uint8_t* q, float* scale) {
-  const int64_t r = blockIdx.x;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int groups = static_cast<int>((k + 127) / 128);
-  uint8_t* qr = q + r * k;
-  if (r >= m) {
-    for (int64_t i = threadIdx.x; i < k; i += kThreads) qr[i] = 0;
-    for (int g = threadIdx.x; g < groups; g += kThreads) scale[g * mp + r] = 1.f;
-    return;
-  }
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = (k + 127) / 128, items = mp * groups;
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
   const bool packed_ok = k % 4 == 0 && reinterpret_cast<uintptr_t>(q) % 4 == 0;
-  for (int g0 = warp; g0 < groups; g0 += kWarps * kGroupsInFlight) {
-    float a[kGroupsInFlight][4], b[kGroupsInFlight][4];
+  for (int64_t base = warp * kItemsPerWarp; base < items; base += warps * kItemsPerWarp) {
+    float a[kItemsPerWarp][4], b[kItemsPerWarp][4];
 #pragma unroll
-    for (int u = 0; u < kGroupsInFlight; ++u) {
-      const int g = g0 + u * kWarps;
-      if (g < groups) op.Load(r, g, lane, GroupLen(k, g), a[u], b[u]);
+    for (int u = 0; u < kItemsPerWarp; ++u) {
+      const int64_t item = base + u, r = item / groups, g = item % groups;
+      const int len = static_cast<int>(k - g * 128 < 128 ? k - g * 128 : 128);
+      if (item < items && r < m) op.Load(r, g, lane, len, a[u], b[u]);
     }
 #pragma unroll
-    for (int u = 0; u < kGroupsInFlight; ++u) {
-      const int g = g0 + u * kWarps;
-      if (g >= groups) break;
+    for (int u = 0; u < kItemsPerWarp; ++u) {
+      const int64_t item = base + u, r = item / groups, g = item % groups;
+      if (item >= items) break;
+      const int len = static_cast<int>(k - g * 128 < 128 ? k - g * 128 : 128);
+      uint8_t* dst = q + r * k + g * 128;
+      if (r >= m) {
+        fp8_detail::ZeroGroup128(dst, len, lane);
+        if (lane == 0) scale[g * mp + r] = 1.f;
+        continue;
+      }
       float v[4];
       op.Finish(a[u], b[u], lane, v);
-      const float sc = fp8_detail::QuantizeGroup128(v, qr + g * 128, GroupLen(k, g), lane,
-                                                    packed_ok);
+      const float sc = fp8_detail::QuantizeGroup128(v, dst, len, lane, packed_ok);
       if (lane == 0) scale[g * mp + r] = sc;
     }
   }
@@ -179,7 +170,10 @@ __global__ void __launch_bounds__(kThreads)
 template <class Op>
 cudaError_t LaunchGroups(const Op& op, int64_t t, int64_t mp, int64_t k, uint8_t* q,
                          float* scale, Stream s) {
-  group_fp8_kernel<<<static_cast<unsigned>(mp), kThreads, 0, s>>>(op, t, mp, k, q, scale);
+  const int64_t items = mp * ((k + 127) / 128), per_block = kWarps * kItemsPerWarp;
+  const int64_t blocks = (items + per_block - 1) / per_block;
+  group_fp8_kernel<<<static_cast<unsigned>(blocks < (1 << 30) ? blocks : (1 << 30)), kThreads, 0,
+                     s>>>(op, t, mp, k, q, scale);
   return cudaGetLastError();
 }
 
@@ -209,14 +203,9 @@ cudaError_t LaunchSigmoidGateFp8(const void* x, int64_t x_stride, const void* ga
                                  int64_t mp, uint8_t* q, float* scale, Stream s) {
   const bool vec = d % 4 == 0 && fp8_detail::QuadAligned(x, x_stride) &&
                    fp8_detail::QuadAligned(gate, gate_stride);
-  int d_shift = -1;
-  if ((d & (d - 1)) == 0) {
-    d_shift = 0;
-    while ((int64_t{1} << d_shift) < d) ++d_shift;
-  }
   return LaunchGroups(SigmoidGroupOp{static_cast<const bf16_t*>(x), x_stride,
                                      static_cast<const bf16_t*>(gate), gate_stride, heads,
-                                     static_cast<int>(d), d_shift, vec},
+                                     static_cast<int>(d), vec},
                       t, mp, heads * d, q, scale, s);
 }
 
