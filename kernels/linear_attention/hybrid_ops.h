@@ -22,7 +22,9 @@
 // RopeForward with RopeConfig::rotary_dim.
 //
 // The dispatchers run the CPU reference for host tensors and the CUDA version
-// (hybrid_ops.cu: simple one-pass kernels, not yet tuned) for device tensors.
+// (hybrid_ops.cu: memory-bound kernels moving 16-byte vectors where the views allow) for
+// device tensors. The gated norm and the sigmoid gate also come as FP8 producers writing the
+// next projection's e4m3 input directly (hybrid_ops_fp8.h).
 // Thread-safety: stateless.
 #pragma once
 

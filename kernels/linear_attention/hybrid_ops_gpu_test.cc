@@ -15,6 +15,8 @@ using testing::RandomBf16;
 using testing::ToDevice;
 using testing::ToHost;
 
+// Shapes: the norms hold a unit as 16-byte vectors in 8 or 16 lanes (d 128, 256), a warp
+// (d 1024) or a block (d 5120), or take the scalar path (d 6, unaligned z).
 // Both sides compute the same fp32 expression up to the order of the sums and expf/rsqrtf
 // rounding, so a bf16 output may land on the neighbouring value: one bf16 ulp.
 
@@ -44,12 +46,24 @@ std::vector<bf16> Cols(const std::vector<bf16>& all, const Block& b) {
 }
 
 TEST(HybridOpsGpuTest, CausalConv1dSilu) {
-  for (const auto& [c, k, lens] : std::vector<std::tuple<int64_t, int64_t, std::vector<int>>>{
-           {5, 4, {1, 2, 7, 3}}, {131, 4, {64, 1, 97}}, {10240, 4, {37, 5}}}) {
+  // (C, K, document lengths, aligned): aligned views (C % 8 == 0, row strides of multiples of
+  // 8 elements, 16-byte offsets) take the 16-byte path, the others the scalar one; documents
+  // start inside and at the edges of the kernel's 32-token runs; K 6 takes the any-K kernel.
+  for (const auto& [c, k, lens, aligned] :
+       std::vector<std::tuple<int64_t, int64_t, std::vector<int>, bool>>{
+           {5, 4, {1, 2, 7, 3}, false},
+           {131, 4, {64, 1, 97}, false},
+           {10240, 4, {37, 5}, false},
+           {10240, 4, {1, 31, 1, 70, 32, 200}, true},
+           {136, 3, {33, 1, 1, 64}, true},
+           {24, 2, {5, 40}, true},
+           {24, 1, {9}, true},
+           {40, 6, {3, 50}, true}}) {
     std::vector<int32_t> cu = {0};
     for (int l : lens) cu.push_back(cu.back() + l);
     const int64_t t = cu.back();
-    Block x = MakeBlock(t, c + 3, c, 2, 1), out = MakeBlock(t, c + 1, c, 1, 2);
+    Block x = aligned ? MakeBlock(t, c + 16, c, 8, 1) : MakeBlock(t, c + 3, c, 2, 1);
+    Block out = aligned ? MakeBlock(t, c, c, 0, 2) : MakeBlock(t, c + 1, c, 1, 2);
     std::vector<bf16> w = RandomBf16(c * k, 3);
     Tensor gw = ToDevice(w, DType::kBF16, {c, k});
     Tensor gcu = ToDevice(cu, DType::kI32, {static_cast<int64_t>(cu.size())});
@@ -60,7 +74,7 @@ TEST(HybridOpsGpuTest, CausalConv1dSilu) {
     ASSERT_TRUE(CausalConv1dSiluForward(out.d(), x.d(), gw, gcu, nullptr).ok());
     EXPECT_TRUE(AllClose(Cols(ToHost<bf16>(out.dev), out), Cols(out.host, out), 1e-6,
                          kOneBf16UlpRtol, "conv"))
-        << "c " << c;
+        << "c " << c << " k " << k;
   }
 }
 
@@ -89,10 +103,11 @@ TEST(HybridOpsGpuTest, GatedDeltaGates) {
 
 TEST(HybridOpsGpuTest, NormsAndGate) {
   for (const auto& [rows, heads, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {7, 3, 6}, {130, 48, 128}, {33, 24, 256}}) {
-    const int64_t cols = heads * d;
+           {7, 3, 6}, {130, 48, 128}, {33, 24, 256}, {5, 3, 1024}, {9, 1, 5120}, {3, 2, 40}}) {
+    // z's columns start at 8 (16-byte vectors) when d allows it, else at 5 (scalar loads).
+    const int64_t cols = heads * d, z0 = d % 8 == 0 ? 8 : 5;
     Block x = MakeBlock(rows, cols, cols, 0, 7, -3.f, 3.f),
-          z = MakeBlock(rows, cols + 5, cols, 5, 8);
+          z = MakeBlock(rows, cols + z0, cols, z0, 8);
     Block out = MakeBlock(rows, cols, cols, 0, 9);
     std::vector<bf16> w = RandomBf16(d, 10, 0.5f, 1.5f);
     const TensorView hw(w.data(), DType::kBF16, {d});

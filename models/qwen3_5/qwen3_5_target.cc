@@ -11,6 +11,7 @@
 #include "kernels/linear_attention/gated_delta_rule.h"
 #include "kernels/linear_attention/gated_delta_rule_chunked.h"
 #include "kernels/linear_attention/hybrid_ops.h"
+#include "kernels/linear_attention/hybrid_ops_fp8.h"
 #include "kernels/mlp/swiglu.h"
 #include "kernels/mlp/swiglu_fp8.h"
 #include "kernels/norm/rmsnorm_fp8.h"
@@ -331,17 +332,6 @@ Result<Qwen35Target::LinearInput> Qwen35Target::NormedHidden(const TensorView& w
   return x;
 }
 
-Result<Qwen35Target::LinearInput> Qwen35Target::AsInput(const TensorView& x) {
-  LinearInput in;
-  if (!fp8()) {
-    in.bf16 = x;
-    return in;
-  }
-  in.fp8 = Act8(x.dim(0), x.dim(1));
-  RETURN_IF_ERROR(kernels::QuantizeFp8Activation(x, in.fp8, options_.stream));
-  return in;
-}
-
 Status Qwen35Target::Project(const LinearInput& x, const TensorView& w,
                              const kernels::Fp8BlockWeight& w8, const TensorView& y, float beta) {
   if (!fp8()) return kernels::Gemm(gemm_.get(), x.bf16, w, y, Linear(beta), options_.stream);
@@ -394,10 +384,17 @@ Status Qwen35Target::LinearAttention(int i, const LinearInput& x, const HybridBa
   } else {
     RETURN_IF_ERROR(kernels::GatedDeltaRuleForward(rule, s));
   }
-  const TensorView gated = View(kGated, t, vd);
-  RETURN_IF_ERROR(kernels::GatedRmsNormForward(gated, rule.out, proj.Narrow(1, conv, vd), w.norm,
-                                               static_cast<float>(c.rms_norm_eps), s));
-  ASSIGN_OR_RETURN(const LinearInput g_in, AsInput(gated));
+  // The gated norm, or with fp8 the gated norm quantized as it is produced.
+  const TensorView z = proj.Narrow(1, conv, vd);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  LinearInput g_in;
+  if (fp8()) {
+    g_in.fp8 = Act8(t, vd);
+    RETURN_IF_ERROR(kernels::GatedRmsNormFp8Forward(g_in.fp8, rule.out, z, w.norm, eps, s));
+  } else {
+    g_in.bf16 = View(kGated, t, vd);
+    RETURN_IF_ERROR(kernels::GatedRmsNormForward(g_in.bf16, rule.out, z, w.norm, eps, s));
+  }
   return Project(g_in, w.out_proj, f.out_proj, View(kHidden, t, c.hidden_size), 1.f);
 }
 
@@ -438,8 +435,16 @@ Status Qwen35Target::FullAttention(int i, const LinearInput& x, const HybridBatc
     RETURN_IF_ERROR(
         attention_->Forward(q3, k3, v3, batch.cu_seqlens, max_seqlen, 0.f, attn3, {}, s));
   }
-  RETURN_IF_ERROR(kernels::SigmoidGateForward(attn, attn, qg_rows.Narrow(1, d, d), s));
-  ASSIGN_OR_RETURN(const LinearInput a_in, AsInput(attn.Reshape({t, c.q_dim()})));
+  // attn * sigmoid(gate) in place, or with fp8 straight to e4m3 (heads side by side per token).
+  const TensorView gate = qg_rows.Narrow(1, d, d);
+  LinearInput a_in;
+  if (fp8()) {
+    a_in.fp8 = Act8(t, c.q_dim());
+    RETURN_IF_ERROR(kernels::SigmoidGateFp8Forward(a_in.fp8, attn, gate, s));
+  } else {
+    RETURN_IF_ERROR(kernels::SigmoidGateForward(attn, attn, gate, s));
+    a_in.bf16 = attn.Reshape({t, c.q_dim()});
+  }
   return Project(a_in, w.o_proj, f.o_proj, View(kHidden, t, c.hidden_size), 1.f);
 }
 

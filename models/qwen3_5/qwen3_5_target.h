@@ -174,8 +174,6 @@ class Qwen35Target {
   // The zero-centred RMSNorm (weight `w`) of the residual stream's first t rows as a GEMM
   // input: bf16 in the kNormed slot, or e4m3 straight from the norm.
   Result<LinearInput> NormedHidden(const kernels::TensorView& w, int64_t t);
-  // `x` (bf16 [t, K], contiguous) as a GEMM input: itself, or quantized into kAct8.
-  Result<LinearInput> AsInput(const kernels::TensorView& x);
   // y = x W^T (+ y with beta 1: the residual add) with W's bf16 or e4m3 form; y is a
   // contiguous [t, N] view of a slot (an FP8 GEMM also writes its padding rows).
   Status Project(const LinearInput& x, const kernels::TensorView& w,
