@@ -2,7 +2,7 @@
 //   weight: one 256-thread block per 128x128 tile; each thread scans 64 elements of one
 //     row for the amax, the block reduces it, then the same thread writes its 64 codes.
 //   activation: bf16 with K % 8 == 0 and 16-byte aligned rows: row tiles
-//     (fp8_detail::QuantizeRowTile: 64 rows x two groups per block, one half-warp per group,
+//     (fp8_detail::QuantizeRowTile: 32 rows x two groups per block, one half-warp per group,
 //     eight values and one 16-byte load per lane, all loads before the math, scales stored
 //     coalesced). Otherwise (f32, odd K or strides) the scalar fallback: one warp per
 //     (row, 128-column group), four values per lane, grid-stride. Padding rows get zero
@@ -69,12 +69,13 @@ struct Bf16Producer {
   }
 };
 
-constexpr int kActTileItems = 8;  // 64-row tiles: 128 bytes in flight per lane
+constexpr int kActTileItems = 4;  // 32-row tiles: 64 bytes in flight per lane, 5 blocks/SM
 
+template <int kItems>
 __global__ void __launch_bounds__(256)
     quantize_fp8_act_tile_kernel(Bf16Producer p, int64_t m, int64_t mp, int64_t k, uint8_t* q,
                                  float* scale) {
-  fp8_detail::QuantizeRowTile<kActTileItems>(p, m, mp, k, q, scale);
+  fp8_detail::QuantizeRowTile<kItems>(p, m, mp, k, q, scale);
 }
 
 __global__ void quantize_fp8_act_kernel(const void* x, bool f32, int64_t ldx, int64_t m,
@@ -161,8 +162,9 @@ cudaError_t LaunchQuantizeFp8Activation(const void* x, bool x_is_f32, int64_t ld
                                         cudaStream_t s) {
   const auto* xb = static_cast<const __nv_bfloat16*>(x);
   if (!x_is_f32 && k % 8 == 0 && fp8_detail::OctAligned(xb, ldx)) {
-    quantize_fp8_act_tile_kernel<<<fp8_detail::RowTileBlocks(mp, k, kActTileItems), 256, 0, s>>>(
-        Bf16Producer{xb, ldx}, m, mp, k, q, scale);
+    const unsigned blocks = fp8_detail::RowTileBlocks(mp, k, kActTileItems);
+    quantize_fp8_act_tile_kernel<kActTileItems>
+        <<<blocks, 256, 0, s>>>(Bf16Producer{xb, ldx}, m, mp, k, q, scale);
     return cudaGetLastError();
   }
   const int64_t warps = mp * ((k + 127) / 128);

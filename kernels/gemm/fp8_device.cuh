@@ -4,9 +4,9 @@
 // values per lane (QuantizeHalfGroup8; QuantizeRowTile drives it over a block tile of rows x
 // two groups, loads issued before any math, scales stored as coalesced runs). Same math as
 // the CPU reference (kernels/gemm/fp8_cpu.cc): scale = amax / 448 (1 for an all-zero group),
-// code = satfinite_rne(v / scale), IEEE division (DivideByScale computes the same quotients
-// in three instructions each). Stateless; every helper with a shuffle must be reached by all
-// 32 lanes of the warp.
+// code = satfinite_rne(v / scale), IEEE division (ScaleAndQuotients computes the same
+// quotients in three instructions each). Stateless; every helper with a shuffle must be
+// reached by all 32 lanes of the warp.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -82,38 +82,41 @@ __device__ __forceinline__ void ZeroGroup128(uint8_t* dst, int n, int lane) {
 
 // ---- Fast quotients and packed codes ----
 
-// q[j] = v[j] / s for a divisor shared by a group, bitwise equal to the IEEE division. With
-// y = RN(1/s) and q0 = RN(v * y) (within one ulp of v / s) the residual s * q0 - v is exact
-// and RN(q0 - residual * y) = RN(v / s) (Markstein's theorem): three instructions per value
-// instead of a full division. The theorem assumes no underflow: this path is taken for s in
-// [2^-60, 2^60] only, where every quotient of magnitude >= 2^-11 keeps all intermediates
+// The group's scale and its quotients from the group's amax: scale = amax / 448 (1 when
+// amax is 0 or NaN), q[j] = v[j] / scale, bitwise equal to those IEEE divisions at a third of
+// the cost. Each division is Markstein's: with y = RN(1/b) and q0 = RN(a * y) (within one ulp
+// of a / b), the residual b * q0 - a is exact and RN(q0 - residual * y) = RN(a / b). The
+// theorem assumes no underflow, so this path is taken for amax in [2^-51, 2^66] only (scale
+// in [2^-60, 2^58]), where every quotient of magnitude >= 2^-11 keeps all intermediates
 // normal; a smaller one may differ in its last bits but keeps v's sign (signed zeros
 // included) and still converts to the same zero code (e4m3's smallest subnormal is 2^-9).
-// Checked on the host against IEEE division for every bf16 v and every bf16 amax
-// (s = amax / 448): no code differs. The branch is taken once per group, not per value.
+// Checked on the host against IEEE division: the scale for every float amax in the range,
+// the codes for every bf16 v and every bf16 amax. The range test is taken once per group.
 template <int N>
-__device__ __forceinline__ void DivideByScale(const float* v, float s, float* q) {
-  if (s >= 0x1p-60f && s <= 0x1p60f) {
-    const float y = 1.f / s;
+__device__ __forceinline__ float ScaleAndQuotients(const float* v, float amax, float* q) {
+  if (amax >= 0x1p-51f && amax <= 0x1p66f) {
+    constexpr float kInv448 = 1.f / 448.f;  // RN(1/448)
+    const float s0 = __fmul_rn(amax, kInv448);
+    const float scale = __fmaf_rn(-__fmaf_rn(448.f, s0, -amax), kInv448, s0);
+    const float y = 1.f / scale;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const float q0 = __fmul_rn(v[j], y);
-      const float residual = __fmaf_rn(s, q0, -v[j]);
+      const float residual = __fmaf_rn(scale, q0, -v[j]);
       q[j] = __fmaf_rn(-residual, y, q0);
     }
-  } else {
-#pragma unroll
-    for (int j = 0; j < N; ++j) q[j] = v[j] / s;
+    return scale;
   }
+  const float scale = amax > 0.f ? amax / 448.f : 1.f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) q[j] = v[j] / scale;
+  return scale;
 }
 
 // Two quotients' codes, a's in the low byte (cvt.rn.satfinite.e4m3x2, as ToE4m3).
 __device__ __forceinline__ uint32_t ToE4m3x2(float a, float b) {
   return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
 }
-
-// The group's scale from its amax (already reduced over the group).
-__device__ __forceinline__ float GroupScale(float amax) { return amax > 0.f ? amax / 448.f : 1.f; }
 
 // ---- Half-warp groups: eight values per lane ----
 
@@ -131,9 +134,8 @@ __device__ __forceinline__ float QuantizeHalfGroup8(const float v[8], uint2& cod
   float amax = fabsf(v[0]);
 #pragma unroll
   for (int j = 1; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
-  const float scale = GroupScale(HalfWarpMax(amax));
   float qv[8];
-  DivideByScale<8>(v, scale, qv);
+  const float scale = ScaleAndQuotients<8>(v, HalfWarpMax(amax), qv);
   codes = make_uint2(ToE4m3x2(qv[0], qv[1]) | ToE4m3x2(qv[2], qv[3]) << 16,
                      ToE4m3x2(qv[4], qv[5]) | ToE4m3x2(qv[6], qv[7]) << 16);
   return scale;

@@ -1,7 +1,7 @@
 // CUDA SwiGLU -> e4m3. Each value is bf16(silu(g) * u) (fp32 math with expf and IEEE division,
 // one rounding, as swiglu.cu), quantized per 128-column group (fp8_device.cuh).
 // Algorithm: with 16-byte aligned gate/up rows and I % 8 == 0, row tiles
-// (fp8_detail::QuantizeRowTile: 32 rows x two groups per 256-thread block, one half-warp per
+// (fp8_detail::QuantizeRowTile: 16 rows x two groups per 256-thread block, one half-warp per
 // group, eight values and two 16-byte loads per lane, every load issued before the math,
 // scales staged in shared memory and stored coalesced). Otherwise the scalar fallback: one
 // warp per (row, group), grid-stride, four values per lane. Padding rows get zero codes and
@@ -44,12 +44,15 @@ struct SwiGluProducer {
   }
 };
 
-constexpr int kTileItems = 4;  // 32-row tiles: 128 bytes of gate/up in flight per lane
+// 16-row tiles: 64 bytes of gate/up in flight per lane, and few enough registers for six
+// blocks per multiprocessor.
+constexpr int kTileItems = 2;
 
+template <int kItems>
 __global__ void __launch_bounds__(256)
     swiglu_fp8_tile_kernel(SwiGluProducer p, int64_t m, int64_t mp, int64_t n, uint8_t* q,
                            float* scale) {
-  fp8_detail::QuantizeRowTile<kTileItems>(p, m, mp, n, q, scale);
+  fp8_detail::QuantizeRowTile<kItems>(p, m, mp, n, q, scale);
 }
 
 __global__ void swiglu_fp8_kernel(const __nv_bfloat16* gate, int64_t ldg,
@@ -88,8 +91,9 @@ cudaError_t LaunchSwiGluFp8(const void* gate, int64_t ldg, const void* up, int64
   const auto* g = static_cast<const __nv_bfloat16*>(gate);
   const auto* u = static_cast<const __nv_bfloat16*>(up);
   if (n % 8 == 0 && fp8_detail::OctAligned(g, ldg) && fp8_detail::OctAligned(u, ldu)) {
-    swiglu_fp8_tile_kernel<<<fp8_detail::RowTileBlocks(mp, n, kTileItems), 256, 0, s>>>(
-        SwiGluProducer{g, ldg, u, ldu}, m, mp, n, q, scale);
+    const unsigned blocks = fp8_detail::RowTileBlocks(mp, n, kTileItems);
+    swiglu_fp8_tile_kernel<kTileItems>
+        <<<blocks, 256, 0, s>>>(SwiGluProducer{g, ldg, u, ldu}, m, mp, n, q, scale);
     return cudaGetLastError();
   }
   const int64_t threads = mp * ((n + 127) / 128) * 32;

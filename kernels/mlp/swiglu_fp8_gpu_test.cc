@@ -65,7 +65,7 @@ std::pair<std::vector<uint8_t>, std::vector<float>> RunOnDevice(const std::vecto
 
 // Offset 0 takes the row tiles (16-byte aligned rows, I % 8 == 0); offset 4 (8-byte aligned)
 // the scalar fallback, which is the original kernel: the same codes and scales, bit for bit.
-// Shapes: one row, rows past a 32-row tile with padding, a partial and an odd last group.
+// Shapes: one row, rows past a row tile with padding, a partial and an odd last group.
 TEST(SwiGluFp8Cuda, RowTilesMatchScalarPathBitwise) {
   for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 128}, {45, 264}, {70, 136}, {97, 2048}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << m << " I=" << n);

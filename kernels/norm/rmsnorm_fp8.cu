@@ -41,6 +41,7 @@ __device__ __forceinline__ float SumOfWarps(const float (&partial)[kWarps]) {
   return ss;
 }
 
+// x * rstd * (weight_offset + w) in fp32, before the one rounding to bf16.
 __device__ __forceinline__ float NormValue(float x, float rstd, float weight_offset, float w) {
   return x * rstd * (weight_offset + w);
 }
@@ -74,22 +75,21 @@ __device__ __forceinline__ float WarpSquares(const uint4 (&xs)[kS]) {
   return acc[0] + acc[1];
 }
 
-// Fast path: rows r0, r0 + 1 (kRegRows) per block, kS = slots per half-warp (groups per
-// warp, halved, rounded up). Rows >= m (padding) load nothing and produce zero codes and
-// scale 1.
-template <int kS>
+// Fast path: kRows rows per block (from r0), kS = slots per half-warp (groups per warp,
+// halved, rounded up). Rows >= m (padding) load nothing and produce zero codes and scale 1.
+template <int kS, int kRows>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_fp8_regs_kernel(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
                             float weight_offset, int64_t m, int64_t mp, int64_t h, float eps,
                             uint8_t* q, float* scale) {
-  __shared__ float partial[kRegRows][kWarps];
-  const int64_t r0 = int64_t{blockIdx.x} * kRegRows;
+  __shared__ float partial[kRows][kWarps];
+  const int64_t r0 = int64_t{blockIdx.x} * kRows;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // Slot s: group warp + 8 hf + 16 s, columns c0 + 2048 s .. + 7.
   const int64_t c0 = (warp + 8 * (lane / 16)) * 128 + (lane % 16) * 8;
-  uint4 xs[kRegRows][kS];
+  uint4 xs[kRows][kS];
 #pragma unroll
-  for (int rr = 0; rr < kRegRows; ++rr)
+  for (int rr = 0; rr < kRows; ++rr)
 #pragma unroll
     for (int s = 0; s < kS; ++s) {
       const int64_t c = c0 + 2048 * s;
@@ -98,14 +98,14 @@ __global__ void __launch_bounds__(kThreads)
                       : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-  for (int rr = 0; rr < kRegRows; ++rr) {
+  for (int rr = 0; rr < kRows; ++rr) {
     const float ss = WarpSquares<kS>(xs[rr]);
     if (lane == 0) partial[rr][warp] = ss;
   }
   __syncthreads();
-  float rstd[kRegRows];
+  float rstd[kRows];
 #pragma unroll
-  for (int rr = 0; rr < kRegRows; ++rr) rstd[rr] = rsqrtf(SumOfWarps(partial[rr]) / h + eps);
+  for (int rr = 0; rr < kRows; ++rr) rstd[rr] = rsqrtf(SumOfWarps(partial[rr]) / h + eps);
 #pragma unroll
   for (int s = 0; s < kS; ++s) {
     const int64_t c = c0 + 2048 * s;
@@ -114,17 +114,23 @@ __global__ void __launch_bounds__(kThreads)
     fp8_detail::Bf16x8ToFloat(
         c < h ? __ldg(reinterpret_cast<const uint4*>(w + c)) : make_uint4(0, 0, 0, 0), wv);
 #pragma unroll
-    for (int rr = 0; rr < kRegRows; ++rr) {
+    for (int j = 0; j < 8; ++j) wv[j] = weight_offset + wv[j];
+#pragma unroll
+    for (int rr = 0; rr < kRows; ++rr) {
       const int64_t r = r0 + rr;
       const bool ok = r < m && c < h;
       float v[8];
       fp8_detail::Bf16x8ToFloat(xs[rr][s], v);
+      // One rounding to bf16 per value; values outside the rows or the row are zeros.
+      uint4 y;
+      uint32_t* yw = &y.x;
 #pragma unroll
-      for (int j = 0; j < 8; j += 2) {
-        v[j] = ok ? NormValue(v[j], rstd[rr], weight_offset, wv[j]) : 0.f;
-        v[j + 1] = ok ? NormValue(v[j + 1], rstd[rr], weight_offset, wv[j + 1]) : 0.f;
-        fp8_detail::RoundToBf16(v[j], v[j + 1]);
+      for (int j = 0; j < 4; ++j) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j] * rstd[rr] * wv[2 * j],
+                                                       v[2 * j + 1] * rstd[rr] * wv[2 * j + 1]);
+        yw[j] = ok ? *reinterpret_cast<const uint32_t*>(&b) : 0u;
       }
+      fp8_detail::Bf16x8ToFloat(y, v);
       uint2 codes;
       const float sc = fp8_detail::QuantizeHalfGroup8(v, codes);
       if (c < h) *reinterpret_cast<uint2*>(q + r * h + c) = codes;
@@ -170,10 +176,10 @@ __global__ void rmsnorm_fp8_kernel(const __nv_bfloat16* x, int64_t ldx, const __
   }
 }
 
-using RegsKernel = decltype(&rmsnorm_fp8_regs_kernel<1>);
+using RegsKernel = decltype(&rmsnorm_fp8_regs_kernel<1, kRegRows>);
 constexpr RegsKernel kRegsKernels[kMaxRegSlots] = {
-    &rmsnorm_fp8_regs_kernel<1>, &rmsnorm_fp8_regs_kernel<2>, &rmsnorm_fp8_regs_kernel<3>,
-    &rmsnorm_fp8_regs_kernel<4>};
+    &rmsnorm_fp8_regs_kernel<1, kRegRows>, &rmsnorm_fp8_regs_kernel<2, kRegRows>,
+    &rmsnorm_fp8_regs_kernel<3, kRegRows>, &rmsnorm_fp8_regs_kernel<4, kRegRows>};
 
 }  // namespace
 
