@@ -79,25 +79,29 @@ __device__ __forceinline__ void ZeroGroup128(uint8_t* dst, int n, int lane) {
   for (int j = lane; j < n; j += 32) dst[j] = 0;
 }
 
-
 // ---- Fast quotients and packed codes ----
 
 // The group's scale and its quotients from the group's amax: scale = amax / 448 (1 when
 // amax is 0 or NaN), q[j] = v[j] / scale, bitwise equal to those IEEE divisions at a third of
 // the cost. Each division is Markstein's: with y = RN(1/b) and q0 = RN(a * y) (within one ulp
 // of a / b), the residual b * q0 - a is exact and RN(q0 - residual * y) = RN(a / b). The
-// theorem assumes no underflow, so this path is taken for amax in [2^-51, 2^66] only (scale
-// in [2^-60, 2^58]), where every quotient of magnitude >= 2^-11 keeps all intermediates
-// normal; a smaller one may differ in its last bits but keeps v's sign (signed zeros
-// included) and still converts to the same zero code (e4m3's smallest subnormal is 2^-9).
-// Checked on the host against IEEE division: the scale for every float amax in the range,
-// the codes for every bf16 v and every bf16 amax. The range test is taken once per group.
+// theorem assumes no underflow, so this path is taken for amax in [2^-51, 2^66] (scale in
+// [2^-60, 2^58]) or amax 0 (scale 1) only, where every quotient of magnitude >= 2^-11 keeps
+// all intermediates normal; a smaller one may differ in its last bits but keeps v's sign
+// (signed zeros included) and still converts to the same zero code (e4m3's smallest
+// subnormal is 2^-9). Checked on the host against IEEE division: the scale for every float
+// amax in the range, the codes for every bf16 v and every bf16 amax. The range test is taken
+// once per group.
 template <int N>
 __device__ __forceinline__ float ScaleAndQuotients(const float* v, float amax, float* q) {
-  if (amax >= 0x1p-51f && amax <= 0x1p66f) {
+  // An all-zero group (amax 0: a padding row, or a half-warp past the row's last group) takes
+  // this path too, with scale 1 (y = 1, q = v): sending it to the divisions below made a warp
+  // whose other half held data run both paths (RMSNorm at H = 5120: 106 -> 158 us).
+  if ((amax >= 0x1p-51f && amax <= 0x1p66f) || amax == 0.f) {
     constexpr float kInv448 = 1.f / 448.f;  // RN(1/448)
     const float s0 = __fmul_rn(amax, kInv448);
-    const float scale = __fmaf_rn(-__fmaf_rn(448.f, s0, -amax), kInv448, s0);
+    const float scale =
+        amax == 0.f ? 1.f : __fmaf_rn(-__fmaf_rn(448.f, s0, -amax), kInv448, s0);
     const float y = 1.f / scale;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
