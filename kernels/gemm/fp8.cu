@@ -1,8 +1,12 @@
 // CUDA block-scaled FP8 quantizers. Algorithms:
 //   weight: one 256-thread block per 128x128 tile; each thread scans 64 elements of one
 //     row for the amax, the block reduces it, then the same thread writes its 64 codes.
-//   activation: one warp per (row, 128-column group), four values per lane
-//     (fp8_device.cuh); grid-stride over rows x groups, padding rows written as zeros.
+//   activation: bf16 with K % 8 == 0 and 16-byte aligned rows: row tiles
+//     (fp8_detail::QuantizeRowTile: 32 rows x two groups per block, one half-warp per group,
+//     eight values and one 16-byte load per lane, all loads before the math, scales stored
+//     coalesced). Otherwise (f32, odd K or strides) the scalar fallback: one warp per
+//     (row, 128-column group), four values per lane, grid-stride. Padding rows get zero
+//     codes and scale 1.
 //   dequantize: grid-stride elementwise.
 //   transpose: 32x32 shared-memory tiles of codes; scales grid-stride.
 #include <cuda_bf16.h>
@@ -48,6 +52,30 @@ __global__ void quantize_fp8_weight_kernel(const void* w, bool f32, int64_t ldw,
   }
   if (row_ok)
     for (int64_t c = c0; c < c1; ++c) q[r * k + c] = ToE4m3(Load(w, f32, r * ldw + c) / sc);
+}
+
+struct Bf16Producer {
+  struct Raw {
+    uint4 x;
+  };
+  const __nv_bfloat16* x;
+  int64_t ldx;
+
+  __device__ __forceinline__ void Load(int64_t r, int64_t c, Raw& raw) const {
+    raw.x = __ldg(reinterpret_cast<const uint4*>(x + r * ldx + c));
+  }
+  __device__ __forceinline__ void Values(const Raw& raw, float v[8]) const {
+    fp8_detail::Bf16x8ToFloat(raw.x, v);
+  }
+};
+
+constexpr int kActTileItems = 4;  // 32-row tiles: 64 bytes in flight per lane, 5 blocks/SM
+
+template <int kItems>
+__global__ void __launch_bounds__(256)
+    quantize_fp8_act_tile_kernel(Bf16Producer p, int64_t m, int64_t mp, int64_t k, uint8_t* q,
+                                 float* scale) {
+  fp8_detail::QuantizeRowTile<kItems>(p, m, mp, k, q, scale);
 }
 
 __global__ void quantize_fp8_act_kernel(const void* x, bool f32, int64_t ldx, int64_t m,
@@ -132,6 +160,13 @@ cudaError_t LaunchQuantizeFp8Weight(const void* w, bool w_is_f32, int64_t ldw, i
 cudaError_t LaunchQuantizeFp8Activation(const void* x, bool x_is_f32, int64_t ldx, int64_t m,
                                         int64_t mp, int64_t k, uint8_t* q, float* scale,
                                         cudaStream_t s) {
+  const auto* xb = static_cast<const __nv_bfloat16*>(x);
+  if (!x_is_f32 && k % 8 == 0 && fp8_detail::OctAligned(xb, ldx)) {
+    const unsigned blocks = fp8_detail::RowTileBlocks(mp, k, kActTileItems);
+    quantize_fp8_act_tile_kernel<kActTileItems>
+        <<<blocks, 256, 0, s>>>(Bf16Producer{xb, ldx}, m, mp, k, q, scale);
+    return cudaGetLastError();
+  }
   const int64_t warps = mp * ((k + 127) / 128);
   quantize_fp8_act_kernel<<<GridFor(warps * 32, 256), 256, 0, s>>>(x, x_is_f32, ldx, m, mp, k,
                                                                    q, scale);
