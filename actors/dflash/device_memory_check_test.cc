@@ -1,9 +1,10 @@
 // The device-memory check at validation (JobRunner::Check): the target's weights and
 // workspace and the drafter's parameters with their optimizer state, workspace, context
-// buffers and eval decoder, added up per GPU, against the GPU's memory. The 27B example (measured on
-// the H200: 91.2 GiB in use with one context batch) is refused on 48 GiB and 80 GB GPUs before
-// anything loads, naming the GPU and what each replica needs, and validates on an H200-sized
-// one; the estimates themselves are checked against the models' shapes.
+// buffers and eval decoder, added up per GPU, against the GPU's memory. The 27B example
+// (measured on the H200: 91.2 GiB in use with one context batch) is refused on 48 GiB and
+// 80 GB GPUs before anything loads, naming the GPU and what each replica needs, and
+// validates on an H200-sized one; the estimates themselves are checked against the models'
+// shapes.
 #include <gtest/gtest.h>
 
 #include <cstdio>
