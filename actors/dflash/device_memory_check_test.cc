@@ -95,10 +95,11 @@ TEST(DeviceMemoryCheckTest, TheFp8HybridExampleFitsAn80GbGpu) {
   std::string what;
   const uint64_t bound = TargetDeviceBytes(fp8, &what);
   EXPECT_EQ(what, "the target's weights and activation workspace");
-  // The fp8 workspace: 4.32 GiB measured in session 10; the gated delta rule's scratch lost
-  // its w and u (session 11: T diag(beta) per chunk instead), 0.28 GiB less.
-  EXPECT_GT(bound, fp8_weights + 4.0 * kGiB);
-  EXPECT_LT(bound, fp8_weights + 4.1 * kGiB);
+  // The fp8 workspace: 4.32 GiB measured in session 10 and 4.04 GiB in session 11, after the
+  // gated delta rule's scratch lost its w and u (T diag(beta) per chunk instead); 3.32 GiB
+  // since the gated norm and SwiGLU write e4m3 without a bf16 buffer (not yet measured).
+  EXPECT_GT(bound, fp8_weights + 3.3 * kGiB);
+  EXPECT_LT(bound, fp8_weights + 3.4 * kGiB);
   std::printf("fp8 27B target: weights %.2f GiB, bound %.2f GiB\n", fp8_weights / double(kGiB),
               bound / double(kGiB));
 

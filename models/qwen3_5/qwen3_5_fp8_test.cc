@@ -88,7 +88,9 @@ TEST(Qwen35Fp8Test, ProjectionsAreQuantizedAndTheirBf16FormFreed) {
             bf16_target->weights().nbytes());
   EXPECT_EQ(fp8_target->workspace_bytes(),
             Qwen35Target::WorkspaceBytes(c, kMaxTokens, /*on_cuda=*/false, TargetPrecision::kFp8));
-  EXPECT_GT(fp8_target->workspace_bytes(), bf16_target->workspace_bytes());
+  // fp8 adds the e4m3 input buffer and drops the bf16 outputs of the gated norm and SwiGLU
+  // (both write e4m3 themselves): smaller on the whole, here as at the 27B shape.
+  EXPECT_LT(fp8_target->workspace_bytes(), bf16_target->workspace_bytes());
   // Quantizing again needs the bf16 form.
   auto again = Qwen35Fp8Projections::Quantize(fp8_target->weights(), nullptr);
   ASSERT_FALSE(again.ok());

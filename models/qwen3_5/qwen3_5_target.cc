@@ -155,13 +155,14 @@ void Qwen35Target::SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens,
                                      int64_t (&per_token)[kNumSlots]) {
   const int64_t hv = c.linear_num_value_heads;
   const int64_t proj = std::max(c.conv_dim() + c.linear_value_dim() + 2 * hv, 2 * c.q_dim());
-  // Bytes per token of each slot, in Slot order.
+  // Bytes per token of each slot, in Slot order. With fp8 the gated norm and SwiGLU write
+  // e4m3 into kAct8 directly, so kGated and kAct are empty.
   const int64_t bytes[kNumSlots] = {
       2 * c.hidden_size,         2 * c.hidden_size,         2 * proj,
       2 * c.conv_dim(),          4 * hv,                    4 * hv,
-      2 * c.linear_value_dim(),  2 * c.linear_value_dim(),  2 * c.q_dim(),
+      2 * c.linear_value_dim(),  fp8 ? 0 : 2 * c.linear_value_dim(),  2 * c.q_dim(),
       2 * c.kv_dim(),            2 * c.kv_dim(),            2 * c.kv_dim(),
-      2 * c.q_dim(),             4 * c.intermediate_size,   2 * c.intermediate_size,
+      2 * c.q_dim(),             4 * c.intermediate_size,   fp8 ? 0 : 2 * c.intermediate_size,
       chunked_rule ? ChunkedRuleBytesPerToken(c, max_tokens) : 0,
       // e4m3 codes and one fp32 scale per 128 columns
       fp8 ? MaxGemmK(c) + 4 * kernels::Fp8Blocks(MaxGemmK(c)) : 0};

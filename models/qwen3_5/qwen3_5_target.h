@@ -133,14 +133,14 @@ class Qwen35Target {
     kGate,
     kBeta,
     kCore,
-    kGated,
+    kGated,  // bf16 only: with fp8 the gated norm writes e4m3 to kAct8 (empty)
     kQ,
     kKRaw,
     kK,
     kV,
     kAttn,
     kGateUp,
-    kAct,
+    kAct,    // bf16 only: with fp8 SwiGLU writes e4m3 to kAct8 (empty)
     kRule,  // the chunked gated delta rule's workspace (CUDA with 128 / 128 heads; else empty)
     kAct8,  // fp8: the e4m3 GEMM input (scales, then codes; else empty)
     kNumSlots
