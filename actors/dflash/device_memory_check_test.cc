@@ -193,5 +193,54 @@ TEST(DeviceMemoryCheckTest, DenseWorkspaceAndEvalDecoderAreCounted) {
   std::printf("eval decoder bound for the 27B example: %.3f GiB\n", *bound / double(kGiB));
 }
 
+// A drafter without a target replica on its GPU loads its own copy of the target's embedding
+// and LM head, or with an eval table the whole target: the bound counts it there, not when a
+// target replica shares the GPU.
+TEST(DeviceMemoryCheckTest, ADrafterAloneOnItsGpuCountsItsOwnHeadOrTarget) {
+  std::string text = JobFileText();
+  text.replace(text.find("max_tokens = 16384"), 18, "max_tokens = 16384\nprecision = \"fp8\"");
+  for (size_t at = text.find("gpus = 0.5"); at != std::string::npos;
+       at = text.find("gpus = 0.5"))
+    text.replace(at, 10, "gpus = 1  ");
+  auto apart = ParseJobText(text, "qwen3.6-27b-2gpu.toml");
+  ASSERT_TRUE(apart.ok()) << apart.status().ToString();
+  // The fp8 target (30.7 GiB) fits 40 GiB; the drafter (37.9 GiB) fits too, but not with
+  // its own embedding and LM head (2 x 248320 x 5120 bf16 = 4.7 GiB).
+  const sched::NodeResources small = sched::FakeResources(2, 8, 64 * kGiB, 40 * kGiB);
+  const Status st = JobRunner::Check(*apart, nullptr, &small);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("drafter/0 "), std::string::npos) << st.ToString();
+  EXPECT_NE(st.ToString().find("no target replica on this GPU: its own embedding and LM head "
+                               "4.7 GiB"),
+            std::string::npos) << st.ToString();
+  const sched::NodeResources mid = sched::FakeResources(2, 8, 64 * kGiB, 48 * kGiB);
+  const Status fits = JobRunner::Check(*apart, nullptr, &mid);
+  EXPECT_TRUE(fits.ok()) << fits.ToString();
+
+  // With an eval table the drafter's GPU holds a whole second target (drafter_actor.cc).
+  const std::string prompts = ::testing::TempDir() + "/alone_prompts.jsonl";
+  std::ofstream(prompts) << "{\"input_ids\": [1, 2, 3]}\n";
+  auto evaluated = ParseJobText(
+      text + "\n[actors.drafter.eval]\nevery_steps = 10\nprompts = \"" + prompts + "\"\n",
+      "qwen3.6-27b-2gpu.toml");
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status().ToString();
+  const Status refused = JobRunner::Check(*evaluated, nullptr, &mid);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.ToString().find("no target replica on this GPU: its own target for the eval"),
+            std::string::npos) << refused.ToString();
+  std::printf("%s\n", refused.ToString().c_str());
+  const sched::NodeResources h100 = sched::FakeResources(2, 8, 64 * kGiB, 81'559'000'000ull);
+  const Status roomy = JobRunner::Check(*evaluated, nullptr, &h100);
+  EXPECT_TRUE(roomy.ok()) << roomy.ToString();
+  // Colocated (the example as it is), the eval shares the target replica's weights.
+  auto colocated = ParseJobText(JobFileText() + "\n[actors.drafter.eval]\nevery_steps = 10\n"
+                                "prompts = \"" + prompts + "\"\n",
+                                "qwen3.6-27b-1gpu.toml");
+  ASSERT_TRUE(colocated.ok()) << colocated.status().ToString();
+  const sched::NodeResources h200 = sched::FakeResources(1, 8, 64 * kGiB, 150'119'000'000ull);
+  const Status one = JobRunner::Check(*colocated, nullptr, &h200);
+  EXPECT_TRUE(one.ok()) << one.ToString();
+}
+
 }  // namespace
 }  // namespace tandem::dflash

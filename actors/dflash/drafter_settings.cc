@@ -177,8 +177,8 @@ const KeyTable& DrafterKeys() {
     // Parameters with their optimizer state (DFlashParams::DeviceBytes); the activation
     // workspace (measured as the drafter measures it); the context layers of
     // kDrafterContextSets batches; with an eval table, the eval decoder's own memory
-    // (DrafterEval::DeviceBytesBound). Its own embedding and LM head, when no target replica
-    // shares its GPU, come on top.
+    // (DrafterEval::DeviceBytesBound). Its own embedding and LM head (or, with an eval table,
+    // the whole target), when no target replica shares its GPU, come on top (alone_bytes).
     t->SetDeviceBytesEstimate([](const ConfigValue& s, const SectionContext& ctx)
                                   -> Result<KeyTable::DeviceBytes> {
       ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(s, ctx));
@@ -203,10 +203,25 @@ const KeyTable& DrafterKeys() {
         ASSIGN_OR_RETURN(eval, DrafterEval::DeviceBytesBound(ds.eval, ds.target, config));
         what += fmt::format(", eval decoder {}", FormatBytes(static_cast<uint64_t>(eval)));
       }
-      return KeyTable::DeviceBytes{
+      // Without a replica of its target group on its GPU the drafter loads its own copy of
+      // the target's embedding and LM head, or with an eval table the whole target
+      // (drafter_actor.cc).
+      KeyTable::DeviceBytes bytes{
           static_cast<uint64_t>(models::DFlashParams::DeviceBytes(layout) + workspace +
                                 context + eval),
           std::move(what)};
+      bytes.unless_group = ds.target_group;
+      if (ds.eval.enabled) {
+        std::string target_what;
+        bytes.alone_bytes = TargetDeviceBytes(ds.target, &target_what);
+        bytes.alone_what = "its own target for the eval (" + target_what + ")";
+      } else {
+        const models::TransformerConfig& tc = ds.target.config;
+        bytes.alone_bytes = static_cast<uint64_t>(tc.vocab_size) * tc.hidden_size * 2 *
+                            (tc.tie_word_embeddings ? 1 : 2);
+        bytes.alone_what = "its own embedding and LM head";
+      }
+      return bytes;
     });
     return t;
   }();

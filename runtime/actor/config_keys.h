@@ -139,9 +139,15 @@ class KeyTable {
   // target's weights, a drafter's parameters with their optimizer state), with what it
   // counts ("weights 50.1 GiB"). The job check adds the bounds of the replicas that share a
   // GPU and refuses one that cannot hold them, before any actor loads anything.
+  // `alone_bytes` more are needed unless a replica of group `unless_group` shares the GPU
+  // (e.g. a drafter that loads its own copy of the target's embedding and LM head when no
+  // target replica is colocated); `alone_what` says what they are.
   struct DeviceBytes {
     uint64_t bytes = 0;
     std::string what;
+    uint64_t alone_bytes = 0;
+    std::string alone_what;
+    std::string unless_group;
   };
   using DeviceBytesEstimate =
       std::function<Result<DeviceBytes>(const ConfigValue& section, const SectionContext&)>;

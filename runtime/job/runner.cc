@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <optional>
 #include <thread>
 
@@ -172,6 +173,9 @@ Status CheckPlacedMemory(const JobSpec& job, const sched::Placement& placement,
   };
   std::map<int, Use> per_gpu;
   std::map<std::string, KeyTable::DeviceBytes> per_group;  // one estimate per group
+  std::map<int, std::set<std::string>> groups_on;          // the groups with a replica there
+  for (const sched::ReplicaAssignment& r : placement.replicas)
+    for (int g : r.gpus) groups_on[g].insert(r.group);
   for (const sched::ReplicaAssignment& r : placement.replicas) {
     if (r.gpus.size() != 1) continue;
     auto group = std::find_if(job.actors.begin(), job.actors.end(),
@@ -186,11 +190,17 @@ Status CheckPlacedMemory(const JobSpec& job, const sched::Placement& placement,
       per_group[r.group] = *est;
     }
     const KeyTable::DeviceBytes& est = per_group[r.group];
-    if (est.bytes == 0) continue;
+    const bool alone = !est.unless_group.empty() && est.alone_bytes > 0 &&
+                       !groups_on[r.gpus[0]].count(est.unless_group);
+    const uint64_t bytes = est.bytes + (alone ? est.alone_bytes : 0);
+    if (bytes == 0) continue;
     Use& use = per_gpu[r.gpus[0]];
-    use.bytes += est.bytes;
-    use.parts.push_back(fmt::format("{}/{} {} ({})", r.group, r.replica, FormatBytes(est.bytes),
-                                    est.what));
+    use.bytes += bytes;
+    use.parts.push_back(
+        fmt::format("{}/{} {} ({}{})", r.group, r.replica, FormatBytes(bytes), est.what,
+                    alone ? fmt::format("; no {} replica on this GPU: {} {}", est.unless_group,
+                                        est.alone_what, FormatBytes(est.alone_bytes))
+                          : std::string()));
   }
   for (const auto& [index, use] : per_gpu) {
     auto gpu = std::find_if(node.gpus.begin(), node.gpus.end(),
