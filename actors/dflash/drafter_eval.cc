@@ -41,10 +41,19 @@ DecoderBuffers DecoderBufferBytes(const DecoderShape& d, int64_t captured, int64
           captured * max_context * d.hidden * 2, block_size * d.vocab * 4};
 }
 
+// The tokens a decode holds for prompts of up to `longest` tokens, and the largest forward
+// the decoding target runs (a prompt's prefill or one block): Allocate's and the bound's.
+int64_t DecodeContext(int64_t longest, int64_t max_new_tokens, int64_t block_size) {
+  return longest + max_new_tokens + block_size;
+}
+int64_t DecodeForwardTokens(int64_t longest, int64_t block_size) {
+  return std::max(longest, block_size);
+}
+
 // The decoding target's workspace for prompts of up to `longest` tokens (Allocate's).
 int64_t DecoderTargetWorkspace(const TargetModelSpec& target, int64_t longest,
                                int64_t block_size) {
-  const int64_t max_tokens = std::max(longest, block_size);
+  const int64_t max_tokens = DecodeForwardTokens(longest, block_size);
   return target.hybrid ? models::Qwen35Target::WorkspaceBytes(*target.hybrid, max_tokens,
                                                               /*on_cuda=*/true, target.precision)
                        : models::Qwen3Target::WorkspaceBytes(target.config, max_tokens,
@@ -57,7 +66,7 @@ Result<int64_t> DrafterEval::DeviceBytesBound(const EvalSettings& settings,
                                               const TargetModelSpec& target,
                                               const models::DFlashConfig& drafter) {
   const int64_t bs = drafter.block_size, longest = settings.max_prompt_tokens;
-  const int64_t max_context = longest + settings.max_new_tokens + bs;
+  const int64_t max_context = DecodeContext(longest, settings.max_new_tokens, bs);
   models::DFlashDrafterOptions dopt;
   dopt.max_tokens = max_context;
   dopt.num_blocks = models::kDrafterBlocksCuda;
@@ -108,9 +117,9 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
   const int64_t bs = trained.config().block_size;
   int64_t longest = 0;
   for (const auto& p : prompts_.prompts) longest = std::max<int64_t>(longest, p.size());
-  max_context_ = longest + s_.max_new_tokens + bs;
+  max_context_ = DecodeContext(longest, s_.max_new_tokens, bs);
   const kernels::Stream stream = trained.stream();
-  const int64_t max_tokens = std::max(longest, bs);
+  const int64_t max_tokens = DecodeForwardTokens(longest, bs);
   if (shared.dense() != nullptr) {
     const models::Qwen3Target& job = *shared.dense();
     models::Qwen3TargetOptions to;
