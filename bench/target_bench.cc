@@ -9,7 +9,9 @@
 // --precision=fp8 runs the same forward with block-scaled e4m3 projections (weights
 // quantized from the same random bf16 weights) right after the bf16 one, and reports the
 // speedup (bar >= 1.6x bf16), the FP8 projection GEMM rates against a block-scaled FP8
-// 8192^3 GEMM measured in the same run, the weight memory, and the fidelity of each
+// 8192^3 GEMM measured in the same run, what the power limit allows (the projection FLOPs
+// at the bf16 and FP8 8192^3 rates sustained ~2 s each, what each forward spends beyond that
+// floor, and the ratio bound that follows), the weight memory, and the fidelity of each
 // captured layer (per-token cosine, relative L2) against the bf16 forward's.
 // Args: --no-peer, --peer-modes=eager,compile[,eager_attn], --tokens=N, --docs=N,
 //       --iters=N, --peer=PATH, --precision=bf16|fp8, --profile (one more fp8 forward inside
@@ -22,6 +24,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/gpu_power.h"
 #include "bench/target_bench.h"
 #include "bench/target_fp8.h"
 
@@ -166,6 +169,41 @@ Result<ForwardResult> RunForward(const TransformerConfig& cfg, const std::vector
 }
 
 // The fp8 lines: speedup and its bar, GEMM rates against the FP8 8192^3 ceiling, fidelity.
+// What the power limit leaves for the 1.6x bar: the forwards' projection FLOPs at the bf16
+// and FP8 8192^3 rates sustained for ~2 s each (at the board's power limit, as the forwards
+// run), and what each forward spends beyond that floor (attention, norms, RoPE, SwiGLU and
+// the e4m3 producers; attention is bf16 in both). The bound is the ratio if the fp8 forward's
+// GEMMs ran at the sustained rate and the rest cost what it costs in bf16.
+void ReportPowerBound(const TransformerConfig& cfg, const std::vector<int>& layers,
+                      int64_t tokens, const ForwardResult& bf16, const ForwardResult& fp8,
+                      kernels::GemmContext* ctx, const kernels::CudaStream& stream) {
+  const int64_t h = cfg.hidden_size, q = cfg.q_dim(), kv = cfg.kv_dim(), ff = cfg.intermediate_size;
+  const double gemm_flops = (layers.back() + 1) * 2.0 * static_cast<double>(tokens) *
+                            static_cast<double>(h * (q + 2 * kv) + q * h + 3 * h * ff);
+  auto power = PowerSampler::Start(0);
+  const Result<double> bf16_rate = GemmCeilingTflops(stream.get(), 1500);
+  const std::string bf16_power = power.ok() ? (*power)->Stop().ToString() : "power: n/a";
+  power = PowerSampler::Start(0);
+  const Result<double> fp8_rate = Fp8GemmTflops(ctx, 8192, 8192, 8192, stream.get(), 2500);
+  const std::string fp8_power = power.ok() ? (*power)->Stop().ToString() : "power: n/a";
+  if (!bf16_rate.ok() || !fp8_rate.ok()) {
+    std::printf("power bound: %s\n",
+                (bf16_rate.ok() ? fp8_rate.status() : bf16_rate.status()).ToString().c_str());
+    return;
+  }
+  const double bf16_floor = gemm_flops / *bf16_rate / 1e9, fp8_floor = gemm_flops / *fp8_rate / 1e9;
+  const double bf16_rest = bf16.ms - bf16_floor, fp8_rest = fp8.ms - fp8_floor;
+  std::printf("sustained 8192^3 (~2 s each): bf16 %.1f TFLOP/s (%s); fp8 %.1f TFLOP/s (%s)\n",
+              *bf16_rate, bf16_power.c_str(), *fp8_rate, fp8_power.c_str());
+  std::printf("projection GEMMs %.1f TFLOP: floor bf16 %.1f ms, fp8 %.1f ms; beyond the floor: "
+              "bf16 %.1f ms, fp8 %.1f ms\n",
+              gemm_flops / 1e12, bf16_floor, fp8_floor, bf16_rest, fp8_rest);
+  std::printf("fp8 bound at the sustained rates (fp8 floor + bf16's rest): %.1f ms = %.2fx bf16; "
+              "1.6x would need %.1f ms beyond the fp8 floor\n",
+              fp8_floor + bf16_rest, bf16.ms / (fp8_floor + bf16_rest),
+              bf16.ms / 1.6 - fp8_floor);
+}
+
 void ReportFp8(const TransformerConfig& cfg, const std::vector<int>& layers, int64_t tokens,
                const ForwardResult& bf16, const ForwardResult& fp8, double bf16_ceiling,
                const kernels::CudaStream& stream) {
@@ -195,6 +233,7 @@ void ReportFp8(const TransformerConfig& cfg, const std::vector<int>& layers, int
                 b.ok() ? *b : 0.0, f.ok() ? *f : 0.0,
                 f.ok() && ceil8.ok() ? 100 * *f / *ceil8 : 0.0);
   }
+  ReportPowerBound(cfg, layers, tokens, bf16, fp8, ctx->get(), stream);
   std::printf("fidelity of tandem fp8 captures against tandem bf16 (same weights and tokens):\n");
   std::printf("%-8s %12s %12s %12s\n", "layer", "mean cos", "min cos", "rel L2");
   for (size_t i = 0; i < layers.size(); ++i) {

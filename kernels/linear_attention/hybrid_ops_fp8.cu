@@ -1,7 +1,13 @@
 // CUDA FP8 producers of hybrid_ops_fp8.h: the bf16 op's value in fp32 registers, rounded to
-// bf16 once, then quantized per 1x128 group with kernels/gemm/fp8_device.cuh's helpers (one
-// warp per group, four consecutive values per lane), so codes and scales are what
-// QuantizeFp8Activation makes of the bf16 op's output.
+// bf16 once, then quantized per 1x128 group with kernels/gemm/fp8_device.cuh's helpers, so
+// codes and scales are what QuantizeFp8Activation makes of the bf16 op's output.
+//   tile kernel:  16-byte aligned rows and 8-column chunks that never straddle a head (the
+//                 27B layers' case): fp8_detail::QuantizeRowTile, one half-warp per group
+//                 and eight values per lane, every load issued before the math, scales
+//                 staged in shared memory and stored coalesced. Serves the sigmoid gate
+//                 (d % 8 == 0) and the gated norm with d == 128 (the half-warp's sum of
+//                 squares is the head's).
+// Otherwise one warp per group, four consecutive values per lane:
 //   group kernel: one warp per (token, 128-column group), two groups per warp in flight
 //                 (both loaded before either is reduced). Serves the sigmoid gate (any head
 //                 width; 8-byte quad loads when a quad never straddles a head) and the gated
@@ -88,6 +94,90 @@ struct SigmoidGroupOp {
     for (int j = 0; j < 4; ++j) v[j] = RoundBf16(a[j] * Sigmoid(b[j]));
   }
 };
+
+// Row-tile producers (fp8_detail::QuantizeRowTile): columns c .. c+7 of token r.
+struct GatedNormTileProducer {  // d == 128: the half-warp's group is one head
+  struct Raw {
+    uint4 x, z, w;
+  };
+  const bf16_t* x;
+  int64_t x_stride;
+  const bf16_t* z;
+  int64_t z_stride;
+  const bf16_t* w;
+  float eps;
+
+  __device__ __forceinline__ void Load(int64_t r, int64_t c, Raw& raw) const {
+    raw.x = __ldg(reinterpret_cast<const uint4*>(x + r * x_stride + c));
+    raw.z = __ldg(reinterpret_cast<const uint4*>(z + r * z_stride + c));
+    raw.w = __ldg(reinterpret_cast<const uint4*>(w + c % 128));
+  }
+  // Reached by all 32 lanes (QuantizeRowTile calls it uniformly): the half-warp shuffles.
+  __device__ __forceinline__ void Values(const Raw& raw, float v[8]) const {
+    float a[8], b[8], wq[8];
+    fp8_detail::Bf16x8ToFloat(raw.x, a);
+    fp8_detail::Bf16x8ToFloat(raw.z, b);
+    fp8_detail::Bf16x8ToFloat(raw.w, wq);
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += a[j] * a[j];
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float rstd = rsqrtf(ss / 128.f + eps);
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      v[j] = a[j] * rstd * wq[j] * Silu(b[j]);
+      v[j + 1] = a[j + 1] * rstd * wq[j + 1] * Silu(b[j + 1]);
+      fp8_detail::RoundToBf16(v[j], v[j + 1]);
+    }
+  }
+};
+
+struct SigmoidTileProducer {  // d % 8 == 0: a chunk lies in one head
+  struct Raw {
+    uint4 x, g;
+  };
+  const bf16_t* x;
+  int64_t x_stride;
+  const bf16_t* gate;
+  int64_t gate_stride;
+  int64_t heads;
+  int64_t d;
+
+  __device__ __forceinline__ void Load(int64_t r, int64_t c, Raw& raw) const {
+    const int64_t row = r * heads + c / d, e = c % d;
+    raw.x = __ldg(reinterpret_cast<const uint4*>(x + row * x_stride + e));
+    raw.g = __ldg(reinterpret_cast<const uint4*>(gate + row * gate_stride + e));
+  }
+  __device__ __forceinline__ void Values(const Raw& raw, float v[8]) const {
+    float a[8], b[8];
+    fp8_detail::Bf16x8ToFloat(raw.x, a);
+    fp8_detail::Bf16x8ToFloat(raw.g, b);
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      v[j] = a[j] * Sigmoid(b[j]);
+      v[j + 1] = a[j + 1] * Sigmoid(b[j + 1]);
+      fp8_detail::RoundToBf16(v[j], v[j + 1]);
+    }
+  }
+};
+
+// 16-row tiles, as swiglu_fp8.cu's.
+constexpr int kTileItems = 2;
+
+template <class Producer>
+__global__ void __launch_bounds__(kThreads)
+    tile_fp8_kernel(Producer p, int64_t m, int64_t mp, int64_t n, uint8_t* q, float* scale) {
+  fp8_detail::QuantizeRowTile<kTileItems>(p, m, mp, n, q, scale);
+}
+
+template <class Producer>
+cudaError_t LaunchTiles(const Producer& p, int64_t t, int64_t mp, int64_t n, uint8_t* q,
+                        float* scale, Stream s) {
+  tile_fp8_kernel<<<fp8_detail::RowTileBlocks(mp, n, kTileItems), kThreads, 0, s>>>(p, t, mp, n,
+                                                                                   q, scale);
+  return cudaGetLastError();
+}
 
 template <class Op>
 __global__ void __launch_bounds__(kThreads)
@@ -186,6 +276,11 @@ cudaError_t LaunchGatedRmsNormFp8(const void* x, int64_t x_stride, const void* z
   const auto* xb = static_cast<const bf16_t*>(x);
   const auto* zb = static_cast<const bf16_t*>(z);
   const auto* wb = static_cast<const bf16_t*>(w);
+  if (d == 128 && fp8_detail::OctAligned(x, x_stride) && fp8_detail::OctAligned(z, z_stride) &&
+      fp8_detail::OctAligned(w, 0)) {
+    return LaunchTiles(GatedNormTileProducer{xb, x_stride, zb, z_stride, wb, eps}, t, mp, cols, q,
+                       scale, s);
+  }
   if (d == 128) {
     const bool vec = fp8_detail::QuadAligned(x, x_stride) && fp8_detail::QuadAligned(z, z_stride) &&
                      fp8_detail::QuadAligned(w, 0);
@@ -201,6 +296,13 @@ cudaError_t LaunchGatedRmsNormFp8(const void* x, int64_t x_stride, const void* z
 cudaError_t LaunchSigmoidGateFp8(const void* x, int64_t x_stride, const void* gate,
                                  int64_t gate_stride, int64_t t, int64_t heads, int64_t d,
                                  int64_t mp, uint8_t* q, float* scale, Stream s) {
+  if (d % 8 == 0 && fp8_detail::OctAligned(x, x_stride) &&
+      fp8_detail::OctAligned(gate, gate_stride)) {
+    return LaunchTiles(SigmoidTileProducer{static_cast<const bf16_t*>(x), x_stride,
+                                           static_cast<const bf16_t*>(gate), gate_stride, heads,
+                                           d},
+                       t, mp, heads * d, q, scale, s);
+  }
   const bool vec = d % 4 == 0 && fp8_detail::QuadAligned(x, x_stride) &&
                    fp8_detail::QuadAligned(gate, gate_stride);
   return LaunchGroups(SigmoidGroupOp{static_cast<const bf16_t*>(x), x_stride,

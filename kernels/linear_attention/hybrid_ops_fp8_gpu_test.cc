@@ -47,11 +47,13 @@ struct Fp8Pair {  // the CPU's and the GPU's outputs, both filled with junk firs
 };
 
 TEST(GatedRmsNormFp8Cuda, MatchesCpuComposition) {
-  // (t, heads, d, column offset of z in rows of cols + 8): d 128 takes the group kernel (z
-  // offset 8: quad loads; 5: scalar), other d the row kernel (150 columns: a partial group).
+  // (t, heads, d, column offset of z in rows of cols + 8): d 128 with z offset 8 takes the
+  // row-tile kernel (16-byte loads; 7 and 258 tokens: padding rows, a partial tile), offset 5
+  // the group kernel's scalar loads, offset 4 its quad loads; other d the row kernel (150
+  // columns: a partial group).
   for (const auto& [t, heads, d, z0] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
-           {7, 3, 128, 8}, {130, 48, 128, 5}, {258, 48, 128, 8}, {5, 3, 50, 8}, {9, 4, 64, 4},
-           {3, 1, 256, 8}}) {
+           {7, 3, 128, 8}, {130, 48, 128, 5}, {258, 48, 128, 8}, {33, 5, 128, 4}, {5, 3, 50, 8},
+           {9, 4, 64, 4}, {3, 1, 256, 8}}) {
     SCOPED_TRACE(::testing::Message() << "t " << t << " heads " << heads << " d " << d);
     const int64_t cols = heads * d, zs = cols + 8;
     auto x = RandomBf16(t * cols, 41, -3.f, 3.f), z = RandomBf16(t * zs, 42, -3.f, 3.f);
@@ -74,10 +76,11 @@ TEST(GatedRmsNormFp8Cuda, MatchesCpuComposition) {
 
 TEST(SigmoidGateFp8Cuda, MatchesCpuComposition) {
   // x [t*heads, d], the gate the second half of [t*heads, 2d] rows; out [t, heads*d].
-  // d 256 as the 27B attention (quad loads), 50 (scalar; groups straddle heads, partial
-  // group), 100 (quads, groups straddle heads).
+  // d 256 as the 27B attention and 8 (the row-tile kernel), 40 (row tiles; groups straddle
+  // heads, a partial group), 50 (scalar; groups straddle heads, partial group), 100 (quads,
+  // groups straddle heads).
   for (const auto& [t, heads, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {7, 24, 256}, {5, 3, 50}, {13, 2, 100}, {1, 1, 8}}) {
+           {7, 24, 256}, {5, 3, 50}, {13, 2, 100}, {1, 1, 8}, {19, 5, 40}}) {
     SCOPED_TRACE(::testing::Message() << "t " << t << " heads " << heads << " d " << d);
     const int64_t rows = t * heads;
     auto x = RandomBf16(rows * d, 44, -3.f, 3.f), g = RandomBf16(rows * 2 * d, 45, -4.f, 4.f);
