@@ -1,13 +1,13 @@
 # `tandem-bench target`: the Qwen3-8B-shaped target forward (issue 5) next to HF transformers
 # eager / torch.compile (target_peer.py) when python3 imports torch and transformers.
-list(APPEND TANDEM_BENCH_SOURCES target_bench.cc target_fp8.cc target_fidelity.cc)
+list(APPEND TANDEM_BENCH_SOURCES target_bench.cc target_fp8.cc target_fidelity.cc fp8_algos.cc)
 list(APPEND TANDEM_BENCH_LIBS tandem::models nlohmann_json::nlohmann_json)
 set_source_files_properties(target_bench.cc PROPERTIES COMPILE_DEFINITIONS
   TANDEM_TARGET_PEER="${CMAKE_CURRENT_SOURCE_DIR}/target_peer.py")
 # The target family alone (`tandem-bench-target target ...`, same code and output as
 # `tandem-bench target`), for hosts where building every family is slow.
 if(TANDEM_HAVE_CUDA)
-  add_executable(tandem-bench-target main.cc target_bench.cc target_fp8.cc target_fidelity.cc
+  add_executable(tandem-bench-target main.cc target_bench.cc target_fp8.cc target_fidelity.cc fp8_algos.cc
                  bench_util.cc)
   target_link_libraries(tandem-bench-target PRIVATE tandem::core tandem::models
                         nlohmann_json::nlohmann_json)
