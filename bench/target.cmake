@@ -8,7 +8,7 @@ set_source_files_properties(target_bench.cc PROPERTIES COMPILE_DEFINITIONS
 # `tandem-bench target`), for hosts where building every family is slow.
 if(TANDEM_HAVE_CUDA)
   add_executable(tandem-bench-target main.cc target_bench.cc target_fp8.cc target_fidelity.cc fp8_algos.cc
-                 bench_util.cc)
+                 bench_util.cc gpu_power.cc)
   target_link_libraries(tandem-bench-target PRIVATE tandem::core tandem::models
-                        nlohmann_json::nlohmann_json)
+                        nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
 endif()
