@@ -47,13 +47,14 @@ inline constexpr size_t DFlashMmaCtxSmemBytes(int64_t d) {
 // The wgmma (Hopper warpgroup MMA) key-major context kernel, dflash_wgmma_ctx.cu: d = 128,
 // any group the MMA kernels take; kWgmmaCtxKeys context keys per CTA (two warpgroups of 64),
 // query items of kCtxHeads heads x 16 slots in kWgmmaCtxStages shared-memory stages. Smem:
-// K, V tiles; per stage Q, dO, lse, delta; the block list; 1 KiB to align the swizzled tiles.
+// K, V tiles; per stage Q, dO, lse, delta; the block list and ranges; 1 KiB to align the
+// swizzled tiles.
 inline constexpr int kWgmmaCtxKeys = 128;
 inline constexpr int kWgmmaCtxStages = 3;
 inline constexpr size_t DFlashWgmmaCtxSmemBytes() {
   const size_t rows = 16 * kCtxHeads;
   return 2 * kWgmmaCtxKeys * 256 + kWgmmaCtxStages * (2 * rows * 256 + 2 * rows * 4) +
-         kCtxListCap * 4 + 64 + 1024;
+         kCtxListCap * 12 + 64 + 1024;
 }
 
 // Launch the MMA kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the

@@ -12,9 +12,11 @@
 //   P^T = exp(S^T - lse) on the keys each row sees, dS^T = P^T (dP^T - delta)   (registers),
 //   dV += P^T dO, dK += dS^T Q      (m64n128k16, A = P^T / dS^T from registers as bf16,
 //                                    B = dO / Q MN-major through the transpose bit),
-// with dK / dV in registers for the whole kernel. K / V (resident) and Q / dO (3 stages,
-// prefetched two items ahead with cp.async by all threads) sit in 128-byte-swizzled tiles
-// (dflash_wgmma.cuh); lse and delta (from the query-major kernel) per stage beside them.
+// with dK / dV in registers for the whole kernel. K / V (resident) and Q / dO sit in
+// 128-byte-swizzled tiles (dflash_wgmma.cuh), Q / dO, lse and delta (from the query-major
+// kernel) in 3 stages: item i + 2 is loaded (cp.async, all threads) into the stage of item
+// i - 1 right after item i's first MMAs are issued. While one warpgroup forms P^T / dS^T, the
+// other's MMAs keep the tensor cores busy.
 #include <cstdlib>
 #include <cstring>
 
@@ -45,7 +47,8 @@ constexpr uint32_t kStageOff = 2 * kWgs * kWgTileBytes, kStageBytes = 2 * kRowsB
 constexpr uint32_t kLseOff = kStageOff + kStages * kStageBytes;
 constexpr uint32_t kDeltaOff = kLseOff + kStages * kRows * 4;
 constexpr uint32_t kListOff = kDeltaOff + kStages * kRows * 4;
-constexpr uint32_t kCountOff = kListOff + kCtxListCap * 4;
+constexpr uint32_t kRangeOff = kListOff + kCtxListCap * 4;  // (lo, hi) per list entry
+constexpr uint32_t kCountOff = kRangeOff + kCtxListCap * 8;
 constexpr uint32_t kEnd = kCountOff + 4 * (kThreads / 32);
 static_assert(kEnd + 1024 <= DFlashWgmmaCtxSmemBytes(), "smem layout vs the launcher's budget");
 static_assert(kRows == 64 && kWgs * kWgKeys == kWgmmaCtxKeys);
@@ -78,16 +81,17 @@ __device__ inline void LoadItem(const Params& p, const int* list, int i, int chu
 }
 
 // Appends to list, in block order, the blocks from `start` on whose context range meets keys
-// [k0, k1), until the list would overflow; returns the count and advances start.
-__device__ inline int CompactBlocks(const Params& p, int k0, int k1, int* list, int* warp_count,
-                                    int* start) {
+// [k0, k1), and their ranges to `range`, until the list would overflow; returns the count and
+// advances start.
+__device__ inline int CompactBlocks(const Params& p, int k0, int k1, int* list, int2* range,
+                                    int* warp_count, int* start) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int count = 0;
   for (; *start < p.nb && count + kThreads <= kCtxListCap; *start += kThreads) {
     const int b = *start + threadIdx.x;
     bool sees = false;
+    int lo = 0, hi = 0;
     if (b < p.nb) {
-      int lo, hi;
       ContextRange(p, b, &lo, &hi);
       sees = lo < k1 && hi > k0;
     }
@@ -99,40 +103,54 @@ __device__ inline int CompactBlocks(const Params& p, int k0, int k1, int* list, 
       off += w < warp ? warp_count[w] : 0;
       total += warp_count[w];
     }
-    if (sees) list[off + __popc(mask & ((1u << lane) - 1u))] = b;
+    if (sees) {
+      const int at = off + __popc(mask & ((1u << lane) - 1u));
+      list[at] = b;
+      range[at] = make_int2(lo, hi);
+    }
     count += total;
     __syncthreads();  // warp_count reused; the list is visible
   }
   return count;
 }
 
-// One item for one warpgroup: S^T, dP^T, P^T, dS^T, then dV += P^T dO, dK += dS^T Q (issued;
-// the caller waits). `heads` valid query heads; lim0 / lim1 the last slot that sees key key_lo
-// (+ 8), -1 for none.
-__device__ inline void WarpgroupItem(uint32_t k_wg, uint32_t v_wg, uint32_t q_st, const float* lse,
-                                     const float* delta, float qk_scale, int heads, int lim0,
-                                     int lim1, float (&dk)[16][4], float (&dv)[16][4]) {
-  const int tig = threadIdx.x % 4;
+// Issues one item's S^T = K Q^T and dP^T = V dO^T for this warpgroup (one commit group); s
+// and dp need no initial value.
+__device__ inline void IssueScores(uint32_t k_wg, uint32_t v_wg, uint32_t q_st, float (&s)[8][4],
+                                   float (&dp)[8][4]) {
   const uint32_t do_st = q_st + kRowsBytes;
-  float s[8][4], dp[8][4];
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
   wg::Fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint32_t off = (kk / 4) * (kRows * 128) + (kk % 4) * 32;
     const uint32_t koff = (kk / 4) * (kWgKeys * 128) + (kk % 4) * 32;
-    wg::MmaSS64x64(s, wg::Desc(k_wg + koff, 16, 1024), wg::Desc(q_st + off, 16, 1024), kk > 0);
+    const uint64_t a = wg::Desc(k_wg + koff, 16, 1024), b = wg::Desc(q_st + off, 16, 1024);
+    if (kk == 0)
+      wg::MmaSS64x64<false>(s, a, b);
+    else
+      wg::MmaSS64x64<true>(s, a, b);
   }
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint32_t off = (kk / 4) * (kRows * 128) + (kk % 4) * 32;
     const uint32_t koff = (kk / 4) * (kWgKeys * 128) + (kk % 4) * 32;
-    wg::MmaSS64x64(dp, wg::Desc(v_wg + koff, 16, 1024), wg::Desc(do_st + off, 16, 1024), kk > 0);
+    const uint64_t a = wg::Desc(v_wg + koff, 16, 1024), b = wg::Desc(do_st + off, 16, 1024);
+    if (kk == 0)
+      wg::MmaSS64x64<false>(dp, a, b);
+    else
+      wg::MmaSS64x64<true>(dp, a, b);
   }
   wg::Commit();
+}
+
+// Finishes the item IssueScores started: waits for S^T / dP^T, forms P^T and dS^T in
+// registers, and issues dV += P^T dO, dK += dS^T Q (one commit group; the caller waits). `heads`
+// valid query heads; lim0 / lim1 the last slot that sees key key_lo (+ 8), -1 for none.
+__device__ inline void FinishItem(uint32_t q_st, const float* lse, const float* delta,
+                                  float qk_scale, int heads, int lim0, int lim1, float (&s)[8][4],
+                                  float (&dp)[8][4], float (&dk)[16][4], float (&dv)[16][4]) {
+  const int tig = threadIdx.x % 4;
+  const uint32_t do_st = q_st + kRowsBytes;
   wg::Wait<0>();
   wg::FenceRegs(s);
   wg::FenceRegs(dp);
@@ -215,6 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
   uint8_t* base = smem_raw + ((1024u - (SmemAddr(smem_raw) & 1023u)) & 1023u);
   const uint32_t sbase = SmemAddr(base);
   int* list = reinterpret_cast<int*>(base + kListOff);
+  int2* range = reinterpret_cast<int2*>(base + kRangeOff);
   int* warp_count = reinterpret_cast<int*>(base + kCountOff);
 
   int kt = blockIdx.x, g = blockIdx.y;
@@ -247,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
   const uint32_t v_wg = sbase + kVOff + wgi * kWgTileBytes;
 
   for (int start = 0; start < p.nb;) {
-    const int items = CompactBlocks(p, k0, k1, list, warp_count, &start) * chunks;
+    const int items = CompactBlocks(p, k0, k1, list, range, warp_count, &start) * chunks;
     for (int j = 0; j < kStages - 1; ++j) {
       if (j < items) LoadItem(p, list, j, chunks, g, base, j);
       CpAsyncCommit();
@@ -256,27 +275,37 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
       CpAsyncWait<kStages - 2>();
       wg::FenceProxyAsync();
       __syncthreads();  // item i landed for every thread; item i - 1's stage is consumed
+      const int lo = range[i / chunks].x, hi = range[i / chunks].y, st = i % kStages;
+      const uint32_t q_st = sbase + kStageOff + st * kStageBytes;
+      const bool active = lo < wk0 + kWgKeys && hi > wk0;  // some key of this warpgroup is seen
+      if (active) {
+        float s[8][4], dp[8][4];
+        IssueScores(k_wg, v_wg, q_st, s, dp);
+        // Row slot sees key iff the key is in [lo, hi) and slot <= key - WindowFloor(hi, W).
+        const int floor = WindowFloor(hi, p.window);
+        auto lim_of = [&](int key) {
+          if (key < lo || key >= hi) return -1;
+          return floor == INT_MIN ? kBlock : min(kBlock, key - floor);
+        };
+        const int heads = min(kCtxHeads, group - (i % chunks) * kCtxHeads);
+        const float* lse = reinterpret_cast<const float*>(base + kLseOff) + st * kRows;
+        const float* delta = reinterpret_cast<const float*>(base + kDeltaOff) + st * kRows;
+        FinishItem(q_st, lse, delta, qk_scale, heads, lim_of(key_lo), lim_of(key_lo + 8), s, dp, dk,
+                   dv);
+      }
+      // Item i + 2 into the stage of item i - 1, while this item's dV / dK MMAs run (issued
+      // here, not before S^T / dP^T: there the address math would crowd the registers those
+      // hold and ptxas would serialize the MMAs).
       if (i + kStages - 1 < items)
         LoadItem(p, list, i + kStages - 1, chunks, g, base, (i + kStages - 1) % kStages);
       CpAsyncCommit();
-      int lo, hi;
-      ContextRange(p, list[i / chunks], &lo, &hi);
-      if (lo >= wk0 + kWgKeys || hi <= wk0) continue;  // no key of this warpgroup is seen
-      // Row slot sees key iff the key is in [lo, hi) and slot <= key - WindowFloor(hi, W).
-      const int floor = WindowFloor(hi, p.window);
-      auto lim_of = [&](int key) {
-        if (key < lo || key >= hi) return -1;
-        return floor == INT_MIN ? kBlock : min(kBlock, key - floor);
-      };
-      const int st = i % kStages, heads = min(kCtxHeads, group - (i % chunks) * kCtxHeads);
-      const float* lse = reinterpret_cast<const float*>(base + kLseOff) + st * kRows;
-      const float* delta = reinterpret_cast<const float*>(base + kDeltaOff) + st * kRows;
-      WarpgroupItem(k_wg, v_wg, sbase + kStageOff + st * kStageBytes, lse, delta, qk_scale, heads,
-                    lim_of(key_lo), lim_of(key_lo + 8), dk, dv);
-      wg::Wait<0>();  // the stage is rewritten two items later, after the next barrier
+      // The stage is reloaded after the next barrier. Waiting here (not an item later) also
+      // frees P^T / dS^T's registers before the next S^T / dP^T: no room for both.
+      wg::Wait<0>();
     }
+    wg::Wait<0>();
     CpAsyncWait<0>();
-    __syncthreads();  // the list is rebuilt only after every warp is done with it
+    __syncthreads();  // stages and the list are reused only after every warp is done with them
   }
   wg::Wait<0>();
   wg::FenceRegs(dk);
