@@ -50,7 +50,7 @@ inline constexpr size_t DFlashMmaCtxSmemBytes(int64_t d) {
 // K, V tiles; per stage Q, dO, lse, delta; the block list and ranges; 1 KiB to align the
 // swizzled tiles.
 inline constexpr int kWgmmaCtxKeys = 128;
-inline constexpr int kWgmmaCtxStages = 4;
+inline constexpr int kWgmmaCtxStages = 3;
 inline constexpr size_t DFlashWgmmaCtxSmemBytes() {
   const size_t rows = 16 * kCtxHeads;
   return 2 * kWgmmaCtxKeys * 256 + kWgmmaCtxStages * (2 * rows * 256 + 2 * rows * 4) +

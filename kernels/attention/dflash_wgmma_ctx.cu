@@ -14,9 +14,9 @@
 //                                    B = dO / Q MN-major through the transpose bit),
 // with dK / dV in registers for the whole kernel. K / V (resident) and Q / dO sit in
 // 128-byte-swizzled tiles (dflash_wgmma.cuh), Q / dO, lse and delta (from the query-major
-// kernel) in 4 stages, item i + 2 loaded (cp.async, all threads) while item i's MMAs run. The
-// two warpgroups work half an item apart, so one forms P^T / dS^T while the other's MMAs keep
-// the tensor cores busy.
+// kernel) in 3 stages: item i + 2 is loaded (cp.async, all threads) into the stage of item
+// i - 1 right after item i's first MMAs are issued. While one warpgroup forms P^T / dS^T, the
+// other's MMAs keep the tensor cores busy.
 #include <cstdlib>
 #include <cstring>
 
@@ -265,66 +265,45 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
   const uint32_t k_wg = sbase + kKOff + wgi * kWgTileBytes;
   const uint32_t v_wg = sbase + kVOff + wgi * kWgTileBytes;
 
-  // The two warpgroups run half an item apart, so that one forms P^T / dS^T while the
-  // other's MMAs run: between two barriers warpgroup 0 does item i whole (S^T / dP^T, P^T /
-  // dS^T, dV / dK), while warpgroup 1 finishes item i - 1 (P^T / dS^T from the S^T / dP^T it
-  // kept in registers, dV / dK) and then computes item i's S^T / dP^T.
-  float s[8][4], dp[8][4];
-  auto active = [&](int j) {  // whether item j's block sees a key of this warpgroup
-    return range[j / chunks].x < wk0 + kWgKeys && range[j / chunks].y > wk0;
-  };
-  auto stage = [&](int j) { return sbase + kStageOff + (j % kStages) * kStageBytes; };
-  auto finish = [&](int j) {  // FinishItem for item j
-    const int lo = range[j / chunks].x, hi = range[j / chunks].y, st = j % kStages;
-    // Row slot sees key iff the key is in [lo, hi) and slot <= key - WindowFloor(hi, W).
-    const int floor = WindowFloor(hi, p.window);
-    auto lim_of = [&](int key) {
-      if (key < lo || key >= hi) return -1;
-      return floor == INT_MIN ? kBlock : min(kBlock, key - floor);
-    };
-    const int heads = min(kCtxHeads, group - (j % chunks) * kCtxHeads);
-    const float* lse = reinterpret_cast<const float*>(base + kLseOff) + st * kRows;
-    const float* delta = reinterpret_cast<const float*>(base + kDeltaOff) + st * kRows;
-    FinishItem(stage(j), lse, delta, qk_scale, heads, lim_of(key_lo), lim_of(key_lo + 8), s, dp, dk,
-               dv);
-  };
-  constexpr int kAhead = kStages - 2;  // items loaded ahead
   for (int start = 0; start < p.nb;) {
     const int items = CompactBlocks(p, k0, k1, list, range, warp_count, &start) * chunks;
-    for (int j = 0; j < kAhead; ++j) {
+    for (int j = 0; j < kStages - 1; ++j) {
       if (j < items) LoadItem(p, list, j, chunks, g, base, j);
       CpAsyncCommit();
     }
     for (int i = 0; i < items; ++i) {
-      CpAsyncWait<kAhead - 1>();
+      CpAsyncWait<kStages - 2>();
       wg::FenceProxyAsync();
-      __syncthreads();  // item i landed for every thread; item i - 2's stage is consumed
-      if (wgi == 0) {
-        if (active(i)) {
-          IssueScores(k_wg, v_wg, stage(i), s, dp);
-          finish(i);
-        }
-      } else if (i > 0 && active(i - 1)) {
-        finish(i - 1);
+      __syncthreads();  // item i landed for every thread; item i - 1's stage is consumed
+      const int lo = range[i / chunks].x, hi = range[i / chunks].y, st = i % kStages;
+      const uint32_t q_st = sbase + kStageOff + st * kStageBytes;
+      const bool active = lo < wk0 + kWgKeys && hi > wk0;  // some key of this warpgroup is seen
+      if (active) {
+        float s[8][4], dp[8][4];
+        IssueScores(k_wg, v_wg, q_st, s, dp);
+        // Row slot sees key iff the key is in [lo, hi) and slot <= key - WindowFloor(hi, W).
+        const int floor = WindowFloor(hi, p.window);
+        auto lim_of = [&](int key) {
+          if (key < lo || key >= hi) return -1;
+          return floor == INT_MIN ? kBlock : min(kBlock, key - floor);
+        };
+        const int heads = min(kCtxHeads, group - (i % chunks) * kCtxHeads);
+        const float* lse = reinterpret_cast<const float*>(base + kLseOff) + st * kRows;
+        const float* delta = reinterpret_cast<const float*>(base + kDeltaOff) + st * kRows;
+        FinishItem(q_st, lse, delta, qk_scale, heads, lim_of(key_lo), lim_of(key_lo + 8), s, dp, dk,
+                   dv);
       }
-      // Item i + 2 into the stage of item i - 2, while the dV / dK MMAs just issued run.
-      // (Issued before S^T / dP^T, the address math would crowd the registers those hold and
-      // ptxas would serialize the MMAs.)
-      if (i + kAhead < items)
-        LoadItem(p, list, i + kAhead, chunks, g, base, (i + kAhead) % kStages);
+      // Item i + 2 into the stage of item i - 1, while this item's dV / dK MMAs run (issued
+      // here, not before S^T / dP^T: there the address math would crowd the registers those
+      // hold and ptxas would serialize the MMAs).
+      if (i + kStages - 1 < items)
+        LoadItem(p, list, i + kStages - 1, chunks, g, base, (i + kStages - 1) % kStages);
       CpAsyncCommit();
-      // dV / dK done: their P^T / dS^T registers are free, and the stage can be reloaded
-      // after the next barrier.
-      wg::Wait<0>();
-      if (wgi == 1 && active(i)) {
-        IssueScores(k_wg, v_wg, stage(i), s, dp);
-        wg::Wait<0>();  // kept in registers (not in flight) across the barrier
-      }
-    }
-    if (wgi == 1 && items > 0 && active(items - 1)) {
-      finish(items - 1);
+      // The stage is reloaded after the next barrier. Waiting here (not an item later) also
+      // frees P^T / dS^T's registers before the next S^T / dP^T: no room for both.
       wg::Wait<0>();
     }
+    wg::Wait<0>();
     CpAsyncWait<0>();
     __syncthreads();  // stages and the list are reused only after every warp is done with them
   }
