@@ -19,7 +19,7 @@ namespace {
 
 using attention_internal::kTileKeys;
 using attention_internal::kTileStride;
-using attention_internal::DFlashMmaCtxSmemBytes;
+using attention_internal::DFlashCtxSmemBytes;
 using attention_internal::DFlashMmaSmemBytes;
 using attention_internal::DFlashMmaSupported;
 using attention_internal::DFlashPath;
@@ -197,7 +197,7 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
   if (split) p.delta = grads.delta.data_as<float>();
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(true, dims.hq / dims.hk, dims.d)));
-    if (split) RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaCtxSmemBytes(dims.d)));
+    if (split) RETURN_IF_ERROR(CheckSmem(kOp, DFlashCtxSmemBytes(dims.d)));
     CUDA_RETURN_IF_ERROR(LaunchDFlashMmaBackward(p, stream));
     return Status::Ok();
   }

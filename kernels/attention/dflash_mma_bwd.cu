@@ -418,6 +418,7 @@ cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t st
   cudaError_t e = p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
                             : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;
+  if (DFlashWgmmaCtxSelected(p.d)) return LaunchDFlashWgmmaCtx(p, stream);
   const dim3 by_key((p.t + kTk - 1) / kTk, p.hk);
   const size_t ctx_smem = DFlashMmaCtxSmemBytes(p.d);
   return p.d == 64 ? launch(dflash_mma_bwd_ctx<64>, by_key, 32 * kCtxWarps, ctx_smem)

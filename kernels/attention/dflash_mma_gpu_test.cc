@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cuda_testing.h"
 #include "kernels/attention/attention_testing.h"
+#include "kernels/attention/dflash_mma_internal.h"
 #include "kernels/attention/dflash_path.h"
 
 namespace tandem::kernels {
@@ -161,6 +163,47 @@ INSTANTIATE_TEST_SUITE_P(
       cases.push_back(DFlashCase{{513}, 10, 8, 1, 64, 0, true});  // G 8, d 64
       return cases;
     }()));
+
+// The wgmma context kernel (dflash_wgmma_ctx.cu, selected for d = 128) on shapes that stress
+// its tiling: contexts ending inside the first or the second 64-key warpgroup of a 128-key
+// tile (t = 37, 100, 129, 255), windows cutting inside a warpgroup, groups 1, 2, 3, 5 and 6
+// (padded query heads in an item), 8 (two items per block), and more blocks seeing one tile
+// than one pass of the block list holds (1100 > kCtxListCap). Bitwise repeatability is
+// checked by CheckDFlashCase.
+class DFlashWgmmaCtxTest : public ::testing::TestWithParam<DFlashCase> {};
+
+TEST_P(DFlashWgmmaCtxTest, SplitBackwardMatchesCpu) {
+  ASSERT_TRUE(attention_internal::DFlashWgmmaCtxSelected(GetParam().d));
+  SCOPED_TRACE(DFlashCaseName(GetParam()));
+  CheckDFlashCase(GetParam(), DFlashPath::kMma, 41, /*split=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiling, DFlashWgmmaCtxTest,
+    ::testing::Values(DFlashCase{{37}, 5, 4, 1, 128, 0, true},            // t < 64, G 4
+                      DFlashCase{{100}, 7, 8, 2, 128, 0, false},          // ends in warpgroup 1
+                      DFlashCase{{129}, 9, 4, 4, 128, 70, true},          // a key past a tile, G 1
+                      DFlashCase{{255, 1, 3}, 30, 16, 2, 128, 90, true},  // G 8, windows
+                      DFlashCase{{60, 195}, 17, 3, 3, 128, 0, true},      // G 1
+                      DFlashCase{{300, 41}, 13, 10, 2, 128, 33, false},   // G 5
+                      DFlashCase{{200, 77}, 11, 6, 3, 128, 64, true},     // G 2, W = warpgroup
+                      DFlashCase{{517}, 19, 12, 2, 128, 129, true},       // G 6
+                      DFlashCase{{150}, 8, 6, 2, 128, 0, false},          // G 3
+                      DFlashCase{{100}, 1100, 1, 1, 128, 0, true}));      // list over 1024
+
+// d = 64 keeps the mma.sync context kernel, and TANDEM_DFLASH_CTX=mma sends d = 128 there too;
+// both still match the CPU. TANDEM_DFLASH_CTX=grid runs the wgmma kernel in grid order.
+TEST(DFlashWgmmaCtxChoiceTest, OtherContextKernelsStayCorrect) {
+  EXPECT_FALSE(attention_internal::DFlashWgmmaCtxSelected(64));
+  CheckDFlashCase(DFlashCase{{130, 70}, 9, 8, 2, 64, 40, true}, DFlashPath::kMma, 43, true);
+  ASSERT_EQ(setenv("TANDEM_DFLASH_CTX", "mma", 1), 0);
+  EXPECT_FALSE(attention_internal::DFlashWgmmaCtxSelected(128));
+  CheckDFlashCase(DFlashCase{{300, 41}, 13, 8, 2, 128, 33, true}, DFlashPath::kMma, 47, true);
+  ASSERT_EQ(setenv("TANDEM_DFLASH_CTX", "grid", 1), 0);
+  EXPECT_TRUE(attention_internal::DFlashWgmmaCtxSelected(128));
+  CheckDFlashCase(DFlashCase{{300, 41}, 13, 8, 2, 128, 33, true}, DFlashPath::kMma, 47, true);
+  ASSERT_EQ(unsetenv("TANDEM_DFLASH_CTX"), 0);
+}
 
 // kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on
 // the SIMT kernels and matches the CPU forward.

@@ -44,6 +44,19 @@ inline constexpr size_t DFlashMmaCtxSmemBytes(int64_t d) {
   return 2 * kMmaTileKeys * row + 4 * rows * row + 4 * rows * 4 + kCtxListCap * 4;
 }
 
+// The wgmma (Hopper warpgroup MMA) key-major context kernel, dflash_wgmma_ctx.cu: d = 128,
+// any group the MMA kernels take; kWgmmaCtxKeys context keys per CTA (two warpgroups of 64),
+// query items of kCtxHeads heads x 16 slots in kWgmmaCtxStages shared-memory stages. Smem:
+// K, V tiles; per stage Q, dO, lse, delta; the block list and ranges; 1 KiB to align the
+// swizzled tiles.
+inline constexpr int kWgmmaCtxKeys = 128;
+inline constexpr int kWgmmaCtxStages = 3;
+inline constexpr size_t DFlashWgmmaCtxSmemBytes() {
+  const size_t rows = 16 * kCtxHeads;
+  return 2 * kWgmmaCtxKeys * 256 + kWgmmaCtxStages * (2 * rows * 256 + 2 * rows * 4) +
+         kCtxListCap * 12 + 64 + 1024;
+}
+
 // Launch the MMA kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the
 // fp32 context gradients 16-byte aligned.
 cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream);
@@ -53,5 +66,15 @@ cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t str
 // context kernel, grid (ceil(t / 64), hk), which writes every row of dkc/dvc once, in a
 // fixed order (no atomics, deterministic, no zero-fill needed).
 cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream);
+// Whether the split backward's context gradients go to the wgmma kernel: d = 128, unless the
+// environment sets TANDEM_DFLASH_CTX=mma (the mma.sync kernel, for comparison).
+bool DFlashWgmmaCtxSelected(int64_t d);
+// The wgmma context kernel alone (REQUIRES the split backward's query-major kernel ran first,
+// p.delta filled; d = 128): grid (ceil(t / 128), hk), 256 threads.
+cudaError_t LaunchDFlashWgmmaCtx(const DFlashKernelParams& p, cudaStream_t stream);
+// Shared memory of the context kernel the split backward runs for head_dim d.
+inline size_t DFlashCtxSmemBytes(int64_t d) {
+  return DFlashWgmmaCtxSelected(d) ? DFlashWgmmaCtxSmemBytes() : DFlashMmaCtxSmemBytes(d);
+}
 
 }  // namespace tandem::kernels::attention_internal

@@ -1,0 +1,118 @@
+// Internal to kernels/attention: Hopper warpgroup MMA (wgmma, sm_90a) wrappers for the
+// key-major context kernel (dflash_wgmma_ctx.cu): 128-byte-swizzled shared-memory tiles,
+// their matrix descriptors, and the two instruction shapes it uses (bf16 in, fp32 accumulate).
+//
+// Tile layout (the hardware's 128-byte swizzle, the same one TMA's SWIZZLE_128B writes): a
+// [rows][64] bf16 block is rows of 128 bytes; the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8) of that row. Blocks start on 1024-byte boundaries. A [rows][128] tile is two such
+// blocks, dims 0..63 then 64..127 (rows * 128 bytes apart).
+// The same tile serves as a K-major operand (rows = M or N, dims = K: S^T = K Q^T) and as an
+// MN-major B (rows = K, dims = N: dV = P^T dO, via the transpose bit).
+// Accumulator layout of m64nNk16 (per warp w of the warpgroup, lane = 4 gid + tig): element
+// [n][e] is row 16 w + gid + 8 (e / 2), column 8 n + 2 tig + (e % 2), as mma.sync's C; the
+// register A fragment of m64nNk16 is mma.sync's A fragment per warp (ptx.cuh).
+// Thread-safety: device functions only; nothing global.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tandem::kernels::attention_internal::wgmma {
+
+// Byte offset of 16-byte chunk c (0 .. 2 * 8 - 1 over 128 dims) of row r in a swizzled
+// [rows][128] bf16 tile.
+__device__ inline uint32_t SwizzledChunk(int rows, int r, int c) {
+  return static_cast<uint32_t>((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// Matrix descriptor: start address, leading / stride byte offsets (PTX ISA "Matrix Descriptor
+// Format"), 128-byte swizzle. K-major swizzled operands ignore lbo; sbo = 1024 (8 rows).
+// MN-major: lbo = the distance between 64-element blocks along N, sbo = between 8-row K groups.
+__device__ inline uint64_t Desc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
+         (uint64_t{1} << 62);
+}
+
+__device__ inline void Fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void Commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ inline void Wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Generic-proxy writes to shared memory (cp.async, st.shared) made visible to wgmma's async
+// proxy: each writing thread runs this after its writes land, before the barrier.
+__device__ inline void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving reads or writes of accumulators across wgmma's issue / wait.
+template <int N>
+__device__ inline void FenceRegs(float (&d)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
+}
+
+// D[64 x 64] = A[64 x 16] B[16 x 64] (kAccumulate: D +=), both K-major in shared memory. The
+// first k-step of a product uses kAccumulate = false: D is only written, so its registers
+// need no earlier value (an earlier value would be a non-wgmma definition that ptxas must
+// order against the MMAs in flight, and it then serializes them).
+template <bool kAccumulate>
+__device__ inline void MmaSS64x64(float (&d)[8][4], uint64_t a, uint64_t b) {
+  if constexpr (kAccumulate) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
+        "24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 1, 1, 1, 0, 0;\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+          "+f"(d[7][2]), "+f"(d[7][3])
+        : "l"(a), "l"(b));
+  } else {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
+        "24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, 0, 1, 1, 0, 0;\n"
+        : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]),
+          "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]),
+          "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]),
+          "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]),
+          "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]),
+          "=f"(d[7][2]), "=f"(d[7][3])
+        : "l"(a), "l"(b));
+  }
+}
+
+// D[64 x 128] += A[64 x 16] B[16 x 128]: A from registers (mma.sync A fragment per warp), B
+// MN-major in shared memory (transpose bit set).
+__device__ inline void MmaRS64x128T(float (&d)[16][4], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
+        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]),
+        "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]),
+        "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]),
+        "+f"(d[15][2]), "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+}  // namespace tandem::kernels::attention_internal::wgmma
