@@ -8,6 +8,7 @@
 // the warps share dV = P^T dO and dK = scale dS^T Q in 16-key x 64-dim units, written
 // directly for block keys and with float4 atomics for context keys.
 #include "kernels/attention/dflash_mma_device.cuh"
+#include "kernels/attention/dflash_wgmma_internal.h"
 
 namespace tandem::kernels::attention_internal {
 namespace {
@@ -415,8 +416,10 @@ cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t st
   if (p.delta == nullptr)
     return p.d == 64 ? launch(dflash_mma_bwd<64, false>, by_block, threads, smem)
                      : launch(dflash_mma_bwd<128, false>, by_block, threads, smem);
-  cudaError_t e = p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
-                            : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
+  // Group 4 (d 64, 128): the query-major kernel on warpgroup MMA (dflash_wgmma_bwd.cu).
+  cudaError_t e = DFlashWgmmaQuerySupported(group, p.d) ? LaunchDFlashWgmmaQueryBackward(p, stream)
+                  : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
+                              : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;
   const dim3 by_key((p.t + kTk - 1) / kTk, p.hk);
   const size_t ctx_smem = DFlashMmaCtxSmemBytes(p.d);

@@ -1,0 +1,267 @@
+// Query-major DFlash block attention backward on Hopper warpgroup MMA (wgmma, sm_90a): the
+// split backward's dQ, the block's own dK/dV and delta = rowsum(dO O), for GQA group 4.
+// Same contract as dflash_mma_bwd<D, kSplit = true> (dflash_mma_bwd.cu); the context keys'
+// dK/dV stay with the key-major kernel there.
+//
+// One warpgroup (4 warps) per (block b, KV head g); M = 64 rows = the group's 4 query heads x
+// 16 slots, so warp w owns the 16 slots of head 4 g + w, as the mma.sync kernel's warp w does.
+// Q and dO are loaded once, K and V stream in 64-key tiles (the block's context range, then
+// its own 16 keys) through a 2-stage cp.async ring of 128-byte-swizzled tiles
+// (dflash_wgmma_device.cuh), the next tile's load overlapping this tile's math. Per tile:
+//   S = Q K^T, dP = dO V^T    (wgmma m64n64k16, both operands from shared memory, K-major);
+//   P = exp(S - lse) on the visible keys, dS = P (dP - delta)   (registers);
+//   dQ += dS K                 (wgmma m64nDk16, A = dS as bf16 register fragments, B = the K
+//                               tile read MN-major through the transpose bit).
+// On the block's own tile P and dS also go to shared memory and the warps share dV = P^T dO
+// and dK = scale dS^T Q of its 16 keys with mma.sync, in 16-key x 64-dim units, as the
+// mma.sync kernel does. No atomics: every output element is written once, so runs repeat
+// bitwise.
+#include "kernels/attention/dflash_mma_device.cuh"
+#include "kernels/attention/dflash_wgmma_device.cuh"
+#include "kernels/attention/dflash_wgmma_internal.h"
+
+namespace tandem::kernels::attention_internal {
+namespace {
+
+using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
+
+constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
+constexpr int kThreads = 128;            // one warpgroup
+constexpr int kPb = kBlock + 8;          // row stride (elements) of the block tile's P / dS
+static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
+
+// Async-loads 64 rows into an SW128 tile; row r comes from src + row_of(r) * D, rows >= n
+// are zero-filled (their P is 0, and 0 * garbage could be NaN).
+template <int D, typename RowOf>
+__device__ inline void LoadTile(uint8_t* dst, const bf16_t* src, int n, RowOf row_of) {
+  constexpr int kChunks = D / 8;
+  for (int e = threadIdx.x; e < 64 * kChunks; e += kThreads) {
+    const int r = e / kChunks, c = (e % kChunks) * 8;
+    const bool valid = r < n;
+    CpAsync16(dst + wg::Sw128(64, r, c), src + row_of(valid ? r : 0) * D + c, valid);
+  }
+}
+
+template <int D>
+__device__ inline void LoadKvTile(const Params& p, const Tile& t, int g, uint8_t* ks, uint8_t* vs) {
+  const bf16_t* k = static_cast<const bf16_t*>(t.blk ? p.kb : p.kc);
+  const bf16_t* v = static_cast<const bf16_t*>(t.blk ? p.vb : p.vc);
+  auto row_of = [&](int r) { return static_cast<size_t>(t.first + r) * p.hk + g; };
+  LoadTile<D>(ks, k, t.n, row_of);
+  LoadTile<D>(vs, v, t.n, row_of);
+}
+
+// dV (is_dk false) or dK of the block's own 16 keys from its P / dS in shared memory (rows
+// by query row, [kRows][kPb]) and dO / Q (SW128): units of 64 dims shared among the warps.
+template <int D>
+__device__ inline void BlockKeyGrads(const Params& p, const Tile& t, int g, const bf16_t* ps,
+                                     const bf16_t* dss, const uint8_t* qs, const uint8_t* dos) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int mi = lane / 8, r8 = lane % 8;
+  for (int u = warp; u < 2 * (D / 64); u += kThreads / 32) {
+    const bool is_dk = u % 2 == 1;
+    const int dc = u / 2;
+    const bf16_t* as = is_dk ? dss : ps;
+    const uint8_t* bs = is_dk ? qs : dos;
+    float acc[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int kr = 0; kr < kWgmmaGroup; ++kr) {
+      uint32_t a[4];
+      Ldsm4T(a, as + (kr * 16 + (mi >> 1) * 8 + r8) * kPb + (mi & 1) * 8);
+      const int row = kr * 16 + (mi & 1) * 8 + r8;
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t r[4];
+        Ldsm4T(r, bs + wg::Sw128(kRows, row, dc * 64 + np * 16 + (mi >> 1) * 8));
+        Mma(acc[2 * np], a, r[0], r[1]);
+        Mma(acc[2 * np + 1], a, r[2], r[3]);
+      }
+    }
+    const float f = is_dk ? p.scale : 1.0f;
+    bf16_t* dst = static_cast<bf16_t*>(is_dk ? p.dkb : p.dvb);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const size_t row = static_cast<size_t>(t.first + gid + 8 * h) * p.hk + g;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<__nv_bfloat162*>(dst + row * D + dc * 64 + n * 8 + 2 * tig) =
+            __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+    }
+  }
+}
+
+// S = Q K^T and dP = dO V^T of one tile, committed as two groups (S first).
+template <int D>
+__device__ inline void IssueScores(uint32_t qs, uint32_t dos, uint32_t ks, uint32_t vs,
+                                   float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4]) {
+  constexpr uint32_t kPanel = kTk * 128;
+  wg::Fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
+    wg::MmaSS64(s, wg::Desc(qs + off, 16, 1024), wg::Desc(ks + off, 16, 1024), kk > 0);
+  }
+  wg::Commit();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
+    wg::MmaSS64(dp, wg::Desc(dos + off, 16, 1024), wg::Desc(vs + off, 16, 1024), kk > 0);
+  }
+  wg::Commit();
+}
+
+// dQ += dS K over the tile's 4 16-key steps; `a` must stay untouched until the group is done.
+template <int D>
+__device__ inline void IssueDq(uint32_t ks, const uint32_t (&a)[kTk / 16][4],
+                               float (&dq)[D / 8][4]) {
+  wg::Fence();
+#pragma unroll
+  for (int kc = 0; kc < kTk / 16; ++kc) {
+    const uint64_t b = wg::Desc(ks + kc * 16 * 128, kTk * 128, 1024);
+    if constexpr (D == 128)
+      wg::MmaRS128T(dq, a[kc], b);
+    else
+      wg::MmaRS64T(dq, a[kc], b);
+  }
+  wg::Commit();
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
+  constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* qs = base;              // [64 rows][D], row w * 16 + slot = (slot, head 4 g + w)
+  uint8_t* dos = base + kTile;     // same rows
+  uint8_t* kv = base + 2 * kTile;  // stage st: K at kv + 2 st kTile, V after it
+  bf16_t* ps = reinterpret_cast<bf16_t*>(base + 6 * kTile);  // [kRows][kPb]
+  bf16_t* dss = ps + kRows * kPb;                            // [kRows][kPb]
+  const int b = blockIdx.x, g = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  int lo, hi;
+  ContextRange(p, b, &lo, &hi);
+  const int ctx_tiles = (hi - lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
+  const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
+  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
+
+  auto q_row = [&](int r) {
+    return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
+  };
+  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), kRows, q_row);
+  LoadTile<D>(dos, dout, kRows, q_row);
+  LoadKvTile<D>(p, TileOf(0, ctx_tiles, lo, hi, b), g, kv, kv + kTile);
+  CpAsyncCommit();
+
+  // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
+  const int head = g * kWgmmaGroup + warp;
+  float lse2[2], delta[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+    lse2[h] = p.lse_in[row] * kLog2e;
+    float acc = 0.0f;
+    for (int c = 2 * tig; c < D; c += 8) {
+      const float2 x =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
+      const float2 y =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
+      acc += x.x * y.x + x.y * y.y;
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    delta[h] = acc;
+    if (tig == 0) p.delta[row] = acc;
+  }
+  const float qk_scale = p.scale * kLog2e;
+  float dq[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  const uint32_t qa = SmemAddr(qs), doa = SmemAddr(dos);
+
+  for (int it = 0; it < tiles; ++it) {
+    const int st = it & 1;
+    CpAsyncWait<0>();
+    wg::FenceProxyAsync();
+    __syncthreads();  // tile it landed; every warp's MMAs on the other stage are done
+    if (it + 1 < tiles)
+      LoadKvTile<D>(p, TileOf(it + 1, ctx_tiles, lo, hi, b), g, kv + 2 * (st ^ 1) * kTile,
+                    kv + (2 * (st ^ 1) + 1) * kTile);
+    CpAsyncCommit();
+    const Tile t = TileOf(it, ctx_tiles, lo, hi, b);
+    const int floor = SlotFloor(t, hi, p.window);
+    const uint32_t ka = SmemAddr(kv + 2 * st * kTile), va = ka + kTile;
+
+    float s[kTk / 8][4], dp[kTk / 8][4];
+    IssueScores<D>(qa, doa, ka, va, s, dp);
+    wg::Wait<1>();
+    wg::FenceRegs(s);
+#pragma unroll
+    for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
+        s[n][e] = Visible(t, p.causal, floor, key, gid + 8 * half)
+                      ? exp2f(s[n][e] * qk_scale - lse2[half])
+                      : 0.0f;
+      }
+    wg::Wait<0>();
+    wg::FenceRegs(dp);
+    uint32_t a[kTk / 16][4];
+#pragma unroll
+    for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta[e >> 1]);
+#pragma unroll
+    for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], dp, kc);
+    IssueDq<D>(ka, a, dq);
+    if (t.blk) {
+      // P and dS of the block's 16 keys, rows warp * 16 + gid (+ 8), for BlockKeyGrads.
+#pragma unroll
+      for (int n = 0; n < kBlock / 8; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = (warp * 16 + gid + 8 * h) * kPb + n * 8 + 2 * tig;
+          *reinterpret_cast<uint32_t*>(ps + off) = Pack(s[n][2 * h], s[n][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(dss + off) = Pack(dp[n][2 * h], dp[n][2 * h + 1]);
+        }
+    }
+    wg::Wait<0>();
+    wg::FenceRegs(dq);
+    if (t.blk) {
+      __syncthreads();  // P / dS visible
+      BlockKeyGrads<D>(p, t, g, ps, dss, qs, dos);
+    }
+  }
+
+  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
+          __floats2bfloat162_rn(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchDFlashWgmmaQueryBackward(const DFlashKernelParams& p, cudaStream_t stream) {
+  if (!DFlashWgmmaQuerySupported(p.hk > 0 ? p.hq / p.hk : 0, p.d) || p.hq != kWgmmaGroup * p.hk ||
+      p.delta == nullptr)
+    return cudaErrorInvalidValue;
+  const size_t smem = DFlashWgmmaQuerySmemBytes(p.d);
+  auto launch = [&](auto kernel) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+    kernel<<<dim3(p.nb, p.hk), kThreads, smem, stream>>>(p);
+    return cudaGetLastError();
+  };
+  return p.d == 64 ? launch(dflash_wgmma_bwd<64>) : launch(dflash_wgmma_bwd<128>);
+}
+
+}  // namespace tandem::kernels::attention_internal
