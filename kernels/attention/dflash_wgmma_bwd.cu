@@ -16,6 +16,8 @@
 // and dK = scale dS^T Q of its 16 keys with mma.sync, in 16-key x 64-dim units, as the
 // mma.sync kernel does. No atomics: every output element is written once, so runs repeat
 // bitwise.
+#include <cstdlib>
+
 #include "kernels/attention/dflash_mma_device.cuh"
 #include "kernels/attention/dflash_wgmma_device.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
@@ -30,33 +32,38 @@ constexpr int kThreads = 128;            // one warpgroup
 constexpr int kPb = kBlock + 8;          // row stride (elements) of the block tile's P / dS
 static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
 
-// Async-loads 64 rows into an SW128 tile; row r comes from src + row_of(r) * D, rows >= n
-// are zero-filled (their P is 0, and 0 * garbage could be NaN).
+// Async-loads 64 rows into an SW128 tile with threads tid = 0 .. nthreads - 1; row r comes
+// from src + row_of(r) * D, rows >= n are zero-filled (their P is 0, and 0 * garbage could
+// be NaN).
 template <int D, typename RowOf>
-__device__ inline void LoadTile(uint8_t* dst, const bf16_t* src, int n, RowOf row_of) {
+__device__ inline void LoadTile(uint8_t* dst, const bf16_t* src, int n, RowOf row_of, int tid,
+                                int nthreads) {
   constexpr int kChunks = D / 8;
-  for (int e = threadIdx.x; e < 64 * kChunks; e += kThreads) {
+  for (int e = tid; e < 64 * kChunks; e += nthreads) {
     const int r = e / kChunks, c = (e % kChunks) * 8;
     const bool valid = r < n;
     CpAsync16(dst + wg::Sw128(64, r, c), src + row_of(valid ? r : 0) * D + c, valid);
   }
 }
 
+// K and V rows of tile t, by the whole CTA.
 template <int D>
 __device__ inline void LoadKvTile(const Params& p, const Tile& t, int g, uint8_t* ks, uint8_t* vs) {
   const bf16_t* k = static_cast<const bf16_t*>(t.blk ? p.kb : p.kc);
   const bf16_t* v = static_cast<const bf16_t*>(t.blk ? p.vb : p.vc);
   auto row_of = [&](int r) { return static_cast<size_t>(t.first + r) * p.hk + g; };
-  LoadTile<D>(ks, k, t.n, row_of);
-  LoadTile<D>(vs, v, t.n, row_of);
+  LoadTile<D>(ks, k, t.n, row_of, threadIdx.x, blockDim.x);
+  LoadTile<D>(vs, v, t.n, row_of, threadIdx.x, blockDim.x);
 }
 
 // dV (is_dk false) or dK of the block's own 16 keys from its P / dS in shared memory (rows
-// by query row, [kRows][kPb]) and dO / Q (SW128): units of 64 dims shared among the warps.
+// by query row, [kRows][kPb]) and dO / Q (SW128): units of 64 dims shared among the warps of
+// the block's warpgroup.
 template <int D>
 __device__ inline void BlockKeyGrads(const Params& p, const Tile& t, int g, const bf16_t* ps,
                                      const bf16_t* dss, const uint8_t* qs, const uint8_t* dos) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int warp = threadIdx.x % kThreads / 32, lane = threadIdx.x % 32, gid = lane / 4;
+  const int tig = lane % 4;
   const int mi = lane / 8, r8 = lane % 8;
   for (int u = warp; u < 2 * (D / 64); u += kThreads / 32) {
     const bool is_dk = u % 2 == 1;
@@ -128,38 +135,129 @@ __device__ inline void IssueDq(uint32_t ks, const uint32_t (&a)[kTk / 16][4],
   wg::Commit();
 }
 
+// The key tiles a CTA streams: one context segment when its blocks' ranges overlap (sorted
+// anchors: neighbours share nearly all of it), else each block's range in turn; then one tile
+// of the blocks' own keys (kPair * 16 rows, contiguous in kb / vb).
+struct Stream {
+  int lo[2], hi[2], tiles0, ctx_tiles, first_block, own_keys;
+  __device__ Tile At(int it) const {
+    if (it >= ctx_tiles) return {true, first_block * kBlock, own_keys};
+    const bool s1 = it >= tiles0;  // selects, not indexes: lo / hi stay in registers
+    const int first = (s1 ? lo[1] : lo[0]) + (it - (s1 ? tiles0 : 0)) * kTk;
+    return {false, first, min(kTk, (s1 ? hi[1] : hi[0]) - first)};
+  }
+};
+
+template <int kPair>
+__device__ inline Stream MakeStream(const Params& p, int b0) {
+  Stream st{};
+  int lo[kPair], hi[kPair];
+  for (int w = 0; w < kPair; ++w) {
+    lo[w] = hi[w] = 0;
+    if (b0 + w < p.nb) ContextRange(p, b0 + w, &lo[w], &hi[w]);
+  }
+  st.lo[0] = lo[0], st.hi[0] = hi[0], st.lo[1] = st.hi[1] = 0;
+  if (kPair == 2 && hi[1] > lo[1]) {
+    if (hi[0] <= lo[0] || (lo[1] < hi[0] && lo[0] < hi[1])) {  // overlapping (or only one)
+      st.lo[0] = hi[0] > lo[0] ? min(lo[0], lo[1]) : lo[1];
+      st.hi[0] = max(hi[0], hi[1]);
+    } else {
+      st.lo[1] = lo[1], st.hi[1] = hi[1];
+    }
+  }
+  st.tiles0 = (st.hi[0] - st.lo[0] + kTk - 1) / kTk;
+  st.ctx_tiles = st.tiles0 + (st.hi[1] - st.lo[1] + kTk - 1) / kTk;
+  st.first_block = b0;
+  st.own_keys = min(kPair, p.nb - b0) * kBlock;
+  return st;
+}
+
+// Query slot `slot` of warpgroup w's block sees key `key` of tile t: context keys inside the
+// block's range [lo, hi) under the window, own keys 16 w .. 16 w + 15 under the window and
+// (causal) key <= slot.
+struct Mask {
+  int lo, hi, w;
+  __device__ bool Relevant(const Tile& t) const {
+    return t.blk || (t.first < hi && t.first + t.n > lo);
+  }
+  __device__ int Floor(const Tile& t, int window) const {
+    return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
+  }
+  __device__ bool Visible(const Tile& t, bool causal, int floor, int key, int slot) const {
+    if (t.blk) {
+      const int k = key - kBlock * w;
+      return k >= 0 && k < kBlock && k - slot >= floor && (!causal || k <= slot);
+    }
+    const int abs = t.first + key;
+    return abs >= lo && abs < hi && key - slot >= floor;
+  }
+};
+
+// P (in s on entry) and dS (in dp on exit) of one tile; P masked to the visible keys.
 template <int D>
-__global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
+__device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, int floor,
+                               const float (&lse2)[2], const float (&delta)[2],
+                               float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4]) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const float qk_scale = p.scale * kLog2e;
+  wg::Wait<1>();
+  wg::FenceRegs(s);
+#pragma unroll
+  for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
+      s[n][e] = m.Visible(t, p.causal, floor, key, gid + 8 * half)
+                    ? exp2f(s[n][e] * qk_scale - lse2[half])
+                    : 0.0f;
+    }
+  wg::Wait<0>();
+  wg::FenceRegs(dp);
+#pragma unroll
+  for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta[e >> 1]);
+}
+
+// kPair blocks per CTA (one warpgroup each) share the K/V stream; kPair == 2 halves the K/V
+// traffic from L2 when neighbouring blocks' ranges overlap.
+template <int D, int kPair, bool kOverlap>
+__global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wgmma_bwd(Params p) {
   constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint8_t* qs = base;              // [64 rows][D], row w * 16 + slot = (slot, head 4 g + w)
-  uint8_t* dos = base + kTile;     // same rows
-  uint8_t* kv = base + 2 * kTile;  // stage st: K at kv + 2 st kTile, V after it
-  bf16_t* ps = reinterpret_cast<bf16_t*>(base + 6 * kTile);  // [kRows][kPb]
-  bf16_t* dss = ps + kRows * kPb;                            // [kRows][kPb]
-  const int b = blockIdx.x, g = blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  int lo, hi;
-  ContextRange(p, b, &lo, &hi);
-  const int ctx_tiles = (hi - lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
+  const int w = threadIdx.x / kThreads, tid = threadIdx.x % kThreads;
+  // Per warpgroup w: Q and dO tiles (row h * 16 + slot = (slot, head 4 g + h)), P / dS of
+  // its own keys ([kRows][kPb]); shared: 2 stages of (K, V).
+  uint8_t* qs = base + 2 * w * kTile;
+  uint8_t* dos = qs + kTile;
+  uint8_t* kv = base + 2 * kPair * kTile;  // stage st: K at kv + 2 st kTile, V after it
+  bf16_t* ps = reinterpret_cast<bf16_t*>(kv + 4 * kTile) + 2 * w * kRows * kPb;
+  bf16_t* dss = ps + kRows * kPb;
+  const int b0 = blockIdx.x * kPair, b = b0 + w, g = blockIdx.y;
+  const bool active = b < p.nb;
+  const int warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+  const Stream stream = MakeStream<kPair>(p, b0);
+  const int tiles = stream.ctx_tiles + 1;
+  Mask mask{0, 0, w};
+  if (active) ContextRange(p, b, &mask.lo, &mask.hi);
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
   const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
   auto q_row = [&](int r) {
     return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
   };
-  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), kRows, q_row);
-  LoadTile<D>(dos, dout, kRows, q_row);
-  LoadKvTile<D>(p, TileOf(0, ctx_tiles, lo, hi, b), g, kv, kv + kTile);
+  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), active ? kRows : 0, q_row, tid, kThreads);
+  LoadTile<D>(dos, dout, active ? kRows : 0, q_row, tid, kThreads);
+  LoadKvTile<D>(p, stream.At(0), g, kv, kv + kTile);
   CpAsyncCommit();
 
   // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
   const int head = g * kWgmmaGroup + warp;
-  float lse2[2], delta[2];
+  float lse2[2] = {0.0f, 0.0f}, delta[2] = {0.0f, 0.0f};
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < 2 && active; ++h) {
     const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
     lse2[h] = p.lse_in[row] * kLog2e;
     float acc = 0.0f;
@@ -175,67 +273,76 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
     delta[h] = acc;
     if (tig == 0) p.delta[row] = acc;
   }
-  const float qk_scale = p.scale * kLog2e;
   float dq[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
   const uint32_t qa = SmemAddr(qs), doa = SmemAddr(dos);
 
-  for (int it = 0; it < tiles; ++it) {
-    const int st = it & 1;
+  // Tile i is in stage i % 2. S and dP of tile i + 1 are issued before waiting for dQ of tile
+  // i when kOverlap (the tensor pipe then runs dQ(i), S(i + 1), dP(i + 1) back to back).
+  float s[kTk / 8][4], dp[kTk / 8][4];
+  auto issue_scores = [&](int i) {
+    const bool rel = active && mask.Relevant(stream.At(i));  // uniform over the warpgroup
+    const uint32_t ka = SmemAddr(kv + 2 * (i & 1) * kTile);
+    if (rel) IssueScores<D>(qa, doa, ka, ka + kTile, s, dp);
+    return rel;
+  };
+  auto tile_landed = [&] {
     CpAsyncWait<0>();
     wg::FenceProxyAsync();
-    __syncthreads();  // tile it landed; every warp's MMAs on the other stage are done
-    if (it + 1 < tiles)
-      LoadKvTile<D>(p, TileOf(it + 1, ctx_tiles, lo, hi, b), g, kv + 2 * (st ^ 1) * kTile,
-                    kv + (2 * (st ^ 1) + 1) * kTile);
-    CpAsyncCommit();
-    const Tile t = TileOf(it, ctx_tiles, lo, hi, b);
-    const int floor = SlotFloor(t, hi, p.window);
-    const uint32_t ka = SmemAddr(kv + 2 * st * kTile), va = ka + kTile;
-
-    float s[kTk / 8][4], dp[kTk / 8][4];
-    IssueScores<D>(qa, doa, ka, va, s, dp);
-    wg::Wait<1>();
-    wg::FenceRegs(s);
+    __syncthreads();
+  };
+  tile_landed();
+  if (tiles > 1) LoadKvTile<D>(p, stream.At(1), g, kv + 2 * kTile, kv + 3 * kTile);
+  CpAsyncCommit();
+  bool rel = issue_scores(0);
+  for (int it = 0; it < tiles; ++it) {
+    const int st = it & 1;
+    const Tile t = stream.At(it);
+    if (rel) {
+      Softmax<D>(mask, t, p, mask.Floor(t, p.window), lse2, delta, s, dp);
+      uint32_t a[kTk / 16][4];
 #pragma unroll
-    for (int n = 0; n < kTk / 8; ++n)
+      for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], dp, kc);
+      IssueDq<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
+      if (t.blk) {
+        // P and dS of this block's 16 keys (n-tiles 2 w, 2 w + 1: constant indices, so s
+        // and dp stay in registers), rows warp * 16 + gid (+ 8), for BlockKeyGrads.
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
-        s[n][e] = Visible(t, p.causal, floor, key, gid + 8 * half)
-                      ? exp2f(s[n][e] * qk_scale - lse2[half])
-                      : 0.0f;
+        for (int c = 0; c < 2 * kPair; ++c)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (c / 2 != w) continue;
+            const int off = (warp * 16 + gid + 8 * h) * kPb + (c % 2) * 8 + 2 * tig;
+            *reinterpret_cast<uint32_t*>(ps + off) = Pack(s[c][2 * h], s[c][2 * h + 1]);
+            *reinterpret_cast<uint32_t*>(dss + off) = Pack(dp[c][2 * h], dp[c][2 * h + 1]);
+          }
       }
-    wg::Wait<0>();
-    wg::FenceRegs(dp);
-    uint32_t a[kTk / 16][4];
-#pragma unroll
-    for (int n = 0; n < kTk / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta[e >> 1]);
-#pragma unroll
-    for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], dp, kc);
-    IssueDq<D>(ka, a, dq);
-    if (t.blk) {
-      // P and dS of the block's 16 keys, rows warp * 16 + gid (+ 8), for BlockKeyGrads.
-#pragma unroll
-      for (int n = 0; n < kBlock / 8; ++n)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int off = (warp * 16 + gid + 8 * h) * kPb + n * 8 + 2 * tig;
-          *reinterpret_cast<uint32_t*>(ps + off) = Pack(s[n][2 * h], s[n][2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(dss + off) = Pack(dp[n][2 * h], dp[n][2 * h + 1]);
-        }
     }
-    wg::Wait<0>();
-    wg::FenceRegs(dq);
-    if (t.blk) {
-      __syncthreads();  // P / dS visible
-      BlockKeyGrads<D>(p, t, g, ps, dss, qs, dos);
+    bool rel_next = false;
+    if (kOverlap && it + 1 < tiles) {
+      tile_landed();
+      rel_next = issue_scores(it + 1);
     }
+    if (rel) {
+      if (rel_next)
+        wg::Wait<2>();
+      else
+        wg::Wait<0>();
+      wg::FenceRegs(dq);
+    }
+    if (!kOverlap && it + 1 < tiles)
+      tile_landed();
+    else
+      __syncthreads();  // every warp's dQ(it) is done: stage st is free; P / dS visible
+    if (it + 2 < tiles)
+      LoadKvTile<D>(p, stream.At(it + 2), g, kv + 2 * st * kTile, kv + (2 * st + 1) * kTile);
+    CpAsyncCommit();
+    if (!kOverlap && it + 1 < tiles) rel_next = issue_scores(it + 1);
+    rel = rel_next;
+    if (t.blk && active) BlockKeyGrads<D>(p, Tile{true, b * kBlock, kBlock}, g, ps, dss, qs, dos);
   }
-
+  if (!active) return;
   bf16_t* dqo = static_cast<bf16_t*>(p.dq);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -253,15 +360,24 @@ cudaError_t LaunchDFlashWgmmaQueryBackward(const DFlashKernelParams& p, cudaStre
   if (!DFlashWgmmaQuerySupported(p.hk > 0 ? p.hq / p.hk : 0, p.d) || p.hq != kWgmmaGroup * p.hk ||
       p.delta == nullptr)
     return cudaErrorInvalidValue;
-  const size_t smem = DFlashWgmmaQuerySmemBytes(p.d);
-  auto launch = [&](auto kernel) {
+  static const int pair = std::getenv("TANDEM_WGQ_PAIR1") != nullptr ? 1 : 2;  // EXPERIMENT
+  static const bool overlap = std::getenv("TANDEM_WGQ_NOOVL") == nullptr;      // EXPERIMENT
+  auto launch = [&](auto kernel, int k_pair) {
+    const size_t smem = DFlashWgmmaQuerySmemBytes(p.d, k_pair);
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    kernel<<<dim3(p.nb, p.hk), kThreads, smem, stream>>>(p);
+    kernel<<<dim3((p.nb + k_pair - 1) / k_pair, p.hk), kThreads * k_pair, smem, stream>>>(p);
     return cudaGetLastError();
   };
-  return p.d == 64 ? launch(dflash_wgmma_bwd<64>) : launch(dflash_wgmma_bwd<128>);
+  auto by_d = [&](auto k64, auto k128, int k_pair) {
+    return p.d == 64 ? launch(k64, k_pair) : launch(k128, k_pair);
+  };
+  if (pair == 1)
+    return overlap ? by_d(dflash_wgmma_bwd<64, 1, true>, dflash_wgmma_bwd<128, 1, true>, 1)
+                   : by_d(dflash_wgmma_bwd<64, 1, false>, dflash_wgmma_bwd<128, 1, false>, 1);
+  return overlap ? by_d(dflash_wgmma_bwd<64, 2, true>, dflash_wgmma_bwd<128, 2, true>, 2)
+                 : by_d(dflash_wgmma_bwd<64, 2, false>, dflash_wgmma_bwd<128, 2, false>, 2);
 }
 
 }  // namespace tandem::kernels::attention_internal
