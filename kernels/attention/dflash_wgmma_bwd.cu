@@ -62,7 +62,8 @@ __device__ inline void LoadKvTile(const Params& p, const Tile& t, int g, uint8_t
 template <int D>
 __device__ inline void BlockKeyGrads(const Params& p, const Tile& t, int g, const bf16_t* ps,
                                      const bf16_t* dss, const uint8_t* qs, const uint8_t* dos) {
-  const int warp = threadIdx.x % kThreads / 32, lane = threadIdx.x % 32, gid = lane / 4;
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x % kThreads / 32, 0);  // uniform
+  const int lane = threadIdx.x % 32, gid = lane / 4;
   const int tig = lane % 4;
   const int mi = lane / 8, r8 = lane % 8;
   for (int u = warp; u < 2 * (D / 64); u += kThreads / 32) {
@@ -111,6 +112,7 @@ __device__ inline void IssueScores(uint32_t qs, uint32_t dos, uint32_t ks, uint3
     wg::MmaSS64(s, wg::Desc(qs + off, 16, 1024), wg::Desc(ks + off, 16, 1024), kk > 0);
   }
   wg::Commit();
+  wg::Fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
@@ -172,6 +174,17 @@ __device__ inline Stream MakeStream(const Params& p, int b0) {
   return st;
 }
 
+// The same stream with every field read from lane 0: warp-uniform for the compiler.
+__device__ inline Stream Uniform(Stream st) {
+  auto u = [](int x) { return __shfl_sync(0xffffffffu, x, 0); };
+  return {{u(st.lo[0]), u(st.lo[1])},
+          {u(st.hi[0]), u(st.hi[1])},
+          u(st.tiles0),
+          u(st.ctx_tiles),
+          u(st.first_block),
+          u(st.own_keys)};
+}
+
 // Query slot `slot` of warpgroup w's block sees key `key` of tile t: context keys inside the
 // block's range [lo, hi) under the window, own keys 16 w .. 16 w + 15 under the window and
 // (causal) key <= slot.
@@ -197,26 +210,27 @@ struct Mask {
 template <int D>
 __device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, int floor,
                                const float (&lse2)[2], const float (&delta)[2],
-                               float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4]) {
+                               float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4],
+                               float (&pr)[kTk / 8][4], float (&ds)[kTk / 8][4]) {
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const float qk_scale = p.scale * kLog2e;
-  wg::Wait<1>();
+  wg::Wait<0>();
   wg::FenceRegs(s);
 #pragma unroll
   for (int n = 0; n < kTk / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
-      s[n][e] = m.Visible(t, p.causal, floor, key, gid + 8 * half)
-                    ? exp2f(s[n][e] * qk_scale - lse2[half])
-                    : 0.0f;
+      pr[n][e] = m.Visible(t, p.causal, floor, key, gid + 8 * half)
+                     ? exp2f(s[n][e] * qk_scale - lse2[half])
+                     : 0.0f;
     }
   wg::Wait<0>();
   wg::FenceRegs(dp);
 #pragma unroll
   for (int n = 0; n < kTk / 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta[e >> 1]);
+    for (int e = 0; e < 4; ++e) ds[n][e] = pr[n][e] * (dp[n][e] - delta[e >> 1]);
 }
 
 // kPair blocks per CTA (one warpgroup each) share the K/V stream; kPair == 2 halves the K/V
@@ -227,7 +241,10 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  const int w = threadIdx.x / kThreads, tid = threadIdx.x % kThreads;
+  // Values that steer control flow are made warp-uniform for the compiler (shfl from lane 0):
+  // a wgmma on a path it cannot prove convergent is serialized (ptxas C7518).
+  const int w = __shfl_sync(0xffffffffu, threadIdx.x / kThreads, 0);
+  const int tid = threadIdx.x % kThreads;
   // Per warpgroup w: Q and dO tiles (row h * 16 + slot = (slot, head 4 g + h)), P / dS of
   // its own keys ([kRows][kPb]); shared: 2 stages of (K, V).
   uint8_t* qs = base + 2 * w * kTile;
@@ -236,9 +253,9 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
   bf16_t* ps = reinterpret_cast<bf16_t*>(kv + 4 * kTile) + 2 * w * kRows * kPb;
   bf16_t* dss = ps + kRows * kPb;
   const int b0 = blockIdx.x * kPair, b = b0 + w, g = blockIdx.y;
-  const bool active = b < p.nb;
+  const bool active = __shfl_sync(0xffffffffu, b < p.nb, 0);
   const int warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
-  const Stream stream = MakeStream<kPair>(p, b0);
+  const Stream stream = Uniform(MakeStream<kPair>(p, b0));
   const int tiles = stream.ctx_tiles + 1;
   Mask mask{0, 0, w};
   if (active) ContextRange(p, b, &mask.lo, &mask.hi);
@@ -279,13 +296,13 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
   const uint32_t qa = SmemAddr(qs), doa = SmemAddr(dos);
 
   // Tile i is in stage i % 2. S and dP of tile i + 1 are issued before waiting for dQ of tile
-  // i when kOverlap (the tensor pipe then runs dQ(i), S(i + 1), dP(i + 1) back to back).
+  // i when kOverlap (the tensor pipe then runs dQ(i), S(i + 1), dP(i + 1) back to back). Every
+  // tile runs every MMA, also where the mask hides all its keys from this warpgroup (another
+  // block's segment, a missing last block): wgmma under a branch is serialized by ptxas.
   float s[kTk / 8][4], dp[kTk / 8][4];
   auto issue_scores = [&](int i) {
-    const bool rel = active && mask.Relevant(stream.At(i));  // uniform over the warpgroup
     const uint32_t ka = SmemAddr(kv + 2 * (i & 1) * kTile);
-    if (rel) IssueScores<D>(qa, doa, ka, ka + kTile, s, dp);
-    return rel;
+    IssueScores<D>(qa, doa, ka, ka + kTile, s, dp);
   };
   auto tile_landed = [&] {
     CpAsyncWait<0>();
@@ -295,51 +312,46 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
   tile_landed();
   if (tiles > 1) LoadKvTile<D>(p, stream.At(1), g, kv + 2 * kTile, kv + 3 * kTile);
   CpAsyncCommit();
-  bool rel = issue_scores(0);
+  issue_scores(0);
   for (int it = 0; it < tiles; ++it) {
     const int st = it & 1;
     const Tile t = stream.At(it);
-    if (rel) {
-      Softmax<D>(mask, t, p, mask.Floor(t, p.window), lse2, delta, s, dp);
-      uint32_t a[kTk / 16][4];
+    float pr[kTk / 8][4], ds[kTk / 8][4];
+    Softmax<D>(mask, t, p, mask.Floor(t, p.window), lse2, delta, s, dp, pr, ds);
+    uint32_t a[kTk / 16][4];
 #pragma unroll
-      for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], dp, kc);
-      IssueDq<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
-      if (t.blk) {
-        // P and dS of this block's 16 keys (n-tiles 2 w, 2 w + 1: constant indices, so s
-        // and dp stay in registers), rows warp * 16 + gid (+ 8), for BlockKeyGrads.
+    for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], ds, kc);
+    IssueDq<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
+    if (t.blk) {
+      // P and dS of this block's 16 keys (n-tiles 2 w, 2 w + 1: constant indices, so s and
+      // dp stay in registers), rows warp * 16 + gid (+ 8), for BlockKeyGrads.
 #pragma unroll
-        for (int c = 0; c < 2 * kPair; ++c)
+      for (int c = 0; c < 2 * kPair; ++c)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (c / 2 != w) continue;
-            const int off = (warp * 16 + gid + 8 * h) * kPb + (c % 2) * 8 + 2 * tig;
-            *reinterpret_cast<uint32_t*>(ps + off) = Pack(s[c][2 * h], s[c][2 * h + 1]);
-            *reinterpret_cast<uint32_t*>(dss + off) = Pack(dp[c][2 * h], dp[c][2 * h + 1]);
-          }
-      }
+        for (int h = 0; h < 2; ++h) {
+          if (c / 2 != w) continue;
+          const int off = (warp * 16 + gid + 8 * h) * kPb + (c % 2) * 8 + 2 * tig;
+          *reinterpret_cast<uint32_t*>(ps + off) = Pack(pr[c][2 * h], pr[c][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(dss + off) = Pack(ds[c][2 * h], ds[c][2 * h + 1]);
+        }
     }
-    bool rel_next = false;
-    if (kOverlap && it + 1 < tiles) {
+    const bool next = it + 1 < tiles;
+    if (kOverlap && next) {
       tile_landed();
-      rel_next = issue_scores(it + 1);
+      issue_scores(it + 1);
+      wg::Wait<2>();
+    } else {
+      wg::Wait<0>();
     }
-    if (rel) {
-      if (rel_next)
-        wg::Wait<2>();
-      else
-        wg::Wait<0>();
-      wg::FenceRegs(dq);
-    }
-    if (!kOverlap && it + 1 < tiles)
+    wg::FenceRegs(dq);
+    if (!kOverlap && next)
       tile_landed();
     else
       __syncthreads();  // every warp's dQ(it) is done: stage st is free; P / dS visible
     if (it + 2 < tiles)
       LoadKvTile<D>(p, stream.At(it + 2), g, kv + 2 * st * kTile, kv + (2 * st + 1) * kTile);
     CpAsyncCommit();
-    if (!kOverlap && it + 1 < tiles) rel_next = issue_scores(it + 1);
-    rel = rel_next;
+    if (!kOverlap && next) issue_scores(it + 1);
     if (t.blk && active) BlockKeyGrads<D>(p, Tile{true, b * kBlock, kBlock}, g, ps, dss, qs, dos);
   }
   if (!active) return;
