@@ -38,11 +38,14 @@ static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
 template <int D, typename RowOf>
 __device__ inline void LoadTile(uint8_t* dst, const bf16_t* src, int n, RowOf row_of, int tid,
                                 int nthreads) {
+  // A thread keeps one 16-byte column c and rows r0 + k * step; step % 8 == 0, so its
+  // swizzled offset only moves by whole rows.
   constexpr int kChunks = D / 8;
-  for (int e = tid; e < 64 * kChunks; e += nthreads) {
-    const int r = e / kChunks, c = (e % kChunks) * 8;
+  const int c = (tid % kChunks) * 8, r0 = tid / kChunks, step = nthreads / kChunks;
+  uint8_t* d = dst + wg::Sw128(64, r0, c);
+  for (int r = r0; r < 64; r += step, d += step * 128) {
     const bool valid = r < n;
-    CpAsync16(dst + wg::Sw128(64, r, c), src + row_of(valid ? r : 0) * D + c, valid);
+    CpAsync16(d, src + row_of(valid ? r : 0) * D + c, valid);
   }
 }
 
@@ -193,6 +196,10 @@ struct Mask {
   __device__ bool Relevant(const Tile& t) const {
     return t.blk || (t.first < hi && t.first + t.n > lo);
   }
+  // Every key of the tile visible to every slot (an interior context tile): no masking.
+  __device__ bool Full(const Tile& t, int floor) const {
+    return !t.blk && t.first >= lo && t.first + kTk <= hi && floor <= 1 - kBlock;
+  }
   __device__ int Floor(const Tile& t, int window) const {
     return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
   }
@@ -206,7 +213,14 @@ struct Mask {
   }
 };
 
-// P (in s on entry) and dS (in dp on exit) of one tile; P masked to the visible keys.
+// 2^x (MUFU.EX2, flush-to-zero): P's arguments are <= ~0 and underflow to 0 is intended.
+__device__ inline float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// P and dS of one tile from S (s) and dP (dp); P masked to the visible keys.
 template <int D>
 __device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, int floor,
                                const float (&lse2)[2], const float (&delta)[2],
@@ -216,15 +230,23 @@ __device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, in
   const float qk_scale = p.scale * kLog2e;
   wg::Wait<0>();
   wg::FenceRegs(s);
+  const float nl[2] = {-lse2[0], -lse2[1]};
+  if (m.Full(t, floor)) {
 #pragma unroll
-  for (int n = 0; n < kTk / 8; ++n)
+    for (int n = 0; n < kTk / 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
-      pr[n][e] = m.Visible(t, p.causal, floor, key, gid + 8 * half)
-                     ? exp2f(s[n][e] * qk_scale - lse2[half])
-                     : 0.0f;
-    }
+      for (int e = 0; e < 4; ++e) pr[n][e] = Exp2(fmaf(s[n][e], qk_scale, nl[e >> 1]));
+  } else {
+#pragma unroll
+    for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
+        pr[n][e] = m.Visible(t, p.causal, floor, key, gid + 8 * half)
+                       ? Exp2(fmaf(s[n][e], qk_scale, nl[half]))
+                       : 0.0f;
+      }
+  }
   wg::Wait<0>();
   wg::FenceRegs(dp);
 #pragma unroll
@@ -372,7 +394,7 @@ cudaError_t LaunchDFlashWgmmaQueryBackward(const DFlashKernelParams& p, cudaStre
   if (!DFlashWgmmaQuerySupported(p.hk > 0 ? p.hq / p.hk : 0, p.d) || p.hq != kWgmmaGroup * p.hk ||
       p.delta == nullptr)
     return cudaErrorInvalidValue;
-  static const int pair = std::getenv("TANDEM_WGQ_PAIR1") != nullptr ? 1 : 2;  // EXPERIMENT
+  static const int pair = std::getenv("TANDEM_WGQ_PAIR2") != nullptr ? 2 : 1;  // EXPERIMENT
   static const bool overlap = std::getenv("TANDEM_WGQ_NOOVL") == nullptr;      // EXPERIMENT
   auto launch = [&](auto kernel, int k_pair) {
     const size_t smem = DFlashWgmmaQuerySmemBytes(p.d, k_pair);
