@@ -12,6 +12,7 @@
 #include "kernels/attention/dflash_internal.h"
 #include "kernels/attention/dflash_mma_internal.h"
 #include "kernels/attention/dflash_path.h"
+#include "kernels/attention/dflash_wgmma_internal.h"
 #include "kernels/core/cuda_check.h"
 
 namespace tandem::kernels {
@@ -23,6 +24,8 @@ using attention_internal::DFlashCtxSmemBytes;
 using attention_internal::DFlashMmaSmemBytes;
 using attention_internal::DFlashMmaSupported;
 using attention_internal::DFlashPath;
+using attention_internal::DFlashWgmmaQuerySmemBytes;
+using attention_internal::DFlashWgmmaQuerySupported;
 using attention_internal::LaunchDFlashKernel;
 using attention_internal::LaunchDFlashMmaBackward;
 using attention_internal::LaunchDFlashMmaForward;
@@ -198,6 +201,8 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(true, dims.hq / dims.hk, dims.d)));
     if (split) RETURN_IF_ERROR(CheckSmem(kOp, DFlashCtxSmemBytes(dims.d)));
+    if (split && DFlashWgmmaQuerySupported(dims.hq / dims.hk, dims.d))
+      RETURN_IF_ERROR(CheckSmem(kOp, DFlashWgmmaQuerySmemBytes(dims.d)));
     CUDA_RETURN_IF_ERROR(LaunchDFlashMmaBackward(p, stream));
     return Status::Ok();
   }

@@ -1,0 +1,417 @@
+// Query-major DFlash block attention backward on Hopper warpgroup MMA (wgmma, sm_90a): the
+// split backward's dQ, the block's own dK/dV and delta = rowsum(dO O), for GQA group 4.
+// Same contract as dflash_mma_bwd<D, kSplit = true> (dflash_mma_bwd.cu); the context keys'
+// dK/dV stay with the key-major kernel there.
+//
+// One warpgroup (4 warps) per (block b, KV head g); M = 64 rows = the group's 4 query heads x
+// 16 slots, so warp w owns the 16 slots of head 4 g + w, as the mma.sync kernel's warp w does.
+// Q and dO are loaded once, K and V stream in 64-key tiles (the block's context range, then
+// its own 16 keys) through a 2-stage cp.async ring of 128-byte-swizzled tiles
+// (dflash_wgmma_device.cuh), the next tile's load overlapping this tile's math. Per tile:
+//   S = Q K^T, dP = dO V^T    (wgmma m64n64k16, both operands from shared memory, K-major);
+//   P = exp(S - lse) on the visible keys, dS = P (dP - delta)   (registers);
+//   dQ += dS K                 (wgmma m64nDk16, A = dS as bf16 register fragments, B = the K
+//                               tile read MN-major through the transpose bit).
+// On the block's own tile P and dS also go to shared memory and the warps share dV = P^T dO
+// and dK = scale dS^T Q of its 16 keys with mma.sync, in 16-key x 64-dim units, as the
+// mma.sync kernel does. No atomics: every output element is written once, so runs repeat
+// bitwise.
+#include <cstdlib>
+
+#include "kernels/attention/dflash_mma_device.cuh"
+#include "kernels/attention/dflash_wgmma_device.cuh"
+#include "kernels/attention/dflash_wgmma_internal.h"
+
+namespace tandem::kernels::attention_internal {
+namespace {
+
+using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
+
+constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
+constexpr int kThreads = 128;            // one warpgroup
+constexpr int kPb = kBlock + 8;          // row stride (elements) of the block tile's P / dS
+static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
+
+// Async-loads 64 rows into an SW128 tile with threads tid = 0 .. nthreads - 1; row r comes
+// from src + row_of(r) * D, rows >= n are zero-filled (their P is 0, and 0 * garbage could
+// be NaN).
+template <int D, typename RowOf>
+__device__ inline void LoadTile(uint8_t* dst, const bf16_t* src, int n, RowOf row_of, int tid,
+                                int nthreads) {
+  // A thread keeps one 16-byte column c and rows r0 + k * step; step % 8 == 0, so its
+  // swizzled offset only moves by whole rows.
+  constexpr int kChunks = D / 8;
+  const int c = (tid % kChunks) * 8, r0 = tid / kChunks, step = nthreads / kChunks;
+  uint8_t* d = dst + wg::Sw128(64, r0, c);
+  for (int r = r0; r < 64; r += step, d += step * 128) {
+    const bool valid = r < n;
+    CpAsync16(d, src + row_of(valid ? r : 0) * D + c, valid);
+  }
+}
+
+// K and V rows of tile t, by the whole CTA.
+template <int D>
+__device__ inline void LoadKvTile(const Params& p, const Tile& t, int g, uint8_t* ks, uint8_t* vs) {
+  const bf16_t* k = static_cast<const bf16_t*>(t.blk ? p.kb : p.kc);
+  const bf16_t* v = static_cast<const bf16_t*>(t.blk ? p.vb : p.vc);
+  auto row_of = [&](int r) { return static_cast<size_t>(t.first + r) * p.hk + g; };
+  LoadTile<D>(ks, k, t.n, row_of, threadIdx.x, blockDim.x);
+  LoadTile<D>(vs, v, t.n, row_of, threadIdx.x, blockDim.x);
+}
+
+// dV (is_dk false) or dK of the block's own 16 keys from its P / dS in shared memory (rows
+// by query row, [kRows][kPb]) and dO / Q (SW128): units of 64 dims shared among the warps of
+// the block's warpgroup.
+template <int D>
+__device__ inline void BlockKeyGrads(const Params& p, const Tile& t, int g, const bf16_t* ps,
+                                     const bf16_t* dss, const uint8_t* qs, const uint8_t* dos) {
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x % kThreads / 32, 0);  // uniform
+  const int lane = threadIdx.x % 32, gid = lane / 4;
+  const int tig = lane % 4;
+  const int mi = lane / 8, r8 = lane % 8;
+  for (int u = warp; u < 2 * (D / 64); u += kThreads / 32) {
+    const bool is_dk = u % 2 == 1;
+    const int dc = u / 2;
+    const bf16_t* as = is_dk ? dss : ps;
+    const uint8_t* bs = is_dk ? qs : dos;
+    float acc[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int kr = 0; kr < kWgmmaGroup; ++kr) {
+      uint32_t a[4];
+      Ldsm4T(a, as + (kr * 16 + (mi >> 1) * 8 + r8) * kPb + (mi & 1) * 8);
+      const int row = kr * 16 + (mi & 1) * 8 + r8;
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t r[4];
+        Ldsm4T(r, bs + wg::Sw128(kRows, row, dc * 64 + np * 16 + (mi >> 1) * 8));
+        Mma(acc[2 * np], a, r[0], r[1]);
+        Mma(acc[2 * np + 1], a, r[2], r[3]);
+      }
+    }
+    const float f = is_dk ? p.scale : 1.0f;
+    bf16_t* dst = static_cast<bf16_t*>(is_dk ? p.dkb : p.dvb);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const size_t row = static_cast<size_t>(t.first + gid + 8 * h) * p.hk + g;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<__nv_bfloat162*>(dst + row * D + dc * 64 + n * 8 + 2 * tig) =
+            __floats2bfloat162_rn(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+    }
+  }
+}
+
+// S = Q K^T and dP = dO V^T of one tile, committed as two groups (S first).
+template <int D>
+__device__ inline void IssueScores(uint32_t qs, uint32_t dos, uint32_t ks, uint32_t vs,
+                                   float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4]) {
+  constexpr uint32_t kPanel = kTk * 128;
+  wg::Fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
+    wg::MmaSS64(s, wg::Desc(qs + off, 16, 1024), wg::Desc(ks + off, 16, 1024), kk > 0);
+  }
+  wg::Commit();
+  wg::Fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
+    wg::MmaSS64(dp, wg::Desc(dos + off, 16, 1024), wg::Desc(vs + off, 16, 1024), kk > 0);
+  }
+  wg::Commit();
+}
+
+// dQ += dS K over the tile's 4 16-key steps; `a` must stay untouched until the group is done.
+template <int D>
+__device__ inline void IssueDq(uint32_t ks, const uint32_t (&a)[kTk / 16][4],
+                               float (&dq)[D / 8][4]) {
+  wg::Fence();
+#pragma unroll
+  for (int kc = 0; kc < kTk / 16; ++kc) {
+    const uint64_t b = wg::Desc(ks + kc * 16 * 128, kTk * 128, 1024);
+    if constexpr (D == 128)
+      wg::MmaRS128T(dq, a[kc], b);
+    else
+      wg::MmaRS64T(dq, a[kc], b);
+  }
+  wg::Commit();
+}
+
+// The key tiles a CTA streams: one context segment when its blocks' ranges overlap (sorted
+// anchors: neighbours share nearly all of it), else each block's range in turn; then one tile
+// of the blocks' own keys (kPair * 16 rows, contiguous in kb / vb).
+struct Stream {
+  int lo[2], hi[2], tiles0, ctx_tiles, first_block, own_keys;
+  __device__ Tile At(int it) const {
+    if (it >= ctx_tiles) return {true, first_block * kBlock, own_keys};
+    const bool s1 = it >= tiles0;  // selects, not indexes: lo / hi stay in registers
+    const int first = (s1 ? lo[1] : lo[0]) + (it - (s1 ? tiles0 : 0)) * kTk;
+    return {false, first, min(kTk, (s1 ? hi[1] : hi[0]) - first)};
+  }
+};
+
+template <int kPair>
+__device__ inline Stream MakeStream(const Params& p, int b0) {
+  Stream st{};
+  int lo[kPair], hi[kPair];
+  for (int w = 0; w < kPair; ++w) {
+    lo[w] = hi[w] = 0;
+    if (b0 + w < p.nb) ContextRange(p, b0 + w, &lo[w], &hi[w]);
+  }
+  st.lo[0] = lo[0], st.hi[0] = hi[0], st.lo[1] = st.hi[1] = 0;
+  if (kPair == 2 && hi[1] > lo[1]) {
+    if (hi[0] <= lo[0] || (lo[1] < hi[0] && lo[0] < hi[1])) {  // overlapping (or only one)
+      st.lo[0] = hi[0] > lo[0] ? min(lo[0], lo[1]) : lo[1];
+      st.hi[0] = max(hi[0], hi[1]);
+    } else {
+      st.lo[1] = lo[1], st.hi[1] = hi[1];
+    }
+  }
+  st.tiles0 = (st.hi[0] - st.lo[0] + kTk - 1) / kTk;
+  st.ctx_tiles = st.tiles0 + (st.hi[1] - st.lo[1] + kTk - 1) / kTk;
+  st.first_block = b0;
+  st.own_keys = min(kPair, p.nb - b0) * kBlock;
+  return st;
+}
+
+// The same stream with every field read from lane 0: warp-uniform for the compiler.
+__device__ inline Stream Uniform(Stream st) {
+  auto u = [](int x) { return __shfl_sync(0xffffffffu, x, 0); };
+  return {{u(st.lo[0]), u(st.lo[1])},
+          {u(st.hi[0]), u(st.hi[1])},
+          u(st.tiles0),
+          u(st.ctx_tiles),
+          u(st.first_block),
+          u(st.own_keys)};
+}
+
+// Query slot `slot` of warpgroup w's block sees key `key` of tile t: context keys inside the
+// block's range [lo, hi) under the window, own keys 16 w .. 16 w + 15 under the window and
+// (causal) key <= slot.
+struct Mask {
+  int lo, hi, w;
+  __device__ bool Relevant(const Tile& t) const {
+    return t.blk || (t.first < hi && t.first + t.n > lo);
+  }
+  // Every key of the tile visible to every slot (an interior context tile): no masking.
+  __device__ bool Full(const Tile& t, int floor) const {
+    return !t.blk && t.first >= lo && t.first + kTk <= hi && floor <= 1 - kBlock;
+  }
+  __device__ int Floor(const Tile& t, int window) const {
+    return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
+  }
+  __device__ bool Visible(const Tile& t, bool causal, int floor, int key, int slot) const {
+    if (t.blk) {
+      const int k = key - kBlock * w;
+      return k >= 0 && k < kBlock && k - slot >= floor && (!causal || k <= slot);
+    }
+    const int abs = t.first + key;
+    return abs >= lo && abs < hi && key - slot >= floor;
+  }
+};
+
+// 2^x (MUFU.EX2, flush-to-zero): P's arguments are <= ~0 and underflow to 0 is intended.
+__device__ inline float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// P and dS of one tile from S (s) and dP (dp); P masked to the visible keys.
+template <int D>
+__device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, int floor,
+                               const float (&lse2)[2], const float (&delta)[2],
+                               float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4],
+                               float (&pr)[kTk / 8][4], float (&ds)[kTk / 8][4]) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const float qk_scale = p.scale * kLog2e;
+  wg::Wait<0>();
+  wg::FenceRegs(s);
+  const float nl[2] = {-lse2[0], -lse2[1]};
+  if (m.Full(t, floor)) {
+#pragma unroll
+    for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pr[n][e] = Exp2(fmaf(s[n][e], qk_scale, nl[e >> 1]));
+  } else {
+#pragma unroll
+    for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n * 8 + 2 * tig + (e & 1), half = e >> 1;
+        pr[n][e] = m.Visible(t, p.causal, floor, key, gid + 8 * half)
+                       ? Exp2(fmaf(s[n][e], qk_scale, nl[half]))
+                       : 0.0f;
+      }
+  }
+  wg::Wait<0>();
+  wg::FenceRegs(dp);
+#pragma unroll
+  for (int n = 0; n < kTk / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ds[n][e] = pr[n][e] * (dp[n][e] - delta[e >> 1]);
+}
+
+// kPair blocks per CTA (one warpgroup each) share the K/V stream; kPair == 2 halves the K/V
+// traffic from L2 when neighbouring blocks' ranges overlap.
+template <int D, int kPair, bool kOverlap>
+__global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wgmma_bwd(Params p) {
+  constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  // Values that steer control flow are made warp-uniform for the compiler (shfl from lane 0):
+  // a wgmma on a path it cannot prove convergent is serialized (ptxas C7518).
+  const int w = __shfl_sync(0xffffffffu, threadIdx.x / kThreads, 0);
+  const int tid = threadIdx.x % kThreads;
+  // Per warpgroup w: Q and dO tiles (row h * 16 + slot = (slot, head 4 g + h)), P / dS of
+  // its own keys ([kRows][kPb]); shared: 2 stages of (K, V).
+  uint8_t* qs = base + 2 * w * kTile;
+  uint8_t* dos = qs + kTile;
+  uint8_t* kv = base + 2 * kPair * kTile;  // stage st: K at kv + 2 st kTile, V after it
+  bf16_t* ps = reinterpret_cast<bf16_t*>(kv + 4 * kTile) + 2 * w * kRows * kPb;
+  bf16_t* dss = ps + kRows * kPb;
+  const int b0 = blockIdx.x * kPair, b = b0 + w, g = blockIdx.y;
+  const bool active = __shfl_sync(0xffffffffu, b < p.nb, 0);
+  const int warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+  const Stream stream = Uniform(MakeStream<kPair>(p, b0));
+  const int tiles = stream.ctx_tiles + 1;
+  Mask mask{0, 0, w};
+  if (active) ContextRange(p, b, &mask.lo, &mask.hi);
+  const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
+  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
+
+  auto q_row = [&](int r) {
+    return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
+  };
+  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), active ? kRows : 0, q_row, tid, kThreads);
+  LoadTile<D>(dos, dout, active ? kRows : 0, q_row, tid, kThreads);
+  LoadKvTile<D>(p, stream.At(0), g, kv, kv + kTile);
+  CpAsyncCommit();
+
+  // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
+  const int head = g * kWgmmaGroup + warp;
+  float lse2[2] = {0.0f, 0.0f}, delta[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2 && active; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+    lse2[h] = p.lse_in[row] * kLog2e;
+    float acc = 0.0f;
+    for (int c = 2 * tig; c < D; c += 8) {
+      const float2 x =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
+      const float2 y =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
+      acc += x.x * y.x + x.y * y.y;
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    delta[h] = acc;
+    if (tig == 0) p.delta[row] = acc;
+  }
+  float dq[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  const uint32_t qa = SmemAddr(qs), doa = SmemAddr(dos);
+
+  // Tile i is in stage i % 2. S and dP of tile i + 1 are issued before waiting for dQ of tile
+  // i when kOverlap (the tensor pipe then runs dQ(i), S(i + 1), dP(i + 1) back to back). Every
+  // tile runs every MMA, also where the mask hides all its keys from this warpgroup (another
+  // block's segment, a missing last block): wgmma under a branch is serialized by ptxas.
+  float s[kTk / 8][4], dp[kTk / 8][4];
+  auto issue_scores = [&](int i) {
+    const uint32_t ka = SmemAddr(kv + 2 * (i & 1) * kTile);
+    IssueScores<D>(qa, doa, ka, ka + kTile, s, dp);
+  };
+  auto tile_landed = [&] {
+    CpAsyncWait<0>();
+    wg::FenceProxyAsync();
+    __syncthreads();
+  };
+  tile_landed();
+  if (tiles > 1) LoadKvTile<D>(p, stream.At(1), g, kv + 2 * kTile, kv + 3 * kTile);
+  CpAsyncCommit();
+  issue_scores(0);
+  for (int it = 0; it < tiles; ++it) {
+    const int st = it & 1;
+    const Tile t = stream.At(it);
+    float pr[kTk / 8][4], ds[kTk / 8][4];
+    Softmax<D>(mask, t, p, mask.Floor(t, p.window), lse2, delta, s, dp, pr, ds);
+    uint32_t a[kTk / 16][4];
+#pragma unroll
+    for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], ds, kc);
+    IssueDq<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
+    if (t.blk) {
+      // P and dS of this block's 16 keys (n-tiles 2 w, 2 w + 1: constant indices, so s and
+      // dp stay in registers), rows warp * 16 + gid (+ 8), for BlockKeyGrads.
+#pragma unroll
+      for (int c = 0; c < 2 * kPair; ++c)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (c / 2 != w) continue;
+          const int off = (warp * 16 + gid + 8 * h) * kPb + (c % 2) * 8 + 2 * tig;
+          *reinterpret_cast<uint32_t*>(ps + off) = Pack(pr[c][2 * h], pr[c][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(dss + off) = Pack(ds[c][2 * h], ds[c][2 * h + 1]);
+        }
+    }
+    const bool next = it + 1 < tiles;
+    if (kOverlap && next) {
+      tile_landed();
+      issue_scores(it + 1);
+      wg::Wait<2>();
+    } else {
+      wg::Wait<0>();
+    }
+    wg::FenceRegs(dq);
+    if (!kOverlap && next)
+      tile_landed();
+    else
+      __syncthreads();  // every warp's dQ(it) is done: stage st is free; P / dS visible
+    if (it + 2 < tiles)
+      LoadKvTile<D>(p, stream.At(it + 2), g, kv + 2 * st * kTile, kv + (2 * st + 1) * kTile);
+    CpAsyncCommit();
+    if (!kOverlap && next) issue_scores(it + 1);
+    if (t.blk && active) BlockKeyGrads<D>(p, Tile{true, b * kBlock, kBlock}, g, ps, dss, qs, dos);
+  }
+  if (!active) return;
+  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
+          __floats2bfloat162_rn(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchDFlashWgmmaQueryBackward(const DFlashKernelParams& p, cudaStream_t stream) {
+  if (!DFlashWgmmaQuerySupported(p.hk > 0 ? p.hq / p.hk : 0, p.d) || p.hq != kWgmmaGroup * p.hk ||
+      p.delta == nullptr)
+    return cudaErrorInvalidValue;
+  static const int pair = std::getenv("TANDEM_WGQ_PAIR2") != nullptr ? 2 : 1;  // EXPERIMENT
+  static const bool overlap = std::getenv("TANDEM_WGQ_NOOVL") == nullptr;      // EXPERIMENT
+  auto launch = [&](auto kernel, int k_pair) {
+    const size_t smem = DFlashWgmmaQuerySmemBytes(p.d, k_pair);
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+    kernel<<<dim3((p.nb + k_pair - 1) / k_pair, p.hk), kThreads * k_pair, smem, stream>>>(p);
+    return cudaGetLastError();
+  };
+  auto by_d = [&](auto k64, auto k128, int k_pair) {
+    return p.d == 64 ? launch(k64, k_pair) : launch(k128, k_pair);
+  };
+  if (pair == 1)
+    return overlap ? by_d(dflash_wgmma_bwd<64, 1, true>, dflash_wgmma_bwd<128, 1, true>, 1)
+                   : by_d(dflash_wgmma_bwd<64, 1, false>, dflash_wgmma_bwd<128, 1, false>, 1);
+  return overlap ? by_d(dflash_wgmma_bwd<64, 2, true>, dflash_wgmma_bwd<128, 2, true>, 2)
+                 : by_d(dflash_wgmma_bwd<64, 2, false>, dflash_wgmma_bwd<128, 2, false>, 2);
+}
+
+}  // namespace tandem::kernels::attention_internal
