@@ -114,8 +114,8 @@ __device__ inline int CompactBlocks(const Params& p, int k0, int k1, int* list, 
   return count;
 }
 
-// Issues one item's S^T = K Q^T and dP^T = V dO^T for this warpgroup (a commit group each,
-// so that P^T can be formed while dP^T runs); s and dp need no initial value.
+// Issues one item's S^T = K Q^T and dP^T = V dO^T for this warpgroup (one commit group); s
+// and dp need no initial value.
 __device__ inline void IssueScores(uint32_t k_wg, uint32_t v_wg, uint32_t q_st, float (&s)[8][4],
                                    float (&dp)[8][4]) {
   const uint32_t do_st = q_st + kRowsBytes;
@@ -130,7 +130,6 @@ __device__ inline void IssueScores(uint32_t k_wg, uint32_t v_wg, uint32_t q_st, 
     else
       wg::MmaSS64x64<true>(s, a, b);
   }
-  wg::Commit();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint32_t off = (kk / 4) * (kRows * 128) + (kk % 4) * 32;
@@ -144,17 +143,17 @@ __device__ inline void IssueScores(uint32_t k_wg, uint32_t v_wg, uint32_t q_st, 
   wg::Commit();
 }
 
-// Finishes the item IssueScores started: forms P^T once S^T is done and issues dV += P^T dO,
-// then dS^T once dP^T is done and issues dK += dS^T Q (the caller waits for those). `heads`
+// Finishes the item IssueScores started: waits for S^T / dP^T, forms P^T and dS^T in
+// registers, and issues dV += P^T dO, dK += dS^T Q (one commit group; the caller waits). `heads`
 // valid query heads; lim0 / lim1 the last slot that sees key key_lo (+ 8), -1 for none.
 __device__ inline void FinishItem(uint32_t q_st, const float* lse, const float* delta,
                                   float qk_scale, int heads, int lim0, int lim1, float (&s)[8][4],
                                   float (&dp)[8][4], float (&dk)[16][4], float (&dv)[16][4]) {
   const int tig = threadIdx.x % 4;
   const uint32_t do_st = q_st + kRowsBytes;
-  // S^T first (its group done, dP^T may still run): P^T, then dV += P^T dO behind dP^T.
-  wg::Wait<1>();
+  wg::Wait<0>();
   wg::FenceRegs(s);
+  wg::FenceRegs(dp);
   // Column (query row) 8 n + 2 tig + (e & 1): head n / 2, slot 8 (n % 2) + 2 tig + (e & 1).
 #pragma unroll
   for (int n = 0; n < 8; ++n)
@@ -162,27 +161,20 @@ __device__ inline void FinishItem(uint32_t q_st, const float* lse, const float* 
     for (int e = 0; e < 4; ++e) {
       const int col = n * 8 + 2 * tig + (e & 1), slot = col % kBlock;
       const bool see = n / 2 < heads && slot <= ((e >> 1) ? lim1 : lim0);
-      s[n][e] = see ? exp2f(fmaf(s[n][e], qk_scale, -lse[col] * kLog2e)) : 0.0f;
+      const float pr = see ? exp2f(fmaf(s[n][e], qk_scale, -lse[col] * kLog2e)) : 0.0f;
+      s[n][e] = pr;
+      dp[n][e] = pr * (dp[n][e] - delta[col]);
     }
-  uint32_t pa[4][4];
+  uint32_t pa[4][4], sa[4][4];
 #pragma unroll
-  for (int kc = 0; kc < 4; ++kc) AFromC(pa[kc], s, kc);
+  for (int kc = 0; kc < 4; ++kc) {
+    AFromC(pa[kc], s, kc);
+    AFromC(sa[kc], dp, kc);
+  }
   wg::Fence();
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc)
     wg::MmaRS64x128T(dv, pa[kc], wg::Desc(do_st + kc * 16 * 128, kRows * 128, 1024));
-  wg::Commit();
-  // dP^T done (dV may still run): dS^T = P^T (dP^T - delta), then dK += dS^T Q.
-  wg::Wait<1>();
-  wg::FenceRegs(dp);
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - delta[n * 8 + 2 * tig + (e & 1)]);
-  uint32_t sa[4][4];
-#pragma unroll
-  for (int kc = 0; kc < 4; ++kc) AFromC(sa[kc], dp, kc);
-  wg::Fence();
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc)
     wg::MmaRS64x128T(dk, sa[kc], wg::Desc(q_st + kc * 16 * 128, kRows * 128, 1024));
