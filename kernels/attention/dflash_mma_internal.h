@@ -63,11 +63,13 @@ cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t str
 // With p.delta == nullptr one fused kernel, grid (nb, hk), which adds the context dK/dV
 // with fp32 atomics (dkc/dvc zero-filled first). With p.delta (f32 [nb * 16, hq] scratch):
 // the query-major kernel (dQ, block dK/dV, delta = rowsum(dO O)) and then the key-major
-// context kernel, grid (ceil(t / 64), hk), which writes every row of dkc/dvc once, in a
-// fixed order (no atomics, deterministic, no zero-fill needed).
+// context kernel (wgmma where DFlashWgmmaCtxSelected, else mma.sync with grid
+// (ceil(t / 64), hk)), which writes every row of dkc/dvc once, in a fixed order (no atomics,
+// deterministic, no zero-fill needed).
 cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream);
-// Whether the split backward's context gradients go to the wgmma kernel: d = 128, unless the
-// environment sets TANDEM_DFLASH_CTX=mma (the mma.sync kernel, for comparison).
+// Whether the split backward's context gradients go to the wgmma kernel: d = 128 on a Hopper
+// (compute capability 9.x) device, unless the environment sets TANDEM_DFLASH_CTX=mma (the
+// mma.sync kernel, for comparison; "grid" keeps wgmma but launches the tiles in grid order).
 bool DFlashWgmmaCtxSelected(int64_t d);
 // The wgmma context kernel alone (REQUIRES the split backward's query-major kernel ran first,
 // p.delta filled; d = 128): grid (ceil(t / 128), hk), 256 threads.

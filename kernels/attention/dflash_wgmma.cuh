@@ -18,6 +18,11 @@
 
 #include <cstdint>
 
+// wgmma exists only on sm_90a (the 'a' target's architecture-specific features).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "dflash_wgmma.cuh needs sm_90a (wgmma): set CMAKE_CUDA_ARCHITECTURES=90a"
+#endif
+
 namespace tandem::kernels::attention_internal::wgmma {
 
 // Byte offset of 16-byte chunk c (0 .. 2 * 8 - 1 over 128 dims) of row r in a swizzled

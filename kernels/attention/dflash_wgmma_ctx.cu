@@ -336,7 +336,13 @@ const char* CtxChoice() {
 
 }  // namespace
 
-bool DFlashWgmmaCtxSelected(int64_t d) { return d == kD && std::strcmp(CtxChoice(), "mma") != 0; }
+bool DFlashWgmmaCtxSelected(int64_t d) {
+  if (d != kD || std::strcmp(CtxChoice(), "mma") == 0) return false;
+  int dev = 0, major = 0;  // wgmma: Hopper (the library is built for sm_90a) only
+  return cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+         major == 9;
+}
 
 cudaError_t LaunchDFlashWgmmaCtx(const DFlashKernelParams& p, cudaStream_t stream) {
   if (p.d != kD || p.hq % p.hk != 0) return cudaErrorInvalidValue;
