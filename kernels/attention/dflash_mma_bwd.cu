@@ -7,8 +7,6 @@
 // stores P, dS (bf16) in shared memory; after a barrier the next tile's load is issued and
 // the warps share dV = P^T dO and dK = scale dS^T Q in 16-key x 64-dim units, written
 // directly for block keys and with float4 atomics for context keys.
-#include <cstdlib>
-
 #include "kernels/attention/dflash_mma_device.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
 
@@ -419,9 +417,7 @@ cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t st
     return p.d == 64 ? launch(dflash_mma_bwd<64, false>, by_block, threads, smem)
                      : launch(dflash_mma_bwd<128, false>, by_block, threads, smem);
   // Group 4 (d 64, 128): the query-major kernel on warpgroup MMA (dflash_wgmma_bwd.cu).
-  static const bool wgmma_off = std::getenv("TANDEM_WGQ_OFF") != nullptr;  // EXPERIMENT: A/B
-  cudaError_t e = DFlashWgmmaQuerySupported(group, p.d) && !wgmma_off
-                      ? LaunchDFlashWgmmaQueryBackward(p, stream)
+  cudaError_t e = DFlashWgmmaQuerySupported(group, p.d) ? LaunchDFlashWgmmaQueryBackward(p, stream)
                   : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
                               : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;

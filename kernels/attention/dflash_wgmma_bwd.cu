@@ -16,8 +16,6 @@
 // and dK = scale dS^T Q of its 16 keys with mma.sync, in 16-key x 64-dim units, as the
 // mma.sync kernel does. No atomics: every output element is written once, so runs repeat
 // bitwise.
-#include <cstdlib>
-
 #include "kernels/attention/dflash_mma_device.cuh"
 #include "kernels/attention/dflash_wgmma_device.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
@@ -140,62 +138,11 @@ __device__ inline void IssueDq(uint32_t ks, const uint32_t (&a)[kTk / 16][4],
   wg::Commit();
 }
 
-// The key tiles a CTA streams: one context segment when its blocks' ranges overlap (sorted
-// anchors: neighbours share nearly all of it), else each block's range in turn; then one tile
-// of the blocks' own keys (kPair * 16 rows, contiguous in kb / vb).
-struct Stream {
-  int lo[2], hi[2], tiles0, ctx_tiles, first_block, own_keys;
-  __device__ Tile At(int it) const {
-    if (it >= ctx_tiles) return {true, first_block * kBlock, own_keys};
-    const bool s1 = it >= tiles0;  // selects, not indexes: lo / hi stay in registers
-    const int first = (s1 ? lo[1] : lo[0]) + (it - (s1 ? tiles0 : 0)) * kTk;
-    return {false, first, min(kTk, (s1 ? hi[1] : hi[0]) - first)};
-  }
-};
-
-template <int kPair>
-__device__ inline Stream MakeStream(const Params& p, int b0) {
-  Stream st{};
-  int lo[kPair], hi[kPair];
-  for (int w = 0; w < kPair; ++w) {
-    lo[w] = hi[w] = 0;
-    if (b0 + w < p.nb) ContextRange(p, b0 + w, &lo[w], &hi[w]);
-  }
-  st.lo[0] = lo[0], st.hi[0] = hi[0], st.lo[1] = st.hi[1] = 0;
-  if (kPair == 2 && hi[1] > lo[1]) {
-    if (hi[0] <= lo[0] || (lo[1] < hi[0] && lo[0] < hi[1])) {  // overlapping (or only one)
-      st.lo[0] = hi[0] > lo[0] ? min(lo[0], lo[1]) : lo[1];
-      st.hi[0] = max(hi[0], hi[1]);
-    } else {
-      st.lo[1] = lo[1], st.hi[1] = hi[1];
-    }
-  }
-  st.tiles0 = (st.hi[0] - st.lo[0] + kTk - 1) / kTk;
-  st.ctx_tiles = st.tiles0 + (st.hi[1] - st.lo[1] + kTk - 1) / kTk;
-  st.first_block = b0;
-  st.own_keys = min(kPair, p.nb - b0) * kBlock;
-  return st;
-}
-
-// The same stream with every field read from lane 0: warp-uniform for the compiler.
-__device__ inline Stream Uniform(Stream st) {
-  auto u = [](int x) { return __shfl_sync(0xffffffffu, x, 0); };
-  return {{u(st.lo[0]), u(st.lo[1])},
-          {u(st.hi[0]), u(st.hi[1])},
-          u(st.tiles0),
-          u(st.ctx_tiles),
-          u(st.first_block),
-          u(st.own_keys)};
-}
-
-// Query slot `slot` of warpgroup w's block sees key `key` of tile t: context keys inside the
-// block's range [lo, hi) under the window, own keys 16 w .. 16 w + 15 under the window and
-// (causal) key <= slot.
+// Query slot `slot` of the block sees key `key` of tile t: context keys inside the block's
+// range [lo, hi) under the window, its own 16 keys under the window and (causal) key <= slot.
+// Tile-level predicates, no per-warp state: the values steering control flow stay uniform.
 struct Mask {
-  int lo, hi, w;
-  __device__ bool Relevant(const Tile& t) const {
-    return t.blk || (t.first < hi && t.first + t.n > lo);
-  }
+  int lo, hi;
   // Every key of the tile visible to every slot (an interior context tile): no masking.
   __device__ bool Full(const Tile& t, int floor) const {
     return !t.blk && t.first >= lo && t.first + kTk <= hi && floor <= 1 - kBlock;
@@ -204,10 +151,7 @@ struct Mask {
     return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
   }
   __device__ bool Visible(const Tile& t, bool causal, int floor, int key, int slot) const {
-    if (t.blk) {
-      const int k = key - kBlock * w;
-      return k >= 0 && k < kBlock && k - slot >= floor && (!causal || k <= slot);
-    }
+    if (t.blk) return key < kBlock && key - slot >= floor && (!causal || key <= slot);
     const int abs = t.first + key;
     return abs >= lo && abs < hi && key - slot >= floor;
   }
@@ -255,48 +199,43 @@ __device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, in
     for (int e = 0; e < 4; ++e) ds[n][e] = pr[n][e] * (dp[n][e] - delta[e >> 1]);
 }
 
-// kPair blocks per CTA (one warpgroup each) share the K/V stream; kPair == 2 halves the K/V
-// traffic from L2 when neighbouring blocks' ranges overlap.
-template <int D, int kPair, bool kOverlap>
-__global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wgmma_bwd(Params p) {
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  // Values that steer control flow are made warp-uniform for the compiler (shfl from lane 0):
-  // a wgmma on a path it cannot prove convergent is serialized (ptxas C7518).
-  const int w = __shfl_sync(0xffffffffu, threadIdx.x / kThreads, 0);
-  const int tid = threadIdx.x % kThreads;
-  // Per warpgroup w: Q and dO tiles (row h * 16 + slot = (slot, head 4 g + h)), P / dS of
-  // its own keys ([kRows][kPb]); shared: 2 stages of (K, V).
-  uint8_t* qs = base + 2 * w * kTile;
-  uint8_t* dos = qs + kTile;
-  uint8_t* kv = base + 2 * kPair * kTile;  // stage st: K at kv + 2 st kTile, V after it
-  bf16_t* ps = reinterpret_cast<bf16_t*>(kv + 4 * kTile) + 2 * w * kRows * kPb;
-  bf16_t* dss = ps + kRows * kPb;
-  const int b0 = blockIdx.x * kPair, b = b0 + w, g = blockIdx.y;
-  const bool active = __shfl_sync(0xffffffffu, b < p.nb, 0);
-  const int warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
-  const Stream stream = Uniform(MakeStream<kPair>(p, b0));
-  const int tiles = stream.ctx_tiles + 1;
-  Mask mask{0, 0, w};
-  if (active) ContextRange(p, b, &mask.lo, &mask.hi);
+  uint8_t* qs = base;              // [64 rows][D], row h * 16 + slot = (slot, head 4 g + h)
+  uint8_t* dos = base + kTile;     // same rows
+  uint8_t* kv = base + 2 * kTile;  // stage st: K at kv + 2 st kTile, V after it
+  bf16_t* ps = reinterpret_cast<bf16_t*>(base + 6 * kTile);  // [kRows][kPb], own keys' P
+  bf16_t* dss = ps + kRows * kPb;                            // [kRows][kPb], own keys' dS
+  const int b = blockIdx.x, g = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  // Values that steer control flow are read from lane 0 (warp-uniform for the compiler): a
+  // wgmma on a path ptxas cannot prove convergent is serialized (C7518).
+  Mask mask;
+  ContextRange(p, b, &mask.lo, &mask.hi);
+  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
+  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
+  auto tile_of = [&](int it) { return TileOf(it, ctx_tiles, mask.lo, mask.hi, b); };
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
   const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
   auto q_row = [&](int r) {
     return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
   };
-  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), active ? kRows : 0, q_row, tid, kThreads);
-  LoadTile<D>(dos, dout, active ? kRows : 0, q_row, tid, kThreads);
-  LoadKvTile<D>(p, stream.At(0), g, kv, kv + kTile);
+  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), kRows, q_row, threadIdx.x, kThreads);
+  LoadTile<D>(dos, dout, kRows, q_row, threadIdx.x, kThreads);
+  LoadKvTile<D>(p, tile_of(0), g, kv, kv + kTile);
   CpAsyncCommit();
 
   // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
   const int head = g * kWgmmaGroup + warp;
-  float lse2[2] = {0.0f, 0.0f}, delta[2] = {0.0f, 0.0f};
+  float lse2[2], delta[2];
 #pragma unroll
-  for (int h = 0; h < 2 && active; ++h) {
+  for (int h = 0; h < 2; ++h) {
     const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
     lse2[h] = p.lse_in[row] * kLog2e;
     float acc = 0.0f;
@@ -318,9 +257,8 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
   const uint32_t qa = SmemAddr(qs), doa = SmemAddr(dos);
 
   // Tile i is in stage i % 2. S and dP of tile i + 1 are issued before waiting for dQ of tile
-  // i when kOverlap (the tensor pipe then runs dQ(i), S(i + 1), dP(i + 1) back to back). Every
-  // tile runs every MMA, also where the mask hides all its keys from this warpgroup (another
-  // block's segment, a missing last block): wgmma under a branch is serialized by ptxas.
+  // i, so the tensor pipe runs dQ(i), S(i + 1), dP(i + 1) back to back. Every tile runs every
+  // MMA (masks zero what a slot does not see): wgmma under a branch is serialized by ptxas.
   float s[kTk / 8][4], dp[kTk / 8][4];
   auto issue_scores = [&](int i) {
     const uint32_t ka = SmemAddr(kv + 2 * (i & 1) * kTile);
@@ -332,12 +270,12 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
     __syncthreads();
   };
   tile_landed();
-  if (tiles > 1) LoadKvTile<D>(p, stream.At(1), g, kv + 2 * kTile, kv + 3 * kTile);
+  if (tiles > 1) LoadKvTile<D>(p, tile_of(1), g, kv + 2 * kTile, kv + 3 * kTile);
   CpAsyncCommit();
   issue_scores(0);
   for (int it = 0; it < tiles; ++it) {
     const int st = it & 1;
-    const Tile t = stream.At(it);
+    const Tile t = tile_of(it);
     float pr[kTk / 8][4], ds[kTk / 8][4];
     Softmax<D>(mask, t, p, mask.Floor(t, p.window), lse2, delta, s, dp, pr, ds);
     uint32_t a[kTk / 16][4];
@@ -345,20 +283,17 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
     for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], ds, kc);
     IssueDq<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
     if (t.blk) {
-      // P and dS of this block's 16 keys (n-tiles 2 w, 2 w + 1: constant indices, so s and
-      // dp stay in registers), rows warp * 16 + gid (+ 8), for BlockKeyGrads.
+      // P and dS of the block's 16 keys, rows warp * 16 + gid (+ 8), for BlockKeyGrads.
 #pragma unroll
-      for (int c = 0; c < 2 * kPair; ++c)
+      for (int n = 0; n < kBlock / 8; ++n)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          if (c / 2 != w) continue;
-          const int off = (warp * 16 + gid + 8 * h) * kPb + (c % 2) * 8 + 2 * tig;
-          *reinterpret_cast<uint32_t*>(ps + off) = Pack(pr[c][2 * h], pr[c][2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(dss + off) = Pack(ds[c][2 * h], ds[c][2 * h + 1]);
+          const int off = (warp * 16 + gid + 8 * h) * kPb + n * 8 + 2 * tig;
+          *reinterpret_cast<uint32_t*>(ps + off) = Pack(pr[n][2 * h], pr[n][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(dss + off) = Pack(ds[n][2 * h], ds[n][2 * h + 1]);
         }
     }
-    const bool next = it + 1 < tiles;
-    if (kOverlap && next) {
+    if (it + 1 < tiles) {
       tile_landed();
       issue_scores(it + 1);
       wg::Wait<2>();
@@ -366,17 +301,12 @@ __global__ void __launch_bounds__(kThreads* kPair, kPair == 1 ? 2 : 1) dflash_wg
       wg::Wait<0>();
     }
     wg::FenceRegs(dq);
-    if (!kOverlap && next)
-      tile_landed();
-    else
-      __syncthreads();  // every warp's dQ(it) is done: stage st is free; P / dS visible
+    __syncthreads();  // every warp's dQ(it) is done: stage st is free; P / dS visible
     if (it + 2 < tiles)
-      LoadKvTile<D>(p, stream.At(it + 2), g, kv + 2 * st * kTile, kv + (2 * st + 1) * kTile);
+      LoadKvTile<D>(p, tile_of(it + 2), g, kv + 2 * st * kTile, kv + (2 * st + 1) * kTile);
     CpAsyncCommit();
-    if (!kOverlap && next) issue_scores(it + 1);
-    if (t.blk && active) BlockKeyGrads<D>(p, Tile{true, b * kBlock, kBlock}, g, ps, dss, qs, dos);
+    if (t.blk) BlockKeyGrads<D>(p, t, g, ps, dss, qs, dos);
   }
-  if (!active) return;
   bf16_t* dqo = static_cast<bf16_t*>(p.dq);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -394,24 +324,15 @@ cudaError_t LaunchDFlashWgmmaQueryBackward(const DFlashKernelParams& p, cudaStre
   if (!DFlashWgmmaQuerySupported(p.hk > 0 ? p.hq / p.hk : 0, p.d) || p.hq != kWgmmaGroup * p.hk ||
       p.delta == nullptr)
     return cudaErrorInvalidValue;
-  static const int pair = std::getenv("TANDEM_WGQ_PAIR2") != nullptr ? 2 : 1;  // EXPERIMENT
-  static const bool overlap = std::getenv("TANDEM_WGQ_NOOVL") == nullptr;      // EXPERIMENT
-  auto launch = [&](auto kernel, int k_pair) {
-    const size_t smem = DFlashWgmmaQuerySmemBytes(p.d, k_pair);
+  const size_t smem = DFlashWgmmaQuerySmemBytes(p.d);
+  auto launch = [&](auto kernel) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    kernel<<<dim3((p.nb + k_pair - 1) / k_pair, p.hk), kThreads * k_pair, smem, stream>>>(p);
+    kernel<<<dim3(p.nb, p.hk), kThreads, smem, stream>>>(p);
     return cudaGetLastError();
   };
-  auto by_d = [&](auto k64, auto k128, int k_pair) {
-    return p.d == 64 ? launch(k64, k_pair) : launch(k128, k_pair);
-  };
-  if (pair == 1)
-    return overlap ? by_d(dflash_wgmma_bwd<64, 1, true>, dflash_wgmma_bwd<128, 1, true>, 1)
-                   : by_d(dflash_wgmma_bwd<64, 1, false>, dflash_wgmma_bwd<128, 1, false>, 1);
-  return overlap ? by_d(dflash_wgmma_bwd<64, 2, true>, dflash_wgmma_bwd<128, 2, true>, 2)
-                 : by_d(dflash_wgmma_bwd<64, 2, false>, dflash_wgmma_bwd<128, 2, false>, 2);
+  return p.d == 64 ? launch(dflash_wgmma_bwd<64>) : launch(dflash_wgmma_bwd<128>);
 }
 
 }  // namespace tandem::kernels::attention_internal

@@ -14,8 +14,7 @@
 
 namespace tandem::kernels::attention_internal {
 
-// One warpgroup per (block, KV head) with M = 64 query rows = 4 heads x 16 slots; two blocks
-// per CTA share the K/V stream.
+// One warpgroup per (block, KV head) with M = 64 query rows = 4 heads x 16 slots.
 inline constexpr int kWgmmaGroup = 4;
 
 // Whether the warpgroup kernel handles a (GQA group, head_dim) pair; other pairs keep the
@@ -24,12 +23,12 @@ inline constexpr bool DFlashWgmmaQuerySupported(int64_t group, int64_t d) {
   return group == kWgmmaGroup && (d == 64 || d == 128);
 }
 
-// Dynamic shared memory with `pair` blocks per CTA (one warpgroup each): per block Q, dO and
-// its own keys' P and dS ([64 rows][16 keys + 8 pad] bf16); 2 stages x (K, V) shared; tiles
-// of 64 rows, 128-byte swizzled; plus 1 KiB to align them.
-inline constexpr size_t DFlashWgmmaQuerySmemBytes(int64_t d, int pair = 2) {
+// Dynamic shared memory: Q, dO and 2 stages x (K, V) as 64-row 128-byte-swizzled tiles, the
+// block's own keys' P and dS ([64 rows][16 keys + 8 pad] bf16), plus 1 KiB to align the tiles
+// (d 128: 103 KiB, two CTAs per SM).
+inline constexpr size_t DFlashWgmmaQuerySmemBytes(int64_t d) {
   const size_t tile = 64 * static_cast<size_t>(d) * 2;
-  return 1024 + (2 * static_cast<size_t>(pair) + 4) * tile + pair * 2 * 64 * (kBlock + 8) * 2;
+  return 1024 + 6 * tile + 2 * 64 * (kBlock + 8) * 2;
 }
 
 // REQUIRES DFlashWgmmaQuerySupported(hq / hk, d), p.delta set (f32 [nb * 16, hq]); bf16
