@@ -1,6 +1,7 @@
 // Internal to kernels/attention: Hopper warpgroup MMA (wgmma, sm_90a) wrappers for the
 // key-major context kernel (dflash_wgmma_ctx.cu): 128-byte-swizzled shared-memory tiles,
-// their matrix descriptors, and the two instruction shapes it uses (bf16 in, fp32 accumulate).
+// the chunk offsets of its tiles and the two instruction shapes it uses (bf16 in, fp32
+// accumulate); the descriptor and ordering primitives come from dflash_wgmma_device.cuh.
 //
 // Tile layout (the hardware's 128-byte swizzle, the same one TMA's SWIZZLE_128B writes): a
 // [rows][64] bf16 block is rows of 128 bytes; the 16-byte chunk c of row r sits at chunk
@@ -18,10 +19,7 @@
 
 #include <cstdint>
 
-// wgmma exists only on sm_90a (the 'a' target's architecture-specific features).
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "dflash_wgmma.cuh needs sm_90a (wgmma): set CMAKE_CUDA_ARCHITECTURES=90a"
-#endif
+#include "kernels/attention/dflash_wgmma_device.cuh"
 
 namespace tandem::kernels::attention_internal::wgmma {
 
@@ -31,35 +29,14 @@ __device__ inline uint32_t SwizzledChunk(int rows, int r, int c) {
   return static_cast<uint32_t>((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
-// Matrix descriptor: start address, leading / stride byte offsets (PTX ISA "Matrix Descriptor
-// Format"), 128-byte swizzle. K-major swizzled operands ignore lbo; sbo = 1024 (8 rows).
-// MN-major: lbo = the distance between 64-element blocks along N, sbo = between 8-row K groups.
-__device__ inline uint64_t Desc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
-         (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
-         (uint64_t{1} << 62);
-}
-
-__device__ inline void Fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void Commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ inline void Wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Generic-proxy writes to shared memory (cp.async, st.shared) made visible to wgmma's async
-// proxy: each writing thread runs this after its writes land, before the barrier.
-__device__ inline void FenceProxyAsync() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-// Keeps the compiler from moving reads or writes of accumulators across wgmma's issue / wait.
-template <int N>
-__device__ inline void FenceRegs(float (&d)[N][4]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
-}
+// The descriptor, fence, commit, wait and register-fence primitives are the query-major
+// kernel's (dflash_wgmma_device.cuh; same instructions).
+using wg::Commit;
+using wg::Desc;
+using wg::Fence;
+using wg::FenceProxyAsync;
+using wg::FenceRegs;
+using wg::Wait;
 
 // D[64 x 64] = A[64 x 16] B[16 x 64] (kAccumulate: D +=), both K-major in shared memory. The
 // first k-step of a product uses kAccumulate = false: D is only written, so its registers

@@ -1,6 +1,7 @@
 // Internal to kernels/attention: Hopper warpgroup MMA (wgmma.mma_async, sm_90a; bf16 in, fp32
 // accumulate) wrappers and the 128-byte-swizzled shared-memory tiles they read, for the
-// query-major DFlash backward (dflash_wgmma_bwd.cu).
+// query-major DFlash backward (dflash_wgmma_bwd.cu); the key-major context kernel's
+// dflash_wgmma.cuh reuses its descriptor and ordering primitives.
 //
 // SW128 tile: a [rows][D] bf16 tile (rows % 8 == 0, D % 64 == 0) is stored as D / 64 panels of
 // [rows][64]; row r of a panel is 128 bytes at r * 128 and its 16-byte chunk c sits at chunk
@@ -22,6 +23,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+// wgmma exists only on sm_90a (the 'a' target's architecture-specific features).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "dflash_wgmma_device.cuh needs sm_90a (wgmma): set CMAKE_CUDA_ARCHITECTURES=90a"
+#endif
 
 namespace tandem::kernels::attention_internal::wg {
 
