@@ -10,6 +10,11 @@
 // Each run's losses come from its metrics file (every 10 steps; the LR schedule's length is
 // `steps`). Prints the three curves side by side, then |B - A| against |A' - A| (mean and
 // max over the logs, and over the second half), and says whether B stays within the spread.
+// The example's target_config sets Qwen3-8B's initializer_range (0.02), so the random
+// target's embedding and LM head have a fresh HF model's spread and the logits a realistic
+// scale (std ~1.3); before session 13 the head was uniform in +-1 (logit std ~37, losses
+// ~70), which no trained model has and which magnifies any e4m3 logit error. With
+// --b=lm-head-fp8, B's logged loss is itself computed from FP8 logits.
 #include <unistd.h>
 
 #include <algorithm>

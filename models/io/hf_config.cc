@@ -312,6 +312,7 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
   }
   ASSIGN_OR_RETURN(c.rms_norm_eps, GetNumber(j, source, "rms_norm_eps", 1e-6));
   if (c.rms_norm_eps <= 0) return KeyError(source, "rms_norm_eps", "must be positive");
+  ASSIGN_OR_RETURN(c.initializer_range, ParseInitializerRange(j, source));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
   if (const json* act = Find(j, "hidden_act"); act != nullptr && *act != "silu") {
     return KeyError(source, "hidden_act", "{} is not supported (only \"silu\")", act->dump());
@@ -338,6 +339,13 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
     }
   }
   return c;
+}
+
+Result<std::optional<double>> ParseInitializerRange(const json& j, std::string_view source) {
+  if (Find(j, "initializer_range") == nullptr) return std::optional<double>();
+  ASSIGN_OR_RETURN(const double r, GetNumber(j, source, "initializer_range", std::nullopt));
+  if (r <= 0) return KeyError(source, "initializer_range", "must be positive, got {}", r);
+  return std::optional<double>(r);
 }
 
 Result<TransformerConfig> ParseTransformerConfigText(std::string_view text,
@@ -367,6 +375,7 @@ json TransformerConfigToJson(const TransformerConfig& c) {
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
+  if (c.initializer_range) j["initializer_range"] = *c.initializer_range;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;

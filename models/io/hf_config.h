@@ -43,6 +43,9 @@ struct TransformerConfig {
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
+  // HF's initializer_range (the std of a fresh model's weights). Used only by random
+  // weights: it sets the embedding and LM head spread (RandomHeadBound).
+  std::optional<double> initializer_range;
   bool tie_word_embeddings = false;
   bool qk_norm = true;                    // Qwen3: RMSNorm on q and k per head
   RopeType rope_type = RopeType::kDefault;
@@ -61,6 +64,14 @@ struct TransformerConfig {
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
 
+// The bound b of the uniform [-b, b) that random embedding and LM head weights are drawn
+// from: sqrt(3) * initializer_range (std = initializer_range, as a fresh HF model) when the
+// config sets it, else `scale` (tandem's default of 1: logits with a std of ~0.6 * |h|, far
+// larger than a trained model's).
+inline float RandomHeadBound(const std::optional<double>& initializer_range, float scale) {
+  return initializer_range ? static_cast<float>(1.7320508075688772 * *initializer_range) : scale;
+}
+
 // `source` names the file in messages ("/models/Qwen3-8B/config.json").
 // InvalidArgument for bad or unsupported values, naming `source` and the key.
 Result<TransformerConfig> ParseTransformerConfig(const nlohmann::json& j, std::string_view source);
@@ -70,6 +81,10 @@ Result<TransformerConfig> ParseTransformerConfig(const nlohmann::json& j, std::s
 // is InvalidArgument naming `source` and the key. Shared by every target family's parser.
 Status ParseFp8QuantizationConfig(const nlohmann::json& j, std::string_view source,
                                   bool* fp8_block_weights);
+// `j`'s initializer_range: nullopt when absent or null, else a finite number > 0 (anything
+// else is InvalidArgument naming `source` and the key). Shared by every target family.
+Result<std::optional<double>> ParseInitializerRange(const nlohmann::json& j,
+                                                    std::string_view source);
 Result<TransformerConfig> ParseTransformerConfigText(std::string_view text,
                                                      std::string_view source);
 // `path` is a config.json or a directory holding one.

@@ -96,6 +96,7 @@ TEST(HfConfigTest, ParsesQwen3_8B) {
   EXPECT_EQ(c->intermediate_size, 12288);
   EXPECT_EQ(c->rope_theta, 1000000.0);
   EXPECT_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_EQ(c->initializer_range, 0.02);
   EXPECT_FALSE(c->tie_word_embeddings);
   EXPECT_EQ(c->max_position_embeddings, 40960);
   EXPECT_TRUE(c->qk_norm);
@@ -231,6 +232,17 @@ TEST(HfConfigTest, RejectsMissingOrBadValues) {
   j = Qwen();
   j["head_dim"] = int64_t{1} << 40;
   ExpectRejected(j, "head_dim", "at most 16384");
+  j = Qwen();
+  j["initializer_range"] = -0.02;
+  ExpectRejected(j, "initializer_range", "must be positive");
+  j = Qwen();
+  j["initializer_range"] = "0.02";
+  ExpectRejected(j, "initializer_range", "expected a number");
+  j = Qwen();
+  j.erase("initializer_range");
+  auto absent = ParseTransformerConfig(j, "x");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->initializer_range.has_value());
   auto bad = ParseTransformerConfigText("{\"model_type\": ", "broken.json");
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("broken.json"), std::string::npos);
@@ -250,6 +262,7 @@ TEST(HfConfigTest, JsonRoundTripAndLoadFromDirectory) {
   EXPECT_EQ(back->rope_theta, c->rope_theta);
   EXPECT_EQ(back->layer_types, c->layer_types);
   EXPECT_EQ(back->eos_token_ids, c->eos_token_ids);
+  EXPECT_EQ(back->initializer_range, c->initializer_range);
   auto missing = LoadTransformerConfig(dir.File("nope"));
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }

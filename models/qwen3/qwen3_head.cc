@@ -66,7 +66,9 @@ Result<Qwen3Head> Qwen3Head::Random(const TransformerConfig& config, kernels::Al
                                                                    {kRandomChunk}, stream));
   for (auto& [index, spec] : HeadSpecs(config)) {
     const kernels::TensorView dst = spec.name == kEmbed ? head.embed_ : head.lm_head_;
-    RETURN_IF_ERROR(FillRandomWeight(spec, index, dst, seed, scale, scratch, stream));
+    RETURN_IF_ERROR(FillRandomWeight(spec, index, dst, seed, scale,
+                                     RandomHeadBound(config.initializer_range, scale), scratch,
+                                     stream));
   }
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   return head;

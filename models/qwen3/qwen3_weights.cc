@@ -45,15 +45,15 @@ Shape ToShape(const std::vector<int64_t>& dims) {
 }  // namespace
 
 Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint64_t seed,
-                        float scale, const Tensor& scratch, Stream stream) {
+                        float scale, float head_bound, const Tensor& scratch, Stream stream) {
   dst = dst.Reshape({Numel(s.shape)});
   float lo, hi;
   if (s.shape.size() == 1) {
     lo = 0.8f;
     hi = 1.2f;
   } else if (EndsWith(s.name, "embed_tokens.weight") || EndsWith(s.name, "lm_head.weight")) {
-    lo = -scale;
-    hi = scale;
+    lo = -head_bound;
+    hi = head_bound;
   } else {
     hi = scale / std::sqrt(static_cast<float>(s.shape[1]));
     lo = -hi;
@@ -242,7 +242,9 @@ Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config,
     if (projection) {
       ASSIGN_OR_RETURN(dst, staged->Destination(*projection));
     }
-    RETURN_IF_ERROR(FillRandomWeight(s, i, dst, seed, scale, scratch, stream));
+    RETURN_IF_ERROR(FillRandomWeight(s, i, dst, seed, scale,
+                                     RandomHeadBound(config.initializer_range, scale), scratch,
+                                     stream));
     if (projection) RETURN_IF_ERROR(staged->Arrived(*projection));
   }
   if (staged) RETURN_IF_ERROR(staged->CheckComplete());

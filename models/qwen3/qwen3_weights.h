@@ -66,7 +66,8 @@ class Qwen3Weights {
                                    const SafetensorsReader& reader, kernels::Allocator& alloc,
                                    kernels::Stream stream, const ProjectionSink& sink = {});
   // Random weights for benchmarks and tests: linear weights uniform in +-`scale`/sqrt(in),
-  // norm weights uniform in [0.8, 1.2), embeddings uniform in +-`scale`; generated on
+  // norm weights uniform in [0.8, 1.2), embeddings and LM head uniform in
+  // +-RandomHeadBound(config.initializer_range, scale); generated on
   // `alloc`'s device from Philox stream `seed` (same values on the CPU and the GPU).
   // With a `sink`, as Load: projections go to it layer by layer (same values) and are not kept.
   static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Allocator& alloc,

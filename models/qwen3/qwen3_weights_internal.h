@@ -24,10 +24,12 @@ inline constexpr int64_t kRandomChunk = int64_t{1} << 24;
 
 // Fills `dst` (bf16, s.shape) with weight `s`'s random values: Philox stream `seed`, offset
 // (index << 20) + chunk for each kRandomChunk-element chunk, where `index` is s's position
-// in CausalLmWeightSpecs; norms uniform in [0.8, 1.2), embeddings and LM head in +-scale,
-// other matrices in +-scale/sqrt(in). `scratch`: f32 [kRandomChunk] on dst's device.
+// in CausalLmWeightSpecs; norms uniform in [0.8, 1.2), embeddings and LM head in
+// +-head_bound (RandomHeadBound), other matrices in +-scale/sqrt(in). `scratch`: f32
+// [kRandomChunk] on dst's device.
 Status FillRandomWeight(const WeightSpec& s, size_t index, kernels::TensorView dst,
-                        uint64_t seed, float scale, const kernels::Tensor& scratch,
+                        uint64_t seed, float scale, float head_bound,
+                        const kernels::Tensor& scratch,
                         kernels::Stream stream);
 
 // "model.layers.{i}.self_attn.{q,k,v,o}_proj.weight" / "...mlp.{gate,up,down}_proj.weight":

@@ -227,6 +227,7 @@ Status ParseText(const Scope& s, Qwen35Config* c) {
   ASSIGN_OR_RETURN(c->linear_conv_kernel_dim, PositiveInt(s, "linear_conv_kernel_dim"));
   ASSIGN_OR_RETURN(c->rms_norm_eps, Number(s, s.j, "rms_norm_eps", "rms_norm_eps", 1e-6));
   if (c->rms_norm_eps <= 0) return KeyError(s, "rms_norm_eps", "must be positive");
+  ASSIGN_OR_RETURN(c->initializer_range, ParseInitializerRange(s.j, s.source));
   if (c->num_attention_heads % c->num_key_value_heads != 0)
     return KeyError(s, "num_key_value_heads", "{} does not divide num_attention_heads {}",
                     c->num_key_value_heads, c->num_attention_heads);

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,7 @@ struct Qwen35Config {
   int64_t num_hidden_layers = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
+  std::optional<double> initializer_range;  // random weights only (RandomHeadBound)
   bool tie_word_embeddings = false;
   // An official FP8 checkpoint (quantization_config: e4m3 weights with 128x128
   // weight_scale_inv blocks): Qwen35Weights::Load dequantizes those weights to bf16.

@@ -74,6 +74,15 @@ TEST(Qwen35ConfigTest, Wrapper27BShape) {
   EXPECT_EQ(c->layer_types[62], HybridLayerType::kLinearAttention);
   EXPECT_EQ(c->layer_types[63], HybridLayerType::kFullAttention);
   EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{248044});
+  EXPECT_FALSE(c->initializer_range.has_value());
+  json ranged = Wrapper(Text27B());  // random weights' head spread (RandomHeadBound)
+  ranged["text_config"]["initializer_range"] = 0.02;
+  c = ParseQwen35Config(ranged, "/m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->initializer_range, 0.02);
+  ranged["text_config"]["initializer_range"] = 0;
+  EXPECT_NE(ErrorOf(ranged).find("'initializer_range': must be positive"), std::string::npos)
+      << ErrorOf(ranged);
   json listed = Wrapper(Text27B());  // a list at the top when text_config has none
   listed["text_config"].erase("eos_token_id");
   listed["eos_token_id"] = {7, 9};

@@ -8,6 +8,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/philox.h"
 #include "models/io/fp8_checkpoint.h"
+#include "models/io/hf_config.h"
 
 namespace tandem::models {
 
@@ -217,7 +218,7 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 // Fills `dst` (bf16) with tensor `s`'s random values (Qwen35Weights::Random's ranges):
 // Philox stream `seed`, offset (index << 20) + chunk for each chunk of `scratch`.
 Status FillRandom(const WeightSpec& s, size_t index, TensorView dst, uint64_t seed, float scale,
-                  const Tensor& scratch, Stream stream) {
+                  float head_bound, const Tensor& scratch, Stream stream) {
   dst = dst.Reshape({Numel(s.shape)});
   float lo = 0.f, hi = 0.f;
   if (EndsWith(s.name, "A_log") || EndsWith(s.name, "dt_bias")) {
@@ -229,8 +230,8 @@ Status FillRandom(const WeightSpec& s, size_t index, TensorView dst, uint64_t se
     lo = -0.1f;  // zero-centred: the norm multiplies by 1 + w
     hi = 0.1f;
   } else if (EndsWith(s.name, "embed_tokens.weight") || s.name == "lm_head.weight") {
-    lo = -scale;
-    hi = scale;
+    lo = -head_bound;
+    hi = head_bound;
   } else {
     hi = scale / std::sqrt(static_cast<float>(s.shape.back()));
     lo = -hi;
@@ -382,7 +383,8 @@ Result<Qwen35Weights> Qwen35Weights::Random(const Qwen35Config& config,
     if (to_sink) {
       ASSIGN_OR_RETURN(dst, layers.Destination(s.name));
     }
-    RETURN_IF_ERROR(FillRandom(s, i, dst, seed, scale, scratch, stream));
+    RETURN_IF_ERROR(FillRandom(s, i, dst, seed, scale,
+                               RandomHeadBound(config.initializer_range, scale), scratch, stream));
     if (to_sink) RETURN_IF_ERROR(layers.Arrived(s.name));
   }
   if (sink) RETURN_IF_ERROR(layers.CheckComplete());
@@ -444,7 +446,8 @@ Result<Qwen35Head> Qwen35Head::Random(const Qwen35Config& config, kernels::Alloc
   ASSIGN_OR_RETURN(Tensor scratch, Tensor::Empty(alloc, DType::kF32, {kRandomChunk}, stream));
   for (auto& [index, spec] : HeadSpecs(config)) {
     const TensorView dst = spec.name == "lm_head.weight" ? head.lm_head_ : head.embed_;
-    RETURN_IF_ERROR(FillRandom(spec, index, dst, seed, scale, scratch, stream));
+    RETURN_IF_ERROR(FillRandom(spec, index, dst, seed, scale,
+                               RandomHeadBound(config.initializer_range, scale), scratch, stream));
   }
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   return head;

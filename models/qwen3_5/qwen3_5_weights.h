@@ -88,7 +88,8 @@ class Qwen35Weights {
   // Random weights of `config` in memory from `alloc` (tests, benchmarks, jobs with
   // model = "random"): each tensor from its own Philox stream (`seed`, offset by its index
   // in Qwen35WeightSpecs), so Qwen35Head::Random gives the same embedding and LM head.
-  // Matrices uniform in +-scale/sqrt(in), embedding and LM head in +-scale, zero-centred
+  // Matrices uniform in +-scale/sqrt(in), embedding and LM head in
+  // +-RandomHeadBound(config.initializer_range, scale), zero-centred
   // norms in +-0.1 (so 1 + w is near 1), the gated norm in [0.8, 1.2), A_log and dt_bias in
   // [0, 1). Ordered on `stream`; returns after the fills have completed.
   // REQUIRES: `alloc` outlives the weights and whatever is made from them.
