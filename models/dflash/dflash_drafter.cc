@@ -220,6 +220,9 @@ Status DFlashDrafter::Carve(char* base) {
     a.kc_pre = c.Take(DType::kBF16, Shape{tmax, hk, d});
     a.kc_rstd = c.Take(DType::kF32, Shape{tmax * hk});
     a.vc = c.Take(DType::kBF16, Shape{tmax, hk, d});
+    a.q_s = c.Take(DType::kBF16, Shape{r, hq, d});
+    a.k_s = c.Take(DType::kBF16, Shape{r, hk, d});
+    a.kc_s = c.Take(DType::kBF16, Shape{tmax, hk, d});
     a.attn = c.Take(DType::kBF16, Shape{r, hq, d});
     a.lse = c.Take(DType::kF32, Shape{r, hq});
     a.h1 = c.Take(DType::kBF16, Shape{r, h});
@@ -243,9 +246,6 @@ Status DFlashDrafter::Carve(char* base) {
                                                                options_.ce_chunk_rows);
   const std::function<void(WorkspaceCarver&)> phases[] = {
       [&](WorkspaceCarver& o) {  // attention
-        q_s_ = o.Take(DType::kBF16, Shape{r, hq, d});
-        k_s_ = o.Take(DType::kBF16, Shape{r, hk, d});
-        kc_s_ = o.Take(DType::kBF16, Shape{tmax, hk, d});
         d_attn_ = o.Take(DType::kBF16, Shape{r, hq, d});
         d_q_ = o.Take(DType::kBF16, Shape{r, hq, d});
         d_k_ = o.Take(DType::kBF16, Shape{r, hk, d});
@@ -470,7 +470,7 @@ Status DFlashDrafter::LayerForward(int l) {
   RETURN_IF_ERROR(LinearForward(g, ctx, w.v_proj, vc, s));
   RETURN_IF_ERROR(NormRopeQk(l));
   RETURN_IF_ERROR(Mark("fwd.qkv", l));
-  const kernels::DFlashAttentionInputs in{q_s_, k_s_, a.v, kc_s_.Narrow(0, 0, tt), vc,
+  const kernels::DFlashAttentionInputs in{a.q_s, a.k_s, a.v, a.kc_s.Narrow(0, 0, tt), vc,
                                           anchors_, doc_start_};
   RETURN_IF_ERROR(DFlashAttentionFwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse, s));
   RETURN_IF_ERROR(Mark("fwd.attn", l));
@@ -497,11 +497,11 @@ Status DFlashDrafter::NormRopeQk(int l) {
   const DFlashLayerActs& a = acts_[l];
   const int64_t tt = tokens_;
   kernels::Stream s = stream_;
-  RETURN_IF_ERROR(kernels::RmsNormRopeForward(q_s_, a.q_rstd, a.q_pre, w.q_norm, block_pos_, eps,
-                                              t.rope_theta, s));
-  RETURN_IF_ERROR(kernels::RmsNormRopeForward(k_s_, a.k_rstd, a.k_pre, w.k_norm, block_pos_, eps,
-                                              t.rope_theta, s));
-  return kernels::RmsNormRopeForward(kc_s_.Narrow(0, 0, tt),
+  RETURN_IF_ERROR(kernels::RmsNormRopeForward(a.q_s, a.q_rstd, a.q_pre, w.q_norm, block_pos_,
+                                              eps, t.rope_theta, s));
+  RETURN_IF_ERROR(kernels::RmsNormRopeForward(a.k_s, a.k_rstd, a.k_pre, w.k_norm, block_pos_,
+                                              eps, t.rope_theta, s));
+  return kernels::RmsNormRopeForward(a.kc_s.Narrow(0, 0, tt),
                                      a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads),
                                      a.kc_pre.Narrow(0, 0, tt), w.k_norm,
                                      ctx_pos_.Narrow(0, 0, tt), eps, t.rope_theta, s);

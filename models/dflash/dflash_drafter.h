@@ -174,7 +174,8 @@ class DFlashDrafter {
   // The fused LM head + CE on the rows with loss weight; loss_, correct_ and (want_grad)
   // d_tmp_ = d loss / d final_hidden_ over all R rows.
   Status LmHeadLoss(bool want_grad);
-  // q_s_, k_s_, kc_s_ = rope(norm(projection)) of layer l (forward, and again in backward).
+  // The layer's a.q_s, a.k_s, a.kc_s = rope(norm(projection)) (the forward; kept for the
+  // backward).
   Status NormRopeQk(int l);
   Status Backward();
   // Records the end of `stage` (of `layer`) when stage timing is on; a no-op otherwise.
@@ -216,12 +217,12 @@ class DFlashDrafter {
   kernels::TensorView ce_workspace_, rms_workspace_, norm_workspace_;
   std::vector<DFlashLayerActs> acts_;
   // Scratch shared by all layers. One region holds, at different times, the attention
-  // phase (recomputed q/k/context k and the attention-side gradients), the MLP phase (the
+  // phase (the attention-side gradients), the MLP phase (the
   // forward's SwiGLU output, which aliases the front of d_gu_, and d_gu_/d_act_; the
   // backward rebuilds the SwiGLU output over d_act_), the LM-head CE workspace and the final
   // context gradients; d_tmp_ holds xn and d_tmp2_ h1n while a layer needs them (forward
   // and backward; the forward writes layer l+1's xn at the end of layer l).
-  kernels::TensorView q_s_, k_s_, kc_s_, act_s_;
+  kernels::TensorView act_s_;
   kernels::TensorView d_res_, d_tmp_, d_tmp2_, d_act_, d_gu_, d_attn_, d_q_, d_k_, d_v_,
       d_kc_f32_, d_vc_f32_, d_kc_, d_vc_, d_xn_f32_, d_ctx_f32_, d_ctx_, d_ctx_pre_;
   kernels::TensorView attn_delta_;  // f32 [R, hq]: the attention backward's scratch

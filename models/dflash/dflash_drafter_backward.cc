@@ -92,10 +92,9 @@ Status DFlashDrafter::LayerBackward(int l) {
   // Attention output projection and the block attention.
   RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.o_proj, d_attn_, false, s));
   RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.attn, gw.o_proj, false, s));
-  RETURN_IF_ERROR(NormRopeQk(l));  // q_s_, k_s_, kc_s_ as in the forward
-  const TensorView kc = kc_s_.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
+  const TensorView kc = a.kc_s.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
   const TensorView d_kc_f32 = d_kc_f32_.Narrow(0, 0, tt), d_vc_f32 = d_vc_f32_.Narrow(0, 0, tt);
-  const kernels::DFlashAttentionInputs in{q_s_, k_s_, a.v, kc, vc, anchors_, doc_start_};
+  const kernels::DFlashAttentionInputs in{a.q_s, a.k_s, a.v, kc, vc, anchors_, doc_start_};
   const kernels::DFlashAttentionGrads grads{d_q_, d_k_, d_v_, d_kc_f32, d_vc_f32, attn_delta_};
   RETURN_IF_ERROR(DFlashAttentionBwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse,
                                      d_attn_, grads, s));
