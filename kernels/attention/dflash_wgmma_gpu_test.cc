@@ -87,7 +87,8 @@ void CheckForwardRepeats(const DFlashCase& c, uint64_t seed, bool sorted) {
 }
 
 // The warpgroup forward on group 4 (the library is built for sm_90a only, so the device is a
-// Hopper) with 1 and 2 blocks per CTA (TANDEM_DFLASH_FWD=wg1 / wg2), anchors random (two
+// Hopper) with 1 and 2 blocks per CTA, Q in shared memory or registers (TANDEM_DFLASH_FWD=
+// wg1, wg2, wg1q, wg2q), anchors random (two
 // blocks' ranges in different documents: two key segments) and sorted (ranges that overlap:
 // one): context lengths t = 37, 100, 129, 255 (partial last tiles, a range under one tile),
 // no context at all, odd nb (a CTA with a dead second block), and ranges of many tiles (both
@@ -127,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DFlashCase{{1, 1, 1}, 3, 8, 2, 128, 0, true},       // no context
                       DFlashCase{{2000, 300}, 40, 32, 8, 128, 700, true}, // many tiles
                       DFlashCase{{2000}, 17, 8, 2, 64, 2048, false}),
-                       ::testing::Values("wg1", "wg2")));
+                       ::testing::Values("wg1", "wg2", "wg1q", "wg2q")));
 
 // Groups the warpgroup forward refuses, and group 4 under TANDEM_DFLASH_FWD=mma, run the
 // mma.sync forward through the same entry point and still match the CPU, bitwise repeatably.

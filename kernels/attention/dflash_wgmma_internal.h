@@ -42,8 +42,8 @@ inline constexpr size_t DFlashWgmmaForwardSmemBytes(int64_t d, int blocks = 2) {
 
 // Whether the MMA forward runs the warpgroup kernel: DFlashWgmmaQuerySupported(group, d) on a
 // Hopper (compute capability 9.x) device, unless the environment sets TANDEM_DFLASH_FWD=mma
-// (the mma.sync kernel, for comparison; "wg1" / "wg2" pick 1 or 2 blocks per CTA; read at
-// every call).
+// (the mma.sync kernel, for comparison; "wg1" / "wg2" pick 1 or 2 blocks per CTA, "wg1q" /
+// "wg2q" the same with Q in registers; read at every call).
 bool DFlashWgmmaForwardSelected(int64_t group, int64_t d);
 
 // REQUIRES DFlashWgmmaQuerySupported(hq / hk, d), scale > 0; bf16 tensors 16-byte aligned.
