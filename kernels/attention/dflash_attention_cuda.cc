@@ -24,6 +24,8 @@ using attention_internal::DFlashCtxSmemBytes;
 using attention_internal::DFlashMmaSmemBytes;
 using attention_internal::DFlashMmaSupported;
 using attention_internal::DFlashPath;
+using attention_internal::DFlashWgmmaForwardSelected;
+using attention_internal::DFlashWgmmaForwardSmemBytes;
 using attention_internal::DFlashWgmmaQuerySmemBytes;
 using attention_internal::DFlashWgmmaQuerySupported;
 using attention_internal::LaunchDFlashKernel;
@@ -134,6 +136,8 @@ Status DFlashAttentionForwardPath(DFlashPath path, const DFlashAttentionInputs& 
   p.lse = lse.data_as<float>();
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(false, dims.hq / dims.hk, dims.d)));
+    if (DFlashWgmmaForwardSelected(dims.hq / dims.hk, dims.d))
+      RETURN_IF_ERROR(CheckSmem(kOp, DFlashWgmmaForwardSmemBytes(dims.d)));
     CUDA_RETURN_IF_ERROR(LaunchDFlashMmaForward(p, stream));
     return Status::Ok();
   }

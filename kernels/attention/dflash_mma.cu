@@ -28,6 +28,7 @@
 #include <climits>
 
 #include "kernels/attention/dflash_mma_device.cuh"
+#include "kernels/attention/dflash_wgmma_internal.h"
 
 namespace tandem::kernels::attention_internal {
 namespace {
@@ -341,6 +342,9 @@ __global__ void __launch_bounds__(32 * kCtaMtiles / 2) dflash_mma_fwd(Params p, 
 cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream) {
   if (!DFlashMmaSupported(p.hq / p.hk, p.d) || (p.hq / p.hk) * p.hk != p.hq)
     return cudaErrorInvalidValue;
+  // Group 4 (d 64, 128) on Hopper, positive scale: the warpgroup kernel (dflash_wgmma_fwd.cu).
+  if (p.scale > 0.0f && DFlashWgmmaForwardSelected(p.hq / p.hk, p.d))
+    return LaunchDFlashWgmmaForward(p, stream);
   const int group = p.hq / p.hk, nbc = std::max(1, kCtaMtiles / group), mt = nbc * group;
   const size_t smem = FwdSmemBytes(mt, p.d);
   auto launch = [&](auto kernel) {

@@ -58,7 +58,8 @@ inline constexpr size_t DFlashWgmmaCtxSmemBytes() {
 }
 
 // Launch the MMA kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the
-// fp32 context gradients 16-byte aligned.
+// fp32 context gradients 16-byte aligned. The forward runs the warpgroup kernel where
+// DFlashWgmmaForwardSelected (dflash_wgmma_internal.h), else the mma.sync kernel.
 cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream);
 // With p.delta == nullptr one fused kernel, grid (nb, hk), which adds the context dK/dV
 // with fp32 atomics (dkc/dvc zero-filled first). With p.delta (f32 [nb * 16, hq] scratch):

@@ -18,43 +18,28 @@
 // bitwise.
 #include "kernels/attention/dflash_mma_device.cuh"
 #include "kernels/attention/dflash_wgmma_device.cuh"
+#include "kernels/attention/dflash_wgmma_tiles.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
 
 namespace tandem::kernels::attention_internal {
 namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
+using wg::Exp2;
+using wg::LoadKeyTile;
+using wg::LoadTile;
+using wg::Mask;
 
 constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
 constexpr int kThreads = 128;            // one warpgroup
 constexpr int kPb = kBlock + 8;          // row stride (elements) of the block tile's P / dS
 static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
 
-// Async-loads 64 rows into an SW128 tile with threads tid = 0 .. nthreads - 1; row r comes
-// from src + row_of(r) * D, rows >= n are zero-filled (their P is 0, and 0 * garbage could
-// be NaN).
-template <int D, typename RowOf>
-__device__ inline void LoadTile(uint8_t* dst, const bf16_t* src, int n, RowOf row_of, int tid,
-                                int nthreads) {
-  // A thread keeps one 16-byte column c and rows r0 + k * step; step % 8 == 0, so its
-  // swizzled offset only moves by whole rows.
-  constexpr int kChunks = D / 8;
-  const int c = (tid % kChunks) * 8, r0 = tid / kChunks, step = nthreads / kChunks;
-  uint8_t* d = dst + wg::Sw128(64, r0, c);
-  for (int r = r0; r < 64; r += step, d += step * 128) {
-    const bool valid = r < n;
-    CpAsync16(d, src + row_of(valid ? r : 0) * D + c, valid);
-  }
-}
-
 // K and V rows of tile t, by the whole CTA.
 template <int D>
 __device__ inline void LoadKvTile(const Params& p, const Tile& t, int g, uint8_t* ks, uint8_t* vs) {
-  const bf16_t* k = static_cast<const bf16_t*>(t.blk ? p.kb : p.kc);
-  const bf16_t* v = static_cast<const bf16_t*>(t.blk ? p.vb : p.vc);
-  auto row_of = [&](int r) { return static_cast<size_t>(t.first + r) * p.hk + g; };
-  LoadTile<D>(ks, k, t.n, row_of, threadIdx.x, blockDim.x);
-  LoadTile<D>(vs, v, t.n, row_of, threadIdx.x, blockDim.x);
+  LoadKeyTile<D>(p, t, g, /*is_v=*/false, ks);
+  LoadKeyTile<D>(p, t, g, /*is_v=*/true, vs);
 }
 
 // dV (is_dk false) or dK of the block's own 16 keys from its P / dS in shared memory (rows
@@ -136,32 +121,6 @@ __device__ inline void IssueDq(uint32_t ks, const uint32_t (&a)[kTk / 16][4],
       wg::MmaRS64T(dq, a[kc], b);
   }
   wg::Commit();
-}
-
-// Query slot `slot` of the block sees key `key` of tile t: context keys inside the block's
-// range [lo, hi) under the window, its own 16 keys under the window and (causal) key <= slot.
-// Tile-level predicates, no per-warp state: the values steering control flow stay uniform.
-struct Mask {
-  int lo, hi;
-  // Every key of the tile visible to every slot (an interior context tile): no masking.
-  __device__ bool Full(const Tile& t, int floor) const {
-    return !t.blk && t.first >= lo && t.first + kTk <= hi && floor <= 1 - kBlock;
-  }
-  __device__ int Floor(const Tile& t, int window) const {
-    return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
-  }
-  __device__ bool Visible(const Tile& t, bool causal, int floor, int key, int slot) const {
-    if (t.blk) return key < kBlock && key - slot >= floor && (!causal || key <= slot);
-    const int abs = t.first + key;
-    return abs >= lo && abs < hi && key - slot >= floor;
-  }
-};
-
-// 2^x (MUFU.EX2, flush-to-zero): P's arguments are <= ~0 and underflow to 0 is intended.
-__device__ inline float Exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // P and dS of one tile from S (s) and dP (dp); P masked to the visible keys.

@@ -1,16 +1,20 @@
-// The query-major split backward on Hopper warpgroup MMA (dflash_wgmma_bwd.cu: GQA group 4,
-// head_dim 64 or 128) against the CPU reference (label gpu; run on the H200): odd shapes
-// (partial and empty context tiles, ranges of many tiles so the 2-stage ring wraps, window
-// cuts, odd nb, causal or not), its outputs bitwise repeatable run to run, and the shapes it
-// refuses (other groups and head dims) refused by its launcher and run by the mma.sync kernel
-// through the same entry point. Without CUDA this file is empty and the GPU main reports
-// SKIPPED.
+// The query-major kernels on Hopper warpgroup MMA (GQA group 4, head_dim 64 or 128), the
+// forward (dflash_wgmma_fwd.cu) and the split backward (dflash_wgmma_bwd.cu), against the CPU
+// reference (label gpu; run on the H200): odd shapes (partial and empty context tiles, ranges
+// of many tiles so the 2-stage rings wrap, window cuts, odd nb, causal or not), their outputs
+// bitwise repeatable run to run, and the shapes they refuse (other groups and head dims)
+// refused by their launchers and run by the mma.sync kernels through the same entry point.
+// Without CUDA this file is empty and the GPU main reports SKIPPED.
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention/attention.h"
@@ -24,11 +28,162 @@ namespace {
 
 using namespace attention_testing;
 using attention_internal::DFlashPath;
+using attention_internal::DFlashWgmmaForwardSelected;
 using attention_internal::DFlashWgmmaQuerySupported;
 
 static_assert(DFlashWgmmaQuerySupported(4, 128) && DFlashWgmmaQuerySupported(4, 64));
 static_assert(!DFlashWgmmaQuerySupported(2, 128) && !DFlashWgmmaQuerySupported(8, 128) &&
               !DFlashWgmmaQuerySupported(4, 256) && !DFlashWgmmaQuerySupported(1, 64));
+
+// Runs the forward of case `c` (inputs from `seed`; anchors `sorted` as the drafter's plan
+// makes them, else random) twice through the MMA path on fresh NaN-poisoned outputs: the
+// first run must match the CPU reference, the second repeat it bitwise (no atomics, a fixed
+// summation order).
+void CheckForwardRepeats(const DFlashCase& c, uint64_t seed, bool sorted) {
+  DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, seed);
+  if (sorted) {
+    std::vector<std::pair<int32_t, int32_t>> blocks;
+    for (int b = 0; b < c.nb; ++b) blocks.emplace_back(lay.anchors[b], lay.doc_start[b]);
+    std::sort(blocks.begin(), blocks.end());
+    for (int b = 0; b < c.nb; ++b) std::tie(lay.anchors[b], lay.doc_start[b]) = blocks[b];
+  }
+  const int64_t t = lay.t, rows = int64_t{c.nb} * kDFlashBlockSize;
+  auto q = RandomBf16(rows * c.hq * c.d, seed + 1), kb = RandomBf16(rows * c.hk * c.d, seed + 2),
+       vb = RandomBf16(rows * c.hk * c.d, seed + 3), kc = RandomBf16(t * c.hk * c.d, seed + 4),
+       vc = RandomBf16(t * c.hk * c.d, seed + 5);
+  std::vector<int32_t> anchors = lay.anchors, doc_start = lay.doc_start;
+  const DFlashAttentionConfig cfg{c.window, c.causal, 0.0f};
+  const Shape qs{rows, c.hq, c.d}, bs{rows, c.hk, c.d}, cs{t, c.hk, c.d}, ls{rows, c.hq};
+  DFlashAttentionInputs hin{Host(q, qs),  Host(kb, bs), Host(vb, bs),
+                            Host(kc, cs), Host(vc, cs), Host(anchors, {c.nb}),
+                            Host(doc_start, {c.nb})};
+  std::vector<bf16> out(q.size());
+  std::vector<float> lse(rows * c.hq);
+  ASSERT_TRUE(DFlashAttentionForwardCpu(hin, cfg, Host(out, qs), Host(lse, ls)).ok());
+  const auto bf = DType::kBF16;
+  DevBuf<bf16> gq(q), gkb(kb), gvb(vb), gkc(kc), gvc(vc);
+  DevBuf<int32_t> ganc(anchors), gds(doc_start);
+  DFlashAttentionInputs din{gq.View(bf, qs),  gkb.View(bf, bs), gvb.View(bf, bs),
+                            gkc.View(bf, cs), gvc.View(bf, cs), ganc.View(DType::kI32, {c.nb}),
+                            gds.View(DType::kI32, {c.nb})};
+  DevBuf<bf16> gout(q.size()), gout2(q.size());
+  DevBuf<float> glse(lse.size()), glse2(lse.size());
+  auto run = [&](DevBuf<bf16>& o, DevBuf<float>& l) {
+    return attention_internal::DFlashAttentionForwardPath(
+        DFlashPath::kMma, din, cfg, o.View(bf, qs), l.View(DType::kF32, ls), nullptr);
+  };
+  Status s = run(gout, glse);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  s = run(gout2, glse2);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ExpectClose("out", ToFloat(gout.ToHost()), ToFloat(out), c.hq, c.d, kOutTol, kOutRtol);
+  ExpectClose("lse", glse.ToHost(), lse, c.hq, 1, kLseTol, kLseTol);
+  auto same = [](const auto& x, const auto& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
+  };
+  EXPECT_TRUE(same(gout.ToHost(), gout2.ToHost())) << "out differs between two runs";
+  EXPECT_TRUE(same(glse.ToHost(), glse2.ToHost())) << "lse differs between two runs";
+}
+
+// The warpgroup forward on group 4 (the library is built for sm_90a only, so the device is a
+// Hopper) with 1 and 2 blocks per CTA, Q in shared memory or registers (TANDEM_DFLASH_FWD=
+// wg1, wg2, wg1q, wg2q), anchors random (two
+// blocks' ranges in different documents: two key segments) and sorted (ranges that overlap:
+// one): context lengths t = 37, 100, 129, 255 (partial last tiles, a range under one tile),
+// no context at all, odd nb (a CTA with a dead second block), and ranges of many tiles (both
+// rings wrap), d 64 and 128.
+class DFlashWgmmaForwardTest
+    : public ::testing::TestWithParam<std::tuple<DFlashCase, const char*>> {};
+
+TEST_P(DFlashWgmmaForwardTest, MatchesCpuAndRepeatsBitwise) {
+  const auto& [c, choice] = GetParam();
+  SCOPED_TRACE(fmt::format("{} TANDEM_DFLASH_FWD={}", DFlashCaseName(c), choice));
+  ASSERT_EQ(setenv("TANDEM_DFLASH_FWD", choice, 1), 0);
+  EXPECT_TRUE(DFlashWgmmaForwardSelected(c.hq / c.hk, c.d));
+  for (const bool sorted : {false, true}) {
+    SCOPED_TRACE(sorted ? "sorted anchors" : "random anchors");
+    CheckForwardRepeats(c, 51, sorted);
+  }
+  ASSERT_EQ(unsetenv("TANDEM_DFLASH_FWD"), 0);
+}
+
+// The default choice (no environment) runs the warpgroup kernel too.
+TEST(DFlashWgmmaForwardDefaultTest, SelectedWithoutEnvironment) {
+  ASSERT_EQ(unsetenv("TANDEM_DFLASH_FWD"), 0);
+  EXPECT_TRUE(DFlashWgmmaForwardSelected(4, 128));
+  EXPECT_TRUE(DFlashWgmmaForwardSelected(4, 64));
+  CheckForwardRepeats(DFlashCase{{200, 55}, 13, 32, 8, 128, 100, true}, 57, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Group4, DFlashWgmmaForwardTest,
+    ::testing::Combine(::testing::Values(DFlashCase{{37}, 5, 8, 2, 64, 0, true},             // t 37
+                      DFlashCase{{37}, 6, 4, 1, 128, 20, false},          // window < range
+                      DFlashCase{{60, 40}, 9, 16, 4, 128, 31, false},     // t 100
+                      DFlashCase{{60, 40}, 9, 16, 4, 64, 0, true},
+                      DFlashCase{{129}, 7, 4, 1, 128, 65, true},          // t 129, W - 1 = tile
+                      DFlashCase{{200, 55}, 13, 32, 8, 64, 100, true},    // t 255
+                      DFlashCase{{200, 55}, 13, 32, 8, 128, 0, false},
+                      DFlashCase{{1, 1, 1}, 3, 8, 2, 128, 0, true},       // no context
+                      DFlashCase{{2000, 300}, 40, 32, 8, 128, 700, true}, // many tiles
+                      DFlashCase{{2000}, 17, 8, 2, 64, 2048, false}),
+                       ::testing::Values("wg1", "wg2", "wg1q", "wg2q")));
+
+// Groups the warpgroup forward refuses, and group 4 under TANDEM_DFLASH_FWD=mma, run the
+// mma.sync forward through the same entry point and still match the CPU, bitwise repeatably.
+class DFlashWgmmaForwardFallbackTest : public ::testing::TestWithParam<DFlashCase> {};
+
+TEST_P(DFlashWgmmaForwardFallbackTest, MmaSyncForwardMatchesCpu) {
+  const DFlashCase& c = GetParam();
+  SCOPED_TRACE(DFlashCaseName(c));
+  const bool group4 = c.hq == 4 * c.hk;
+  if (group4) {
+    ASSERT_EQ(setenv("TANDEM_DFLASH_FWD", "mma", 1), 0);
+  }
+  EXPECT_FALSE(DFlashWgmmaForwardSelected(c.hq / c.hk, c.d));
+  CheckForwardRepeats(c, 53, /*sorted=*/false);
+  if (group4) {
+    ASSERT_EQ(unsetenv("TANDEM_DFLASH_FWD"), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OtherGroups, DFlashWgmmaForwardFallbackTest,
+    ::testing::Values(DFlashCase{{37}, 5, 4, 4, 128, 0, true},           // G 1
+                      DFlashCase{{60, 40}, 9, 16, 8, 64, 31, false},     // G 2
+                      DFlashCase{{129}, 7, 12, 4, 128, 65, true},        // G 3
+                      DFlashCase{{200, 55}, 13, 10, 2, 64, 100, true},   // G 5
+                      DFlashCase{{255}, 11, 12, 2, 128, 0, false},       // G 6
+                      DFlashCase{{120, 40, 3}, 9, 14, 2, 128, 0, true},  // G 7
+                      DFlashCase{{257, 129}, 16, 8, 1, 64, 65, true},    // G 8
+                      DFlashCase{{200, 55}, 13, 32, 8, 128, 100, true},  // G 4, env mma
+                      DFlashCase{{37}, 5, 8, 2, 64, 0, true}));          // G 4 d 64, env mma
+
+// The forward launcher refuses what it lacks instead of running it: group != 4, head_dim 256,
+// and a scale <= 0 (it takes the row max of unscaled scores). Nothing is launched, so the
+// null tensors are never read.
+TEST(DFlashWgmmaRefusalTest, ForwardLauncherRefusesUnsupportedShapes) {
+  struct Shape3 {
+    int hq, hk, d;
+    float scale;
+  };
+  for (const Shape3 sh :
+       {Shape3{8, 4, 128, 1.0f}, Shape3{16, 2, 64, 1.0f}, Shape3{32, 8, 256, 1.0f},
+        Shape3{6, 2, 64, 1.0f}, Shape3{4, 4, 128, 1.0f}, Shape3{32, 8, 128, -0.5f}}) {
+    SCOPED_TRACE(fmt::format("h{}/{} d{} scale {}", sh.hq, sh.hk, sh.d, sh.scale));
+    if (sh.scale > 0) {
+      EXPECT_FALSE(DFlashWgmmaForwardSelected(sh.hq / sh.hk, sh.d));
+    }
+    attention_internal::DFlashKernelParams p{};
+    p.nb = 1;
+    p.hq = sh.hq;
+    p.hk = sh.hk;
+    p.d = sh.d;
+    p.scale = sh.scale;
+    EXPECT_EQ(attention_internal::LaunchDFlashWgmmaForward(p, nullptr), cudaErrorInvalidValue);
+  }
+}
 
 class DFlashWgmmaSplitTest : public ::testing::TestWithParam<DFlashCase> {};
 
