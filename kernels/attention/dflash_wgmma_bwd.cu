@@ -107,21 +107,6 @@ __device__ inline void IssueScores(uint32_t qs, uint32_t dos, uint32_t ks, uint3
   wg::Commit();
 }
 
-// dQ += dS K over the tile's 4 16-key steps; `a` must stay untouched until the group is done.
-template <int D>
-__device__ inline void IssueDq(uint32_t ks, const uint32_t (&a)[kTk / 16][4],
-                               float (&dq)[D / 8][4]) {
-  wg::Fence();
-#pragma unroll
-  for (int kc = 0; kc < kTk / 16; ++kc) {
-    const uint64_t b = wg::Desc(ks + kc * 16 * 128, kTk * 128, 1024);
-    if constexpr (D == 128)
-      wg::MmaRS128T(dq, a[kc], b);
-    else
-      wg::MmaRS64T(dq, a[kc], b);
-  }
-  wg::Commit();
-}
 
 // P and dS of one tile from S (s) and dP (dp); P masked to the visible keys.
 template <int D>
@@ -240,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
     uint32_t a[kTk / 16][4];
 #pragma unroll
     for (int kc = 0; kc < kTk / 16; ++kc) AFromC(a[kc], ds, kc);
-    IssueDq<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
+    wg::IssueRsTile<D>(SmemAddr(kv + 2 * st * kTile), a, dq);
     if (t.blk) {
       // P and dS of the block's 16 keys, rows warp * 16 + gid (+ 8), for BlockKeyGrads.
 #pragma unroll

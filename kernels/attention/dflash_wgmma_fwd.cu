@@ -97,22 +97,6 @@ __device__ inline void IssueScores(const QOperand<D, kQRegs>& q, uint32_t ks,
   wg::Commit();
 }
 
-// O += P V over the tile's 4 16-key steps, one commit group; `a` must stay untouched until
-// the group is done.
-template <int D>
-__device__ inline void IssuePv(uint32_t vs, const uint32_t (&a)[kTk / 16][4],
-                               float (&o)[D / 8][4]) {
-  wg::Fence();
-#pragma unroll
-  for (int kc = 0; kc < kTk / 16; ++kc) {
-    const uint64_t b = wg::Desc(vs + kc * 16 * 128, kTk * 128, 1024);
-    if constexpr (D == 128)
-      wg::MmaRS128T(o, a[kc], b);
-    else
-      wg::MmaRS64T(o, a[kc], b);
-  }
-  wg::Commit();
-}
 
 // The CTA's key tiles: up to two segments of 64-key tiles covering the union of its blocks'
 // context ranges (a range that starts inside the tiles of the one before joins its segment),
@@ -285,7 +269,7 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   advance(0);
   for (int i = 1; i < tiles; ++i) {
     IssueScores(q, SmemAddr(k_stage(i)), s);
-    IssuePv<D>(SmemAddr(v_stage(i - 1)), pa, o);
+    wg::IssueRsTile<D>(SmemAddr(v_stage(i - 1)), pa, o);
     wg::Wait<1>();  // S(i)
     wg::FenceRegs(s);
     Softmax(mask, keys.Of(i), p, qk_scale, s, st, pf, alpha);
@@ -302,7 +286,7 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
     for (int kc = 0; kc < kTk / 16; ++kc) AFromC(pa[kc], pf, kc);
     advance(i);
   }
-  IssuePv<D>(SmemAddr(v_stage(tiles - 1)), pa, o);
+  wg::IssueRsTile<D>(SmemAddr(v_stage(tiles - 1)), pa, o);
   wg::Wait<0>();
   wg::FenceRegs(o);
   if (b >= p.nb) return;

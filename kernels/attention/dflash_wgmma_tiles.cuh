@@ -70,4 +70,23 @@ __device__ inline float Exp2(float x) {
   return y;
 }
 
+// acc += A B over a 64-key tile's 4 16-key steps, one commit group (the forward's O += P V,
+// the query-major backward's dQ += dS K): A = `a`, bf16 register fragments per 16 keys; B =
+// the SW128 tile at shared address `tile` (64 keys x D), read MN-major through the transpose
+// bit. `a` must stay untouched until the group is done.
+template <int D>
+__device__ inline void IssueRsTile(uint32_t tile, const uint32_t (&a)[mma::kTk / 16][4],
+                                   float (&acc)[D / 8][4]) {
+  Fence();
+#pragma unroll
+  for (int kc = 0; kc < mma::kTk / 16; ++kc) {
+    const uint64_t b = Desc(tile + kc * 16 * 128, mma::kTk * 128, 1024);
+    if constexpr (D == 128)
+      MmaRS128T(acc, a[kc], b);
+    else
+      MmaRS64T(acc, a[kc], b);
+  }
+  Commit();
+}
+
 }  // namespace tandem::kernels::attention_internal::wg
