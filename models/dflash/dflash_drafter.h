@@ -1,5 +1,5 @@
-// The DFlash drafter (DESIGN.md, "DFlash drafter"): forward, weighted block loss, backward
-// and the AdamW step, on the CPU (reference kernels) or one CUDA device.
+// The DFlash drafter (docs/architecture.md, "The DFlash drafter"): forward, weighted block
+// loss, backward and the AdamW step, on the CPU (reference kernels) or one CUDA device.
 //
 // Forward of one step, T context tokens, NB blocks of bs = 16 slots, R = NB*bs rows:
 //   ctx  = hidden_norm(fc(concat_noise(target layers)))              [T, H]
