@@ -175,7 +175,7 @@ TEST(DFlashCheckpointTest, BadFilesGiveClearErrors) {
   EXPECT_EQ(garbage.code(), StatusCode::kDataLoss) << garbage.ToString();
 }
 
-// Issue 18: a hand-edited trainer_state.json is DataLoss naming the file and the field,
+// A hand-edited trainer_state.json is DataLoss naming the file and the field,
 // never an exception's text or a step that overflows (1e30 resumed at INT64_MIN before).
 TEST(DFlashCheckpointTest, TrainerStateFieldsAreValidated) {
   const std::string good =

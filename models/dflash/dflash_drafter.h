@@ -131,7 +131,7 @@ class DFlashDrafter {
   // so the update of layer l overlaps the forward of the layers before l. Every element
   // gets the same fp32 arithmetic from the same kernel in either mode, so the result is
   // bitwise the same (tests: dflash_optimizer_test.cc, dflash_optimizer_gpu_test.cc). On
-  // the power-capped H200 the overlap does not pay (bench/RESULTS.md, session 5): off by
+  // the power-capped H200 the overlap does not pay (bench/RESULTS.md, "Drafter"): off by
   // default.
   Status OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip);
 
