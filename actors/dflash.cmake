@@ -25,7 +25,7 @@ target_sources(tandem_actors PRIVATE
 target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative)
 
 # The job tests train the tiny job end to end, several times each: 10-75 s on an idle machine,
-# 75-300 s measured on a loaded 2-core machine under ctest -j4 (issue 18). Their timeout is
+# 75-300 s measured on a loaded 2-core machine under ctest -j4. Their timeout is
 # sized for heavier load still (a sanitizer build or more builds beside them); it stops a hang.
 set(job_test_timeout 1800)
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole
@@ -40,22 +40,22 @@ tandem_add_test(device_memory_check_test SOURCES dflash/device_memory_check_test
                 LIBS tandem::actors_whole)
 target_compile_definitions(device_memory_check_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
-# Issue 18: resume checks and the target's vocab reaching the data layer.
+# Resume checks and the target's vocab reaching the data layer.
 tandem_add_test(dflash_trust_test
                 SOURCES dflash/checkpoint_resume_test.cc dflash/target_vocab_test.cc
                 LIBS tandem::actors_whole TIMEOUT ${job_test_timeout})
-# Issue 19: asynchronous checkpoints (bitwise against synchronous ones, kill -9 mid-write,
+# Asynchronous checkpoints (bitwise against synchronous ones, kill -9 mid-write,
 # a failed write as the job's error).
 tandem_add_test(async_checkpoint_test SOURCES dflash/async_checkpoint_test.cc
                 LIBS tandem::actors_whole TIMEOUT ${job_test_timeout})
-# Issue 19 follow-ups: keep_last retention, the snapshot's pinned budget by default.
+# keep_last retention, and the snapshot's pinned budget by default.
 tandem_add_test(checkpoint_retention_test SOURCES dflash/checkpoint_retention_test.cc
                 LIBS tandem_actors)
 tandem_add_test(checkpoint_policy_test SOURCES dflash/checkpoint_policy_test.cc
                 LIBS tandem::actors_whole)
 tandem_add_test(checkpoint_snapshot_gpu_test SOURCES dflash/checkpoint_snapshot_gpu_test.cc
                 LIBS tandem::actors_whole GPU)
-# Issue 14: the DFlash job against a Qwen3.5 hybrid target (reads tests/golden/qwen3_5_tiny).
+# The DFlash job against a Qwen3.5 hybrid target (reads tests/golden/qwen3_5_tiny).
 tandem_add_test(dflash_hybrid_job_test SOURCES dflash/dflash_hybrid_job_test.cc
                 LIBS tandem::actors_whole)
 target_compile_definitions(dflash_hybrid_job_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

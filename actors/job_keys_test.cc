@@ -76,7 +76,7 @@ TEST(JobKeysTest, TinyJobIsValid) {
   EXPECT_TRUE(notes.empty());
 }
 
-// The issue's example: these two used to be ignored, and the job trained with the defaults.
+// Misspelled keys used to be ignored, and the job trained with the defaults.
 TEST(JobKeysTest, MisspelledActorKeysAreRejectedWithFileLineAndSuggestion) {
   const std::string msg = Problems("anchor_per_batch = 128\nblok_size = 8\n");
   EXPECT_CONTAINS(msg, fmt::format("job.toml:{}: actors.drafter.anchor_per_batch: unknown key; "
@@ -105,7 +105,7 @@ TEST(JobKeysTest, IllTypedKeysAreRejected) {
                   "actors.drafter.checkpoint.evry_steps: unknown key; did you mean every_steps?");
 }
 
-// Issue 18 item 6: values that used to pass validation and fail (or train wrongly) later.
+// Values that used to pass validation and fail (or train wrongly) later.
 TEST(JobKeysTest, OutOfRangeValuesAreRejectedBeforeWorkStarts) {
   EXPECT_CONTAINS(Problems("lr = -0.001\n"),
                   "actors.drafter.lr: -0.001 is out of range; expected a finite number in [0, 1]");

@@ -1,7 +1,7 @@
 // `tandem-bench attention`: the target's packed causal attention forward (16384 tokens as
 // 4 x 4096, 32/8 heads of 128; causal FLOPs counted once) and the DFlash block attention
 // forward + backward (512 anchors x 16 over 8192 context tokens, window 2048, causal in
-// block) in two layouts: random anchors over 2 documents (the issue-4 case) and the
+// block) in two layouts: random anchors over 2 documents (the bar's case) and the
 // drafter's (sorted anchors, 4 documents of 2048), next to PyTorch (bench/attention_peer.py)
 // when python3 imports torch.
 #include <algorithm>
@@ -151,7 +151,7 @@ void RunDFlashLayout(const char* layout, int64_t clen, bool sorted, int iters, c
   row(tag + "bwd (mma, split)", split_bwd_ms, fwd_bwd_flops - fwd_flops, 0.0);
   row(tag + "fwd+bwd (mma, split)", split_fwd_bwd_ms, fwd_bwd_flops, peer_ms(p + "fwd_bwd_ms"));
   const double flex = peer_ms(p + "fwd_bwd_ms");
-  std::printf("bar (issue 4): dflash %s fwd+bwd >= 1.5x flex: %s (%.2fx)\n", layout,
+  std::printf("bar: dflash %s fwd+bwd >= 1.5x flex: %s (%.2fx)\n", layout,
               flex <= 0 ? "no peer" : flex / split_fwd_bwd_ms >= 1.5 ? "met" : "MISSED",
               flex > 0 ? flex / split_fwd_bwd_ms : 0.0);
 }
@@ -192,7 +192,7 @@ int RunAttention(const std::vector<std::string>& args) {
       peer_ms("sdpa_target_ms"));
   std::printf("bar: target >= 500 TFLOP/s: %s (%.1f)\n", target_tflops >= 500 ? "met" : "MISSED",
               target_tflops);
-  // The issue-4 case (random anchors over 2 documents of 4096) and the drafter's layout
+  // The bar's first case (random anchors over 2 documents of 4096) and the drafter's layout
   // (anchors sorted as models/dflash/dflash_anchors.cc makes them, 4 documents of 2048).
   RunDFlashLayout("random", 4096, false, iters, row, peer_ms);
   RunDFlashLayout("drafter", 2048, true, iters, row, peer_ms);

@@ -63,7 +63,7 @@ struct DrafterShape {
 // Qwen3-8B: hidden 4096, 32/8 heads of 128, MLP 12288, vocab 151936, 36 target layers.
 DrafterShape Shape8b() { return {"8b", Qwen3_8bDrafterConfig(5), 151000}; }
 
-// Qwen3.6-27B (issue 14): hidden 5120, 32/8 heads of 128, MLP 17408, vocab 248320, rope theta
+// Qwen3.6-27B: hidden 5120, 32/8 heads of 128, MLP 17408, vocab 248320, rope theta
 // 1e7, mask token 248070, context from target layers 1, 16, 31, 46, 61 of 64; the same 4
 // sliding (window 2048) + 1 full layers.
 DrafterShape Shape27b() {
@@ -323,7 +323,7 @@ Status Run(const DrafterShape& shape, int steps, bool stages, bool lm_head_fp8,
               "rest\n", out->gemm_floor_ms, out->step_ms - out->gemm_floor_ms);
 
   if (lm_head_fp8) return Status::Ok();
-  // The optimizer overlapped with the next forward (issue 21), against the serial order in
+  // The optimizer overlapped with the next forward, against the serial order in
   // the same run, interleaved.
   int least = 0, greatest = 0;
   if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) greatest = least = 0;

@@ -1,4 +1,4 @@
-// `tandem-bench fp8-algos [--shapes=M:N:K,...] [--algos=N] [--rounds=N]` (issue 15): does
+// `tandem-bench fp8-algos [--shapes=M:N:K,...] [--algos=N] [--rounds=N]`: does
 // cuBLASLt's first heuristic choice leave FP8 rate on the table? For each shape (default: the
 // Qwen3-8B projections at 16384 tokens and the 27B MLP) it asks the heuristic for its top
 // `algos` (16) block-scaled e4m3 algorithms (1x128 activation / 128x128 weight scales, bf16

@@ -15,7 +15,7 @@
 //            runs it); vs HF + fla on the same layers as a [4, 4096] batch. Prints weights
 //            and workspace bytes and the GEMM rate (projection FLOPs only) against the
 //            cuBLAS 8192^3 ceiling. `--precision=bf16,fp8` times the target in each
-//            precision in turn (fp8: block-scaled e4m3 projections, issue 15) and prints the
+//            precision in turn (fp8: block-scaled e4m3 projections) and prints the
 //            ratio to the first; the peer runs once, against the first.
 // Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --capture=I,J,..,
 // --only=gdr|attn256|forward, --precision=P[,P].

@@ -1,20 +1,20 @@
-// `tandem-bench loss-ab [steps] [--b=target-fp8|lm-head-fp8]` (issues 15 and 21): does an FP8
+// `tandem-bench loss-ab [steps] [--b=target-fp8|lm-head-fp8]`: does an FP8
 // path change what the drafter learns? Runs the colocated 8B-shaped job
 // (examples/qwen3-8b-1gpu.toml: random Qwen3-8B-shaped target, 5-layer drafter, synthetic
 // documents) for a fixed number of steps three times, all with the job's seed, so the target
 // weights and the data are the same:
 //   A   bf16 (the default), drafter seed 1;
 //   A'  bf16, drafter seed 2: the run-to-run spread (another init and noise, same data);
-//   B   A with the FP8 path: the target's projections (`precision = "fp8"`, issue 15) or the
-//       drafter's frozen LM head (`lm_head_precision = "fp8"`, issue 21); drafter seed 1.
+//   B   A with the FP8 path: the target's projections (`precision = "fp8"`) or the
+//       drafter's frozen LM head (`lm_head_precision = "fp8"`); drafter seed 1.
 // Each run's losses come from its metrics file (every 10 steps; the LR schedule's length is
 // `steps`). Prints the three curves side by side, then |B - A| against |A' - A| (mean and
 // max over the logs, and over the second half), and says whether B stays within the spread.
 // The example's target_config sets Qwen3-8B's initializer_range (0.02), so the random
 // target's embedding and LM head have a fresh HF model's spread and the logits a realistic
-// scale (std ~1.3); before session 13 the head was uniform in +-1 (logit std ~37, losses
-// ~70), which no trained model has and which magnifies any e4m3 logit error. With
-// --b=lm-head-fp8, B's logged loss is itself computed from FP8 logits.
+// scale (std ~1.3). A head uniform in +-1 (logit std ~37, losses ~70) is what no trained
+// model has, and it magnifies any e4m3 logit error. With --b=lm-head-fp8, B's logged loss is
+// itself computed from FP8 logits.
 #include <unistd.h>
 
 #include <algorithm>

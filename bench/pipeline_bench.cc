@@ -1,5 +1,5 @@
 // `tandem-bench pipeline [seconds] [--density=32,16,8] [--precision=bf16,fp8]
-// [--optimizer-overlap] [--job=PATH]` (issues 6, 14, 15, 21):
+// [--optimizer-overlap] [--job=PATH]`:
 // pipeline efficiency of the colocated DFlash job on one GPU. In one process: (a) the target
 // alone: forward + 5 captures of a max_tokens batch, seconds per token; then per anchor
 // density (one anchor per N tokens; default: the job file's anchors_per_batch): (b) the
@@ -10,9 +10,9 @@
 // each side waited on the channel, and the job's bottleneck verdict; then a summary table.
 // --job=PATH runs another colocated job file with groups `target` and `drafter` instead (e.g.
 // examples/qwen3.6-27b-1gpu.toml, the hybrid target).
-// With several target precisions (issue 15) it does all of that per precision, one target in
+// With several target precisions it does all of that per precision, one target in
 // memory at a time, and prints each precision's tok/s against bf16's at the same density.
-// `tandem-bench pipeline [seconds] --checkpoint-every N` (issue 19): the job with and without
+// `tandem-bench pipeline [seconds] --checkpoint-every N`: the job with and without
 // asynchronous checkpoints (RunCheckpointComparison).
 #include <unistd.h>
 
@@ -287,7 +287,7 @@ Status Run(const PipelineArgs& args) {
     fmt::print("{:>9} {:>6} anchors {:>9.0f} {:>9.0f} {:>6.3f} {:>8.0f}% {:>9.0f}% {:>9.0f}%  {}\n",
                r.precision, r.anchors, r.tok_s, r.ideal, r.tok_s / r.ideal,
                100 * r.drafter_share, 100 * r.push_wait, 100 * r.pop_wait, r.verdict);
-  // Issue 15's bar: the FP8 target's pipeline >= 1.35x bf16's at the same density, with
+  // The FP8 bar: the FP8 target's pipeline >= 1.35x bf16's at the same density, with
   // efficiency still >= 0.9.
   for (const DensityResult& r : results) {
     if (r.precision == "bf16") continue;
@@ -346,7 +346,7 @@ Result<PipelineArgs> ParseArgs(const std::vector<std::string>& args) {
   return out;
 }
 
-// `pipeline SECONDS --checkpoint-every N` (issue 19): the job without checkpoints, then the
+// `pipeline SECONDS --checkpoint-every N`: the job without checkpoints, then the
 // same job with an asynchronous checkpoint every N steps into a fresh directory under
 // $TANDEM_BENCH_CKPT_DIR (default /tmp), removed afterwards. Bars: steady tok/s with
 // checkpoints >= 0.95 of without; no checkpoint holds the training loop over 1 s. Prints the

@@ -1,4 +1,4 @@
-# `tandem-bench target`: the Qwen3-8B-shaped target forward (issue 5) next to HF transformers
+# `tandem-bench target`: the Qwen3-8B-shaped target forward next to HF transformers
 # eager / torch.compile (target_peer.py) when python3 imports torch and transformers.
 list(APPEND TANDEM_BENCH_SOURCES target_bench.cc target_fp8.cc target_fidelity.cc fp8_algos.cc)
 list(APPEND TANDEM_BENCH_LIBS tandem::models nlohmann_json::nlohmann_json)

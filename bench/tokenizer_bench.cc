@@ -1,7 +1,7 @@
 // `tandem-bench tokenizer [--model DIR] [--mb N]`: encode throughput of models/tokenizer on
 // ~N MB of generated multilingual text (one thread; all threads), the same text through HF
 // tokenizers' encode_batch (peer, one thread and all), and chat JSONL to loss-masked examples
-// on all cores (ConvertChatFile, what `tandem data --model` runs). Bars (issue 16): one-thread
+// on all cores (ConvertChatFile, what `tandem data --model` runs). Bars: one-thread
 // encode >= 1.0x HF one thread; chat JSONL >= 50 MB/s on all cores.
 #include <unistd.h>
 

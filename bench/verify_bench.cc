@@ -1,6 +1,6 @@
 // `tandem-bench verify`: one speculative verify step of the Qwen3 target with its KV cache
-// (issue 17's bar): Qwen3-8B shape with random weights, a 2048-token prefix already in the
-// cache, then 16 tokens appended with the 5 DFlash layers captured and the logits of all 16
+// (bar: 1.5x HF transformers): Qwen3-8B shape with random weights, a 2048-token prefix already
+// in the cache, then 16 tokens appended with the 5 DFlash layers captured and the logits of all 16
 // rows computed, then the cache cropped back to the prefix; next to HF transformers doing the
 // same with its DynamicCache (bench/verify_peer.py: forward of the 16 tokens with
 // past_key_values, output_hidden_states, then cache.crop), in the same run. Also one

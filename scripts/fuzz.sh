@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzing (issue 18): builds the libFuzzer targets of fuzz/ with clang, AddressSanitizer and
+# Fuzzing: builds the libFuzzer targets of fuzz/ with clang, AddressSanitizer and
 # UBSan in build-fuzz/, then runs each for SECONDS (default 60) starting from its seed
 # corpus fuzz/corpus/<target>/ (new inputs go to build-fuzz/corpus/<target>/), and prints
 # per target the executions, coverage (cov: edges, ft: features) and corpus size reached.

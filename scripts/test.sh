@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # README command 2: the whole test suite.
+#   0. scripts/lint-product-text.sh: the tracked files describe only the product (no build
+#      history, nothing outside the repository);
 #   1. install dependencies; 2. build (CUDA when nvcc is found) and run every ctest test
 #      (GPU tests report "Skipped" without a GPU);
 #   3. build runtime/ with ThreadSanitizer and with AddressSanitizer+UBSan and run its tests.
@@ -10,6 +12,7 @@
 # at once (default TANDEM_JOBS); e.g. TANDEM_TEST_JOBS=4 on 2 cores runs the suite under load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/lint-product-text.sh
 jobs=${TANDEM_JOBS:-$(nproc)}
 test_jobs=${TANDEM_TEST_JOBS:-$jobs}
 launcher=()

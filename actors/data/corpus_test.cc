@@ -240,7 +240,7 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"mask byte",
                    [](const std::string& s) { Patch(s + "/loss_mask.u8", 3, "\x02"); },
                    "loss_mask.u8", "byte 3 is 2", BinaryCheck::kFull},
-        // Issue 18: (2^61 + 511 + 1) * 8 wraps to 4096, the size of this offsets file;
+        // (2^61 + 511 + 1) * 8 wraps to 4096, the size of this offsets file;
         // the set must be refused, never read past the 4 KB mapping.
         Corruption{"documents overflow",
                    [](const std::string& s) {

@@ -1,4 +1,4 @@
-// Issue 18, High 2: token ids at or above the vocab of the model a source feeds must never
+// Token ids at or above the vocab of the model a source feeds must never
 // reach a batch. The vocab comes from the model (SourceTarget) when the job gives none; an
 // out-of-vocab id is an error naming the file and line (JSONL) or document (binary set), or
 // with skip_bad a counted skip.

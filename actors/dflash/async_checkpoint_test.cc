@@ -1,4 +1,4 @@
-// Issue 19: asynchronous checkpoints, with the tiny CPU job through JobRunner and real files.
+// Asynchronous checkpoints, with the tiny CPU job through JobRunner and real files.
 //   * the background write of a snapshot gives the same files, byte for byte, as a
 //     synchronous checkpoint of the same run, although training went on while it was written;
 //   * kill -9 during a background write leaves `latest` on the previous complete checkpoint,

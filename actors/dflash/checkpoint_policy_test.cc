@@ -1,4 +1,5 @@
-// Issue 19 follow-ups, with the tiny CPU job through JobRunner and real files:
+// Checkpoint retention and the snapshot's budget, with the tiny CPU job through JobRunner and
+// real files:
 //   * checkpoint.keep_last removes older complete steps as `latest` moves, but never the step
 //     DIR/best names;
 //   * without pinned_bytes, a drafter with asynchronous checkpoints is counted by the job's

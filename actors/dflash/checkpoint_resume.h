@@ -1,4 +1,4 @@
-// What a drafter resumes from, and the checks before it trusts a checkpoint (issue 18):
+// What a drafter resumes from, and the checks before it trusts a checkpoint:
 //   * `latest` missing but step directories present: the newest complete step (one with a
 //     valid tandem_state.json) is chosen, and the log says which and why;
 //   * every file of the step is checked against the size and XXH3-64 digest recorded in its

@@ -1,4 +1,4 @@
-// Issue 18, Medium 5: resume trusts nothing it reads. The tiny CPU job through JobRunner:
+// Resume trusts nothing it reads. The tiny CPU job through JobRunner:
 // `latest` missing resumes from the newest complete step and says so; no step directory is
 // ever overwritten; a different job identity or drafter config is refused unless
 // resume = "force"; flipped bytes in a tensor file are caught by its digest; a hand-edited

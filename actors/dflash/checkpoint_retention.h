@@ -1,4 +1,4 @@
-// Retention of a drafter's checkpoints (`checkpoint.keep_last`, issue 19). A 1 B-parameter
+// Retention of a drafter's checkpoints (`checkpoint.keep_last`). A 1 B-parameter
 // drafter's step directory is ~15 GB (14 bytes per parameter), so a long run that keeps every
 // checkpoint fills its disk; with keep_last = K, after `latest` moves, complete step
 // directories (those with a tandem_state.json) older than the newest K are removed, except:

@@ -1,6 +1,6 @@
 // CheckpointSnapshot: a consistent copy of a drafter's training state (bf16 weights, fp32
 // master weights, AdamW moments, AdamW step) in host memory, taken without stopping
-// training, for DrafterCheckpointer's background writes (issue 19).
+// training, for DrafterCheckpointer's background writes.
 //
 // CPU: Take copies into page-aligned host buffers and is done when it returns.
 // CUDA: the buffers are pinned. Take records an event on the drafter's compute stream after

@@ -1,4 +1,4 @@
-// CheckpointSnapshot on CUDA (issue 19): a snapshot taken on its own copy stream while the
+// CheckpointSnapshot on CUDA: a snapshot taken on its own copy stream while the
 // next steps are already queued equals, bit for bit, a copy ordered on the compute stream at
 // the same step; training did go on (the weights moved afterwards). The drafter is large
 // enough (~6 M parameters, 84 MB of state) that an optimizer update not ordered after the

@@ -186,7 +186,7 @@ class DrafterActor final : public JobActor {
     DrafterCheckpointer checkpointer(std::move(co), env->profile);
     if (checkpointer.enabled() && restarts == 0)
       RETURN_IF_ERROR(CleanCheckpointDir(ds.checkpoint_dir).status());
-    // What this run is, saved with every checkpoint and compared on resume (issue 18).
+    // What this run is, saved with every checkpoint and compared on resume.
     ASSIGN_OR_RETURN(const RunIdentity identity, IdentityOf(*env, ds, spec));
     ASSIGN_OR_RETURN(ResumeState state,
                      checkpointer.Open(*trainer, ds.resume, restarts > 0, identity,

@@ -6,7 +6,7 @@
 // (newest complete step when `latest` is missing, file digests, job identity and config,
 // resume = "force", never overwriting a step directory) are checkpoint_resume.h's.
 //
-// Asynchronous checkpoints (the default, issue 19): Save takes a snapshot of the state into
+// Asynchronous checkpoints (the default): Save takes a snapshot of the state into
 // host buffers (checkpoint_snapshot.h; pinned on the GPU, where the copy runs on a stream of
 // its own while the next step's forward and backward run) and writes the files on a
 // background thread while training goes on. At most one checkpoint is in flight: a Save due

@@ -1,4 +1,4 @@
-// Issue 18, High 2, end to end: a dflash.target reading a file passes its model's vocab_size
+// End to end: a dflash.target reading a file passes its model's vocab_size
 // to the data layer, so ids at or above it are an error naming the file and line (or, with
 // skip_bad, a counted skip) instead of training silently to a loss of 0.
 #include <fmt/format.h>

@@ -8,7 +8,7 @@ elementwise) and the heaviest kernels. Kernels run one at a time at idle clocks 
 so the sum is ~10% under a step timed in a run; compare kinds, not absolute totals.
 The torch peer is kept out (a `python3` that exits 1 is put first on PATH).
 
-  python3 bench/device/ncu_step.py BUNDLE OUTDIR     (BUNDLE from ../shared/tools/gpu-bundle)
+  python3 bench/device/ncu_step.py BUNDLE OUTDIR     (BUNDLE from scripts/gpu-bundle.sh)
   python3 bench/device/ncu_step.py --csv FILE         (summarise an earlier run's CSV)
 """
 import collections

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs tandem's GPU tests (and optionally benchmarks and golden generators) on a GPU host
-# from a bundle made by ../shared/tools/gpu-bundle (binaries in $BUNDLE/bin, libraries in
+# from a bundle made by scripts/gpu-bundle.sh (binaries in $BUNDLE/bin, libraries in
 # $BUNDLE/lib). ctest files hold the build machine's paths, so binaries run directly.
 #
 #   bench/device/run_gpu_suite.sh BUNDLE OUTDIR [tests|bench|golden]...

@@ -1,6 +1,7 @@
 // HF-style DFlash drafter checkpoints, readable by SGLang/vLLM, plus what exact resume needs:
 //   DIR/config.json             DFlashDraftModel config (dflash_config.h)
-//   DIR/model.safetensors       bf16 weights, keys as in DESIGN.md (`layers.{i}.self_attn...`)
+//   DIR/model.safetensors       bf16 weights, keys as in docs/architecture.md
+//                               (`layers.{i}.self_attn...`)
 //   DIR/optimizer.safetensors   f32 `master.{key}`, `exp_avg.{key}`, `exp_avg_sq.{key}` and
 //                               i32 `step` (AdamW steps taken on the device)
 //   DIR/trainer_state.json      {"format": "tandem-dflash-trainer", "version": 1,

@@ -89,7 +89,7 @@ TEST(DFlashCheckpointTest, SaveLoadRoundTripIsBitwise) {
   EXPECT_EQ(st.seed, 17u);
   ExpectSameState(a->drafter().params(), b->drafter().params());
 
-  // HF layout: the DESIGN.md key names, bf16, and a config that parses back.
+  // HF layout: the key names of docs/architecture.md, bf16, and a config that parses back.
   auto r = SafetensorsReader::Open(dir.File("model.safetensors"));
   ASSERT_TRUE(r.ok());
   for (const char* key : {"layers.0.self_attn.q_proj.weight", "layers.1.self_attn.k_norm.weight",
@@ -175,7 +175,7 @@ TEST(DFlashCheckpointTest, BadFilesGiveClearErrors) {
   EXPECT_EQ(garbage.code(), StatusCode::kDataLoss) << garbage.ToString();
 }
 
-// Issue 18: a hand-edited trainer_state.json is DataLoss naming the file and the field,
+// A hand-edited trainer_state.json is DataLoss naming the file and the field,
 // never an exception's text or a step that overflows (1e30 resumed at INT64_MIN before).
 TEST(DFlashCheckpointTest, TrainerStateFieldsAreValidated) {
   const std::string good =

@@ -1,5 +1,5 @@
-// The DFlash drafter (DESIGN.md, "DFlash drafter"): forward, weighted block loss, backward
-// and the AdamW step, on the CPU (reference kernels) or one CUDA device.
+// The DFlash drafter (docs/architecture.md, "The DFlash drafter"): forward, weighted block
+// loss, backward and the AdamW step, on the CPU (reference kernels) or one CUDA device.
 //
 // Forward of one step, T context tokens, NB blocks of bs = 16 slots, R = NB*bs rows:
 //   ctx  = hidden_norm(fc(concat_noise(target layers)))              [T, H]
@@ -131,7 +131,7 @@ class DFlashDrafter {
   // so the update of layer l overlaps the forward of the layers before l. Every element
   // gets the same fp32 arithmetic from the same kernel in either mode, so the result is
   // bitwise the same (tests: dflash_optimizer_test.cc, dflash_optimizer_gpu_test.cc). On
-  // the power-capped H200 the overlap does not pay (bench/RESULTS.md, session 5): off by
+  // the power-capped H200 the overlap does not pay (bench/RESULTS.md, "Drafter"): off by
   // default.
   Status OptimizerStep(const kernels::AdamWConfig& cfg, float grad_clip);
 

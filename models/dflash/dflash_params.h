@@ -8,7 +8,7 @@
 //   down_proj [H, I]; then fc [H, k*H].
 // norms, per layer i: input_layernorm [H], post_attention_layernorm [H], q_norm [d],
 //   k_norm [d]; then hidden_norm [H], norm [H].
-// Names are the HF checkpoint keys (DESIGN.md). Every tensor starts at a multiple of
+// Names are the HF checkpoint keys (docs/architecture.md). Every tensor starts at a multiple of
 // kDFlashParamAlign elements except up_proj, which directly follows gate_proj.
 //
 // Thread-safety: DFlashParams is owned by one thread (the drafter's); the layout functions

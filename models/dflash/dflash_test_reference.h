@@ -1,6 +1,6 @@
 // Test-only: a naive float64 DFlash drafter forward + weighted loss, written directly from
-// DESIGN.md's description (no kernels), used to check the drafter's forward and, by central
-// finite differences, its backward. Parameters come as a flat double array with the
+// docs/architecture.md's description (no kernels), used to check the drafter's forward and,
+// by central finite differences, its backward. Parameters come as a flat double array with the
 // drafter's flat layout (dflash_params.h). Noise-free (noise_std = 0).
 #pragma once
 

@@ -1,5 +1,5 @@
 // Writing a set of large files as fast as the disk takes them, durably and atomically: the
-// checkpoint writer (issue 19). A file is given as its bytes in order, in pieces (e.g. a
+// checkpoint writer. A file is given as its bytes in order, in pieces (e.g. a
 // safetensors header, then every tensor straight from a host snapshot).
 //
 // How: the caller's thread copies the bytes chunk by chunk (`chunk_bytes`) into aligned

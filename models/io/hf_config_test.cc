@@ -221,7 +221,7 @@ TEST(HfConfigTest, RejectsMissingOrBadValues) {
   j["num_attention_heads"] = 48;  // 4096 % 48 != 0 and no head_dim to fall back on
   j["num_key_value_heads"] = 8;
   ExpectRejected(j, "head_dim");
-  // Issue 18: sizes whose products (vocab * hidden, ...) would overflow int64 downstream,
+  // Sizes whose products (vocab * hidden, ...) would overflow int64 downstream,
   // and a vocabulary beyond the int32 token ids.
   j = Qwen();
   j["vocab_size"] = int64_t{1} << 40;

@@ -161,7 +161,7 @@ TEST_F(CorruptionTest, BadShapeAndOffsetValues) {
       StatusCode::kDataLoss, {"'w'", "overflows"});
   ExpectOpenFails(RawFile(R"({"w": {"dtype": "F32", "shape": [1]}})", 4), StatusCode::kDataLoss,
                   {"'w'", "data_offsets"});
-  // Issue 18: numel fits int64 but numel * 4 bytes does not (the message used to compute
+  // numel fits int64 but numel * 4 bytes does not (the message used to compute
   // that product anyway: signed overflow).
   ExpectOpenFails(
       RawFile(R"({"w": {"dtype": "F32", "shape": [4611686018427387904], "data_offsets": [0, 4]}})",

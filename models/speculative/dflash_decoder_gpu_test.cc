@@ -75,7 +75,7 @@ TEST(CachedAttentionGpuTest, MatchesCpuReferenceOnOddShapes) {
   }
 }
 
-// TANDEM_GOLDEN_DIR overrides where the goldens are read (a device machine's copy).
+// TANDEM_GOLDEN_DIR overrides where the goldens are read (a GPU host's copy).
 const std::string kDir = std::getenv("TANDEM_GOLDEN_DIR")
                              ? std::string(std::getenv("TANDEM_GOLDEN_DIR")) + "/"
                              : std::string(TANDEM_SOURCE_DIR) + "/tests/golden/";

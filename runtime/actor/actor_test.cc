@@ -90,7 +90,7 @@ class Recorder : public Actor, public LiveCounted {
     // Widen any overlap window: stay in flight for 20 us of wall time, spinning. Not
     // yields: on a loaded machine each yield can hand the core to another process for a
     // whole time slice, so 50 of them per message made this suite's 2,400 messages take
-    // 82 s (issue 18: actor_test hit its 120 s timeout under ctest -j4 with a CPU hog).
+    // 82 s (past this test's 120 s timeout under ctest -j4 with a CPU hog).
     const auto until = std::chrono::steady_clock::now() + 20us;
     while (std::chrono::steady_clock::now() < until) {
     }

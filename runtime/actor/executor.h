@@ -55,7 +55,7 @@ class ThreadPool final : public Executor {
 
 // One thread. When `device` >= 0 and `make_device_current` is set, the thread calls
 // cudaSetDevice(device) first (in builds with CUDA); init_status() reports the outcome.
-// Without CUDA, or with make_device_current=false (fake GPUs in tests), no device call is made.
+// Without CUDA, or with make_device_current=false (fake GPUs in tests), no CUDA call is made.
 class PinnedThread final : public Executor {
  public:
   PinnedThread(std::string name, int device, bool make_device_current);

@@ -102,7 +102,7 @@ TEST(DaemonTest, StaleRunSocketsAreRemovedAtStart) {
   EXPECT_TRUE(std::filesystem::exists(home.path() + "/run-notapid.sock"));
 }
 
-// Issue 18 item 4: a job file that takes long to check must not freeze status. The check is
+// A job file that takes long to check must not freeze status. The check is
 // held on a latch; status on another connection must still be answered.
 TEST(DaemonTest, StatusIsAnsweredWhileASubmitIsChecked) {
   std::mutex mu;

@@ -1,4 +1,4 @@
-// JobManager with several jobs on one node (issue 18 item 7): a job whose GPUs are held by
+// JobManager with several jobs on one node: a job whose GPUs are held by
 // running jobs is queued, says what it waits for, and starts when they end; CPU jobs never
 // wait for each other. Runs on fake GPUs (TANDEM_FAKE_GPUS).
 #include "runtime/control/job_manager.h"
@@ -127,8 +127,8 @@ TEST_F(JobQueueTest, CpuJobsRunSideBySide) {
   for (const auto& id : ids) EXPECT_TRUE(m.Wait(id).ok());
 }
 
-// Issue 18: CPU jobs that share a checkpoint dir (the tiny job's) were all started and
-// wrote over each other. A job whose dir a running job uses waits for it, and says so.
+// CPU jobs that share a checkpoint dir (the tiny job's) must not all start and write over
+// each other. A job whose dir a running job uses waits for it, and says so.
 TEST_F(JobQueueTest, JobsSharingACheckpointDirRunOneAtATime) {
   char tmpl[] = "/tmp/tandem-jobq-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);

@@ -84,7 +84,7 @@ size_t ResidentBytes() {
   return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// The issue-18 attack: headers announcing the largest frame, then silence. The server must
+// The slow-headers attack: headers announcing the largest frame, then silence. The server must
 // not allocate what they announce: memory grows with bytes received, not bytes promised.
 TEST(ControlServerTest, AnnouncedPayloadIsNotAllocatedBeforeItArrives) {
   ServerLimits lim;

@@ -65,7 +65,7 @@ void ExpectError(const std::string& text, const std::string& needle) {
 
 TEST(JobSpecTest, ErrorsNameFileLineAndKey) {
   ExpectError("[job\nname = 1", "bad.toml:1");
-  // Issue 18 (job_spec_fuzz): a section given as a value aborted the process (the daemon).
+  // Found by job_spec_fuzz: a section given as a value aborted the process (the daemon).
   ExpectError("store=\"j\"", "bad.toml:1: store: expected a table");
   ExpectError("job = 1\n", "bad.toml:1: job: expected a table");
   ExpectError("profile = [1]\n", "bad.toml:1: profile: expected a table");

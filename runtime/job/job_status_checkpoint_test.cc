@@ -1,6 +1,6 @@
 // BottleneckVerdict: which side waits, and checkpointing named when it is what blocks the
-// training loop (issue 19: a synchronous 15 GB checkpoint showed up only as the target's
-// push wait).
+// training loop (a synchronous 15 GB checkpoint used to show up only as the target's push
+// wait).
 #include "runtime/job/job_status.h"
 
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ void AddStage(JobStatus& j, const std::string& name, double total_s) {
 }
 
 TEST(CheckpointVerdictTest, NamesCheckpointingWhenItBlocksTheLoop) {
-  // The issue's run: the target blocked 45% of the time on a full channel, because the
+  // A measured run: the target blocked 45% of the time on a full channel, because the
   // drafter sat in synchronous checkpoint writes.
   JobStatus j = Job(/*push_wait_s=*/45, /*pop_wait_s=*/2);
   AddStage(j, "target.push_wait", 45);

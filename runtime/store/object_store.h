@@ -6,7 +6,7 @@
 // CopyOut()/CopyInto() start an asynchronous copy through a CopyEngine and keep the object
 // alive with an in-flight reference until the copy's fence completes.
 //
-// The invariant (DESIGN.md): an object's bytes return to the allocator only when its
+// The invariant (docs/architecture.md): an object's bytes return to the allocator only when its
 // reference count (local + channel + in-flight copies) is zero, so never while a copy may
 // still read or write them. Fences are polled without blocking: on allocation attempts
 // that find no room, by a reaper thread every `reaper_interval`, and by PollFences().

@@ -178,7 +178,7 @@ class DaemonTest(TandemCase):
             "wrongtype.toml": (base.replace("replicas = 3", 'replicas = "three"'), "replicas"),
             "unknownkey.toml": (base.replace("capacity = 64", "capacty = 64"),
                                 "channels.objects.capacty: unknown key; did you mean capacity?"),
-            # An actor class's own keys are checked too (issue 13), by validate and submit.
+            # An actor class's own keys are checked too, by validate and submit.
             "actorkey.toml": (base.replace("object_bytes = 65536", "object_byte = 65536"),
                               "actors.producer.object_byte: unknown key; did you mean "
                               "object_bytes?"),
@@ -199,7 +199,7 @@ class DaemonTest(TandemCase):
                 self.assertEqual(p.returncode, 2, f"{cmd}: {p.stdout} {p.stderr}")
                 self.assertIn(want, p.stderr, cmd)
                 self.assertIn(name, p.stderr, cmd)  # errors name the file
-        # Not a job file at all: a directory, and a device that never ends (issue 18).
+        # Not a job file at all: a directory, and a device that never ends.
         for path, want in ((d, "is a directory"), ("/dev/zero", "larger than the limit")):
             for cmd in (["validate", path], ["submit", path]):
                 p = self.cli(*cmd, check=False, timeout=30)
@@ -232,7 +232,7 @@ class DaemonTest(TandemCase):
 
 
 class HardeningTest(TandemCase):
-    """Issue 18: what a hostile or careless client could do to a daemon."""
+    """What a hostile or careless client could do to a daemon."""
 
     def test_concurrent_starts_report_the_real_outcome(self):
         os.makedirs(self.home, mode=0o700)
@@ -383,7 +383,7 @@ class RunTest(TandemCase):
         return path
 
     def test_two_runs_sharing_a_checkpoint_dir(self):
-        # Issue 18: two jobs on one checkpoint dir wrote over each other's steps. The second
+        # Two jobs on one checkpoint dir must not write over each other's steps. The second
         # `tandem run` is refused, naming the dir and the first; a killed holder's lock is
         # taken over by the next run, which says whose it was.
         ckpt = os.path.join(self.tmp.name, "ckpt")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a person sees, end to end on the tiny CPU job (issue 20):
+"""What a person sees, end to end on the tiny CPU job:
 
 * `tandem run` under a pseudo-terminal (`script`, from bsdutils) draws one live line with
   step/total, loss and ETA, redrawn in place and never wider than the terminal;

@@ -10,7 +10,7 @@ of transformers on the same bf16 weights (TF32 off):
 Per captured layer (hidden.{1,9,17,25,33}): mean and min per-token cosine similarity and the
 relative L2 error ||x - ref|| / ||ref|| over the whole [T, H] matrix; for the logits of the last
 8 tokens of each document the same, plus top-1 agreement with the fp32 argmax. Prints a
-markdown table and writes the numbers as JSON. The issue's bar: mean cosine >= 0.999 at every
+markdown table and writes the numbers as JSON. The bar: mean cosine >= 0.999 at every
 captured layer.
 
   python3 tests/golden/fp8_fidelity.py --dir /tmp/q8 --bench build-cuda/bench/tandem-bench \

@@ -6,7 +6,7 @@ A PyTorch reference of the decode loop of z-lab's `spec_generate` (greedy), run 
                                (Qwen3ForCausalLM, eager attention, DynamicCache + crop)
   dflash_decode_tiny/drafter/  a tiny DFlash drafter in the HF layout (DFlashDraftModel
                                config.json + model.safetensors), run by the plain-PyTorch
-                               drafter below (the math of DESIGN.md, "DFlash drafter")
+                               drafter below (the math of docs/architecture.md, "The DFlash drafter")
 Both directories are committed. The target follows the synthetic data's rule (every layer
 adds ~nothing, lm_head maps token x to perm[x]) and the drafter was trained by tandem's tiny
 job on that data (tests/eval/eval_trained_test.cc writes both with

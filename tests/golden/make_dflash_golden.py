@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Golden tensors for tandem's DFlash drafter (models/dflash/dflash_golden_test.cc).
 
-A tiny DFlash drafter written here in plain PyTorch with the math of DESIGN.md ("DFlash
-drafter"): context = hidden_norm(fc(concat of k target layers)); every layer projects the
+A tiny DFlash drafter written here in plain PyTorch with the math of docs/architecture.md ("The
+DFlash drafter"): context = hidden_norm(fc(concat of k target layers)); every layer projects the
 context through its own k_proj/v_proj (+k_norm, RoPE at the context positions) and puts it
 before the block's keys/values; queries only from the block; blocks of 16 (slot 0 = anchor
 token, slots 1..15 = mask token, positions anchor+j); context keys strictly before the

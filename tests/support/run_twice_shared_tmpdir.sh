@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs two copies of a GoogleTest binary at once with the same TEST_TMPDIR and TMPDIR, as two
-# checkouts' suites or a direct run beside ctest would (issue 18: speculative_test failed once
+# checkouts' suites or a direct run beside ctest would (speculative_test failed once
 # under ctest -j2 while other checkouts ran it; hybrid_decode_test wrote fixed names under
 # TempDir() and one copy's remove_all ran under the other). Fails when either copy fails, so
 # a test that writes a fixed name where another process may write it fails here.

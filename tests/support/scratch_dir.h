@@ -4,7 +4,7 @@
 // Why not a fixed name under ::testing::TempDir() or $TMPDIR: ctest gives each test its own
 // TMPDIR, but a direct run of a test binary (or two checkouts, or a sanitizer build beside the
 // plain one) shares one, and two processes that remove_all and rewrite the same fixed name
-// break each other mid-test (issue 18). The name here holds the test's name, so a leftover is
+// break each other mid-test. The name here holds the test's name, so a leftover is
 // easy to trace, and is made by mkdtemp, so no other process or instance can hold it.
 // Thread-safety: one instance per thread; construction from several threads at once is safe.
 #pragma once
