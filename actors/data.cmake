@@ -1,19 +1,13 @@
-# actors/data: pre-tokenized data (JSONL, the binary set of docs/data-format.md), packing,
-# synthetic data and the BatchSource factory. Included from actors/CMakeLists.txt; paths are
-# absolute so the file also works when included from elsewhere.
+# actors/data: the actors' side of data/: a BatchSource made from a job section
+# (MakeBatchSource) and the data-source keys (source_keys.h). Its own small library, so its
+# test links no model or kernel code. Included from actors/CMakeLists.txt; paths are absolute
+# so the file also works when included from elsewhere.
 set(_tandem_data_dir ${CMAKE_CURRENT_LIST_DIR}/data)
-target_sources(tandem_actors PRIVATE
-  ${_tandem_data_dir}/token_batch.cc
-  ${_tandem_data_dir}/corpus.cc
-  ${_tandem_data_dir}/sharded_set.cc
-  ${_tandem_data_dir}/jsonl.cc
-  ${_tandem_data_dir}/packer.cc
-  ${_tandem_data_dir}/synthetic.cc
-  ${_tandem_data_dir}/source.cc)
-target_link_libraries(tandem_actors PRIVATE nlohmann_json::nlohmann_json)
+add_library(tandem_data_source STATIC ${_tandem_data_dir}/source.cc
+                                      ${_tandem_data_dir}/source_keys.cc)
+target_link_libraries(tandem_data_source PUBLIC tandem::corpus tandem::actor PRIVATE fmt::fmt)
+target_link_libraries(tandem_actors PUBLIC tandem_data_source)
 
-tandem_add_test(data_test
-  SOURCES ${_tandem_data_dir}/corpus_test.cc ${_tandem_data_dir}/packer_test.cc
-          ${_tandem_data_dir}/source_test.cc ${_tandem_data_dir}/vocab_test.cc
-          ${_tandem_data_dir}/sharded_set_test.cc
-  LIBS tandem::actors_whole)
+tandem_add_test(data_source_test
+  SOURCES ${_tandem_data_dir}/source_test.cc ${_tandem_data_dir}/vocab_test.cc
+  LIBS tandem_data_source)

@@ -20,8 +20,7 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/data/source_keys.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc)
 target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative)
 
 # The job tests train the tiny job end to end, several times each: 10-75 s on an idle machine,

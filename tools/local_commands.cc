@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include "actors/data/source.h"
 #include "runtime/control/daemon.h"
 #include "runtime/control/home.h"
 #include "runtime/control/job_manager.h"
@@ -86,18 +85,6 @@ Result<JobSpec> LoadJob(const std::string& path) {
 }
 
 }  // namespace
-
-int Data(const std::string& input, const std::string& output, int64_t vocab, bool skip_bad) {
-  data::DataCommandOptions o;
-  o.input = input;
-  o.output = output;
-  o.vocab = vocab;
-  o.skip_bad = skip_bad;
-  Status st = data::RunDataCommand(o);
-  if (st.ok()) return 0;
-  std::fprintf(stderr, "tandem data: %s\n", st.ToString().c_str());
-  return 2;
-}
 
 int Validate(const Common& c, const std::string& path) {
   auto job = LoadJobFile(path);

@@ -8,8 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tools/chat_data_command.h"
 #include "tools/commands.h"
+#include "tools/data_command.h"
 #include "tools/eval_command.h"
 
 int main(int argc, char** argv) {

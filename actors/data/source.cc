@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 
 #include <fmt/format.h>
 
-#include "actors/data/corpus.h"
-#include "actors/data/sharded_set.h"
-#include "actors/data/packer.h"
-#include "actors/data/synthetic.h"
+#include "data/corpus/data_command.h"
+#include "data/corpus/packer.h"
+#include "data/corpus/synthetic.h"
 
 namespace tandem::data {
 namespace {
@@ -103,34 +101,6 @@ Result<std::unique_ptr<BatchSource>> MakeSynthetic(const ConfigValue& section, i
   return std::unique_ptr<BatchSource>(std::move(src).value());
 }
 
-// A JSONL file (ids checked against `vocab` as it is read) or a binary set (whose ids the
-// caller checks: the packer, or CheckWholeCorpus).
-Result<Corpus> LoadCorpus(const std::string& path, const Vocab& vocab, bool skip_bad,
-                          BinaryCheck check) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) {
-    return ReadJsonl(path, JsonlOptions{.vocab = vocab.size, .skip_bad = skip_bad,
-                                        .vocab_origin = vocab.origin});
-  }
-  if (IsShardedSet(path)) return OpenShardedSet(path, check);
-  if (!IsBinarySet(path)) {
-    return InvalidArgumentError(
-        "directory '{}' is not a binary data set (no header file, no shards.json)", path);
-  }
-  return OpenBinary(path, check);
-}
-
-// `tandem data --vocab`: the first document with an id not below `vocab` is an error.
-Status CheckWholeCorpus(const Corpus& corpus, int64_t vocab) {
-  if (vocab <= 0 || int64_t{corpus.vocab_bound()} <= vocab) return Status::Ok();
-  for (int64_t d = 0; d < corpus.documents(); ++d) {
-    if (std::optional<OutOfVocab> bad = FindOutOfVocab(corpus, d, vocab)) {
-      return InvalidArgumentError("{}", DescribeOutOfVocab(corpus, *bad, vocab, ""));
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ConfigValue& section, int replica,
@@ -172,51 +142,15 @@ Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ConfigValue& section,
                                 "directory made by `tandem data`, or \"synthetic\")",
                                 path));
   }
-  Result<Corpus> corpus = LoadCorpus(path, vocab, skip_bad, BinaryCheck::kStructure);
+  Result<Corpus> corpus = LoadCorpus(path, LoadOptions{.vocab = vocab.size,
+                                                      .vocab_origin = vocab.origin,
+                                                      .skip_bad = skip_bad,
+                                                      .check = BinaryCheck::kStructure});
   if (!corpus.ok()) return KeyContext(section, "data", corpus.status());
   auto shared = std::make_shared<const Corpus>(std::move(corpus).value());
   auto packer = Packer::Create(std::move(shared), o);
   if (!packer.ok()) return KeyContext(section, "data", packer.status());
   return std::unique_ptr<BatchSource>(std::move(packer).value());
-}
-
-Status RunDataCommand(const DataCommandOptions& options) {
-  std::ostream& out = options.out != nullptr ? *options.out : std::cout;
-  if (options.input.empty()) return InvalidArgumentError("tandem data: no input given");
-  if (!options.output.empty() && std::filesystem::is_directory(options.input)) {
-    return InvalidArgumentError("tandem data: {} is already a binary set; give a .jsonl input "
-                                "to convert, or no output to validate it",
-                                options.input);
-  }
-  if (options.vocab < 0) {
-    return InvalidArgumentError("tandem data: --vocab must be >= 0, got {}", options.vocab);
-  }
-  ASSIGN_OR_RETURN(Corpus corpus, LoadCorpus(options.input, Vocab{options.vocab, ""},
-                                             options.skip_bad, BinaryCheck::kFull));
-  RETURN_IF_ERROR(CheckWholeCorpus(corpus, options.vocab));
-  uint64_t shortest = UINT64_MAX, longest = 0;
-  for (int64_t i = 0; i < corpus.documents(); ++i) {
-    const uint64_t len = corpus.doc(i).ids.size();
-    shortest = std::min(shortest, len);
-    longest = std::max(longest, len);
-  }
-  out << corpus.Summary() << "\n";
-  if (corpus.documents() > 0) {
-    out << fmt::format("document length: min {}, mean {:.1f}, max {}\n", shortest,
-                       double(corpus.tokens()) / double(corpus.documents()), longest);
-  }
-  out << corpus.skips().ToString() << "\n";
-  if (options.output.empty()) return Status::Ok();
-
-  RETURN_IF_ERROR(WriteBinary(corpus, options.output));
-  ASSIGN_OR_RETURN(Corpus written, OpenBinary(options.output, BinaryCheck::kFull));
-  if (written.documents() != corpus.documents() || written.tokens() != corpus.tokens()) {
-    return DataLossError("{}: reads back {} documents and {} tokens, wrote {} and {}",
-                         options.output, written.documents(), written.tokens(),
-                         corpus.documents(), corpus.tokens());
-  }
-  out << "wrote " << written.Summary() << "\n";
-  return Status::Ok();
 }
 
 }  // namespace tandem::data

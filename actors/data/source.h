@@ -1,4 +1,6 @@
-// Building a BatchSource from a job file section, and the library behind `tandem data`.
+// Building a BatchSource (data/corpus) from a job file section: the actors' side of the data
+// layer, which reads the section's keys and locations (runtime/actor/config.h) so that data/
+// itself depends on runtime/core only. The keys are declared in source_keys.h.
 //
 // Section keys (all optional except `data`):
 //   data              path to a .jsonl file or a binary set directory, or "synthetic"
@@ -15,15 +17,14 @@
 //   doc_len           synthetic: [min, max] document length, or one length (default [16, 128])
 //   batches_per_epoch synthetic: batches per epoch, all replicas together (default 100)
 //
-// Thread-safety: free functions; RunDataCommand writes to the stream it is given.
+// Thread-safety: a free function.
 #pragma once
 
 #include <cstdint>
-#include <iosfwd>
 #include <memory>
 #include <string>
 
-#include "actors/data/token_batch.h"
+#include "data/corpus/token_batch.h"
 #include "runtime/actor/config.h"
 
 namespace tandem::data {
@@ -41,17 +42,5 @@ struct SourceTarget {
 Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ConfigValue& section, int replica,
                                                      int replicas, int64_t seed,
                                                      const SourceTarget& target = {});
-
-struct DataCommandOptions {
-  std::string input;         // .jsonl file or binary set directory
-  std::string output;        // binary set directory to write; empty: only validate and count
-  int64_t vocab = 0;         // > 0: every id must be below it
-  bool skip_bad = false;     // JSONL: count and skip bad records instead of failing
-  std::ostream* out = nullptr;  // where counts are printed; nullptr: std::cout
-};
-
-// Converts JSONL to a binary set (when `output` is set), validates the result (or the input
-// binary set) fully, and prints document, token and skip counts.
-Status RunDataCommand(const DataCommandOptions& options);
 
 }  // namespace tandem::data

@@ -7,9 +7,10 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/data/corpus.h"
 #include "actors/data/source.h"
-#include "actors/data/test_util.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/data_command.h"
+#include "data/corpus/test_util.h"
 
 namespace tandem::data {
 namespace {

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/data/token_batch.h"
+#include "data/corpus/token_batch.h"
 #include "runtime/actor/config.h"
 #include "runtime/core/status.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "actors/data/token_batch.h"
+#include "data/corpus/token_batch.h"
 #include "runtime/channel/ref_channel.h"
 #include "runtime/store/object_ref.h"
 

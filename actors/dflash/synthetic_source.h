@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "actors/data/token_batch.h"
+#include "data/corpus/token_batch.h"
 
 namespace tandem::dflash {
 

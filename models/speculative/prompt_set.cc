@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "models/chat_data/conversation.h"
+#include "data/chat/conversation.h"
 #include "models/io/file_util.h"
 
 namespace tandem::models {

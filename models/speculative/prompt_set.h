@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "models/chat_data/chat_encoder.h"
+#include "data/chat/chat_encoder.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {

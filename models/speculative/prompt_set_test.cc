@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/chat_data/test_util.h"
+#include "data/chat/test_util.h"
 #include "models/io/model_test_util.h"
 #include "models/speculative/prompt_set.h"
 

@@ -1,4 +1,4 @@
-"""Jinja semantics goldens for tandem's models/chat_template: macros, call blocks, recursive
+"""Jinja semantics goldens for tandem's data/chat_template: macros, call blocks, recursive
 loops and the scoping of `set` in loops, rendered by Python Jinja2 configured as transformers
 configures it for chat templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
 loopcontrols). Pure Python: runs wherever jinja2 is installed (3.1.x).

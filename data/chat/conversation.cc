@@ -1,0 +1,122 @@
+#include "data/chat/conversation.h"
+
+#include "data/tokenizer/utf8.h"
+
+namespace tandem::chat_data {
+namespace {
+
+using nlohmann::ordered_json;
+
+bool Fail(BadLine* bad, const char* reason, std::string message) {
+  bad->reason = reason;
+  bad->message = std::move(message);
+  return false;
+}
+
+// Content as a string: a string, or a list of {"type": "text", "text": ...} parts joined.
+bool ContentString(const ordered_json& c, std::string* out) {
+  if (c.is_string()) {
+    *out = c.get<std::string>();
+    return true;
+  }
+  if (!c.is_array()) return false;
+  out->clear();
+  for (const auto& part : c) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return false;
+    }
+    *out += part["text"].get<std::string>();
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<ChatFormat> ParseChatFormat(std::string_view name) {
+  if (name == "auto") return ChatFormat::kAuto;
+  if (name == "openai") return ChatFormat::kOpenAI;
+  if (name == "sharegpt") return ChatFormat::kShareGpt;
+  return InvalidArgumentError("unknown chat format '{}' (auto, openai or sharegpt)", name);
+}
+
+const char* ChatFormatName(ChatFormat f) {
+  switch (f) {
+    case ChatFormat::kOpenAI: return "openai";
+    case ChatFormat::kShareGpt: return "sharegpt";
+    default: return "auto";
+  }
+}
+
+ChatFormat DetectFormat(std::string_view line) {
+  if (tokenizer::FindInvalidUtf8(line) >= 0) return ChatFormat::kAuto;
+  ordered_json j = ordered_json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return ChatFormat::kAuto;
+  if (j.contains("messages")) return ChatFormat::kOpenAI;
+  if (j.contains("conversations")) return ChatFormat::kShareGpt;
+  return ChatFormat::kAuto;
+}
+
+bool ParseConversation(std::string_view line, ChatFormat format, Conversation* out,
+                       BadLine* bad, bool require_assistant) {
+  if (int64_t at = tokenizer::FindInvalidUtf8(line); at >= 0) {
+    return Fail(bad, "invalid_utf8", fmt::format("invalid UTF-8 at byte {}", at));
+  }
+  ordered_json j = ordered_json::parse(line, nullptr, false);
+  if (j.is_discarded()) return Fail(bad, "not_json", "not valid JSON");
+  if (!j.is_object()) return Fail(bad, "not_object", "not a JSON object");
+  const bool openai = format == ChatFormat::kOpenAI;
+  const char* key = openai ? "messages" : "conversations";
+  if (!j.contains(key)) {
+    return Fail(bad, "wrong_format",
+                fmt::format("no \"{}\" key (the file is read as {})", key, ChatFormatName(format)));
+  }
+  const ordered_json& msgs = j[key];
+  if (!msgs.is_array() || msgs.empty()) {
+    return Fail(bad, "no_messages", fmt::format("\"{}\" is not a non-empty array", key));
+  }
+  out->messages = ordered_json::array();
+  out->tools = j.contains("tools") ? j["tools"] : ordered_json();
+  bool has_assistant = false;
+  for (size_t k = 0; k < msgs.size(); ++k) {
+    const ordered_json& m = msgs[k];
+    if (!m.is_object()) return Fail(bad, "not_object", fmt::format("{}[{}] is not an object", key, k));
+    const char* role_key = openai ? "role" : "from";
+    const char* content_key = openai ? "content" : "value";
+    if (!m.contains(role_key) || !m[role_key].is_string()) {
+      return Fail(bad, "unknown_role", fmt::format("{}[{}] has no \"{}\" string", key, k, role_key));
+    }
+    std::string role = m[role_key].get<std::string>();
+    if (!openai) {
+      if (role == "human") role = "user";
+      else if (role == "gpt") role = "assistant";
+    }
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Fail(bad, "unknown_role", fmt::format("{}[{}] has unknown role '{}'", key, k, role));
+    }
+    ordered_json msg = openai ? m : ordered_json::object();
+    msg["role"] = role;
+    std::string content;
+    const bool has_calls = openai && m.contains("tool_calls") && m["tool_calls"].is_array() &&
+                           !m["tool_calls"].empty();
+    if (m.contains(content_key) && ContentString(m[content_key], &content)) {
+      msg["content"] = content;
+    } else if (has_calls && (!m.contains(content_key) || m[content_key].is_null())) {
+      msg["content"] = "";
+    } else {
+      return Fail(bad, "missing_content",
+                  fmt::format("{}[{}] ({}) has no string \"{}\"", key, k, role, content_key));
+    }
+    if (!openai) msg.erase("from");
+    if (openai && msg.contains("reasoning_content") && !msg["reasoning_content"].is_null() &&
+        !msg["reasoning_content"].is_string()) {
+      return Fail(bad, "missing_content", fmt::format("{}[{}] reasoning_content is not a string", key, k));
+    }
+    has_assistant = has_assistant || role == "assistant";
+    out->messages.push_back(std::move(msg));
+  }
+  if (!has_assistant && require_assistant) return Fail(bad, "no_assistant", "no assistant message to train on");
+  return true;
+}
+
+}  // namespace tandem::chat_data

@@ -1,0 +1,178 @@
+// ConvertChatFile on small files: format detection, bad lines counted with line numbers,
+// order kept across threads.
+#include "data/chat/convert.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "data/chat/test_util.h"
+
+namespace tandem::chat_data {
+namespace {
+
+std::string WriteFile(const std::string& name, const std::string& body) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tandem_chat_data_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path, std::ios::binary) << body;
+  return path;
+}
+
+TEST(ConvertTest, BadLinesAreCountedWithLineNumbersNeverFatal) {
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  std::string body;
+  body += good + "\n";                                                          // 1
+  body += "{not json\n";                                                        // 2
+  body += R"({"messages": [{"role": "wizard", "content": "x"}]})" "\n";         // 3
+  body += R"({"messages": [{"role": "user"}, {"role": "assistant", "content": "a"}]})" "\n";  // 4
+  body += "{\"messages\": [{\"role\": \"user\", \"content\": \"\xC3(\"}]}\n";   // 5
+  body += "\n   \n";                                                            // 6, 7 blank
+  body += R"({"messages": [{"role": "user", "content": "only a question"}]})" "\n";  // 8
+  body += "[1, 2]\n";                                                           // 9
+  body += good + "\n";                                                          // 10
+  ConvertOptions o;
+  o.threads = 3;
+  auto r = ConvertChatFile(WriteFile("bad.jsonl", body), Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->format, ChatFormat::kOpenAI);
+  EXPECT_EQ(r->lines, 8);
+  EXPECT_EQ(r->conversations, 2);
+  EXPECT_EQ(r->offsets.size(), 3u);
+  EXPECT_EQ(r->bad.at("not_json"), 1);
+  EXPECT_EQ(r->bad.at("unknown_role"), 1);
+  EXPECT_EQ(r->bad.at("missing_content"), 1);
+  EXPECT_EQ(r->bad.at("invalid_utf8"), 1);
+  EXPECT_EQ(r->bad.at("no_assistant"), 1);
+  EXPECT_EQ(r->bad.at("not_object"), 1);
+  ASSERT_EQ(r->bad_examples.size(), 6u);
+  EXPECT_NE(r->bad_examples[0].find("bad.jsonl:2: not valid JSON"), std::string::npos);
+  EXPECT_NE(r->bad_examples[1].find(":3: messages[0] has unknown role 'wizard'"), std::string::npos);
+  EXPECT_NE(r->bad_examples[3].find(":5: invalid UTF-8 at byte"), std::string::npos);
+  EXPECT_NE(r->Summary().find("examples out: 2"), std::string::npos) << r->Summary();
+}
+
+TEST(ConvertTest, ShareGptIsDetectedAndMatchesTheSameOpenAiConversation) {
+  const std::string sharegpt =
+      R"({"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "2+2?"}, {"from": "gpt", "value": "4"}]})";
+  const std::string openai =
+      R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]})";
+  auto a = ConvertChatFile(WriteFile("s.jsonl", sharegpt + "\n" + sharegpt + "\n"), Qwen3Encoder(), {});
+  auto b = ConvertChatFile(WriteFile("o.jsonl", openai + "\n" + openai + "\n"), Qwen3Encoder(), {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->format, ChatFormat::kShareGpt);
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(a->mask, b->mask);
+  EXPECT_EQ(a->offsets.size(), 3u);
+  EXPECT_GT(a->loss_tokens, 0);
+  // An OpenAI line inside a ShareGPT file is a bad line, not a crash.
+  auto c = ConvertChatFile(WriteFile("m.jsonl", sharegpt + "\n" + openai + "\n"), Qwen3Encoder(), {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->bad.at("wrong_format"), 1);
+}
+
+TEST(ConvertTest, OrderIsFileOrderWhateverTheThreads) {
+  std::string body;
+  for (int k = 0; k < 300; ++k) {
+    body += R"({"messages": [{"role": "user", "content": "q)" + std::to_string(k) +
+            R"("}, {"role": "assistant", "content": "a)" + std::to_string(k) + R"("}]})" "\n";
+  }
+  const std::string path = WriteFile("many.jsonl", body);
+  ConvertOptions one, many;
+  one.threads = 1;
+  many.threads = 4;
+  auto a = ConvertChatFile(path, Qwen3Encoder(), one);
+  auto b = ConvertChatFile(path, Qwen3Encoder(), many);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->offsets.size(), 301u);
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(a->offsets, b->offsets);
+}
+
+TEST(ConvertTest, StreamingInSmallBatchesGivesTheSameExamples) {
+  std::string body;
+  for (int k = 0; k < 200; ++k) {
+    if (k % 31 == 3) body += "\n\r\n";
+    body += R"({"messages": [{"role": "user", "content": "q)" + std::to_string(k) +
+            R"("}, {"role": "assistant", "content": ")" + std::string(size_t(k % 50), 'x') +
+            R"("}]})" "\n";
+  }
+  body.pop_back();  // the last line has no newline
+  const std::string path = WriteFile("stream.jsonl", body);
+  ConvertOptions whole, small;
+  small.batch_bytes = 97;  // smaller than any line: lines span batches
+  small.threads = 3;
+  std::vector<int64_t> done;
+  small.progress = [&](int64_t d, int64_t total) {
+    EXPECT_EQ(total, int64_t(body.size()));
+    done.push_back(d);
+  };
+  auto a = ConvertChatFile(path, Qwen3Encoder(), whole);
+  auto b = ConvertChatFile(path, Qwen3Encoder(), small);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->examples, 200);
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(a->mask, b->mask);
+  EXPECT_EQ(a->offsets, b->offsets);
+  EXPECT_EQ(b->lines, 200);
+  EXPECT_EQ(b->tokens_out, int64_t(b->tokens.size()));
+  ASSERT_FALSE(done.empty());
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+  EXPECT_EQ(done.back(), int64_t(body.size()));
+}
+
+TEST(ConvertTest, WithoutSkipBadTheFirstBadLineIsAnErrorWithItsLine) {
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  const std::string path = WriteFile("strict.jsonl", good + "\n" + good + "\n{oops\n" + good + "\n");
+  ConvertOptions o;
+  o.skip_bad = false;
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("strict.jsonl:3: not valid JSON"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("--skip-bad"), std::string::npos);
+  o.skip_bad = true;
+  auto s = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->bad.at("not_json"), 1);
+  EXPECT_EQ(s->examples, 3);
+}
+
+TEST(ConvertTest, IdsNotBelowVocabAreBadLines) {
+  // "<|im_end|>" is id 151645 in Qwen3 and every example holds it; "</think>" (151668) is
+  // the largest id these examples hold.
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  const std::string path = WriteFile("vocab.jsonl", good + "\n" + good + "\n");
+  ConvertOptions o;
+  o.vocab = 151645;
+  o.vocab_origin = "--vocab";
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bad.at("id_out_of_range"), 2);
+  EXPECT_EQ(r->examples, 0);
+  ASSERT_FALSE(r->bad_examples.empty());
+  EXPECT_NE(r->bad_examples[0].find("vocab.jsonl:1: example 0, token"), std::string::npos)
+      << r->bad_examples[0];
+  EXPECT_NE(r->bad_examples[0].find("is not below vocab 151645 (--vocab)"), std::string::npos);
+  o.skip_bad = false;
+  EXPECT_FALSE(ConvertChatFile(path, Qwen3Encoder(), o).ok());
+  o.vocab = 151669;
+  auto fits = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(fits->examples, 2);
+}
+
+TEST(ConvertTest, NoKnownFormatIsAClearError) {
+  auto r = ConvertChatFile(WriteFile("x.jsonl", "{\"text\": \"hello\"}\n"), Qwen3Encoder(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--format"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::chat_data

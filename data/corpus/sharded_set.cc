@@ -1,0 +1,249 @@
+#include "data/corpus/sharded_set.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tandem::data {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+constexpr const char* kManifest = "shards.json";
+constexpr const char* kManifestKind = "tandem sharded set";
+constexpr int kManifestVersion = 1;
+constexpr const char* kTmpSuffix = ".tmp";
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
+std::string ShardName(size_t index) { return fmt::format("shard-{:05d}", index); }
+
+// Names a writer may leave in its directory (and so may remove).
+bool IsOwnName(const std::string& name) {
+  static const std::regex own(
+      R"((shards\.json|shard-[0-9]{5,})(\.tmp)?|header|tokens\.u32|offsets\.u64|loss_mask\.u8)");
+  return std::regex_match(name, own);
+}
+
+// Flushes a file (or directory) to disk: the rename that follows must not be seen before
+// the data it names.
+Status SyncPath(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return InvalidArgumentError("{}: cannot open to sync: {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return InvalidArgumentError("{}: fsync failed: {}", path, std::strerror(err));
+  return Status::Ok();
+}
+
+Status RenameOver(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) return InvalidArgumentError("cannot rename {} to {}: {}", from, to, ec.message());
+  return Status::Ok();
+}
+
+Status RemoveAll(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return InvalidArgumentError("{}: cannot remove: {}", path, ec.message());
+  return Status::Ok();
+}
+
+Result<ShardManifest> ParseManifest(const std::string& path, const std::string& text) {
+  const ordered_json j = ordered_json::parse(text, nullptr, false);
+  auto bad = [&](const std::string& what) { return DataLossError("{}: {}", path, what); };
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  if (j.value("kind", "") != kManifestKind) return bad(fmt::format("\"kind\" is not \"{}\"", kManifestKind));
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<int>() != kManifestVersion) {
+    return bad(fmt::format("\"version\" is not {}", kManifestVersion));
+  }
+  if (!j.contains("complete") || !j["complete"].is_boolean()) return bad("no boolean \"complete\"");
+  if (!j.contains("shards") || !j["shards"].is_array()) return bad("no \"shards\" array");
+  ShardManifest m;
+  m.complete = j["complete"].get<bool>();
+  for (size_t k = 0; k < j["shards"].size(); ++k) {
+    const ordered_json& s = j["shards"][k];
+    if (!s.is_object() || !s.contains("name") || !s["name"].is_string() ||
+        !s.contains("documents") || !s["documents"].is_number_integer() ||
+        !s.contains("tokens") || !s["tokens"].is_number_integer()) {
+      return bad(fmt::format("shards[{}] needs \"name\", \"documents\" and \"tokens\"", k));
+    }
+    ShardEntry e{s["name"].get<std::string>(), s["documents"].get<int64_t>(),
+                 s["tokens"].get<int64_t>()};
+    if (e.name != ShardName(k)) {
+      return bad(fmt::format("shards[{}] is named '{}', expected '{}'", k, e.name, ShardName(k)));
+    }
+    m.shards.push_back(std::move(e));
+  }
+  m.producer_state = j.contains("producer") ? j["producer"].dump() : "{}";
+  return m;
+}
+
+}  // namespace
+
+bool IsShardedSet(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(Join(path, kManifest), ec);
+}
+
+Result<ShardManifest> ReadShardManifest(const std::string& dir) {
+  const std::string path = Join(dir, kManifest);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("{}: no such file (not a sharded set)", path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseManifest(path, text);
+}
+
+Result<Corpus> OpenShardedSet(const std::string& dir, BinaryCheck check) {
+  ASSIGN_OR_RETURN(ShardManifest m, ReadShardManifest(dir));
+  if (!m.complete) {
+    return InvalidArgumentError(
+        "{}: the conversion that writes this set has not finished ({} shards so far); run it "
+        "again with --resume",
+        dir, m.shards.size());
+  }
+  std::vector<Corpus> parts;
+  for (const ShardEntry& e : m.shards) {
+    const std::string path = Join(dir, e.name);
+    auto part = OpenBinary(path, check);
+    if (!part.ok()) {
+      if (part.status().code() == StatusCode::kNotFound) {
+        return DataLossError("{}: missing, but {} lists it", path, Join(dir, kManifest));
+      }
+      return part.status();
+    }
+    if (part->documents() != e.documents || part->tokens() != e.tokens) {
+      return DataLossError("{}: {} documents and {} tokens, but {} says {} and {}", path,
+                           part->documents(), part->tokens(), Join(dir, kManifest),
+                           e.documents, e.tokens);
+    }
+    parts.push_back(std::move(part).value());
+  }
+  return Corpus::Concat(parts, dir);
+}
+
+Result<ShardedSetWriter> ShardedSetWriter::Create(const std::string& dir,
+                                                  std::string producer_state) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) return InvalidArgumentError("{}: exists and is not a directory", dir);
+    if (IsShardedSet(dir)) {
+      ASSIGN_OR_RETURN(ShardManifest old, ReadShardManifest(dir));
+      if (!old.complete) {
+        return InvalidArgumentError(
+            "{}: holds an unfinished conversion ({} shards); pass --resume to continue it, or "
+            "remove the directory to start again",
+            dir, old.shards.size());
+      }
+    }
+    std::vector<std::string> own;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!IsOwnName(name)) {
+        return InvalidArgumentError(
+            "{}: holds '{}', which is not part of a data set; give an empty or new directory",
+            dir, name);
+      }
+      own.push_back(entry.path().string());
+    }
+    // The manifest goes first, so a kill halfway leaves no set that looks complete.
+    RETURN_IF_ERROR(RemoveAll(Join(dir, kManifest)));
+    for (const std::string& p : own) RETURN_IF_ERROR(RemoveAll(p));
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return InvalidArgumentError("{}: cannot create directory: {}", dir, ec.message());
+  ShardedSetWriter w(dir);
+  w.manifest_.producer_state = std::move(producer_state);
+  RETURN_IF_ERROR(w.WriteManifest());
+  return w;
+}
+
+Result<ShardedSetWriter> ShardedSetWriter::Resume(const std::string& dir) {
+  ShardedSetWriter w(dir);
+  ASSIGN_OR_RETURN(w.manifest_, ReadShardManifest(dir));
+  if (w.manifest_.complete) {
+    return InvalidArgumentError("{}: the conversion is already complete; nothing to resume", dir);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == kManifest) continue;
+    bool listed = false;
+    for (const ShardEntry& e : w.manifest_.shards) listed = listed || e.name == name;
+    if (!listed && IsOwnName(name)) RETURN_IF_ERROR(RemoveAll(entry.path().string()));
+  }
+  for (const ShardEntry& e : w.manifest_.shards) {
+    if (!IsBinarySet(Join(dir, e.name))) {
+      return DataLossError("{}: missing, but {} lists it", Join(dir, e.name), Join(dir, kManifest));
+    }
+  }
+  return w;
+}
+
+Status ShardedSetWriter::AddShard(const Corpus& shard, std::string producer_state) {
+  TANDEM_CHECK(!shard.is_concat() && shard.documents() > 0);
+  const std::string name = ShardName(manifest_.shards.size());
+  const std::string tmp = Join(dir_, name + kTmpSuffix);
+  RETURN_IF_ERROR(RemoveAll(tmp));
+  RETURN_IF_ERROR(WriteBinary(shard, tmp));
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(tmp, ec)) {
+    RETURN_IF_ERROR(SyncPath(entry.path().string(), /*directory=*/false));
+  }
+  RETURN_IF_ERROR(SyncPath(tmp, /*directory=*/true));
+  RETURN_IF_ERROR(RemoveAll(Join(dir_, name)));
+  RETURN_IF_ERROR(RenameOver(tmp, Join(dir_, name)));
+  if (fault_) fault_("shard_renamed");
+  manifest_.shards.push_back({name, shard.documents(), shard.tokens()});
+  manifest_.producer_state = std::move(producer_state);
+  return WriteManifest();
+}
+
+Status ShardedSetWriter::Finish(std::string producer_state) {
+  manifest_.complete = true;
+  manifest_.producer_state = std::move(producer_state);
+  return WriteManifest();
+}
+
+Status ShardedSetWriter::WriteManifest() {
+  ordered_json j;
+  j["kind"] = kManifestKind;
+  j["version"] = kManifestVersion;
+  j["complete"] = manifest_.complete;
+  j["shards"] = ordered_json::array();
+  for (const ShardEntry& e : manifest_.shards) {
+    j["shards"].push_back({{"name", e.name}, {"documents", e.documents}, {"tokens", e.tokens}});
+  }
+  ordered_json producer = ordered_json::parse(manifest_.producer_state, nullptr, false);
+  TANDEM_CHECK_MSG(!producer.is_discarded(), "producer state is not JSON: {}",
+                   manifest_.producer_state);
+  j["producer"] = std::move(producer);
+  const std::string path = Join(dir_, kManifest);
+  const std::string tmp = path + kTmpSuffix;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return InvalidArgumentError("{}: cannot create file", tmp);
+    out << j.dump(1) << "\n";
+    out.close();
+    if (!out) return InvalidArgumentError("{}: write failed (disk full?)", tmp);
+  }
+  RETURN_IF_ERROR(SyncPath(tmp, /*directory=*/false));
+  RETURN_IF_ERROR(RenameOver(tmp, path));
+  return SyncPath(dir_, /*directory=*/true);
+}
+
+}  // namespace tandem::data

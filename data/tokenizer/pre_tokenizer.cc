@@ -1,0 +1,214 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "data/tokenizer/pre_tokenizer.h"
+
+#include <pcre2.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem::tokenizer {
+namespace {
+
+// GPT-2's pattern, used by ByteLevel with use_regex = true.
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// HF tokenizers runs Split patterns with Oniguruma, whose \s is Unicode White_Space; PCRE2's
+// \s with UCP also takes U+180E (MONGOLIAN VOWEL SEPARATOR). Spell \s and \S out as the
+// White_Space set so both engines split alike.
+constexpr const char* kWhiteSpace =
+    R"(\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+Result<std::string> WithUnicodeWhiteSpace(const std::string& pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char n = pattern[++i];
+      if (n == 's') {
+        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+      } else if (n == 'S') {
+        if (in_class) {
+          return InvalidArgumentError("tokenizer.json: Split pattern '{}': \\S inside a "
+                                      "character class is not implemented", pattern);
+        }
+        out += "[^" + std::string(kWhiteSpace) + "]";
+      } else {
+        out += c;
+        out += n;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+std::string PcreMessage(int code) {
+  PCRE2_UCHAR buf[256];
+  pcre2_get_error_message(code, buf, sizeof(buf));
+  return reinterpret_cast<const char*>(buf);
+}
+
+}  // namespace
+
+struct RegexScratch::Impl {
+  pcre2_match_data* match = nullptr;
+  pcre2_jit_stack* stack = nullptr;
+  pcre2_match_context* context = nullptr;
+};
+
+RegexScratch::RegexScratch() : impl_(std::make_unique<Impl>()) {
+  impl_->match = pcre2_match_data_create(4, nullptr);
+  impl_->stack = pcre2_jit_stack_create(64 * 1024, 8 * 1024 * 1024, nullptr);
+  impl_->context = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack_assign(impl_->context, nullptr, impl_->stack);
+}
+RegexScratch::~RegexScratch() {
+  if (!impl_) return;
+  pcre2_match_data_free(impl_->match);
+  pcre2_match_context_free(impl_->context);
+  pcre2_jit_stack_free(impl_->stack);
+}
+RegexScratch::RegexScratch(RegexScratch&&) noexcept = default;
+RegexScratch& RegexScratch::operator=(RegexScratch&& o) noexcept {
+  if (this != &o) {
+    RegexScratch dying(std::move(*this));
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+
+struct Regex::Code {
+  pcre2_code* code = nullptr;
+  bool jit = false;
+  std::string pattern;
+  ~Code() { pcre2_code_free(code); }
+};
+
+Regex::Regex(Regex&&) noexcept = default;
+Regex& Regex::operator=(Regex&&) noexcept = default;
+Regex::~Regex() = default;
+
+Result<Regex> Regex::Compile(const std::string& pattern) {
+  ASSIGN_OR_RETURN(const std::string translated, WithUnicodeWhiteSpace(pattern));
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                    PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
+  if (!code) {
+    return InvalidArgumentError("tokenizer.json: Split pattern '{}' does not compile at {}: {}",
+                                pattern, offset, PcreMessage(err));
+  }
+  Regex r;
+  r.code_ = std::make_unique<Code>();
+  r.code_->code = code;
+  r.code_->pattern = pattern;
+  r.code_->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  return r;
+}
+
+Status Regex::SplitIsolated(std::string_view text, RegexScratch& scratch,
+                            std::vector<std::pair<size_t, size_t>>* pieces) const {
+  auto* s = scratch.impl();
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t pos = 0, gap = 0;
+  while (pos < text.size()) {
+    const int rc = code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), pos, 0,
+                                                s->match, s->context)
+                              : pcre2_match(code_->code, subject, text.size(), pos,
+                                            PCRE2_NO_UTF_CHECK, s->match, s->context);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      return InternalError("tokenizer: pattern '{}' failed at byte {}: {}", code_->pattern, pos,
+                           PcreMessage(rc));
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s->match);
+    const size_t b = ov[0], e = ov[1];
+    if (e == b) {  // an empty match: step over one code point
+      pos = b + 1;
+      while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
+      continue;
+    }
+    if (b > gap) pieces->emplace_back(gap, b);
+    pieces->emplace_back(b, e);
+    gap = pos = e;
+  }
+  if (gap < text.size()) pieces->emplace_back(gap, text.size());
+  return Status::Ok();
+}
+
+Result<PreTokenizer> PreTokenizer::Build(const nlohmann::json& spec) {
+  PreTokenizer p;
+  if (spec.is_null()) return p;
+  const std::string type = spec.value("type", std::string());
+  if (type == "Sequence") {
+    for (const auto& sub : spec.value("pretokenizers", nlohmann::json::array())) {
+      ASSIGN_OR_RETURN(PreTokenizer inner, Build(sub));
+      for (auto& st : inner.steps_) p.steps_.push_back(std::move(st));
+    }
+    return p;
+  }
+  if (type == "Split") {
+    const auto& pat = spec.value("pattern", nlohmann::json::object());
+    if (!pat.contains("Regex") || !pat["Regex"].is_string()) {
+      return InvalidArgumentError(
+          "tokenizer.json: pre_tokenizer Split with pattern {} is not implemented (only Regex)",
+          pat.dump());
+    }
+    const std::string behavior = spec.value("behavior", std::string());
+    if (behavior != "Isolated" || spec.value("invert", false)) {
+      return InvalidArgumentError(
+          "tokenizer.json: pre_tokenizer Split behavior '{}'{} is not implemented (only "
+          "Isolated, not inverted)",
+          behavior, spec.value("invert", false) ? " inverted" : "");
+    }
+    ASSIGN_OR_RETURN(Regex r, Regex::Compile(pat["Regex"].get<std::string>()));
+    p.steps_.push_back({std::make_shared<const Regex>(std::move(r)), false});
+    return p;
+  }
+  if (type == "ByteLevel") {
+    const bool prefix = spec.value("add_prefix_space", false);
+    if (prefix) p.steps_.push_back({nullptr, true});
+    if (spec.value("use_regex", true)) {
+      ASSIGN_OR_RETURN(Regex r, Regex::Compile(kGpt2Pattern));
+      p.steps_.push_back({std::make_shared<const Regex>(std::move(r)), false});
+    }
+    return p;
+  }
+  return InvalidArgumentError("tokenizer.json: pre_tokenizer type '{}' is not implemented",
+                              type.empty() ? spec.dump() : type);
+}
+
+Status PreTokenizer::Split(std::string_view text, RegexScratch& scratch,
+                           std::vector<std::string>* pieces) const {
+  std::vector<std::string> cur{std::string(text)}, next;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const Step& st : steps_) {
+    next.clear();
+    for (std::string& piece : cur) {
+      if (st.add_prefix_space) {
+        if (piece.empty() || piece[0] != ' ') piece.insert(piece.begin(), ' ');
+        next.push_back(std::move(piece));
+        continue;
+      }
+      ranges.clear();
+      RETURN_IF_ERROR(st.regex->SplitIsolated(piece, scratch, &ranges));
+      for (auto [b, e] : ranges) next.emplace_back(piece.substr(b, e - b));
+    }
+    cur.swap(next);
+  }
+  for (auto& piece : cur) pieces->push_back(std::move(piece));
+  return Status::Ok();
+}
+
+}  // namespace tandem::tokenizer

@@ -1,0 +1,171 @@
+// Token-for-token agreement with HF tokenizers on the committed golden
+// (tests/golden/tokenizer_golden.jsonl, made by make_tokenizer_golden.py with tokenizers 0.23
+// on the Qwen3 fixture), decode round trips, and refusal of what is not implemented.
+#include "data/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer/fixture.h"
+#include "data/tokenizer/utf8.h"
+
+namespace tandem::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+const Tokenizer& Qwen3() {
+  static const Tokenizer* tok = [] {
+    const std::string path = Qwen3FixtureDir() + "/tokenizer.json";
+    auto t = Tokenizer::Load(path);
+    if (!t.ok()) {
+      ADD_FAILURE() << t.status().ToString()
+                    << " (run scripts/install-deps.sh to fetch the npm fixture)";
+      return static_cast<Tokenizer*>(nullptr);
+    }
+    return new Tokenizer(std::move(t).value());
+  }();
+  if (!tok) std::abort();
+  return *tok;
+}
+
+std::vector<json> GoldenRecords(const std::string& kind) {
+  std::ifstream in(std::string(TANDEM_SOURCE_DIR) + "/tests/golden/tokenizer_golden.jsonl");
+  EXPECT_TRUE(in) << "missing tests/golden/tokenizer_golden.jsonl";
+  std::vector<json> out;
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(json::parse(line)["format"], "tandem-tokenizer-golden");
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j["kind"] == kind) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+TEST(TokenizerTest, FixtureShape) {
+  const Tokenizer& t = Qwen3();
+  EXPECT_EQ(t.model().vocab_size(), 151643u);
+  EXPECT_EQ(t.model().merges(), 151387u);
+  EXPECT_EQ(t.TokenId("<|im_end|>"), 151645);
+  EXPECT_EQ(t.vocab_bound(), 151669u);
+}
+
+TEST(TokenizerTest, MatchesHfOnGoldenTexts) {
+  const Tokenizer& t = Qwen3();
+  EncodeScratch scratch;
+  auto records = GoldenRecords("text");
+  ASSERT_GT(records.size(), 300u);
+  int mismatches = 0;
+  for (const json& r : records) {
+    const std::string text = r["text"];
+    auto ids = t.Encode(text, scratch);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    const auto want = r["ids"].get<std::vector<uint32_t>>();
+    if (*ids != want && ++mismatches <= 5) {
+      ADD_FAILURE() << "encode differs for " << json(text).dump() << "\n got  " << json(*ids).dump()
+                    << "\n want " << json(want).dump();
+    }
+    EXPECT_EQ(t.Decode(want), r["decoded"].get<std::string>()) << json(text).dump();
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(TokenizerTest, MatchesHfOnRenderedChats) {
+  const Tokenizer& t = Qwen3();
+  EncodeScratch scratch;
+  auto records = GoldenRecords("chat");
+  ASSERT_GT(records.size(), 300u);
+  int mismatches = 0;
+  for (const json& r : records) {
+    auto ids = t.Encode(r["text"].get<std::string>(), scratch);
+    ASSERT_TRUE(ids.ok());
+    if (*ids != r["ids"].get<std::vector<uint32_t>>() && ++mismatches <= 3) {
+      ADD_FAILURE() << "encode differs for " << r["text"].dump();
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(TokenizerTest, HeapAndScanMergesAgreeOnLongPieces) {
+  const BpeModel& bpe = Qwen3().model();
+  const char* alphabet[] = {"a", "b", "e", "th", "中", "文", "字", "ü", " ", "1", "🙂", "ing"};
+  uint32_t x = 12345;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string word;
+    const int len = 1 + trial * 3;
+    for (int k = 0; k < len; ++k) {
+      x = x * 1103515245u + 12345u;
+      word += alphabet[(x >> 16) % std::size(alphabet)];
+    }
+    std::vector<uint32_t> a, b;
+    for (char c : word) a.push_back(uint32_t(bpe.IdOfBytes(std::string(1, c))));
+    b = a;
+    bpe.Merge(&a, BpeModel::Strategy::kScan);
+    bpe.Merge(&b, BpeModel::Strategy::kHeap);
+    ASSERT_EQ(a, b) << word;
+  }
+}
+
+TEST(TokenizerTest, SpecialTokensMatchedBeforeSplitting) {
+  const Tokenizer& t = Qwen3();
+  EncodeScratch scratch;
+  auto ids = t.Encode("a<|im_end|><|im_start|>b", scratch);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_EQ(ids->size(), 4u);
+  EXPECT_EQ((*ids)[1], 151645u);
+  EXPECT_EQ((*ids)[2], 151644u);
+  EXPECT_EQ(t.Decode(*ids), "a<|im_end|><|im_start|>b");
+  EXPECT_EQ(t.Decode(*ids, /*skip_special=*/true), "ab");
+}
+
+TEST(TokenizerTest, InvalidUtf8IsAnErrorWithOffset) {
+  EncodeScratch scratch;
+  auto ids = Qwen3().Encode(std::string("ok\xC3(", 4), scratch);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_NE(ids.status().message().find("byte 2"), std::string::npos) << ids.status().ToString();
+}
+
+TEST(TokenizerTest, DecodeOfPartialBytesIsLossy) {
+  // "😀" is 4 bytes; one byte-level token per byte would decode to U+FFFD alone.
+  EXPECT_EQ(LossyUtf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");
+  EXPECT_EQ(LossyUtf8("a\x80" "b"), "a\xEF\xBF\xBD" "b");
+}
+
+TEST(TokenizerTest, RefusesWhatIsNotImplemented) {
+  auto check = [](const json& j, const std::string& needle) {
+    auto t = Tokenizer::FromJson(j, "x/tokenizer.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.status().message().find(needle), std::string::npos) << t.status().ToString();
+  };
+  check(json::parse(R"({"model": {"type": "Unigram", "vocab": []}})"), "Unigram");
+  check(json::parse(R"({"model": {"type": "WordPiece", "vocab": {}}})"), "WordPiece");
+  check(json::parse(R"({"model": {"type": "BPE", "vocab": {}, "merges": [], "byte_fallback": true}})"),
+        "byte_fallback");
+}
+
+TEST(TokenizerTest, RefusesUnknownNormalizerAndPreTokenizer) {
+  // Take the real model, change one part at a time.
+  std::ifstream in(Qwen3FixtureDir() + "/tokenizer.json");
+  ASSERT_TRUE(in);
+  json j = json::parse(in);
+  json a = j;
+  a["normalizer"] = {{"type", "NFKD"}};
+  auto ta = Tokenizer::FromJson(a, "t.json");
+  ASSERT_FALSE(ta.ok());
+  EXPECT_NE(ta.status().message().find("normalizer type 'NFKD'"), std::string::npos);
+  json b = j;
+  b["pre_tokenizer"] = {{"type", "Metaspace"}};
+  auto tb = Tokenizer::FromJson(b, "t.json");
+  ASSERT_FALSE(tb.ok());
+  EXPECT_NE(tb.status().message().find("pre_tokenizer type 'Metaspace'"), std::string::npos);
+  json c = j;
+  c["decoder"] = {{"type", "WordPiece"}};
+  EXPECT_FALSE(Tokenizer::FromJson(c, "t.json").ok());
+}
+
+}  // namespace
+}  // namespace tandem::tokenizer
