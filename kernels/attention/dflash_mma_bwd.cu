@@ -400,7 +400,8 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
 
 }  // namespace
 
-cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream) {
+cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, const DFlashPlan& plan,
+                                    cudaStream_t stream) {
   const int group = p.hq / p.hk;
   if (!DFlashMmaSupported(group, p.d) || group * p.hk != p.hq) return cudaErrorInvalidValue;
   auto launch = [&](auto kernel, dim3 grid, int threads, size_t smem) {
@@ -416,12 +417,12 @@ cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t st
   if (p.delta == nullptr)
     return p.d == 64 ? launch(dflash_mma_bwd<64, false>, by_block, threads, smem)
                      : launch(dflash_mma_bwd<128, false>, by_block, threads, smem);
-  // Group 4 (d 64, 128): the query-major kernel on warpgroup MMA (dflash_wgmma_bwd.cu).
-  cudaError_t e = DFlashWgmmaQuerySupported(group, p.d) ? LaunchDFlashWgmmaQueryBackward(p, stream)
-                  : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
-                              : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
+  const cudaError_t e =
+      plan.query_backward == DFlashKernel::kWgmma ? LaunchDFlashWgmmaQueryBackward(p, stream)
+      : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
+                  : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;
-  if (DFlashWgmmaCtxSelected(p.d)) return LaunchDFlashWgmmaCtx(p, stream);
+  if (plan.context_backward == DFlashKernel::kWgmma) return LaunchDFlashWgmmaCtx(p, stream);
   const dim3 by_key((p.t + kTk - 1) / kTk, p.hk);
   const size_t ctx_smem = DFlashMmaCtxSmemBytes(p.d);
   return p.d == 64 ? launch(dflash_mma_bwd_ctx<64>, by_key, 32 * kCtxWarps, ctx_smem)

@@ -11,10 +11,9 @@
 // over the union of their context ranges (KeyTiles: sorted anchors give ranges that nearly
 // coincide; disjoint ones become separate segments, gaps skipped), then one tile of their own
 // keys. Every warpgroup masks each key by its own block's range and window.
-// Q is loaded once per warpgroup into a 128-byte-swizzled tile (kQRegs: then into registers);
-// K and V stream through two 2-stage cp.async rings. Per tile i and warpgroup:
-//   S = Q K^T             (wgmma m64n64k16, K-major K from shared memory, Q from shared
-//                          memory or, kQRegs, registers);
+// Q is loaded once per warpgroup into a 128-byte-swizzled tile; K and V stream through two
+// 2-stage cp.async rings. Per tile i and warpgroup:
+//   S = Q K^T             (wgmma m64n64k16, Q and K K-major from shared memory);
 //   online softmax of S   (registers, log2 domain, masks only on edge tiles);
 //   O += P V              (wgmma m64nDk16, A = P as bf16 register fragments, B = the V tile
 //                          read MN-major through the transpose bit).
@@ -29,20 +28,15 @@
 // what a slot does not see; no MMA under a branch), the first k-step of S only writes its
 // accumulators, and P lives in registers of its own, never in S's.
 #include <climits>
-#include <cstdlib>
-#include <cstring>
-#include <utility>
 
-#include "kernels/attention/dflash_wgmma.cuh"
-#include "kernels/attention/dflash_wgmma_device.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
 #include "kernels/attention/dflash_wgmma_tiles.cuh"
+#include "kernels/core/wgmma.cuh"
 
 namespace tandem::kernels::attention_internal {
 namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
-using wg::Exp2;
 using wg::LoadKeyTile;
 using wg::LoadTile;
 using wg::Mask;
@@ -52,51 +46,22 @@ constexpr int kThreads = 128;            // one warpgroup
 constexpr int kN8 = kTk / 8;             // 8-key column groups of S
 static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
 
-// Q of this warpgroup: its shared tile's address and, with kQRegs, the tile as register A
-// fragments (warp w: rows 16 w .., one fragment per 16 dims), which spares the shared-memory
-// reads of A in every S = Q K^T.
-template <int D, bool kQRegs>
-struct QOperand {
-  uint32_t smem;
-  uint32_t frag[kQRegs ? D / 16 : 1][4];
-
-  // REQUIRES the tile landed and is visible to this thread.
-  __device__ QOperand(const uint8_t* qs) : smem(SmemAddr(qs)) {
-    if constexpr (kQRegs) {
-      const int lane = threadIdx.x % 32, row = threadIdx.x % kThreads / 32 * 16 + (lane & 15);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        Ldsm4(frag[kk], qs + wg::Sw128(kRows, row, kk * 16 + (lane >> 4) * 8));
-    }
-  }
-};
-
-// S = Q K^T of one tile, one commit group.
-template <int D, bool kQRegs>
-__device__ inline void IssueScores(const QOperand<D, kQRegs>& q, uint32_t ks,
-                                   float (&s)[kN8][4]) {
+// S = Q K^T of one tile, one commit group (Q and K: SW128 tiles at shared addresses qs, ks).
+template <int D>
+__device__ inline void IssueScores(uint32_t qs, uint32_t ks, float (&s)[kN8][4]) {
   constexpr uint32_t kPanel = kTk * 128;
-  wg::Fence();
+  wgmma::Fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
-    const uint64_t b = wg::Desc(ks + off, 16, 1024);
-    if constexpr (kQRegs) {
-      if (kk == 0)
-        wgmma::MmaRS64x64<false>(s, q.frag[kk], b);
-      else
-        wgmma::MmaRS64x64<true>(s, q.frag[kk], b);
-    } else {
-      const uint64_t a = wg::Desc(q.smem + off, 16, 1024);
-      if (kk == 0)
-        wgmma::MmaSS64x64<false>(s, a, b);
-      else
-        wgmma::MmaSS64x64<true>(s, a, b);
-    }
+    const uint64_t a = wgmma::Desc(qs + off, 16, 1024), b = wgmma::Desc(ks + off, 16, 1024);
+    if (kk == 0)
+      wgmma::MmaSS64<false>(s, a, b);
+    else
+      wgmma::MmaSS64<true>(s, a, b);
   }
-  wg::Commit();
+  wgmma::Commit();
 }
-
 
 // The CTA's key tiles: up to two segments of 64-key tiles covering the union of its blocks'
 // context ranges (a range that starts inside the tiles of the one before joins its segment),
@@ -190,7 +155,7 @@ __device__ inline void Softmax(const Mask& mask, const Tile& t, const Params& p,
     }
 }
 
-template <int D, int kBlocks, bool kQRegs>
+template <int D, int kBlocks>
 __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_fwd(Params p) {
   constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
   extern __shared__ uint8_t smem_raw[];
@@ -241,7 +206,7 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   // warp is done with K stage i and V stage i - 1, which take K(i + 2) and V(i + 1).
   auto advance = [&](int i) {
     CpAsyncWait<0>();
-    wg::FenceProxyAsync();
+    wgmma::FenceProxyAsync();
     __syncthreads();
     if (i + 2 < tiles) LoadKeyTile<D>(p, keys.Of(i + 2), g, /*is_v=*/false, k_stage(i));
     if (i + 1 < tiles) LoadKeyTile<D>(p, keys.Of(i + 1), g, /*is_v=*/true, v_stage(i + 1));
@@ -257,24 +222,24 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   uint32_t pa[kTk / 16][4];  // P of the tile whose P V is next, as bf16 A fragments
 
   CpAsyncWait<1>();  // Q, K(0)
-  wg::FenceProxyAsync();
+  wgmma::FenceProxyAsync();
   __syncthreads();
-  const QOperand<D, kQRegs> q(qs + wgi * kTile);
-  IssueScores(q, SmemAddr(k_stage(0)), s);
-  wg::Wait<0>();
-  wg::FenceRegs(s);
+  const uint32_t q = SmemAddr(qs + wgi * kTile);
+  IssueScores<D>(q, SmemAddr(k_stage(0)), s);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(s);
   Softmax(mask, keys.Of(0), p, qk_scale, s, st, pf, alpha);  // O is 0: alpha unused
 #pragma unroll
   for (int kc = 0; kc < kTk / 16; ++kc) AFromC(pa[kc], pf, kc);
   advance(0);
   for (int i = 1; i < tiles; ++i) {
-    IssueScores(q, SmemAddr(k_stage(i)), s);
+    IssueScores<D>(q, SmemAddr(k_stage(i)), s);
     wg::IssueRsTile<D>(SmemAddr(v_stage(i - 1)), pa, o);
-    wg::Wait<1>();  // S(i)
-    wg::FenceRegs(s);
+    wgmma::Wait<1>();  // S(i)
+    wgmma::FenceRegs(s);
     Softmax(mask, keys.Of(i), p, qk_scale, s, st, pf, alpha);
-    wg::Wait<0>();  // P V(i - 1): O and pa are free
-    wg::FenceRegs(o);
+    wgmma::Wait<0>();  // P V(i - 1): O and pa are free
+    wgmma::FenceRegs(o);
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       o[n][0] *= alpha[0];
@@ -287,8 +252,8 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
     advance(i);
   }
   wg::IssueRsTile<D>(SmemAddr(v_stage(tiles - 1)), pa, o);
-  wg::Wait<0>();
-  wg::FenceRegs(o);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(o);
   if (b >= p.nb) return;
 
   bf16_t* out = static_cast<bf16_t*>(p.out);
@@ -308,55 +273,21 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   }
 }
 
-// TANDEM_DFLASH_FWD: "mma", the mma.sync kernel; "wg1" / "wg2", the warpgroup kernel with 1
-// or 2 blocks per CTA, Q read from shared memory by every S; "wg1q" / "wg2q", the same with Q
-// in registers; unset (or anything else), the default.
-struct ForwardChoice {
-  int blocks;  // 0: the mma.sync kernel
-  bool q_regs;
-};
-constexpr ForwardChoice kDefaultChoice{1, false};
-ForwardChoice ChosenForward() {
-  const char* env = std::getenv("TANDEM_DFLASH_FWD");
-  if (env == nullptr) return kDefaultChoice;
-  for (const auto& [name, choice] :
-       {std::pair{"mma", ForwardChoice{0, false}}, std::pair{"wg1", ForwardChoice{1, false}},
-        std::pair{"wg2", ForwardChoice{2, false}}, std::pair{"wg1q", ForwardChoice{1, true}},
-        std::pair{"wg2q", ForwardChoice{2, true}}})
-    if (std::strcmp(env, name) == 0) return choice;
-  return kDefaultChoice;
-}
-
 }  // namespace
-
-bool DFlashWgmmaForwardSelected(int64_t group, int64_t d) {
-  if (!DFlashWgmmaQuerySupported(group, d) || ChosenForward().blocks == 0) return false;
-  int dev = 0, major = 0;  // wgmma: Hopper (the library is built for sm_90a) only
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         major == 9;
-}
 
 cudaError_t LaunchDFlashWgmmaForward(const DFlashKernelParams& p, cudaStream_t stream) {
   if (p.hk <= 0 || !DFlashWgmmaQuerySupported(p.hq / p.hk, p.d) || p.hq != kWgmmaGroup * p.hk ||
       !(p.scale > 0.0f))  // the row max is taken on unscaled scores
     return cudaErrorInvalidValue;
-  const ForwardChoice choice = ChosenForward();
-  const int blocks = choice.blocks == 2 ? 2 : 1;
-  const size_t smem = DFlashWgmmaForwardSmemBytes(p.d, blocks);
+  const size_t smem = DFlashWgmmaForwardSmemBytes(p.d);
   auto launch = [&](auto kernel) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    kernel<<<dim3((p.nb + blocks - 1) / blocks, p.hk), kThreads * blocks, smem, stream>>>(p);
+    kernel<<<dim3(p.nb, p.hk), kThreads, smem, stream>>>(p);
     return cudaGetLastError();
   };
-  auto by_d = [&](auto k64, auto k128) { return p.d == 64 ? launch(k64) : launch(k128); };
-  if (choice.q_regs)
-    return blocks == 1 ? by_d(dflash_wgmma_fwd<64, 1, true>, dflash_wgmma_fwd<128, 1, true>)
-                       : by_d(dflash_wgmma_fwd<64, 2, true>, dflash_wgmma_fwd<128, 2, true>);
-  return blocks == 1 ? by_d(dflash_wgmma_fwd<64, 1, false>, dflash_wgmma_fwd<128, 1, false>)
-                     : by_d(dflash_wgmma_fwd<64, 2, false>, dflash_wgmma_fwd<128, 2, false>);
+  return p.d == 64 ? launch(dflash_wgmma_fwd<64, 1>) : launch(dflash_wgmma_fwd<128, 1>);
 }
 
 }  // namespace tandem::kernels::attention_internal

@@ -1,5 +1,5 @@
 // Internal to kernels/attention: what the query-major wgmma kernels (dflash_wgmma_fwd.cu,
-// dflash_wgmma_bwd.cu) share above the instruction wrappers of dflash_wgmma_device.cuh: async
+// dflash_wgmma_bwd.cu) share above the instruction wrappers of kernels/core/wgmma.cuh: async
 // loads of 64-row 128-byte-swizzled tiles (query rows, a tile's K or V rows) and the visibility
 // mask of a block's key tiles. One warpgroup per (block b, KV head g); M = 64 rows = the
 // group's 4 query heads x 16 slots; keys stream in 64-key tiles (mma::TileOf: the block's
@@ -8,7 +8,7 @@
 #pragma once
 
 #include "kernels/attention/dflash_mma_device.cuh"
-#include "kernels/attention/dflash_wgmma_device.cuh"
+#include "kernels/core/wgmma.cuh"
 
 namespace tandem::kernels::attention_internal::wg {
 
@@ -22,7 +22,7 @@ __device__ inline void LoadTile(uint8_t* dst, const mma::bf16_t* src, int n, Row
   // swizzled offset only moves by whole rows.
   constexpr int kChunks = D / 8;
   const int c = (tid % kChunks) * 8, r0 = tid / kChunks, step = nthreads / kChunks;
-  uint8_t* d = dst + Sw128(64, r0, c);
+  uint8_t* d = dst + wgmma::Sw128(64, r0, c);
   for (int r = r0; r < 64; r += step, d += step * 128) {
     const bool valid = r < n;
     mma::CpAsync16(d, src + row_of(valid ? r : 0) * D + c, valid);
@@ -62,14 +62,6 @@ struct Mask {
   }
 };
 
-// 2^x (MUFU.EX2, flush-to-zero): softmax arguments are <= ~0, underflow to 0 is intended, and
-// 2^-inf == 0.
-__device__ inline float Exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // acc += A B over a 64-key tile's 4 16-key steps, one commit group (the forward's O += P V,
 // the query-major backward's dQ += dS K): A = `a`, bf16 register fragments per 16 keys; B =
 // the SW128 tile at shared address `tile` (64 keys x D), read MN-major through the transpose
@@ -77,16 +69,11 @@ __device__ inline float Exp2(float x) {
 template <int D>
 __device__ inline void IssueRsTile(uint32_t tile, const uint32_t (&a)[mma::kTk / 16][4],
                                    float (&acc)[D / 8][4]) {
-  Fence();
+  wgmma::Fence();
 #pragma unroll
-  for (int kc = 0; kc < mma::kTk / 16; ++kc) {
-    const uint64_t b = Desc(tile + kc * 16 * 128, mma::kTk * 128, 1024);
-    if constexpr (D == 128)
-      MmaRS128T(acc, a[kc], b);
-    else
-      MmaRS64T(acc, a[kc], b);
-  }
-  Commit();
+  for (int kc = 0; kc < mma::kTk / 16; ++kc)
+    wgmma::MmaRSTransB<D>(acc, a[kc], wgmma::Desc(tile + kc * 16 * 128, mma::kTk * 128, 1024));
+  wgmma::Commit();
 }
 
 }  // namespace tandem::kernels::attention_internal::wg
