@@ -26,7 +26,6 @@ namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
 using wg::LoadKeyTile;
-using wg::LoadTile;
 using wg::Mask;
 
 constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
@@ -166,11 +165,8 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
   const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
-  auto q_row = [&](int r) {
-    return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
-  };
-  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), kRows, q_row, threadIdx.x, kThreads);
-  LoadTile<D>(dos, dout, kRows, q_row, threadIdx.x, kThreads);
+  wg::LoadQueryTile<D>(p, p.q, b, g, qs);
+  wg::LoadQueryTile<D>(p, dout, b, g, dos);
   LoadKvTile<D>(p, tile_of(0), g, kv, kv + kTile);
   CpAsyncCommit();
 

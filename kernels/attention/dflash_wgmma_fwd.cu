@@ -3,14 +3,12 @@
 // and lse (f32, natural log) of every (query row, head), each written once by one thread (no
 // atomics, a fixed summation order: runs repeat bitwise).
 //
-// A CTA takes kBlocks (1 or 2) consecutive blocks of KV head g, one warpgroup (4 warps) each;
-// a warpgroup's M = 64 rows = the group's 4 query heads x 16 slots of its block, so warp w
-// owns the 16 slots of head 4 g + w. The blocks share one key stream, loaded once for all of
-// them (half the K/V traffic from L2 at kBlocks = 2; measured on the H200 it gains ~1% on
-// sorted anchors and loses 2.3x on random ones, so kBlocks = 1 is the default): 64-key tiles
-// over the union of their context ranges (KeyTiles: sorted anchors give ranges that nearly
-// coincide; disjoint ones become separate segments, gaps skipped), then one tile of their own
-// keys. Every warpgroup masks each key by its own block's range and window.
+// One warpgroup (4 warps) per (block b, KV head g): M = 64 rows = the group's 4 query heads x
+// 16 slots of the block, so warp w owns the 16 slots of head 4 g + w. Keys stream in 64-key
+// tiles: the block's context range, then its own 16 keys (mma::TileOf). Two blocks per CTA
+// sharing one key stream (half the K/V traffic from L2) measured ~1% faster on sorted anchors
+// and 2.3x slower on random ones (disjoint ranges make two key segments that both warpgroups
+// compute, masked), so a CTA takes one block.
 // Q is loaded once per warpgroup into a 128-byte-swizzled tile; K and V stream through two
 // 2-stage cp.async rings. Per tile i and warpgroup:
 //   S = Q K^T             (wgmma m64n64k16, Q and K K-major from shared memory);
@@ -20,15 +18,13 @@
 // Software pipeline (FlashAttention-3's intra-warpgroup overlap): S(i) and P(i-1) V(i-1) are
 // issued back to back, the softmax of S(i) is meant to run while P V is in flight, and O is
 // rescaled only after it lands. (The SASS shows ptxas moving the exponentials behind the wait
-// for P V and the tile barrier, so the tensor pipe idles through them; branch wgfwd-next
-// issues S(i + 1) first instead.) K(i + 2) and V(i + 1) are loaded once one barrier per tile
-// proves every warp is past S(i) and P(i-1) V(i-1), so each load has a whole tile of math to
-// land.
+// for P V and the tile barrier, so the tensor pipe idles through them; issuing S(i + 1) before
+// the softmax of S(i) would keep an MMA in flight.) K(i + 2) and V(i + 1) are loaded once one
+// barrier per tile proves every warp is past S(i) and P(i-1) V(i-1), so each load has a whole
+// tile of math to land.
 // ptxas-visible rules against wgmma serialization: every MMA runs on every tile (masks zero
 // what a slot does not see; no MMA under a branch), the first k-step of S only writes its
 // accumulators, and P lives in registers of its own, never in S's.
-#include <climits>
-
 #include "kernels/attention/dflash_wgmma_internal.h"
 #include "kernels/attention/dflash_wgmma_tiles.cuh"
 #include "kernels/core/wgmma.cuh"
@@ -38,7 +34,6 @@ namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
 using wg::LoadKeyTile;
-using wg::LoadTile;
 using wg::Mask;
 
 constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
@@ -62,45 +57,6 @@ __device__ inline void IssueScores(uint32_t qs, uint32_t ks, float (&s)[kN8][4])
   }
   wgmma::Commit();
 }
-
-// The CTA's key tiles: up to two segments of 64-key tiles covering the union of its blocks'
-// context ranges (a range that starts inside the tiles of the one before joins its segment),
-// then one tile of the blocks' own keys (16 nv <= 64 rows of kb / vb). Built from warp-
-// uniform ranges, so the tile count steering the main loop is uniform too; plain scalars
-// (no indexed arrays), so it stays in registers.
-struct KeyTiles {
-  int f0, h0, n0, f1, h1, n1;  // segment k: keys [fk, hk) in nk tiles
-  int b0, nv;
-
-  static constexpr int kEmpty = INT_MAX;
-  __device__ static int TilesOf(int f, int h) { return h > f ? (h - f + kTk - 1) / kTk : 0; }
-  // Ranges [lo0, hi0) and [lo1, hi1) (empty: hi <= lo) of blocks b0, b0 + 1 (nv of them).
-  __device__ KeyTiles(int lo0, int hi0, int lo1, int hi1, int b0_, int nv_) : b0(b0_), nv(nv_) {
-    if (hi0 <= lo0) lo0 = hi0 = kEmpty;
-    if (hi1 <= lo1) lo1 = hi1 = kEmpty;
-    const bool swap = lo1 < lo0;  // a = the range starting first
-    const int la = swap ? lo1 : lo0, ha = swap ? hi1 : hi0;
-    const int lb = swap ? lo0 : lo1, hb = swap ? hi0 : hi1;
-    f0 = la;
-    h0 = ha;
-    n0 = la == kEmpty ? 0 : TilesOf(la, ha);
-    const bool join = lb != kEmpty && lb < la + n0 * kTk;
-    if (join) {
-      h0 = max(ha, hb);
-      n0 = TilesOf(f0, h0);
-    }
-    f1 = lb;
-    h1 = hb;
-    n1 = join || lb == kEmpty ? 0 : TilesOf(lb, hb);
-  }
-  __device__ int Count() const { return n0 + n1 + 1; }
-  __device__ Tile Of(int i) const {
-    if (i >= n0 + n1) return {true, b0 * kBlock, kBlock * nv};
-    const bool second = i >= n0;
-    const int f = (second ? f1 : f0) + (second ? i - n0 : i) * kTk;
-    return {false, f, min(kTk, (second ? h1 : h0) - f)};
-  }
-};
 
 // Online softmax state of this thread's two rows (gid, gid + 8 of its warp's head).
 struct RowState {
@@ -155,52 +111,34 @@ __device__ inline void Softmax(const Mask& mask, const Tile& t, const Params& p,
     }
 }
 
-template <int D, int kBlocks>
-__global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_fwd(Params p) {
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_fwd(Params p) {
   constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint8_t* qs = base;                    // warpgroup j: qs + j kTile, [64 rows][D], row
-                                         // h * 16 + slot = (slot, head 4 g + h)
-  uint8_t* ks = base + kBlocks * kTile;  // K of tile i at ks + (i % 2) kTile
-  uint8_t* vs = ks + 2 * kTile;          // V of tile i at vs + (i % 2) kTile
-  const int b0 = blockIdx.x * kBlocks, g = blockIdx.y, nv = min(kBlocks, p.nb - b0);
-  const int wgi = threadIdx.x / kThreads, b = b0 + wgi;  // this warpgroup's block
-  const int warp = threadIdx.x % kThreads / 32, lane = threadIdx.x % 32;
-  const int gid = lane / 4, tig = lane % 4;
+  uint8_t* qs = base;            // [64 rows][D], row h * 16 + slot = (slot, head 4 g + h)
+  uint8_t* ks = base + kTile;    // K of tile i at ks + (i % 2) kTile
+  uint8_t* vs = ks + 2 * kTile;  // V of tile i at vs + (i % 2) kTile
+  const int b = blockIdx.x, g = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   // Values that steer control flow are read from lane 0 (warp-uniform for the compiler): a
   // wgmma on a path ptxas cannot prove convergent is serialized (C7518).
-  static_assert(kBlocks == 1 || kBlocks == 2, "KeyTiles covers two ranges");
-  int lo[2] = {0, 0}, hi[2] = {0, 0};
-#pragma unroll
-  for (int j = 0; j < kBlocks; ++j) {
-    if (j < nv) ContextRange(p, b0 + j, &lo[j], &hi[j]);
-    lo[j] = __shfl_sync(0xffffffffu, lo[j], 0);
-    hi[j] = __shfl_sync(0xffffffffu, hi[j], 0);
-  }
-  const KeyTiles keys(lo[0], hi[0], lo[1], hi[1], b0, nv);
-  Mask mask;  // this warpgroup's block (a dead one, b >= nb: an empty range)
-  mask.lo = wgi == 0 ? lo[0] : lo[1];
-  mask.hi = wgi == 0 ? hi[0] : hi[1];
-  mask.own0 = wgi * kBlock;
-  const int tiles = keys.Count();
+  Mask mask;
+  ContextRange(p, b, &mask.lo, &mask.hi);
+  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
+  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
+  auto tile_of = [&](int i) { return TileOf(i, ctx_tiles, mask.lo, mask.hi, b); };
   auto k_stage = [&](int i) { return ks + (i & 1) * kTile; };
   auto v_stage = [&](int i) { return vs + (i & 1) * kTile; };
 
   // Commit groups: {Q, K(0)}, then {K(1), V(0)}, then per tile i {K(i + 2), V(i + 1)}.
-  {
-    const int qb = min(b, p.nb - 1);  // a dead warpgroup (b >= nb) computes on a copy
-    auto q_row = [&](int r) {
-      return static_cast<size_t>(qb * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
-    };
-    LoadTile<D>(qs + wgi * kTile, static_cast<const bf16_t*>(p.q), kRows, q_row,
-                threadIdx.x % kThreads, kThreads);
-  }
-  LoadKeyTile<D>(p, keys.Of(0), g, /*is_v=*/false, k_stage(0));
+  wg::LoadQueryTile<D>(p, p.q, b, g, qs);
+  LoadKeyTile<D>(p, tile_of(0), g, /*is_v=*/false, k_stage(0));
   CpAsyncCommit();
-  if (tiles > 1) LoadKeyTile<D>(p, keys.Of(1), g, /*is_v=*/false, k_stage(1));
-  LoadKeyTile<D>(p, keys.Of(0), g, /*is_v=*/true, v_stage(0));
+  if (tiles > 1) LoadKeyTile<D>(p, tile_of(1), g, /*is_v=*/false, k_stage(1));
+  LoadKeyTile<D>(p, tile_of(0), g, /*is_v=*/true, v_stage(0));
   CpAsyncCommit();
   // After S(i) and P V(i - 1): K(i + 1) and V(i) landed and visible to the async proxy; every
   // warp is done with K stage i and V stage i - 1, which take K(i + 2) and V(i + 1).
@@ -208,8 +146,8 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
     CpAsyncWait<0>();
     wgmma::FenceProxyAsync();
     __syncthreads();
-    if (i + 2 < tiles) LoadKeyTile<D>(p, keys.Of(i + 2), g, /*is_v=*/false, k_stage(i));
-    if (i + 1 < tiles) LoadKeyTile<D>(p, keys.Of(i + 1), g, /*is_v=*/true, v_stage(i + 1));
+    if (i + 2 < tiles) LoadKeyTile<D>(p, tile_of(i + 2), g, /*is_v=*/false, k_stage(i));
+    if (i + 1 < tiles) LoadKeyTile<D>(p, tile_of(i + 1), g, /*is_v=*/true, v_stage(i + 1));
     CpAsyncCommit();
   };
 
@@ -224,11 +162,11 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   CpAsyncWait<1>();  // Q, K(0)
   wgmma::FenceProxyAsync();
   __syncthreads();
-  const uint32_t q = SmemAddr(qs + wgi * kTile);
+  const uint32_t q = SmemAddr(qs);
   IssueScores<D>(q, SmemAddr(k_stage(0)), s);
   wgmma::Wait<0>();
   wgmma::FenceRegs(s);
-  Softmax(mask, keys.Of(0), p, qk_scale, s, st, pf, alpha);  // O is 0: alpha unused
+  Softmax(mask, tile_of(0), p, qk_scale, s, st, pf, alpha);  // O is 0: alpha unused
 #pragma unroll
   for (int kc = 0; kc < kTk / 16; ++kc) AFromC(pa[kc], pf, kc);
   advance(0);
@@ -237,7 +175,7 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
     wg::IssueRsTile<D>(SmemAddr(v_stage(i - 1)), pa, o);
     wgmma::Wait<1>();  // S(i)
     wgmma::FenceRegs(s);
-    Softmax(mask, keys.Of(i), p, qk_scale, s, st, pf, alpha);
+    Softmax(mask, tile_of(i), p, qk_scale, s, st, pf, alpha);
     wgmma::Wait<0>();  // P V(i - 1): O and pa are free
     wgmma::FenceRegs(o);
 #pragma unroll
@@ -254,7 +192,6 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   wg::IssueRsTile<D>(SmemAddr(v_stage(tiles - 1)), pa, o);
   wgmma::Wait<0>();
   wgmma::FenceRegs(o);
-  if (b >= p.nb) return;
 
   bf16_t* out = static_cast<bf16_t*>(p.out);
   const int head = g * kWgmmaGroup + warp;
@@ -287,7 +224,7 @@ cudaError_t LaunchDFlashWgmmaForward(const DFlashKernelParams& p, cudaStream_t s
     kernel<<<dim3(p.nb, p.hk), kThreads, smem, stream>>>(p);
     return cudaGetLastError();
   };
-  return p.d == 64 ? launch(dflash_wgmma_fwd<64, 1>) : launch(dflash_wgmma_fwd<128, 1>);
+  return p.d == 64 ? launch(dflash_wgmma_fwd<64>) : launch(dflash_wgmma_fwd<128>);
 }
 
 }  // namespace tandem::kernels::attention_internal

@@ -1,9 +1,9 @@
 // Internal to kernels/attention: what the query-major wgmma kernels (dflash_wgmma_fwd.cu,
 // dflash_wgmma_bwd.cu) share above the instruction wrappers of kernels/core/wgmma.cuh: async
 // loads of 64-row 128-byte-swizzled tiles (query rows, a tile's K or V rows) and the visibility
-// mask of a block's key tiles. One warpgroup per (block b, KV head g); M = 64 rows = the
-// group's 4 query heads x 16 slots; keys stream in 64-key tiles (mma::TileOf: the block's
-// context range, then its own 16 keys).
+// mask of a block's key tiles. One warpgroup (128 threads) per (block b, KV head g); M = 64
+// rows = the group's 4 query heads x 16 slots; keys stream in 64-key tiles (mma::TileOf: the
+// block's context range, then its own 16 keys).
 // Thread-safety: device functions only; nothing global.
 #pragma once
 
@@ -38,13 +38,23 @@ __device__ inline void LoadKeyTile(const mma::Params& p, const mma::Tile& t, int
   LoadTile<D>(dst, static_cast<const mma::bf16_t*>(src), t.n, row_of, threadIdx.x, blockDim.x);
 }
 
+// The block's 64 query rows of KV head g's 4 query heads from x (Q or dO, [nb * 16, hq, D]),
+// row h * 16 + slot = (token 16 b + slot, head 4 g + h), by the CTA's one warpgroup.
+template <int D>
+__device__ inline void LoadQueryTile(const mma::Params& p, const void* x, int b, int g,
+                                     uint8_t* dst) {
+  auto row_of = [&](int r) {
+    return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
+  };
+  LoadTile<D>(dst, static_cast<const mma::bf16_t*>(x), 64, row_of, threadIdx.x, 128);
+}
+
 // Query slot `slot` of the block sees key `key` of tile t: context keys inside the block's
-// range [lo, hi) under the window, its own 16 keys (keys own0 .. own0 + 15 of its own-key
-// tile, which may hold a neighbour's keys too) under the window and (causal) key <= slot.
+// range [lo, hi) under the window, its own 16 keys (keys 0 .. 15 of its own-key tile) under the
+// window and (causal) key <= slot.
 // Tile-level predicates, no per-warp state: the values steering control flow stay uniform.
 struct Mask {
   int lo, hi;
-  int own0 = 0;
   // Every key of the tile visible to every slot (an interior context tile): no masking.
   __device__ bool Full(const mma::Tile& t, int floor) const {
     return !t.blk && t.first >= lo && t.first + mma::kTk <= hi && floor <= 1 - kBlock;
@@ -53,10 +63,7 @@ struct Mask {
     return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
   }
   __device__ bool Visible(const mma::Tile& t, bool causal, int floor, int key, int slot) const {
-    if (t.blk) {
-      const int k = key - own0;
-      return k >= 0 && k < kBlock && k - slot >= floor && (!causal || k <= slot);
-    }
+    if (t.blk) return key < kBlock && key - slot >= floor && (!causal || key <= slot);
     const int abs = t.first + key;
     return abs >= lo && abs < hi && key - slot >= floor;
   }
