@@ -36,7 +36,6 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
   const bf16_t *kc = static_cast<const bf16_t*>(p.kc), *vc = static_cast<const bf16_t*>(p.vc);
   const bf16_t *kb = static_cast<const bf16_t*>(p.kb), *vb = static_cast<const bf16_t*>(p.vb);
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
-  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
   LoadRows<D>(static_cast<const bf16_t*>(p.q), b, g, group, p.hq, qs);
   LoadRows<D>(dout, b, g, group, p.hq, dos);
@@ -47,23 +46,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
   // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
   const int head = g * group + warp;
   float lse2[2], delta[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-    lse2[h] = p.lse_in[row] * kLog2e;
-    float acc = 0.0f;
-    for (int c = 2 * tig; c < D; c += 8) {
-      const float2 x =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
-      const float2 y =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
-      acc += x.x * y.x + x.y * y.y;
-    }
-    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-    delta[h] = acc;
-    if (kSplit && tig == 0) p.delta[row] = acc;
-  }
+  RowStats<D>(p, b, head, kSplit, lse2, delta);
   const float qk_scale = p.scale * kLog2e;
   float dq[D / 8][4];
 #pragma unroll

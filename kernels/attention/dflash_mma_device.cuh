@@ -63,6 +63,36 @@ __device__ inline void ContextRange(const Params& p, int b, int* lo, int* hi) {
   *lo = max(s, WindowFloor(a, p.window));
 }
 
+// The backward's per-row statistics of this lane's rows gid and gid + 8 (lane = 4 gid + tig)
+// of query head `head` in block b: lse in log2 units and delta = rowsum(dO O), the softmax's
+// correction in dS = P (dP - delta), summed over the row's 4 lanes (each adds dims 2 tig,
+// 2 tig + 1 of every 8). With store_delta, lane tig 0 also writes delta to p.delta (the split
+// backward's context kernel reads it).
+template <int D>
+__device__ inline void RowStats(const Params& p, int b, int head, bool store_delta,
+                                float (&lse2)[2], float (&delta)[2]) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
+  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+    lse2[h] = p.lse_in[row] * kLog2e;
+    float acc = 0.0f;
+    for (int c = 2 * tig; c < D; c += 8) {
+      const float2 x =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
+      const float2 y =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
+      acc += x.x * y.x + x.y * y.y;
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    delta[h] = acc;
+    if (store_delta && tig == 0) p.delta[row] = acc;
+  }
+}
+
 // Tile `it` of block b: keys from the context (it < ctx_tiles) or the block itself.
 struct Tile {
   bool blk;

@@ -163,7 +163,6 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
   auto tile_of = [&](int it) { return TileOf(it, ctx_tiles, mask.lo, mask.hi, b); };
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
-  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
   wg::LoadQueryTile<D>(p, p.q, b, g, qs);
   wg::LoadQueryTile<D>(p, dout, b, g, dos);
@@ -173,23 +172,7 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
   const int head = g * kWgmmaGroup + warp;
   float lse2[2], delta[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-    lse2[h] = p.lse_in[row] * kLog2e;
-    float acc = 0.0f;
-    for (int c = 2 * tig; c < D; c += 8) {
-      const float2 x =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
-      const float2 y =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
-      acc += x.x * y.x + x.y * y.y;
-    }
-    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-    delta[h] = acc;
-    if (tig == 0) p.delta[row] = acc;
-  }
+  RowStats<D>(p, b, head, /*store_delta=*/true, lse2, delta);
   float dq[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
