@@ -1,6 +1,6 @@
-// Helpers shared by the attention GPU tests (attention_cuda_test, dflash_mma_cuda_test):
-// NaN-poisoned device buffers, host views, and a closeness check that names the worst element
-// as (row, head, dim). Test-only: uses gtest and the CUDA runtime; include only from tests
+// Helpers shared by the attention GPU tests (attention_gpu_test, dflash_mma_gpu_test,
+// dflash_wgmma_gpu_test): NaN-poisoned device buffers, host views, a closeness check that
+// names the worst element as (row, head, dim), and the DFlash plan on this device. Test-only: uses gtest and the CUDA runtime; include only from tests
 // built with TANDEM_HAVE_CUDA.
 #pragma once
 

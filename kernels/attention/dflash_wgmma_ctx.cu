@@ -6,8 +6,8 @@
 // CTA (128-key tile kt, KV head g), two warpgroups; warpgroup j owns keys 64 j .. 64 j + 63 of
 // the tile (wgmma's M = 64), and they share one stream of query items: the blocks whose range
 // [lo, anchor) meets the tile, in block order, each as (up to) 4 query heads of g x 16 slots =
-// 64 query rows. 128 keys per CTA halve the L2 -> SM traffic of Q / dO against 64 (it bounded
-// the earlier 64-key wgmma attempt). Per item each warpgroup
+// 64 query rows. 128 keys per CTA halve the L2 -> SM traffic of Q / dO against 64 keys per CTA,
+// where that traffic bounded a wgmma version of this kernel. Per item each warpgroup
 //   S^T = K Q^T, dP^T = V dO^T      (m64n64k16, both operands K-major in shared memory),
 //   P^T = exp(S^T - lse) on the keys each row sees, dS^T = P^T (dP^T - delta)   (registers),
 //   dV += P^T dO, dK += dS^T Q      (m64n128k16, A = P^T / dS^T from registers as bf16,
