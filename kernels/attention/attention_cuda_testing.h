@@ -1,7 +1,7 @@
 // Helpers shared by the attention GPU tests (attention_gpu_test, dflash_mma_gpu_test,
 // dflash_wgmma_gpu_test): NaN-poisoned device buffers, host views, a closeness check that
-// names the worst element as (row, head, dim), and the DFlash plan on this device. Test-only: uses gtest and the CUDA runtime; include only from tests
-// built with TANDEM_HAVE_CUDA.
+// names the worst element as (row, head, dim), and the DFlash plan on this device. Test-only:
+// uses gtest and the CUDA runtime; include only from tests built with TANDEM_HAVE_CUDA.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -90,8 +90,8 @@ inline std::string DFlashCaseName(const DFlashCase& c) {
 
 // The plan the entry points make for `path` on this device for a (hq, hk, head_dim) whose
 // tensor-core kernels apply (aligned tensors), at softmax scale `scale`.
-inline attention_internal::DFlashPlan PlanOnThisDevice(attention_internal::DFlashPath path,
-                                                       int hq, int hk, int d, float scale = 1.0f) {
+inline attention_internal::DFlashPlan PlanOnThisDevice(attention_internal::DFlashPath path, int hq,
+                                                       int hk, int d, float scale = 1.0f) {
   return attention_internal::SelectDFlashPlan(path, /*mma_applies=*/true, hq / hk, d, scale,
                                               CurrentDeviceComputeCapabilityMajor());
 }

@@ -268,7 +268,7 @@ TEST(DFlashPlanTest, ChoosesByShapeAndDevice) {
       {DFlashPath::kMma, true, 4, 64, 0.1f, 9, kWg, kWg, kSync},  // context wgmma: d 128 only
       {DFlashPath::kMma, true, 2, 128, 0.1f, 9, kSync, kSync, kWg},
       {DFlashPath::kMma, true, 8, 64, 0.1f, 9, kSync, kSync, kSync},
-      {DFlashPath::kMma, true, 4, 128, -0.5f, 9, kSync, kWg, kWg},  // fwd needs scale > 0
+      {DFlashPath::kMma, true, 4, 128, -0.5f, 9, kSync, kWg, kWg},      // fwd needs scale > 0
       {DFlashPath::kMma, true, 4, 128, 0.1f, 8, kSync, kSync, kSync},   // Ampere
       {DFlashPath::kMma, true, 4, 128, 0.1f, 10, kSync, kSync, kSync},  // not sm_90a
       {DFlashPath::kMma, true, 4, 128, 0.1f, 0, kSync, kSync, kSync},   // no device answer
@@ -277,9 +277,9 @@ TEST(DFlashPlanTest, ChoosesByShapeAndDevice) {
       {DFlashPath::kAuto, false, 4, 128, 0.1f, 9, kSimt, kSimt, kSimt},  // unaligned, or G 12
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(c.path) << " applies "
-                                      << c.mma_applies << " G " << c.group << " d " << c.d
-                                      << " scale " << c.scale << " cc " << c.cc_major);
+    SCOPED_TRACE(::testing::Message()
+                 << "path " << static_cast<int>(c.path) << " applies " << c.mma_applies << " G "
+                 << c.group << " d " << c.d << " scale " << c.scale << " cc " << c.cc_major);
     const DFlashPlan plan =
         SelectDFlashPlan(c.path, c.mma_applies, c.group, c.d, c.scale, c.cc_major);
     EXPECT_EQ(plan.forward, c.fwd);

@@ -20,8 +20,6 @@
 namespace tandem::kernels {
 namespace {
 
-using attention_internal::kTileKeys;
-using attention_internal::kTileStride;
 using attention_internal::DFlashCtxSmemBytes;
 using attention_internal::DFlashKernel;
 using attention_internal::DFlashMmaSmemBytes;
@@ -30,6 +28,8 @@ using attention_internal::DFlashPath;
 using attention_internal::DFlashPlan;
 using attention_internal::DFlashWgmmaForwardSmemBytes;
 using attention_internal::DFlashWgmmaQuerySmemBytes;
+using attention_internal::kTileKeys;
+using attention_internal::kTileStride;
 using attention_internal::LaunchDFlashKernel;
 using attention_internal::LaunchDFlashMmaBackward;
 using attention_internal::LaunchDFlashMmaForward;

@@ -400,10 +400,10 @@ cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, const DFlashPla
   if (p.delta == nullptr)
     return p.d == 64 ? launch(dflash_mma_bwd<64, false>, by_block, threads, smem)
                      : launch(dflash_mma_bwd<128, false>, by_block, threads, smem);
-  const cudaError_t e =
-      plan.query_backward == DFlashKernel::kWgmma ? LaunchDFlashWgmmaQueryBackward(p, stream)
-      : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
-                  : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
+  const cudaError_t e = plan.query_backward == DFlashKernel::kWgmma
+                            ? LaunchDFlashWgmmaQueryBackward(p, stream)
+                        : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
+                                    : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;
   if (plan.context_backward == DFlashKernel::kWgmma) return LaunchDFlashWgmmaCtx(p, stream);
   const dim3 by_key((p.t + kTk - 1) / kTk, p.hk);

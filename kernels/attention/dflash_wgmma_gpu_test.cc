@@ -112,12 +112,12 @@ TEST(DFlashWgmmaForwardDefaultTest, AutoPicksTheWarpgroupKernel) {
 
 INSTANTIATE_TEST_SUITE_P(
     Group4, DFlashWgmmaForwardTest,
-    ::testing::Values(DFlashCase{{37}, 5, 8, 2, 64, 0, true},              // t 37
-                      DFlashCase{{37}, 6, 4, 1, 128, 20, false},           // window < range
-                      DFlashCase{{60, 40}, 9, 16, 4, 128, 31, false},      // t 100
+    ::testing::Values(DFlashCase{{37}, 5, 8, 2, 64, 0, true},          // t 37
+                      DFlashCase{{37}, 6, 4, 1, 128, 20, false},       // window < range
+                      DFlashCase{{60, 40}, 9, 16, 4, 128, 31, false},  // t 100
                       DFlashCase{{60, 40}, 9, 16, 4, 64, 0, true},
-                      DFlashCase{{129}, 7, 4, 1, 128, 65, true},           // t 129, W - 1 = tile
-                      DFlashCase{{200, 55}, 13, 32, 8, 64, 100, true},     // t 255
+                      DFlashCase{{129}, 7, 4, 1, 128, 65, true},        // t 129, W - 1 = tile
+                      DFlashCase{{200, 55}, 13, 32, 8, 64, 100, true},  // t 255
                       DFlashCase{{200, 55}, 13, 32, 8, 128, 0, false},
                       DFlashCase{{1, 1, 1}, 3, 8, 2, 128, 0, true},        // no context
                       DFlashCase{{2000, 300}, 40, 32, 8, 128, 700, true},  // many tiles
@@ -286,12 +286,12 @@ TEST_P(DFlashWgmmaFallbackTest, SplitBackwardMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     OtherGroups, DFlashWgmmaFallbackTest,
-    ::testing::Values(DFlashCase{{300, 70}, 11, 16, 8, 128, 100, true},     // G 2
-                      DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},      // G 8
-                      DFlashCase{{500}, 13, 12, 4, 128, 100, true},         // G 3
-                      DFlashCase{{120, 40}, 7, 10, 2, 64, 50, false},       // G 5
-                      DFlashCase{{700, 333}, 24, 32, 8, 128, 200, true},    // G 4, kMmaSync
-                      DFlashCase{{97}, 5, 8, 2, 64, 31, true}));            // G 4 d 64, kMmaSync
+    ::testing::Values(DFlashCase{{300, 70}, 11, 16, 8, 128, 100, true},   // G 2
+                      DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
+                      DFlashCase{{500}, 13, 12, 4, 128, 100, true},       // G 3
+                      DFlashCase{{120, 40}, 7, 10, 2, 64, 50, false},     // G 5
+                      DFlashCase{{700, 333}, 24, 32, 8, 128, 200, true},  // G 4, kMmaSync
+                      DFlashCase{{97}, 5, 8, 2, 64, 31, true}));          // G 4 d 64, kMmaSync
 
 }  // namespace
 }  // namespace tandem::kernels

@@ -25,8 +25,8 @@ std::array<std::atomic<int>, kMaxDevices>& Cached(Prop prop) {
 // 0 when the device cannot be queried.
 int Query(Prop prop, int device) {
 #ifdef TANDEM_HAVE_CUDA
-  const cudaDeviceAttr attr = prop == kSmCount ? cudaDevAttrMultiProcessorCount
-                                               : cudaDevAttrComputeCapabilityMajor;
+  const cudaDeviceAttr attr =
+      prop == kSmCount ? cudaDevAttrMultiProcessorCount : cudaDevAttrComputeCapabilityMajor;
   int value = 0;
   if (cudaDeviceGetAttribute(&value, attr, device) == cudaSuccess && value > 0) return value;
   (void)cudaGetLastError();

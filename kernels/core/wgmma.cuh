@@ -40,7 +40,8 @@ namespace tandem::kernels::wgmma {
 // Byte offset of 16-byte chunk `chunk` (columns 8 chunk .. 8 chunk + 7) of row r of an SW128
 // tile of `rows`.
 __device__ inline uint32_t Sw128Chunk(int rows, int r, int chunk) {
-  return static_cast<uint32_t>((chunk >> 3) * rows * 128 + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
+  return static_cast<uint32_t>((chunk >> 3) * rows * 128 + r * 128 +
+                               (((chunk & 7) ^ (r & 7)) << 4));
 }
 // Byte offset of element (r, c) (c % 8 == 0: its 16-byte chunk) of an SW128 tile of `rows`:
 // Sw128Chunk(rows, r, c / 8). Written out rather than forwarded: the kernels' instruction
@@ -80,12 +81,12 @@ __device__ inline void FenceRegs(float (&d)[N][4]) {
 #define TANDEM_WGMMA_RW(x) "+f"(x)
 #define TANDEM_WGMMA_WO(x) "=f"(x)
 #define TANDEM_WGMMA_D4(C, n) C(d[n][0]), C(d[n][1]), C(d[n][2]), C(d[n][3])
-#define TANDEM_WGMMA_D64(C)                                                                     \
+#define TANDEM_WGMMA_D64(C)                                                                   \
   TANDEM_WGMMA_D4(C, 0), TANDEM_WGMMA_D4(C, 1), TANDEM_WGMMA_D4(C, 2), TANDEM_WGMMA_D4(C, 3), \
       TANDEM_WGMMA_D4(C, 4), TANDEM_WGMMA_D4(C, 5), TANDEM_WGMMA_D4(C, 6), TANDEM_WGMMA_D4(C, 7)
-#define TANDEM_WGMMA_D128(C)                                                                    \
-  TANDEM_WGMMA_D64(C), TANDEM_WGMMA_D4(C, 8), TANDEM_WGMMA_D4(C, 9), TANDEM_WGMMA_D4(C, 10),    \
-      TANDEM_WGMMA_D4(C, 11), TANDEM_WGMMA_D4(C, 12), TANDEM_WGMMA_D4(C, 13),                   \
+#define TANDEM_WGMMA_D128(C)                                                                 \
+  TANDEM_WGMMA_D64(C), TANDEM_WGMMA_D4(C, 8), TANDEM_WGMMA_D4(C, 9), TANDEM_WGMMA_D4(C, 10), \
+      TANDEM_WGMMA_D4(C, 11), TANDEM_WGMMA_D4(C, 12), TANDEM_WGMMA_D4(C, 13),                \
       TANDEM_WGMMA_D4(C, 14), TANDEM_WGMMA_D4(C, 15)
 #define TANDEM_WGMMA_D64_REGS                                                                   \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24," \
@@ -97,24 +98,24 @@ __device__ inline void FenceRegs(float (&d)[N][4]) {
 // One wgmma of SHAPE with accumulator registers D_REGS / operands D_OPS, A and B operands AB
 // (the inputs after the colons), then scale-d (1 with kAccumulate, else 0) and the remaining
 // immediates IMM (scale-a, scale-b, transpose bits).
-#define TANDEM_WGMMA_ISSUE(SHAPE, D_REGS, D_OPS, AB, IMM, ...)                                 \
-  if constexpr (kAccumulate)                                                                   \
-    asm volatile("wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " D_REGS ", " AB        \
-                 ", 1, " IMM ";\n"                                                             \
-                 : D_OPS(TANDEM_WGMMA_RW)                                                      \
-                 : __VA_ARGS__);                                                               \
-  else                                                                                         \
-    asm volatile("wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " D_REGS ", " AB        \
-                 ", 0, " IMM ";\n"                                                             \
-                 : D_OPS(TANDEM_WGMMA_WO)                                                      \
+#define TANDEM_WGMMA_ISSUE(SHAPE, D_REGS, D_OPS, AB, IMM, ...)                          \
+  if constexpr (kAccumulate)                                                            \
+    asm volatile("wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " D_REGS ", " AB \
+                 ", 1, " IMM ";\n"                                                      \
+                 : D_OPS(TANDEM_WGMMA_RW)                                               \
+                 : __VA_ARGS__);                                                        \
+  else                                                                                  \
+    asm volatile("wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 " D_REGS ", " AB \
+                 ", 0, " IMM ";\n"                                                      \
+                 : D_OPS(TANDEM_WGMMA_WO)                                               \
                  : __VA_ARGS__)
 
 // D[64 x 64] (+)= A[64 x 16] B[16 x 64], both K-major in shared memory (A's rows and B's
 // columns are the tiles' rows: S = Q K^T).
 template <bool kAccumulate>
 __device__ inline void MmaSS64(float (&d)[8][4], uint64_t a, uint64_t b) {
-  TANDEM_WGMMA_ISSUE("m64n64k16", TANDEM_WGMMA_D64_REGS, TANDEM_WGMMA_D64, "%32, %33",
-                     "1, 1, 0, 0", "l"(a), "l"(b));
+  TANDEM_WGMMA_ISSUE("m64n64k16", TANDEM_WGMMA_D64_REGS, TANDEM_WGMMA_D64, "%32, %33", "1, 1, 0, 0",
+                     "l"(a), "l"(b));
 }
 
 // MmaSS64 with the accumulate flag a run-time predicate: D is read and written either way.

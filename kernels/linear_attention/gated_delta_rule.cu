@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(kMaxDim)
   float state[kMaxDim];  // column threadIdx.x of S
 #pragma unroll
   for (int i = 0; i < kMaxDim; ++i) state[i] = 0.f;
-  const Rows r{out, out_stride, out_f32, q, q_stride, k, k_stride, v, v_stride, g, g_stride,
-               beta, beta_stride};
+  const Rows r{out, out_stride, out_f32, q,        q_stride, k,          k_stride,
+               v,   v_stride,   g,       g_stride, beta,     beta_stride};
   DeltaRuleScan<false>(r, cu[doc], cu[doc + 1], vh, kh, dk, dv, l2norm, scale, state);
 }
 
@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(kMaxDim)
 #pragma unroll
   for (int i = 0; i < kMaxDim; ++i)
     state[i] = (i < dk && j < dv) ? state_in[vh * plane + int64_t{i} * dv + j] : 0.f;
-  const Rows r{out, out_stride, out_f32, q, q_stride, k, k_stride, v, v_stride, g, g_stride,
-               beta, beta_stride};
+  const Rows r{out, out_stride, out_f32, q,        q_stride, k,          k_stride,
+               v,   v_stride,   g,       g_stride, beta,     beta_stride};
   DeltaRuleScan<true>(r, 0, n, vh, kh, dk, dv, l2norm, scale, state);
   if (j < dv) {
 #pragma unroll
