@@ -184,15 +184,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
     }
   }
 
-  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
-          __floats2bfloat162_rn(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
-  }
+  StoreQueryRows<D>(p.dq, p, b, head, dq, p.scale);
 }
 
 // Context dK/dV, key-major (used with kSplit). CTA (key tile kt, KV head g), 4 warps; warp

@@ -93,6 +93,24 @@ __device__ inline void RowStats(const Params& p, int b, int head, bool store_del
   }
 }
 
+// Stores this lane's part of a query-major accumulator of head `head` in block b, scaled by
+// `scale`, as bf16 to dst [nb * 16, hq, D]: rows gid and gid + 8, columns 8 n + 2 tig, + 1
+// (mma.sync's C layout; lane = 4 gid + tig).
+template <int D>
+__device__ inline void StoreQueryRows(void* dst, const Params& p, int b, int head,
+                                      const float (&acc)[D / 8][4], float scale) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  bf16_t* out = static_cast<bf16_t*>(dst);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(out + row * D + n * 8 + 2 * tig) =
+          __floats2bfloat162_rn(acc[n][2 * h] * scale, acc[n][2 * h + 1] * scale);
+  }
+}
+
 // Tile `it` of block b: keys from the context (it < ctx_tiles) or the block itself.
 struct Tile {
   bool blk;

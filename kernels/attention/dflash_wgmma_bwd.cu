@@ -154,12 +154,7 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   bf16_t* dss = ps + kRows * kPb;                            // [kRows][kPb], own keys' dS
   const int b = blockIdx.x, g = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  // Values that steer control flow are read from lane 0 (warp-uniform for the compiler): a
-  // wgmma on a path ptxas cannot prove convergent is serialized (C7518).
-  Mask mask;
-  ContextRange(p, b, &mask.lo, &mask.hi);
-  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
-  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  const Mask mask = wg::UniformMask(p, b);
   const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
   auto tile_of = [&](int it) { return TileOf(it, ctx_tiles, mask.lo, mask.hi, b); };
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
@@ -229,15 +224,7 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
     CpAsyncCommit();
     if (t.blk) BlockKeyGrads<D>(p, t, g, ps, dss, qs, dos);
   }
-  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
-          __floats2bfloat162_rn(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
-  }
+  StoreQueryRows<D>(p.dq, p, b, head, dq, p.scale);
 }
 
 }  // namespace

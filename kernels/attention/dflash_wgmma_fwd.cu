@@ -122,12 +122,7 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_fwd(Params p) {
   uint8_t* vs = ks + 2 * kTile;  // V of tile i at vs + (i % 2) kTile
   const int b = blockIdx.x, g = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  // Values that steer control flow are read from lane 0 (warp-uniform for the compiler): a
-  // wgmma on a path ptxas cannot prove convergent is serialized (C7518).
-  Mask mask;
-  ContextRange(p, b, &mask.lo, &mask.hi);
-  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
-  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  const Mask mask = wg::UniformMask(p, b);
   const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
   auto tile_of = [&](int i) { return TileOf(i, ctx_tiles, mask.lo, mask.hi, b); };
   auto k_stage = [&](int i) { return ks + (i & 1) * kTile; };

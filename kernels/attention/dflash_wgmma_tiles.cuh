@@ -69,6 +69,17 @@ struct Mask {
   }
 };
 
+// Block b's mask, its range read from lane 0: values that steer control flow must be
+// warp-uniform for the compiler, since a wgmma on a path ptxas cannot prove convergent is
+// serialized (C7518).
+__device__ inline Mask UniformMask(const mma::Params& p, int b) {
+  Mask mask;
+  mma::ContextRange(p, b, &mask.lo, &mask.hi);
+  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
+  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  return mask;
+}
+
 // acc += A B over a 64-key tile's 4 16-key steps, one commit group (the forward's O += P V,
 // the query-major backward's dQ += dS K): A = `a`, bf16 register fragments per 16 keys; B =
 // the SW128 tile at shared address `tile` (64 keys x D), read MN-major through the transpose
