@@ -1,7 +1,7 @@
-// Helpers shared by the attention GPU tests (attention_cuda_test, dflash_mma_cuda_test):
-// NaN-poisoned device buffers, host views, and a closeness check that names the worst element
-// as (row, head, dim). Test-only: uses gtest and the CUDA runtime; include only from tests
-// built with TANDEM_HAVE_CUDA.
+// Helpers shared by the attention GPU tests (attention_gpu_test, dflash_mma_gpu_test,
+// dflash_wgmma_gpu_test): NaN-poisoned device buffers, host views, a closeness check that
+// names the worst element as (row, head, dim), and the DFlash plan on this device. Test-only:
+// uses gtest and the CUDA runtime; include only from tests built with TANDEM_HAVE_CUDA.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,6 +19,8 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_testing.h"
 #include "kernels/attention/dflash_path.h"
+#include "kernels/attention/dflash_plan.h"
+#include "kernels/core/device_props.h"
 #include "kernels/core/tensor.h"
 
 namespace tandem::kernels::attention_testing {
@@ -84,6 +86,14 @@ struct DFlashCase {
 inline std::string DFlashCaseName(const DFlashCase& c) {
   return fmt::format("docs{} nb{} h{}/{} d{} w{} causal{}", c.lens.size(), c.nb, c.hq, c.hk, c.d,
                      c.window, c.causal);
+}
+
+// The plan the entry points make for `path` on this device for a (hq, hk, head_dim) whose
+// tensor-core kernels apply (aligned tensors), at softmax scale `scale`.
+inline attention_internal::DFlashPlan PlanOnThisDevice(attention_internal::DFlashPath path, int hq,
+                                                       int hk, int d, float scale = 1.0f) {
+  return attention_internal::SelectDFlashPlan(path, /*mma_applies=*/true, hq / hk, d, scale,
+                                              CurrentDeviceComputeCapabilityMajor());
 }
 
 // Tolerances. Both sides read the same bf16 inputs and accumulate in fp32; they differ by

@@ -1,5 +1,6 @@
-// CPU references of attention.h against float64 naive attention with explicit masks, and the
-// DFlash backward against float64 finite differences.
+// CPU references of attention.h against float64 naive attention with explicit masks, the
+// DFlash backward against float64 finite differences, and the choice of DFlash kernels by
+// shape and device (dflash_plan.h).
 #include <cmath>
 #include <vector>
 
@@ -7,6 +8,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_testing.h"
+#include "kernels/attention/dflash_plan.h"
 
 namespace tandem::kernels {
 namespace {
@@ -239,6 +241,54 @@ TEST(DFlashCpu, RejectsAnchorOutsideDocument) {
   Status s = DFlashAttentionForwardCpu(p.Inputs(c), DFlashAttentionConfig{},
                                        Host(out, {p.rows, c.hq, c.d}), Host(lse, {p.rows, c.hq}));
   EXPECT_FALSE(s.ok());
+}
+
+// The DFlash kernel choice: wgmma only on compute capability 9, for the shapes each wgmma
+// kernel covers (forward and query-major backward: group 4 at d 64 / 128, the forward with a
+// positive scale; context backward: d 128, any group); mma.sync for the other tensor-core
+// shapes, and for every stage under kMmaSync; SIMT when asked or when mma.sync does not apply.
+TEST(DFlashPlanTest, ChoosesByShapeAndDevice) {
+  using attention_internal::DFlashKernel;
+  using attention_internal::DFlashPath;
+  using attention_internal::DFlashPlan;
+  using attention_internal::SelectDFlashPlan;
+  constexpr DFlashKernel kWg = DFlashKernel::kWgmma, kSync = DFlashKernel::kMmaSync,
+                         kSimt = DFlashKernel::kSimt;
+  struct Case {
+    DFlashPath path;
+    bool mma_applies;
+    int64_t group, d;
+    float scale;
+    int cc_major;
+    DFlashKernel fwd, query, ctx;
+  };
+  const Case cases[] = {
+      {DFlashPath::kAuto, true, 4, 128, 0.1f, 9, kWg, kWg, kWg},  // the drafter's layers
+      {DFlashPath::kMma, true, 4, 128, 0.1f, 9, kWg, kWg, kWg},
+      {DFlashPath::kMma, true, 4, 64, 0.1f, 9, kWg, kWg, kSync},  // context wgmma: d 128 only
+      {DFlashPath::kMma, true, 2, 128, 0.1f, 9, kSync, kSync, kWg},
+      {DFlashPath::kMma, true, 8, 64, 0.1f, 9, kSync, kSync, kSync},
+      {DFlashPath::kMma, true, 4, 128, -0.5f, 9, kSync, kWg, kWg},      // fwd needs scale > 0
+      {DFlashPath::kMma, true, 4, 128, 0.1f, 8, kSync, kSync, kSync},   // Ampere
+      {DFlashPath::kMma, true, 4, 128, 0.1f, 10, kSync, kSync, kSync},  // not sm_90a
+      {DFlashPath::kMma, true, 4, 128, 0.1f, 0, kSync, kSync, kSync},   // no device answer
+      {DFlashPath::kMmaSync, true, 4, 128, 0.1f, 9, kSync, kSync, kSync},
+      {DFlashPath::kSimt, true, 4, 128, 0.1f, 9, kSimt, kSimt, kSimt},
+      {DFlashPath::kAuto, false, 4, 128, 0.1f, 9, kSimt, kSimt, kSimt},  // unaligned, or G 12
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "path " << static_cast<int>(c.path) << " applies " << c.mma_applies << " G "
+                 << c.group << " d " << c.d << " scale " << c.scale << " cc " << c.cc_major);
+    const DFlashPlan plan =
+        SelectDFlashPlan(c.path, c.mma_applies, c.group, c.d, c.scale, c.cc_major);
+    EXPECT_EQ(plan.forward, c.fwd);
+    EXPECT_EQ(plan.query_backward, c.query);
+    EXPECT_EQ(plan.context_backward, c.ctx);
+  }
+  static_assert(attention_internal::DFlashMmaSupported(8, 128) &&
+                !attention_internal::DFlashMmaSupported(12, 64) &&
+                !attention_internal::DFlashMmaSupported(2, 256));
 }
 
 }  // namespace

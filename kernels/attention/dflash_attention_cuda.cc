@@ -1,6 +1,7 @@
-// Checked entry points of the DFlash block attention on CUDA: argument checks, the launch
-// shape and shared-memory budget, then the tensor-core kernels in dflash_mma.cu where they
-// support the shape, else the SIMT kernels in dflash_attention.cu.
+// Checked entry points of the DFlash block attention on CUDA: argument checks, the plan of
+// kernels for the shape and device (SelectDFlashPlan, dflash_plan.h), their shared-memory
+// budget, then the launches: wgmma (dflash_wgmma_*.cu), mma.sync (dflash_mma*.cu) or SIMT
+// (dflash_attention.cu).
 #include "kernels/attention/attention.h"
 
 #include <cuda_runtime_api.h>
@@ -14,23 +15,25 @@
 #include "kernels/attention/dflash_path.h"
 #include "kernels/attention/dflash_wgmma_internal.h"
 #include "kernels/core/cuda_check.h"
+#include "kernels/core/device_props.h"
 
 namespace tandem::kernels {
 namespace {
 
-using attention_internal::kTileKeys;
-using attention_internal::kTileStride;
 using attention_internal::DFlashCtxSmemBytes;
+using attention_internal::DFlashKernel;
 using attention_internal::DFlashMmaSmemBytes;
 using attention_internal::DFlashMmaSupported;
 using attention_internal::DFlashPath;
-using attention_internal::DFlashWgmmaForwardSelected;
+using attention_internal::DFlashPlan;
 using attention_internal::DFlashWgmmaForwardSmemBytes;
 using attention_internal::DFlashWgmmaQuerySmemBytes;
-using attention_internal::DFlashWgmmaQuerySupported;
+using attention_internal::kTileKeys;
+using attention_internal::kTileStride;
 using attention_internal::LaunchDFlashKernel;
 using attention_internal::LaunchDFlashMmaBackward;
 using attention_internal::LaunchDFlashMmaForward;
+using attention_internal::LaunchDFlashWgmmaForward;
 using Params = attention_internal::DFlashKernelParams;
 static_assert(attention_internal::kBlock == kDFlashBlockSize);
 
@@ -98,18 +101,20 @@ Status CheckSmem(const char* op, size_t smem) {
   return Status::Ok();
 }
 
-// Whether to run the MMA kernels: a supported (group, head_dim) and 16-byte aligned outputs
-// (cp.async of dO, float4 atomics); an error when `path` demands them and they do not apply.
-Result<bool> UseMma(const char* op, DFlashPath path, const DFlashDims& dims,
-                    std::initializer_list<const TensorView*> outputs) {
+// The kernels of this call: the tensor-core kernels need a supported (group, head_dim) and
+// 16-byte aligned outputs (cp.async of dO, float4 atomics); an error when `path` demands them
+// and they do not apply.
+Result<DFlashPlan> PlanKernels(const char* op, DFlashPath path, const DFlashDims& dims, float scale,
+                               std::initializer_list<const TensorView*> outputs) {
   bool aligned = true;
   for (const TensorView* t : outputs)
     aligned = aligned && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
   const bool ok = DFlashMmaSupported(dims.hq / dims.hk, dims.d) && aligned;
-  if (path == DFlashPath::kMma && !ok)
+  if ((path == DFlashPath::kMma || path == DFlashPath::kMmaSync) && !ok)
     return InvalidArgumentError("{}: no MMA kernel for GQA group {}, head_dim {}{}", op,
                                 dims.hq / dims.hk, dims.d, aligned ? "" : ", unaligned outputs");
-  return path != DFlashPath::kSimt && ok;
+  return attention_internal::SelectDFlashPlan(path, ok, dims.hq / dims.hk, dims.d, scale,
+                                              CurrentDeviceComputeCapabilityMajor());
 }
 
 }  // namespace
@@ -130,14 +135,17 @@ Status DFlashAttentionForwardPath(DFlashPath path, const DFlashAttentionInputs& 
   RETURN_IF_ERROR(ExpectShape(kOp, "lse", lse, Shape{rows, dims.hq}));
   RETURN_IF_ERROR(ExpectContiguous(kOp, "lse", lse));
   if (dims.nb == 0) return Status::Ok();
-  ASSIGN_OR_RETURN(const bool mma, UseMma(kOp, path, dims, {&out}));
   Params p = MakeParams(in, cfg, dims);
   p.out = out.data();
   p.lse = lse.data_as<float>();
-  if (mma) {
+  ASSIGN_OR_RETURN(const DFlashPlan plan, PlanKernels(kOp, path, dims, p.scale, {&out}));
+  if (plan.forward == DFlashKernel::kWgmma) {
+    RETURN_IF_ERROR(CheckSmem(kOp, DFlashWgmmaForwardSmemBytes(dims.d)));
+    CUDA_RETURN_IF_ERROR(LaunchDFlashWgmmaForward(p, stream));
+    return Status::Ok();
+  }
+  if (plan.forward == DFlashKernel::kMmaSync) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(false, dims.hq / dims.hk, dims.d)));
-    if (DFlashWgmmaForwardSelected(dims.hq / dims.hk, dims.d))
-      RETURN_IF_ERROR(CheckSmem(kOp, DFlashWgmmaForwardSmemBytes(dims.d)));
     CUDA_RETURN_IF_ERROR(LaunchDFlashMmaForward(p, stream));
     return Status::Ok();
   }
@@ -181,10 +189,12 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
     RETURN_IF_ERROR(ExpectShape(kOp, "delta", grads.delta, Shape{rows, dims.hq}));
     RETURN_IF_ERROR(ExpectContiguous(kOp, "delta", grads.delta));
   }
-  ASSIGN_OR_RETURN(const bool mma,
-                   UseMma(kOp, path, dims,
-                          {&out, &d_out, &grads.dq_blk, &grads.dk_blk, &grads.dv_blk,
-                           &grads.dk_ctx, &grads.dv_ctx}));
+  Params p = MakeParams(in, cfg, dims);
+  ASSIGN_OR_RETURN(const DFlashPlan plan,
+                   PlanKernels(kOp, path, dims, p.scale,
+                               {&out, &d_out, &grads.dq_blk, &grads.dk_blk, &grads.dv_blk,
+                                &grads.dk_ctx, &grads.dv_ctx}));
+  const bool mma = plan.query_backward != DFlashKernel::kSimt;
   // The split MMA backward writes every context row itself; the others accumulate.
   const bool split = mma && have_delta && dims.nb > 0;
   if (!split) {
@@ -192,7 +202,6 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.dv_ctx.data(), 0, grads.dv_ctx.nbytes(), stream));
   }
   if (dims.nb == 0) return Status::Ok();
-  Params p = MakeParams(in, cfg, dims);
   p.o_in = out.data();
   p.dout = d_out.data();
   p.lse_in = lse.data_as<const float>();
@@ -204,10 +213,10 @@ Status DFlashAttentionBackwardPath(DFlashPath path, const DFlashAttentionInputs&
   if (split) p.delta = grads.delta.data_as<float>();
   if (mma) {
     RETURN_IF_ERROR(CheckSmem(kOp, DFlashMmaSmemBytes(true, dims.hq / dims.hk, dims.d)));
-    if (split) RETURN_IF_ERROR(CheckSmem(kOp, DFlashCtxSmemBytes(dims.d)));
-    if (split && DFlashWgmmaQuerySupported(dims.hq / dims.hk, dims.d))
+    if (split) RETURN_IF_ERROR(CheckSmem(kOp, DFlashCtxSmemBytes(plan.context_backward, dims.d)));
+    if (split && plan.query_backward == DFlashKernel::kWgmma)
       RETURN_IF_ERROR(CheckSmem(kOp, DFlashWgmmaQuerySmemBytes(dims.d)));
-    CUDA_RETURN_IF_ERROR(LaunchDFlashMmaBackward(p, stream));
+    CUDA_RETURN_IF_ERROR(LaunchDFlashMmaBackward(p, plan, stream));
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(Launch l, PlanLaunch(kOp, dims));

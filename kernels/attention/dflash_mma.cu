@@ -28,7 +28,6 @@
 #include <climits>
 
 #include "kernels/attention/dflash_mma_device.cuh"
-#include "kernels/attention/dflash_wgmma_internal.h"
 
 namespace tandem::kernels::attention_internal {
 namespace {
@@ -54,12 +53,6 @@ __device__ inline void LdsmTAt(uint32_t (&r)[4], uint32_t addr) {
 // Dynamic shared memory: Q of mt m-tiles, then 2 stages x (K, V) tiles of kTk rows.
 constexpr size_t FwdSmemBytes(int mt, int d) {
   return static_cast<size_t>(kBlock * mt + 4 * kTk) * (d + 8) * 2;
-}
-
-__device__ inline float Exp2(float x) {  // ex2.approx: 2 ulp, exp2(-inf) == 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // The CTA's key stream: context tiles covering the union of the blocks' ranges, then the
@@ -342,9 +335,6 @@ __global__ void __launch_bounds__(32 * kCtaMtiles / 2) dflash_mma_fwd(Params p, 
 cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream) {
   if (!DFlashMmaSupported(p.hq / p.hk, p.d) || (p.hq / p.hk) * p.hk != p.hq)
     return cudaErrorInvalidValue;
-  // Group 4 (d 64, 128) on Hopper, positive scale: the warpgroup kernel (dflash_wgmma_fwd.cu).
-  if (p.scale > 0.0f && DFlashWgmmaForwardSelected(p.hq / p.hk, p.d))
-    return LaunchDFlashWgmmaForward(p, stream);
   const int group = p.hq / p.hk, nbc = std::max(1, kCtaMtiles / group), mt = nbc * group;
   const size_t smem = FwdSmemBytes(mt, p.d);
   auto launch = [&](auto kernel) {

@@ -36,7 +36,6 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
   const bf16_t *kc = static_cast<const bf16_t*>(p.kc), *vc = static_cast<const bf16_t*>(p.vc);
   const bf16_t *kb = static_cast<const bf16_t*>(p.kb), *vb = static_cast<const bf16_t*>(p.vb);
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
-  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
   LoadRows<D>(static_cast<const bf16_t*>(p.q), b, g, group, p.hq, qs);
   LoadRows<D>(dout, b, g, group, p.hq, dos);
@@ -47,23 +46,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
   // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
   const int head = g * group + warp;
   float lse2[2], delta[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-    lse2[h] = p.lse_in[row] * kLog2e;
-    float acc = 0.0f;
-    for (int c = 2 * tig; c < D; c += 8) {
-      const float2 x =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
-      const float2 y =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
-      acc += x.x * y.x + x.y * y.y;
-    }
-    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-    delta[h] = acc;
-    if (kSplit && tig == 0) p.delta[row] = acc;
-  }
+  RowStats<D>(p, b, head, kSplit, lse2, delta);
   const float qk_scale = p.scale * kLog2e;
   float dq[D / 8][4];
 #pragma unroll
@@ -201,15 +184,7 @@ __global__ void __launch_bounds__(32 * kMmaMaxGroup) dflash_mma_bwd(Params p) {
     }
   }
 
-  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
-          __floats2bfloat162_rn(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
-  }
+  StoreQueryRows<D>(p.dq, p, b, head, dq, p.scale);
 }
 
 // Context dK/dV, key-major (used with kSplit). CTA (key tile kt, KV head g), 4 warps; warp
@@ -400,7 +375,8 @@ __global__ void __launch_bounds__(32 * kCtxWarps, 2) dflash_mma_bwd_ctx(Params p
 
 }  // namespace
 
-cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream) {
+cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, const DFlashPlan& plan,
+                                    cudaStream_t stream) {
   const int group = p.hq / p.hk;
   if (!DFlashMmaSupported(group, p.d) || group * p.hk != p.hq) return cudaErrorInvalidValue;
   auto launch = [&](auto kernel, dim3 grid, int threads, size_t smem) {
@@ -416,12 +392,12 @@ cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t st
   if (p.delta == nullptr)
     return p.d == 64 ? launch(dflash_mma_bwd<64, false>, by_block, threads, smem)
                      : launch(dflash_mma_bwd<128, false>, by_block, threads, smem);
-  // Group 4 (d 64, 128): the query-major kernel on warpgroup MMA (dflash_wgmma_bwd.cu).
-  cudaError_t e = DFlashWgmmaQuerySupported(group, p.d) ? LaunchDFlashWgmmaQueryBackward(p, stream)
-                  : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
-                              : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
+  const cudaError_t e = plan.query_backward == DFlashKernel::kWgmma
+                            ? LaunchDFlashWgmmaQueryBackward(p, stream)
+                        : p.d == 64 ? launch(dflash_mma_bwd<64, true>, by_block, threads, smem)
+                                    : launch(dflash_mma_bwd<128, true>, by_block, threads, smem);
   if (e != cudaSuccess || p.t == 0) return e;
-  if (DFlashWgmmaCtxSelected(p.d)) return LaunchDFlashWgmmaCtx(p, stream);
+  if (plan.context_backward == DFlashKernel::kWgmma) return LaunchDFlashWgmmaCtx(p, stream);
   const dim3 by_key((p.t + kTk - 1) / kTk, p.hk);
   const size_t ctx_smem = DFlashMmaCtxSmemBytes(p.d);
   return p.d == 64 ? launch(dflash_mma_bwd_ctx<64>, by_key, 32 * kCtxWarps, ctx_smem)

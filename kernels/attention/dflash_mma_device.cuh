@@ -38,6 +38,14 @@ using ptx::Mma;
 using ptx::Pack;
 using ptx::SmemAddr;
 
+// 2^x (MUFU.EX2, 2 ulp, flush-to-zero): softmax arguments are <= ~0, underflow to 0 is
+// intended, and 2^-inf == 0.
+__device__ inline float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // A operand (16 rows x 16 keys, keys 16 * kc ..) from C accumulators over 8-key n-tiles.
 __device__ inline void AFromC(uint32_t (&a)[4], const float (&c)[kTk / 8][4], int kc) {
   a[0] = Pack(c[2 * kc][0], c[2 * kc][1]);
@@ -53,6 +61,54 @@ __device__ inline void ContextRange(const Params& p, int b, int* lo, int* hi) {
   const int s = min(max(p.doc_start[b], 0), a);
   *hi = a;
   *lo = max(s, WindowFloor(a, p.window));
+}
+
+// The backward's per-row statistics of this lane's rows gid and gid + 8 (lane = 4 gid + tig)
+// of query head `head` in block b: lse in log2 units and delta = rowsum(dO O), the softmax's
+// correction in dS = P (dP - delta), summed over the row's 4 lanes (each adds dims 2 tig,
+// 2 tig + 1 of every 8). With store_delta, lane tig 0 also writes delta to p.delta (the split
+// backward's context kernel reads it).
+template <int D>
+__device__ inline void RowStats(const Params& p, int b, int head, bool store_delta,
+                                float (&lse2)[2], float (&delta)[2]) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
+  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+    lse2[h] = p.lse_in[row] * kLog2e;
+    float acc = 0.0f;
+    for (int c = 2 * tig; c < D; c += 8) {
+      const float2 x =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
+      const float2 y =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
+      acc += x.x * y.x + x.y * y.y;
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    delta[h] = acc;
+    if (store_delta && tig == 0) p.delta[row] = acc;
+  }
+}
+
+// Stores this lane's part of a query-major accumulator of head `head` in block b, scaled by
+// `scale`, as bf16 to dst [nb * 16, hq, D]: rows gid and gid + 8, columns 8 n + 2 tig, + 1
+// (mma.sync's C layout; lane = 4 gid + tig).
+template <int D>
+__device__ inline void StoreQueryRows(void* dst, const Params& p, int b, int head,
+                                      const float (&acc)[D / 8][4], float scale) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  bf16_t* out = static_cast<bf16_t*>(dst);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(out + row * D + n * 8 + 2 * tig) =
+          __floats2bfloat162_rn(acc[n][2 * h] * scale, acc[n][2 * h + 1] * scale);
+  }
 }
 
 // Tile `it` of block b: keys from the context (it < ctx_tiles) or the block itself.

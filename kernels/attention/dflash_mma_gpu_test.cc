@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cstring>
@@ -28,6 +27,7 @@ namespace {
 using namespace attention_testing;
 using attention_internal::DFlashAttentionBackwardPath;
 using attention_internal::DFlashAttentionForwardPath;
+using attention_internal::DFlashKernel;
 using attention_internal::DFlashPath;
 
 // Both kernel families run the sweep: kAuto now picks MMA for these shapes, so the SIMT
@@ -173,7 +173,9 @@ INSTANTIATE_TEST_SUITE_P(
 class DFlashWgmmaCtxTest : public ::testing::TestWithParam<DFlashCase> {};
 
 TEST_P(DFlashWgmmaCtxTest, SplitBackwardMatchesCpu) {
-  ASSERT_TRUE(attention_internal::DFlashWgmmaCtxSelected(GetParam().d));
+  const DFlashCase& c = GetParam();
+  ASSERT_EQ(PlanOnThisDevice(DFlashPath::kMma, c.hq, c.hk, c.d).context_backward,
+            DFlashKernel::kWgmma);
   SCOPED_TRACE(DFlashCaseName(GetParam()));
   CheckDFlashCase(GetParam(), DFlashPath::kMma, 41, /*split=*/true);
 }
@@ -191,18 +193,20 @@ INSTANTIATE_TEST_SUITE_P(
                       DFlashCase{{150}, 8, 6, 2, 128, 0, false},          // G 3
                       DFlashCase{{100}, 1100, 1, 1, 128, 0, true}));      // list over 1024
 
-// d = 64 keeps the mma.sync context kernel, and TANDEM_DFLASH_CTX=mma sends d = 128 there too;
-// both still match the CPU. TANDEM_DFLASH_CTX=grid runs the wgmma kernel in grid order.
+// d = 64 keeps the mma.sync context kernel, and DFlashPath::kMmaSync sends d = 128 there too;
+// both still match the CPU. A context over DFlashWgmmaCtxRanked's limit runs the wgmma kernel
+// with its tiles in grid order (here 547 tiles, most of them seen by no block: their rows are
+// written as zeros).
 TEST(DFlashWgmmaCtxChoiceTest, OtherContextKernelsStayCorrect) {
-  EXPECT_FALSE(attention_internal::DFlashWgmmaCtxSelected(64));
+  EXPECT_EQ(PlanOnThisDevice(DFlashPath::kMma, 8, 2, 64).context_backward, DFlashKernel::kMmaSync);
   CheckDFlashCase(DFlashCase{{130, 70}, 9, 8, 2, 64, 40, true}, DFlashPath::kMma, 43, true);
-  ASSERT_EQ(setenv("TANDEM_DFLASH_CTX", "mma", 1), 0);
-  EXPECT_FALSE(attention_internal::DFlashWgmmaCtxSelected(128));
-  CheckDFlashCase(DFlashCase{{300, 41}, 13, 8, 2, 128, 33, true}, DFlashPath::kMma, 47, true);
-  ASSERT_EQ(setenv("TANDEM_DFLASH_CTX", "grid", 1), 0);
-  EXPECT_TRUE(attention_internal::DFlashWgmmaCtxSelected(128));
-  CheckDFlashCase(DFlashCase{{300, 41}, 13, 8, 2, 128, 33, true}, DFlashPath::kMma, 47, true);
-  ASSERT_EQ(unsetenv("TANDEM_DFLASH_CTX"), 0);
+  EXPECT_EQ(PlanOnThisDevice(DFlashPath::kMmaSync, 8, 2, 128).context_backward,
+            DFlashKernel::kMmaSync);
+  CheckDFlashCase(DFlashCase{{300, 41}, 13, 8, 2, 128, 33, true}, DFlashPath::kMmaSync, 47, true);
+  static_assert(attention_internal::DFlashWgmmaCtxRanked(65408) &&
+                !attention_internal::DFlashWgmmaCtxRanked(70000));
+  EXPECT_EQ(PlanOnThisDevice(DFlashPath::kMma, 4, 1, 128).context_backward, DFlashKernel::kWgmma);
+  CheckDFlashCase(DFlashCase{{70000}, 9, 4, 1, 128, 64, true}, DFlashPath::kMma, 49, true);
 }
 
 // kMma refuses what it lacks (head_dim 256, GQA group 12); kAuto still runs those shapes on

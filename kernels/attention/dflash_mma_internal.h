@@ -10,16 +10,11 @@
 #include <cstdint>
 
 #include "kernels/attention/dflash_internal.h"
+#include "kernels/attention/dflash_plan.h"
 
 namespace tandem::kernels::attention_internal {
 
 inline constexpr int kMmaTileKeys = 64;  // context keys per shared-memory tile
-inline constexpr int kMmaMaxGroup = 8;   // query heads per KV head (one warp each)
-
-// Whether the MMA kernels handle a (GQA group, head_dim) pair.
-inline constexpr bool DFlashMmaSupported(int64_t group, int64_t d) {
-  return group >= 1 && group <= kMmaMaxGroup && (d == 64 || d == 128);
-}
 
 // Dynamic shared memory of the MMA kernels. Rows are padded by 8 bf16 (16 bytes) so the 8
 // rows of an ldmatrix 8x8 matrix fall on distinct bank groups.
@@ -56,28 +51,31 @@ inline constexpr size_t DFlashWgmmaCtxSmemBytes() {
   return 2 * kWgmmaCtxKeys * 256 + kWgmmaCtxStages * (2 * rows * 256 + 2 * rows * 4) +
          kCtxListCap * 12 + 64 + 1024;
 }
+// Whether the wgmma context kernel runs its tiles longest first for a context of t keys: the
+// ranking counts the tiles in the block list's space (2 tiles + 1 ints), so up to t = 65408;
+// longer contexts run in grid order (same results: the order only decides when a tile runs).
+inline constexpr bool DFlashWgmmaCtxRanked(int64_t t) {
+  return 2 * ((t + kWgmmaCtxKeys - 1) / kWgmmaCtxKeys) + 1 <= kCtxListCap;
+}
 
-// Launch the MMA kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the
-// fp32 context gradients 16-byte aligned. The forward runs the warpgroup kernel where
-// DFlashWgmmaForwardSelected (dflash_wgmma_internal.h), else the mma.sync kernel.
+// Launch the mma.sync kernels: REQUIRES DFlashMmaSupported(hq / hk, d); bf16 tensors and the
+// fp32 context gradients 16-byte aligned. The forward: grid (ceil(nb / nbc), hk).
 cudaError_t LaunchDFlashMmaForward(const DFlashKernelParams& p, cudaStream_t stream);
 // With p.delta == nullptr one fused kernel, grid (nb, hk), which adds the context dK/dV
 // with fp32 atomics (dkc/dvc zero-filled first). With p.delta (f32 [nb * 16, hq] scratch):
 // the query-major kernel (dQ, block dK/dV, delta = rowsum(dO O)) and then the key-major
-// context kernel (wgmma where DFlashWgmmaCtxSelected, else mma.sync with grid
-// (ceil(t / 64), hk)), which writes every row of dkc/dvc once, in a fixed order (no atomics,
-// deterministic, no zero-fill needed).
-cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, cudaStream_t stream);
-// Whether the split backward's context gradients go to the wgmma kernel: d = 128 on a Hopper
-// (compute capability 9.x) device, unless the environment sets TANDEM_DFLASH_CTX=mma (the
-// mma.sync kernel, for comparison; "grid" keeps wgmma but launches the tiles in grid order).
-bool DFlashWgmmaCtxSelected(int64_t d);
+// context kernel, each of the family `plan` names for it (query_backward: wgmma REQUIRES
+// DFlashWgmmaQuerySupported; context_backward: wgmma REQUIRES DFlashWgmmaCtxSupported, else
+// mma.sync with grid (ceil(t / 64), hk)); the context kernel writes every row of dkc/dvc
+// once, in a fixed order (no atomics, deterministic, no zero-fill needed).
+cudaError_t LaunchDFlashMmaBackward(const DFlashKernelParams& p, const DFlashPlan& plan,
+                                    cudaStream_t stream);
 // The wgmma context kernel alone (REQUIRES the split backward's query-major kernel ran first,
 // p.delta filled; d = 128): grid (ceil(t / 128), hk), 256 threads.
 cudaError_t LaunchDFlashWgmmaCtx(const DFlashKernelParams& p, cudaStream_t stream);
-// Shared memory of the context kernel the split backward runs for head_dim d.
-inline size_t DFlashCtxSmemBytes(int64_t d) {
-  return DFlashWgmmaCtxSelected(d) ? DFlashWgmmaCtxSmemBytes() : DFlashMmaCtxSmemBytes(d);
+// Shared memory of the split backward's context kernel of family `kernel` for head_dim d.
+inline size_t DFlashCtxSmemBytes(DFlashKernel kernel, int64_t d) {
+  return kernel == DFlashKernel::kWgmma ? DFlashWgmmaCtxSmemBytes() : DFlashMmaCtxSmemBytes(d);
 }
 
 }  // namespace tandem::kernels::attention_internal

@@ -7,7 +7,7 @@
 // 16 slots, so warp w owns the 16 slots of head 4 g + w, as the mma.sync kernel's warp w does.
 // Q and dO are loaded once, K and V stream in 64-key tiles (the block's context range, then
 // its own 16 keys) through a 2-stage cp.async ring of 128-byte-swizzled tiles
-// (dflash_wgmma_device.cuh), the next tile's load overlapping this tile's math. Per tile:
+// (kernels/core/wgmma.cuh), the next tile's load overlapping this tile's math. Per tile:
 //   S = Q K^T, dP = dO V^T    (wgmma m64n64k16, both operands from shared memory, K-major);
 //   P = exp(S - lse) on the visible keys, dS = P (dP - delta)   (registers);
 //   dQ += dS K                 (wgmma m64nDk16, A = dS as bf16 register fragments, B = the K
@@ -17,17 +17,15 @@
 // mma.sync kernel does. No atomics: every output element is written once, so runs repeat
 // bitwise.
 #include "kernels/attention/dflash_mma_device.cuh"
-#include "kernels/attention/dflash_wgmma_device.cuh"
-#include "kernels/attention/dflash_wgmma_tiles.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
+#include "kernels/attention/dflash_wgmma_tiles.cuh"
+#include "kernels/core/wgmma.cuh"
 
 namespace tandem::kernels::attention_internal {
 namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
-using wg::Exp2;
 using wg::LoadKeyTile;
-using wg::LoadTile;
 using wg::Mask;
 
 constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
@@ -68,7 +66,7 @@ __device__ inline void BlockKeyGrads(const Params& p, const Tile& t, int g, cons
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         uint32_t r[4];
-        Ldsm4T(r, bs + wg::Sw128(kRows, row, dc * 64 + np * 16 + (mi >> 1) * 8));
+        Ldsm4T(r, bs + wgmma::Sw128(kRows, row, dc * 64 + np * 16 + (mi >> 1) * 8));
         Mma(acc[2 * np], a, r[0], r[1]);
         Mma(acc[2 * np + 1], a, r[2], r[3]);
       }
@@ -91,20 +89,20 @@ template <int D>
 __device__ inline void IssueScores(uint32_t qs, uint32_t dos, uint32_t ks, uint32_t vs,
                                    float (&s)[kTk / 8][4], float (&dp)[kTk / 8][4]) {
   constexpr uint32_t kPanel = kTk * 128;
-  wg::Fence();
+  wgmma::Fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
-    wg::MmaSS64(s, wg::Desc(qs + off, 16, 1024), wg::Desc(ks + off, 16, 1024), kk > 0);
+    wgmma::MmaSS64(s, wgmma::Desc(qs + off, 16, 1024), wgmma::Desc(ks + off, 16, 1024), kk > 0);
   }
-  wg::Commit();
-  wg::Fence();
+  wgmma::Commit();
+  wgmma::Fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
-    wg::MmaSS64(dp, wg::Desc(dos + off, 16, 1024), wg::Desc(vs + off, 16, 1024), kk > 0);
+    wgmma::MmaSS64(dp, wgmma::Desc(dos + off, 16, 1024), wgmma::Desc(vs + off, 16, 1024), kk > 0);
   }
-  wg::Commit();
+  wgmma::Commit();
 }
 
 
@@ -116,8 +114,8 @@ __device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, in
                                float (&pr)[kTk / 8][4], float (&ds)[kTk / 8][4]) {
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const float qk_scale = p.scale * kLog2e;
-  wg::Wait<0>();
-  wg::FenceRegs(s);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(s);
   const float nl[2] = {-lse2[0], -lse2[1]};
   if (m.Full(t, floor)) {
 #pragma unroll
@@ -135,8 +133,8 @@ __device__ inline void Softmax(const Mask& m, const Tile& t, const Params& p, in
                        : 0.0f;
       }
   }
-  wg::Wait<0>();
-  wg::FenceRegs(dp);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(dp);
 #pragma unroll
   for (int n = 0; n < kTk / 8; ++n)
 #pragma unroll
@@ -156,45 +154,20 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   bf16_t* dss = ps + kRows * kPb;                            // [kRows][kPb], own keys' dS
   const int b = blockIdx.x, g = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  // Values that steer control flow are read from lane 0 (warp-uniform for the compiler): a
-  // wgmma on a path ptxas cannot prove convergent is serialized (C7518).
-  Mask mask;
-  ContextRange(p, b, &mask.lo, &mask.hi);
-  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
-  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  const Mask mask = wg::UniformMask(p, b);
   const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
   auto tile_of = [&](int it) { return TileOf(it, ctx_tiles, mask.lo, mask.hi, b); };
   const bf16_t* dout = static_cast<const bf16_t*>(p.dout);
-  const bf16_t* o_in = static_cast<const bf16_t*>(p.o_in);
 
-  auto q_row = [&](int r) {
-    return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
-  };
-  LoadTile<D>(qs, static_cast<const bf16_t*>(p.q), kRows, q_row, threadIdx.x, kThreads);
-  LoadTile<D>(dos, dout, kRows, q_row, threadIdx.x, kThreads);
+  wg::LoadQueryTile<D>(p, p.q, b, g, qs);
+  wg::LoadQueryTile<D>(p, dout, b, g, dos);
   LoadKvTile<D>(p, tile_of(0), g, kv, kv + kTile);
   CpAsyncCommit();
 
   // Per row (gid, gid + 8 of this warp's head): lse in log2 units and rowsum(dO * O).
   const int head = g * kWgmmaGroup + warp;
   float lse2[2], delta[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-    lse2[h] = p.lse_in[row] * kLog2e;
-    float acc = 0.0f;
-    for (int c = 2 * tig; c < D; c += 8) {
-      const float2 x =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + c));
-      const float2 y =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o_in + row * D + c));
-      acc += x.x * y.x + x.y * y.y;
-    }
-    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-    delta[h] = acc;
-    if (tig == 0) p.delta[row] = acc;
-  }
+  RowStats<D>(p, b, head, /*store_delta=*/true, lse2, delta);
   float dq[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
@@ -210,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
   };
   auto tile_landed = [&] {
     CpAsyncWait<0>();
-    wg::FenceProxyAsync();
+    wgmma::FenceProxyAsync();
     __syncthreads();
   };
   tile_landed();
@@ -240,26 +213,18 @@ __global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_bwd(Params p) {
     if (it + 1 < tiles) {
       tile_landed();
       issue_scores(it + 1);
-      wg::Wait<2>();
+      wgmma::Wait<2>();
     } else {
-      wg::Wait<0>();
+      wgmma::Wait<0>();
     }
-    wg::FenceRegs(dq);
+    wgmma::FenceRegs(dq);
     __syncthreads();  // every warp's dQ(it) is done: stage st is free; P / dS visible
     if (it + 2 < tiles)
       LoadKvTile<D>(p, tile_of(it + 2), g, kv + 2 * st * kTile, kv + (2 * st + 1) * kTile);
     CpAsyncCommit();
     if (t.blk) BlockKeyGrads<D>(p, t, g, ps, dss, qs, dos);
   }
-  bf16_t* dqo = static_cast<bf16_t*>(p.dq);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const size_t row = static_cast<size_t>(b * kBlock + gid + 8 * h) * p.hq + head;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dqo + row * D + n * 8 + 2 * tig) =
-          __floats2bfloat162_rn(dq[n][2 * h] * p.scale, dq[n][2 * h + 1] * p.scale);
-  }
+  StoreQueryRows<D>(p.dq, p, b, head, dq, p.scale);
 }
 
 }  // namespace

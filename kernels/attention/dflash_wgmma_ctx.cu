@@ -6,28 +6,26 @@
 // CTA (128-key tile kt, KV head g), two warpgroups; warpgroup j owns keys 64 j .. 64 j + 63 of
 // the tile (wgmma's M = 64), and they share one stream of query items: the blocks whose range
 // [lo, anchor) meets the tile, in block order, each as (up to) 4 query heads of g x 16 slots =
-// 64 query rows. 128 keys per CTA halve the L2 -> SM traffic of Q / dO against 64 (it bounded
-// the earlier 64-key wgmma attempt). Per item each warpgroup
+// 64 query rows. 128 keys per CTA halve the L2 -> SM traffic of Q / dO against 64 keys per CTA,
+// where that traffic bounded a wgmma version of this kernel. Per item each warpgroup
 //   S^T = K Q^T, dP^T = V dO^T      (m64n64k16, both operands K-major in shared memory),
 //   P^T = exp(S^T - lse) on the keys each row sees, dS^T = P^T (dP^T - delta)   (registers),
 //   dV += P^T dO, dK += dS^T Q      (m64n128k16, A = P^T / dS^T from registers as bf16,
 //                                    B = dO / Q MN-major through the transpose bit),
 // with dK / dV in registers for the whole kernel. K / V (resident) and Q / dO sit in
-// 128-byte-swizzled tiles (dflash_wgmma.cuh), Q / dO, lse and delta (from the query-major
+// 128-byte-swizzled tiles (kernels/core/wgmma.cuh), Q / dO, lse and delta (from the query-major
 // kernel) in 3 stages: item i + 2 is loaded (cp.async, all threads) into the stage of item
 // i - 1 right after item i's first MMAs are issued. While one warpgroup forms P^T / dS^T, the
 // other's MMAs keep the tensor cores busy.
-#include <cstdlib>
-#include <cstring>
+#include <climits>
 
 #include "kernels/attention/dflash_mma_device.cuh"
-#include "kernels/attention/dflash_wgmma.cuh"
+#include "kernels/core/wgmma.cuh"
 
 namespace tandem::kernels::attention_internal {
 namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
-namespace wg = wgmma;
 
 constexpr int kD = 128;
 constexpr int kWgKeys = 64;                    // keys per warpgroup (wgmma M)
@@ -67,7 +65,7 @@ __device__ inline void LoadItem(const Params& p, const int* list, int i, int chu
     const bool valid = w < heads;
     const size_t off =
         (static_cast<size_t>(b * kBlock + slot) * p.hq + head0 + (valid ? w : 0)) * kD + c * 8;
-    const uint32_t dst = wg::SwizzledChunk(kRows, r, c);
+    const uint32_t dst = wgmma::Sw128Chunk(kRows, r, c);
     CpAsync16(qs + dst, q + off, valid);
     CpAsync16(qs + kRowsBytes + dst, dout + off, valid);
   }
@@ -119,28 +117,28 @@ __device__ inline int CompactBlocks(const Params& p, int k0, int k1, int* list, 
 __device__ inline void IssueScores(uint32_t k_wg, uint32_t v_wg, uint32_t q_st, float (&s)[8][4],
                                    float (&dp)[8][4]) {
   const uint32_t do_st = q_st + kRowsBytes;
-  wg::Fence();
+  wgmma::Fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint32_t off = (kk / 4) * (kRows * 128) + (kk % 4) * 32;
     const uint32_t koff = (kk / 4) * (kWgKeys * 128) + (kk % 4) * 32;
-    const uint64_t a = wg::Desc(k_wg + koff, 16, 1024), b = wg::Desc(q_st + off, 16, 1024);
+    const uint64_t a = wgmma::Desc(k_wg + koff, 16, 1024), b = wgmma::Desc(q_st + off, 16, 1024);
     if (kk == 0)
-      wg::MmaSS64x64<false>(s, a, b);
+      wgmma::MmaSS64<false>(s, a, b);
     else
-      wg::MmaSS64x64<true>(s, a, b);
+      wgmma::MmaSS64<true>(s, a, b);
   }
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint32_t off = (kk / 4) * (kRows * 128) + (kk % 4) * 32;
     const uint32_t koff = (kk / 4) * (kWgKeys * 128) + (kk % 4) * 32;
-    const uint64_t a = wg::Desc(v_wg + koff, 16, 1024), b = wg::Desc(do_st + off, 16, 1024);
+    const uint64_t a = wgmma::Desc(v_wg + koff, 16, 1024), b = wgmma::Desc(do_st + off, 16, 1024);
     if (kk == 0)
-      wg::MmaSS64x64<false>(dp, a, b);
+      wgmma::MmaSS64<false>(dp, a, b);
     else
-      wg::MmaSS64x64<true>(dp, a, b);
+      wgmma::MmaSS64<true>(dp, a, b);
   }
-  wg::Commit();
+  wgmma::Commit();
 }
 
 // Finishes the item IssueScores started: waits for S^T / dP^T, forms P^T and dS^T in
@@ -151,9 +149,9 @@ __device__ inline void FinishItem(uint32_t q_st, const float* lse, const float* 
                                   float (&dp)[8][4], float (&dk)[16][4], float (&dv)[16][4]) {
   const int tig = threadIdx.x % 4;
   const uint32_t do_st = q_st + kRowsBytes;
-  wg::Wait<0>();
-  wg::FenceRegs(s);
-  wg::FenceRegs(dp);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(s);
+  wgmma::FenceRegs(dp);
   // Column (query row) 8 n + 2 tig + (e & 1): head n / 2, slot 8 (n % 2) + 2 tig + (e & 1).
 #pragma unroll
   for (int n = 0; n < 8; ++n)
@@ -171,14 +169,14 @@ __device__ inline void FinishItem(uint32_t q_st, const float* lse, const float* 
     AFromC(pa[kc], s, kc);
     AFromC(sa[kc], dp, kc);
   }
-  wg::Fence();
+  wgmma::Fence();
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc)
-    wg::MmaRS64x128T(dv, pa[kc], wg::Desc(do_st + kc * 16 * 128, kRows * 128, 1024));
+    wgmma::MmaRSTransB<128>(dv, pa[kc], wgmma::Desc(do_st + kc * 16 * 128, kRows * 128, 1024));
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc)
-    wg::MmaRS64x128T(dk, sa[kc], wg::Desc(q_st + kc * 16 * 128, kRows * 128, 1024));
-  wg::Commit();
+    wgmma::MmaRSTransB<128>(dk, sa[kc], wgmma::Desc(q_st + kc * 16 * 128, kRows * 128, 1024));
+  wgmma::Commit();
 }
 
 // Tiles ordered longest first: CTAs start in blockIdx order, so the CTA of linear index j
@@ -250,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
     const int r = e / kChunks, c = e % kChunks, key = k0 + r;
     const bool valid = key < k1;
     const size_t off = (static_cast<size_t>(valid ? key : 0) * p.hk + g) * kD + c * 8;
-    const uint32_t dst = (r / kWgKeys) * kWgTileBytes + wg::SwizzledChunk(kWgKeys, r % kWgKeys, c);
+    const uint32_t dst = (r / kWgKeys) * kWgTileBytes + wgmma::Sw128Chunk(kWgKeys, r % kWgKeys, c);
     CpAsync16(base + kKOff + dst, kc + off, valid);
     CpAsync16(base + kVOff + dst, vc + off, valid);
   }
@@ -273,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
     }
     for (int i = 0; i < items; ++i) {
       CpAsyncWait<kStages - 2>();
-      wg::FenceProxyAsync();
+      wgmma::FenceProxyAsync();
       __syncthreads();  // item i landed for every thread; item i - 1's stage is consumed
       const int lo = range[i / chunks].x, hi = range[i / chunks].y, st = i % kStages;
       const uint32_t q_st = sbase + kStageOff + st * kStageBytes;
@@ -301,15 +299,15 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
       CpAsyncCommit();
       // The stage is reloaded after the next barrier. Waiting here (not an item later) also
       // frees P^T / dS^T's registers before the next S^T / dP^T: no room for both.
-      wg::Wait<0>();
+      wgmma::Wait<0>();
     }
-    wg::Wait<0>();
+    wgmma::Wait<0>();
     CpAsyncWait<0>();
     __syncthreads();  // stages and the list are reused only after every warp is done with them
   }
-  wg::Wait<0>();
-  wg::FenceRegs(dk);
-  wg::FenceRegs(dv);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(dk);
+  wgmma::FenceRegs(dv);
 
   const int tig = threadIdx.x % 4;
 #pragma unroll
@@ -327,30 +325,13 @@ __global__ void __launch_bounds__(kThreads, 1) dflash_wgmma_ctx(Params p) {
   }
 }
 
-// TANDEM_DFLASH_CTX: unset, the wgmma kernel with ranked tiles; "grid", the wgmma kernel in
-// grid order; "mma", the mma.sync kernel (the last two for comparison).
-const char* CtxChoice() {
-  const char* env = std::getenv("TANDEM_DFLASH_CTX");
-  return env == nullptr ? "" : env;
-}
-
 }  // namespace
-
-bool DFlashWgmmaCtxSelected(int64_t d) {
-  if (d != kD || std::strcmp(CtxChoice(), "mma") == 0) return false;
-  int dev = 0, major = 0;  // wgmma: Hopper (the library is built for sm_90a) only
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         major == 9;
-}
 
 cudaError_t LaunchDFlashWgmmaCtx(const DFlashKernelParams& p, cudaStream_t stream) {
   if (p.d != kD || p.hq % p.hk != 0) return cudaErrorInvalidValue;
   const size_t smem = DFlashWgmmaCtxSmemBytes();
   const int tiles = (p.t + kWgmmaCtxKeys - 1) / kWgmmaCtxKeys;
-  // Ranking needs 2 tiles + 1 ints of the block list's space (and O(tiles^2) compares).
-  const bool ranked = 2 * tiles + 1 <= kCtxListCap && std::strcmp(CtxChoice(), "grid") != 0;
-  auto kernel = ranked ? dflash_wgmma_ctx<true> : dflash_wgmma_ctx<false>;
+  auto kernel = DFlashWgmmaCtxRanked(p.t) ? dflash_wgmma_ctx<true> : dflash_wgmma_ctx<false>;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;

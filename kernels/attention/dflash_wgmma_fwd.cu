@@ -3,48 +3,37 @@
 // and lse (f32, natural log) of every (query row, head), each written once by one thread (no
 // atomics, a fixed summation order: runs repeat bitwise).
 //
-// A CTA takes kBlocks (1 or 2) consecutive blocks of KV head g, one warpgroup (4 warps) each;
-// a warpgroup's M = 64 rows = the group's 4 query heads x 16 slots of its block, so warp w
-// owns the 16 slots of head 4 g + w. The blocks share one key stream, loaded once for all of
-// them (half the K/V traffic from L2 at kBlocks = 2; measured on the H200 it gains ~1% on
-// sorted anchors and loses 2.3x on random ones, so kBlocks = 1 is the default): 64-key tiles
-// over the union of their context ranges (KeyTiles: sorted anchors give ranges that nearly
-// coincide; disjoint ones become separate segments, gaps skipped), then one tile of their own
-// keys. Every warpgroup masks each key by its own block's range and window.
-// Q is loaded once per warpgroup into a 128-byte-swizzled tile (kQRegs: then into registers);
-// K and V stream through two 2-stage cp.async rings. Per tile i and warpgroup:
-//   S = Q K^T             (wgmma m64n64k16, K-major K from shared memory, Q from shared
-//                          memory or, kQRegs, registers);
+// One warpgroup (4 warps) per (block b, KV head g): M = 64 rows = the group's 4 query heads x
+// 16 slots of the block, so warp w owns the 16 slots of head 4 g + w. Keys stream in 64-key
+// tiles: the block's context range, then its own 16 keys (mma::TileOf). Two blocks per CTA
+// sharing one key stream (half the K/V traffic from L2) measured ~1% faster on sorted anchors
+// and 2.3x slower on random ones (disjoint ranges make two key segments that both warpgroups
+// compute, masked), so a CTA takes one block.
+// Q is loaded once per warpgroup into a 128-byte-swizzled tile; K and V stream through two
+// 2-stage cp.async rings. Per tile i and warpgroup:
+//   S = Q K^T             (wgmma m64n64k16, Q and K K-major from shared memory);
 //   online softmax of S   (registers, log2 domain, masks only on edge tiles);
 //   O += P V              (wgmma m64nDk16, A = P as bf16 register fragments, B = the V tile
 //                          read MN-major through the transpose bit).
 // Software pipeline (FlashAttention-3's intra-warpgroup overlap): S(i) and P(i-1) V(i-1) are
 // issued back to back, the softmax of S(i) is meant to run while P V is in flight, and O is
 // rescaled only after it lands. (The SASS shows ptxas moving the exponentials behind the wait
-// for P V and the tile barrier, so the tensor pipe idles through them; branch wgfwd-next
-// issues S(i + 1) first instead.) K(i + 2) and V(i + 1) are loaded once one barrier per tile
-// proves every warp is past S(i) and P(i-1) V(i-1), so each load has a whole tile of math to
-// land.
+// for P V and the tile barrier, so the tensor pipe idles through them; issuing S(i + 1) before
+// the softmax of S(i) would keep an MMA in flight.) K(i + 2) and V(i + 1) are loaded once one
+// barrier per tile proves every warp is past S(i) and P(i-1) V(i-1), so each load has a whole
+// tile of math to land.
 // ptxas-visible rules against wgmma serialization: every MMA runs on every tile (masks zero
 // what a slot does not see; no MMA under a branch), the first k-step of S only writes its
 // accumulators, and P lives in registers of its own, never in S's.
-#include <climits>
-#include <cstdlib>
-#include <cstring>
-#include <utility>
-
-#include "kernels/attention/dflash_wgmma.cuh"
-#include "kernels/attention/dflash_wgmma_device.cuh"
 #include "kernels/attention/dflash_wgmma_internal.h"
 #include "kernels/attention/dflash_wgmma_tiles.cuh"
+#include "kernels/core/wgmma.cuh"
 
 namespace tandem::kernels::attention_internal {
 namespace {
 
 using namespace mma;  // NOLINT(build/namespaces): the kernels' own device helpers
-using wg::Exp2;
 using wg::LoadKeyTile;
-using wg::LoadTile;
 using wg::Mask;
 
 constexpr int kRows = 16 * kWgmmaGroup;  // query rows of a CTA (M of every wgmma)
@@ -52,90 +41,22 @@ constexpr int kThreads = 128;            // one warpgroup
 constexpr int kN8 = kTk / 8;             // 8-key column groups of S
 static_assert(kTk == 64 && kRows == 64, "the tiles are 64 x D");
 
-// Q of this warpgroup: its shared tile's address and, with kQRegs, the tile as register A
-// fragments (warp w: rows 16 w .., one fragment per 16 dims), which spares the shared-memory
-// reads of A in every S = Q K^T.
-template <int D, bool kQRegs>
-struct QOperand {
-  uint32_t smem;
-  uint32_t frag[kQRegs ? D / 16 : 1][4];
-
-  // REQUIRES the tile landed and is visible to this thread.
-  __device__ QOperand(const uint8_t* qs) : smem(SmemAddr(qs)) {
-    if constexpr (kQRegs) {
-      const int lane = threadIdx.x % 32, row = threadIdx.x % kThreads / 32 * 16 + (lane & 15);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        Ldsm4(frag[kk], qs + wg::Sw128(kRows, row, kk * 16 + (lane >> 4) * 8));
-    }
-  }
-};
-
-// S = Q K^T of one tile, one commit group.
-template <int D, bool kQRegs>
-__device__ inline void IssueScores(const QOperand<D, kQRegs>& q, uint32_t ks,
-                                   float (&s)[kN8][4]) {
+// S = Q K^T of one tile, one commit group (Q and K: SW128 tiles at shared addresses qs, ks).
+template <int D>
+__device__ inline void IssueScores(uint32_t qs, uint32_t ks, float (&s)[kN8][4]) {
   constexpr uint32_t kPanel = kTk * 128;
-  wg::Fence();
+  wgmma::Fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t off = (kk / 4) * kPanel + (kk % 4) * 32;
-    const uint64_t b = wg::Desc(ks + off, 16, 1024);
-    if constexpr (kQRegs) {
-      if (kk == 0)
-        wgmma::MmaRS64x64<false>(s, q.frag[kk], b);
-      else
-        wgmma::MmaRS64x64<true>(s, q.frag[kk], b);
-    } else {
-      const uint64_t a = wg::Desc(q.smem + off, 16, 1024);
-      if (kk == 0)
-        wgmma::MmaSS64x64<false>(s, a, b);
-      else
-        wgmma::MmaSS64x64<true>(s, a, b);
-    }
+    const uint64_t a = wgmma::Desc(qs + off, 16, 1024), b = wgmma::Desc(ks + off, 16, 1024);
+    if (kk == 0)
+      wgmma::MmaSS64<false>(s, a, b);
+    else
+      wgmma::MmaSS64<true>(s, a, b);
   }
-  wg::Commit();
+  wgmma::Commit();
 }
-
-
-// The CTA's key tiles: up to two segments of 64-key tiles covering the union of its blocks'
-// context ranges (a range that starts inside the tiles of the one before joins its segment),
-// then one tile of the blocks' own keys (16 nv <= 64 rows of kb / vb). Built from warp-
-// uniform ranges, so the tile count steering the main loop is uniform too; plain scalars
-// (no indexed arrays), so it stays in registers.
-struct KeyTiles {
-  int f0, h0, n0, f1, h1, n1;  // segment k: keys [fk, hk) in nk tiles
-  int b0, nv;
-
-  static constexpr int kEmpty = INT_MAX;
-  __device__ static int TilesOf(int f, int h) { return h > f ? (h - f + kTk - 1) / kTk : 0; }
-  // Ranges [lo0, hi0) and [lo1, hi1) (empty: hi <= lo) of blocks b0, b0 + 1 (nv of them).
-  __device__ KeyTiles(int lo0, int hi0, int lo1, int hi1, int b0_, int nv_) : b0(b0_), nv(nv_) {
-    if (hi0 <= lo0) lo0 = hi0 = kEmpty;
-    if (hi1 <= lo1) lo1 = hi1 = kEmpty;
-    const bool swap = lo1 < lo0;  // a = the range starting first
-    const int la = swap ? lo1 : lo0, ha = swap ? hi1 : hi0;
-    const int lb = swap ? lo0 : lo1, hb = swap ? hi0 : hi1;
-    f0 = la;
-    h0 = ha;
-    n0 = la == kEmpty ? 0 : TilesOf(la, ha);
-    const bool join = lb != kEmpty && lb < la + n0 * kTk;
-    if (join) {
-      h0 = max(ha, hb);
-      n0 = TilesOf(f0, h0);
-    }
-    f1 = lb;
-    h1 = hb;
-    n1 = join || lb == kEmpty ? 0 : TilesOf(lb, hb);
-  }
-  __device__ int Count() const { return n0 + n1 + 1; }
-  __device__ Tile Of(int i) const {
-    if (i >= n0 + n1) return {true, b0 * kBlock, kBlock * nv};
-    const bool second = i >= n0;
-    const int f = (second ? f1 : f0) + (second ? i - n0 : i) * kTk;
-    return {false, f, min(kTk, (second ? h1 : h0) - f)};
-  }
-};
 
 // Online softmax state of this thread's two rows (gid, gid + 8 of its warp's head).
 struct RowState {
@@ -190,61 +111,38 @@ __device__ inline void Softmax(const Mask& mask, const Tile& t, const Params& p,
     }
 }
 
-template <int D, int kBlocks, bool kQRegs>
-__global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_fwd(Params p) {
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) dflash_wgmma_fwd(Params p) {
   constexpr int kTile = kTk * D * 2;  // bytes of a 64-row SW128 tile
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint8_t* qs = base;                    // warpgroup j: qs + j kTile, [64 rows][D], row
-                                         // h * 16 + slot = (slot, head 4 g + h)
-  uint8_t* ks = base + kBlocks * kTile;  // K of tile i at ks + (i % 2) kTile
-  uint8_t* vs = ks + 2 * kTile;          // V of tile i at vs + (i % 2) kTile
-  const int b0 = blockIdx.x * kBlocks, g = blockIdx.y, nv = min(kBlocks, p.nb - b0);
-  const int wgi = threadIdx.x / kThreads, b = b0 + wgi;  // this warpgroup's block
-  const int warp = threadIdx.x % kThreads / 32, lane = threadIdx.x % 32;
-  const int gid = lane / 4, tig = lane % 4;
-  // Values that steer control flow are read from lane 0 (warp-uniform for the compiler): a
-  // wgmma on a path ptxas cannot prove convergent is serialized (C7518).
-  static_assert(kBlocks == 1 || kBlocks == 2, "KeyTiles covers two ranges");
-  int lo[2] = {0, 0}, hi[2] = {0, 0};
-#pragma unroll
-  for (int j = 0; j < kBlocks; ++j) {
-    if (j < nv) ContextRange(p, b0 + j, &lo[j], &hi[j]);
-    lo[j] = __shfl_sync(0xffffffffu, lo[j], 0);
-    hi[j] = __shfl_sync(0xffffffffu, hi[j], 0);
-  }
-  const KeyTiles keys(lo[0], hi[0], lo[1], hi[1], b0, nv);
-  Mask mask;  // this warpgroup's block (a dead one, b >= nb: an empty range)
-  mask.lo = wgi == 0 ? lo[0] : lo[1];
-  mask.hi = wgi == 0 ? hi[0] : hi[1];
-  mask.own0 = wgi * kBlock;
-  const int tiles = keys.Count();
+  uint8_t* qs = base;            // [64 rows][D], row h * 16 + slot = (slot, head 4 g + h)
+  uint8_t* ks = base + kTile;    // K of tile i at ks + (i % 2) kTile
+  uint8_t* vs = ks + 2 * kTile;  // V of tile i at vs + (i % 2) kTile
+  const int b = blockIdx.x, g = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const Mask mask = wg::UniformMask(p, b);
+  const int ctx_tiles = (mask.hi - mask.lo + kTk - 1) / kTk, tiles = ctx_tiles + 1;
+  auto tile_of = [&](int i) { return TileOf(i, ctx_tiles, mask.lo, mask.hi, b); };
   auto k_stage = [&](int i) { return ks + (i & 1) * kTile; };
   auto v_stage = [&](int i) { return vs + (i & 1) * kTile; };
 
   // Commit groups: {Q, K(0)}, then {K(1), V(0)}, then per tile i {K(i + 2), V(i + 1)}.
-  {
-    const int qb = min(b, p.nb - 1);  // a dead warpgroup (b >= nb) computes on a copy
-    auto q_row = [&](int r) {
-      return static_cast<size_t>(qb * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
-    };
-    LoadTile<D>(qs + wgi * kTile, static_cast<const bf16_t*>(p.q), kRows, q_row,
-                threadIdx.x % kThreads, kThreads);
-  }
-  LoadKeyTile<D>(p, keys.Of(0), g, /*is_v=*/false, k_stage(0));
+  wg::LoadQueryTile<D>(p, p.q, b, g, qs);
+  LoadKeyTile<D>(p, tile_of(0), g, /*is_v=*/false, k_stage(0));
   CpAsyncCommit();
-  if (tiles > 1) LoadKeyTile<D>(p, keys.Of(1), g, /*is_v=*/false, k_stage(1));
-  LoadKeyTile<D>(p, keys.Of(0), g, /*is_v=*/true, v_stage(0));
+  if (tiles > 1) LoadKeyTile<D>(p, tile_of(1), g, /*is_v=*/false, k_stage(1));
+  LoadKeyTile<D>(p, tile_of(0), g, /*is_v=*/true, v_stage(0));
   CpAsyncCommit();
   // After S(i) and P V(i - 1): K(i + 1) and V(i) landed and visible to the async proxy; every
   // warp is done with K stage i and V stage i - 1, which take K(i + 2) and V(i + 1).
   auto advance = [&](int i) {
     CpAsyncWait<0>();
-    wg::FenceProxyAsync();
+    wgmma::FenceProxyAsync();
     __syncthreads();
-    if (i + 2 < tiles) LoadKeyTile<D>(p, keys.Of(i + 2), g, /*is_v=*/false, k_stage(i));
-    if (i + 1 < tiles) LoadKeyTile<D>(p, keys.Of(i + 1), g, /*is_v=*/true, v_stage(i + 1));
+    if (i + 2 < tiles) LoadKeyTile<D>(p, tile_of(i + 2), g, /*is_v=*/false, k_stage(i));
+    if (i + 1 < tiles) LoadKeyTile<D>(p, tile_of(i + 1), g, /*is_v=*/true, v_stage(i + 1));
     CpAsyncCommit();
   };
 
@@ -257,24 +155,24 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   uint32_t pa[kTk / 16][4];  // P of the tile whose P V is next, as bf16 A fragments
 
   CpAsyncWait<1>();  // Q, K(0)
-  wg::FenceProxyAsync();
+  wgmma::FenceProxyAsync();
   __syncthreads();
-  const QOperand<D, kQRegs> q(qs + wgi * kTile);
-  IssueScores(q, SmemAddr(k_stage(0)), s);
-  wg::Wait<0>();
-  wg::FenceRegs(s);
-  Softmax(mask, keys.Of(0), p, qk_scale, s, st, pf, alpha);  // O is 0: alpha unused
+  const uint32_t q = SmemAddr(qs);
+  IssueScores<D>(q, SmemAddr(k_stage(0)), s);
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(s);
+  Softmax(mask, tile_of(0), p, qk_scale, s, st, pf, alpha);  // O is 0: alpha unused
 #pragma unroll
   for (int kc = 0; kc < kTk / 16; ++kc) AFromC(pa[kc], pf, kc);
   advance(0);
   for (int i = 1; i < tiles; ++i) {
-    IssueScores(q, SmemAddr(k_stage(i)), s);
+    IssueScores<D>(q, SmemAddr(k_stage(i)), s);
     wg::IssueRsTile<D>(SmemAddr(v_stage(i - 1)), pa, o);
-    wg::Wait<1>();  // S(i)
-    wg::FenceRegs(s);
-    Softmax(mask, keys.Of(i), p, qk_scale, s, st, pf, alpha);
-    wg::Wait<0>();  // P V(i - 1): O and pa are free
-    wg::FenceRegs(o);
+    wgmma::Wait<1>();  // S(i)
+    wgmma::FenceRegs(s);
+    Softmax(mask, tile_of(i), p, qk_scale, s, st, pf, alpha);
+    wgmma::Wait<0>();  // P V(i - 1): O and pa are free
+    wgmma::FenceRegs(o);
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       o[n][0] *= alpha[0];
@@ -287,9 +185,8 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
     advance(i);
   }
   wg::IssueRsTile<D>(SmemAddr(v_stage(tiles - 1)), pa, o);
-  wg::Wait<0>();
-  wg::FenceRegs(o);
-  if (b >= p.nb) return;
+  wgmma::Wait<0>();
+  wgmma::FenceRegs(o);
 
   bf16_t* out = static_cast<bf16_t*>(p.out);
   const int head = g * kWgmmaGroup + warp;
@@ -308,55 +205,21 @@ __global__ void __launch_bounds__(kThreads* kBlocks, 3 - kBlocks) dflash_wgmma_f
   }
 }
 
-// TANDEM_DFLASH_FWD: "mma", the mma.sync kernel; "wg1" / "wg2", the warpgroup kernel with 1
-// or 2 blocks per CTA, Q read from shared memory by every S; "wg1q" / "wg2q", the same with Q
-// in registers; unset (or anything else), the default.
-struct ForwardChoice {
-  int blocks;  // 0: the mma.sync kernel
-  bool q_regs;
-};
-constexpr ForwardChoice kDefaultChoice{1, false};
-ForwardChoice ChosenForward() {
-  const char* env = std::getenv("TANDEM_DFLASH_FWD");
-  if (env == nullptr) return kDefaultChoice;
-  for (const auto& [name, choice] :
-       {std::pair{"mma", ForwardChoice{0, false}}, std::pair{"wg1", ForwardChoice{1, false}},
-        std::pair{"wg2", ForwardChoice{2, false}}, std::pair{"wg1q", ForwardChoice{1, true}},
-        std::pair{"wg2q", ForwardChoice{2, true}}})
-    if (std::strcmp(env, name) == 0) return choice;
-  return kDefaultChoice;
-}
-
 }  // namespace
-
-bool DFlashWgmmaForwardSelected(int64_t group, int64_t d) {
-  if (!DFlashWgmmaQuerySupported(group, d) || ChosenForward().blocks == 0) return false;
-  int dev = 0, major = 0;  // wgmma: Hopper (the library is built for sm_90a) only
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         major == 9;
-}
 
 cudaError_t LaunchDFlashWgmmaForward(const DFlashKernelParams& p, cudaStream_t stream) {
   if (p.hk <= 0 || !DFlashWgmmaQuerySupported(p.hq / p.hk, p.d) || p.hq != kWgmmaGroup * p.hk ||
       !(p.scale > 0.0f))  // the row max is taken on unscaled scores
     return cudaErrorInvalidValue;
-  const ForwardChoice choice = ChosenForward();
-  const int blocks = choice.blocks == 2 ? 2 : 1;
-  const size_t smem = DFlashWgmmaForwardSmemBytes(p.d, blocks);
+  const size_t smem = DFlashWgmmaForwardSmemBytes(p.d);
   auto launch = [&](auto kernel) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    kernel<<<dim3((p.nb + blocks - 1) / blocks, p.hk), kThreads * blocks, smem, stream>>>(p);
+    kernel<<<dim3(p.nb, p.hk), kThreads, smem, stream>>>(p);
     return cudaGetLastError();
   };
-  auto by_d = [&](auto k64, auto k128) { return p.d == 64 ? launch(k64) : launch(k128); };
-  if (choice.q_regs)
-    return blocks == 1 ? by_d(dflash_wgmma_fwd<64, 1, true>, dflash_wgmma_fwd<128, 1, true>)
-                       : by_d(dflash_wgmma_fwd<64, 2, true>, dflash_wgmma_fwd<128, 2, true>);
-  return blocks == 1 ? by_d(dflash_wgmma_fwd<64, 1, false>, dflash_wgmma_fwd<128, 1, false>)
-                     : by_d(dflash_wgmma_fwd<64, 2, false>, dflash_wgmma_fwd<128, 2, false>);
+  return p.d == 64 ? launch(dflash_wgmma_fwd<64>) : launch(dflash_wgmma_fwd<128>);
 }
 
 }  // namespace tandem::kernels::attention_internal

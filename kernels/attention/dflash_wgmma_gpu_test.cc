@@ -3,7 +3,8 @@
 // reference (label gpu; run on the H200): odd shapes (partial and empty context tiles, ranges
 // of many tiles so the 2-stage rings wrap, window cuts, odd nb, causal or not), their outputs
 // bitwise repeatable run to run, and the shapes they refuse (other groups and head dims)
-// refused by their launchers and run by the mma.sync kernels through the same entry point.
+// refused by their launchers and run by the mma.sync kernels through the same entry point, as
+// group 4 is with DFlashPath::kMmaSync.
 // Without CUDA this file is empty and the GPU main reports SKIPPED.
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -11,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -27,8 +27,8 @@ namespace tandem::kernels {
 namespace {
 
 using namespace attention_testing;
+using attention_internal::DFlashKernel;
 using attention_internal::DFlashPath;
-using attention_internal::DFlashWgmmaForwardSelected;
 using attention_internal::DFlashWgmmaQuerySupported;
 
 static_assert(DFlashWgmmaQuerySupported(4, 128) && DFlashWgmmaQuerySupported(4, 64));
@@ -36,10 +36,10 @@ static_assert(!DFlashWgmmaQuerySupported(2, 128) && !DFlashWgmmaQuerySupported(8
               !DFlashWgmmaQuerySupported(4, 256) && !DFlashWgmmaQuerySupported(1, 64));
 
 // Runs the forward of case `c` (inputs from `seed`; anchors `sorted` as the drafter's plan
-// makes them, else random) twice through the MMA path on fresh NaN-poisoned outputs: the
-// first run must match the CPU reference, the second repeat it bitwise (no atomics, a fixed
-// summation order).
-void CheckForwardRepeats(const DFlashCase& c, uint64_t seed, bool sorted) {
+// makes them, else random) twice through `path` on fresh NaN-poisoned outputs: the first run
+// must match the CPU reference, the second repeat it bitwise (no atomics, a fixed summation
+// order).
+void CheckForwardRepeats(const DFlashCase& c, uint64_t seed, bool sorted, DFlashPath path) {
   DFlashLayout lay = MakeDFlashLayout(c.lens, c.nb, seed);
   if (sorted) {
     std::vector<std::pair<int32_t, int32_t>> blocks;
@@ -69,8 +69,8 @@ void CheckForwardRepeats(const DFlashCase& c, uint64_t seed, bool sorted) {
   DevBuf<bf16> gout(q.size()), gout2(q.size());
   DevBuf<float> glse(lse.size()), glse2(lse.size());
   auto run = [&](DevBuf<bf16>& o, DevBuf<float>& l) {
-    return attention_internal::DFlashAttentionForwardPath(
-        DFlashPath::kMma, din, cfg, o.View(bf, qs), l.View(DType::kF32, ls), nullptr);
+    return attention_internal::DFlashAttentionForwardPath(path, din, cfg, o.View(bf, qs),
+                                                          l.View(DType::kF32, ls), nullptr);
   };
   Status s = run(gout, glse);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -87,65 +87,52 @@ void CheckForwardRepeats(const DFlashCase& c, uint64_t seed, bool sorted) {
 }
 
 // The warpgroup forward on group 4 (the library is built for sm_90a only, so the device is a
-// Hopper) with 1 and 2 blocks per CTA, Q in shared memory or registers (TANDEM_DFLASH_FWD=
-// wg1, wg2, wg1q, wg2q), anchors random (two
-// blocks' ranges in different documents: two key segments) and sorted (ranges that overlap:
-// one): context lengths t = 37, 100, 129, 255 (partial last tiles, a range under one tile),
-// no context at all, odd nb (a CTA with a dead second block), and ranges of many tiles (both
-// rings wrap), d 64 and 128.
-class DFlashWgmmaForwardTest
-    : public ::testing::TestWithParam<std::tuple<DFlashCase, const char*>> {};
+// Hopper), anchors random (two blocks' ranges in different documents) and sorted (ranges that
+// overlap): context lengths t = 37, 100, 129, 255 (partial last tiles, a range under one
+// tile), no context at all, odd nb, and ranges of many tiles (both rings wrap), d 64 and 128.
+class DFlashWgmmaForwardTest : public ::testing::TestWithParam<DFlashCase> {};
 
 TEST_P(DFlashWgmmaForwardTest, MatchesCpuAndRepeatsBitwise) {
-  const auto& [c, choice] = GetParam();
-  SCOPED_TRACE(fmt::format("{} TANDEM_DFLASH_FWD={}", DFlashCaseName(c), choice));
-  ASSERT_EQ(setenv("TANDEM_DFLASH_FWD", choice, 1), 0);
-  EXPECT_TRUE(DFlashWgmmaForwardSelected(c.hq / c.hk, c.d));
+  const DFlashCase& c = GetParam();
+  SCOPED_TRACE(DFlashCaseName(c));
+  ASSERT_EQ(PlanOnThisDevice(DFlashPath::kMma, c.hq, c.hk, c.d).forward, DFlashKernel::kWgmma);
   for (const bool sorted : {false, true}) {
     SCOPED_TRACE(sorted ? "sorted anchors" : "random anchors");
-    CheckForwardRepeats(c, 51, sorted);
+    CheckForwardRepeats(c, 51, sorted, DFlashPath::kMma);
   }
-  ASSERT_EQ(unsetenv("TANDEM_DFLASH_FWD"), 0);
 }
 
-// The default choice (no environment) runs the warpgroup kernel too.
-TEST(DFlashWgmmaForwardDefaultTest, SelectedWithoutEnvironment) {
-  ASSERT_EQ(unsetenv("TANDEM_DFLASH_FWD"), 0);
-  EXPECT_TRUE(DFlashWgmmaForwardSelected(4, 128));
-  EXPECT_TRUE(DFlashWgmmaForwardSelected(4, 64));
-  CheckForwardRepeats(DFlashCase{{200, 55}, 13, 32, 8, 128, 100, true}, 57, true);
+// The public entry point's choice (kAuto) runs the warpgroup kernel too.
+TEST(DFlashWgmmaForwardDefaultTest, AutoPicksTheWarpgroupKernel) {
+  EXPECT_EQ(PlanOnThisDevice(DFlashPath::kAuto, 32, 8, 128).forward, DFlashKernel::kWgmma);
+  EXPECT_EQ(PlanOnThisDevice(DFlashPath::kAuto, 8, 2, 64).forward, DFlashKernel::kWgmma);
+  CheckForwardRepeats(DFlashCase{{200, 55}, 13, 32, 8, 128, 100, true}, 57, true,
+                      DFlashPath::kAuto);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Group4, DFlashWgmmaForwardTest,
-    ::testing::Combine(::testing::Values(DFlashCase{{37}, 5, 8, 2, 64, 0, true},             // t 37
-                      DFlashCase{{37}, 6, 4, 1, 128, 20, false},          // window < range
-                      DFlashCase{{60, 40}, 9, 16, 4, 128, 31, false},     // t 100
+    ::testing::Values(DFlashCase{{37}, 5, 8, 2, 64, 0, true},          // t 37
+                      DFlashCase{{37}, 6, 4, 1, 128, 20, false},       // window < range
+                      DFlashCase{{60, 40}, 9, 16, 4, 128, 31, false},  // t 100
                       DFlashCase{{60, 40}, 9, 16, 4, 64, 0, true},
-                      DFlashCase{{129}, 7, 4, 1, 128, 65, true},          // t 129, W - 1 = tile
-                      DFlashCase{{200, 55}, 13, 32, 8, 64, 100, true},    // t 255
+                      DFlashCase{{129}, 7, 4, 1, 128, 65, true},        // t 129, W - 1 = tile
+                      DFlashCase{{200, 55}, 13, 32, 8, 64, 100, true},  // t 255
                       DFlashCase{{200, 55}, 13, 32, 8, 128, 0, false},
-                      DFlashCase{{1, 1, 1}, 3, 8, 2, 128, 0, true},       // no context
-                      DFlashCase{{2000, 300}, 40, 32, 8, 128, 700, true}, // many tiles
-                      DFlashCase{{2000}, 17, 8, 2, 64, 2048, false}),
-                       ::testing::Values("wg1", "wg2", "wg1q", "wg2q")));
+                      DFlashCase{{1, 1, 1}, 3, 8, 2, 128, 0, true},        // no context
+                      DFlashCase{{2000, 300}, 40, 32, 8, 128, 700, true},  // many tiles
+                      DFlashCase{{2000}, 17, 8, 2, 64, 2048, false}));
 
-// Groups the warpgroup forward refuses, and group 4 under TANDEM_DFLASH_FWD=mma, run the
+// Groups the warpgroup forward refuses, and group 4 under DFlashPath::kMmaSync, run the
 // mma.sync forward through the same entry point and still match the CPU, bitwise repeatably.
 class DFlashWgmmaForwardFallbackTest : public ::testing::TestWithParam<DFlashCase> {};
 
 TEST_P(DFlashWgmmaForwardFallbackTest, MmaSyncForwardMatchesCpu) {
   const DFlashCase& c = GetParam();
   SCOPED_TRACE(DFlashCaseName(c));
-  const bool group4 = c.hq == 4 * c.hk;
-  if (group4) {
-    ASSERT_EQ(setenv("TANDEM_DFLASH_FWD", "mma", 1), 0);
-  }
-  EXPECT_FALSE(DFlashWgmmaForwardSelected(c.hq / c.hk, c.d));
-  CheckForwardRepeats(c, 53, /*sorted=*/false);
-  if (group4) {
-    ASSERT_EQ(unsetenv("TANDEM_DFLASH_FWD"), 0);
-  }
+  const DFlashPath path = c.hq == 4 * c.hk ? DFlashPath::kMmaSync : DFlashPath::kMma;
+  EXPECT_EQ(PlanOnThisDevice(path, c.hq, c.hk, c.d).forward, DFlashKernel::kMmaSync);
+  CheckForwardRepeats(c, 53, /*sorted=*/false, path);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -157,8 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
                       DFlashCase{{255}, 11, 12, 2, 128, 0, false},       // G 6
                       DFlashCase{{120, 40, 3}, 9, 14, 2, 128, 0, true},  // G 7
                       DFlashCase{{257, 129}, 16, 8, 1, 64, 65, true},    // G 8
-                      DFlashCase{{200, 55}, 13, 32, 8, 128, 100, true},  // G 4, env mma
-                      DFlashCase{{37}, 5, 8, 2, 64, 0, true}));          // G 4 d 64, env mma
+                      DFlashCase{{200, 55}, 13, 32, 8, 128, 100, true},  // G 4, kMmaSync
+                      DFlashCase{{37}, 5, 8, 2, 64, 0, true}));          // G 4 d 64, kMmaSync
 
 // The forward launcher refuses what it lacks instead of running it: group != 4, head_dim 256,
 // and a scale <= 0 (it takes the row max of unscaled scores). Nothing is launched, so the
@@ -172,9 +159,8 @@ TEST(DFlashWgmmaRefusalTest, ForwardLauncherRefusesUnsupportedShapes) {
        {Shape3{8, 4, 128, 1.0f}, Shape3{16, 2, 64, 1.0f}, Shape3{32, 8, 256, 1.0f},
         Shape3{6, 2, 64, 1.0f}, Shape3{4, 4, 128, 1.0f}, Shape3{32, 8, 128, -0.5f}}) {
     SCOPED_TRACE(fmt::format("h{}/{} d{} scale {}", sh.hq, sh.hk, sh.d, sh.scale));
-    if (sh.scale > 0) {
-      EXPECT_FALSE(DFlashWgmmaForwardSelected(sh.hq / sh.hk, sh.d));
-    }
+    EXPECT_NE(PlanOnThisDevice(DFlashPath::kMma, sh.hq, sh.hk, sh.d, sh.scale).forward,
+              DFlashKernel::kWgmma);
     attention_internal::DFlashKernelParams p{};
     p.nb = 1;
     p.hq = sh.hq;
@@ -285,20 +271,27 @@ TEST(DFlashWgmmaRefusalTest, LauncherRefusesUnsupportedShapes) {
   }
 }
 
-// Groups the warpgroup kernel refuses keep the mma.sync query-major kernel on the split path
-// and still match the CPU reference.
+// Groups the warpgroup kernel refuses keep the mma.sync query-major kernel on the split path,
+// and so does group 4 under DFlashPath::kMmaSync (with the mma.sync context kernel at d 128
+// too); all still match the CPU reference.
 class DFlashWgmmaFallbackTest : public ::testing::TestWithParam<DFlashCase> {};
 
 TEST_P(DFlashWgmmaFallbackTest, SplitBackwardMatchesCpu) {
-  SCOPED_TRACE(DFlashCaseName(GetParam()));
-  CheckDFlashCase(GetParam(), DFlashPath::kMma, 43, /*split=*/true);
+  const DFlashCase& c = GetParam();
+  SCOPED_TRACE(DFlashCaseName(c));
+  const DFlashPath path = c.hq == 4 * c.hk ? DFlashPath::kMmaSync : DFlashPath::kMma;
+  EXPECT_EQ(PlanOnThisDevice(path, c.hq, c.hk, c.d).query_backward, DFlashKernel::kMmaSync);
+  CheckDFlashCase(c, path, 43, /*split=*/true);
 }
 
-INSTANTIATE_TEST_SUITE_P(OtherGroups, DFlashWgmmaFallbackTest,
-                         ::testing::Values(DFlashCase{{300, 70}, 11, 16, 8, 128, 100, true},  // G 2
-                                           DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},   // G 8
-                                           DFlashCase{{500}, 13, 12, 4, 128, 100, true},      // G 3
-                                           DFlashCase{{120, 40}, 7, 10, 2, 64, 50, false}));  // G 5
+INSTANTIATE_TEST_SUITE_P(
+    OtherGroups, DFlashWgmmaFallbackTest,
+    ::testing::Values(DFlashCase{{300, 70}, 11, 16, 8, 128, 100, true},   // G 2
+                      DFlashCase{{257, 129}, 16, 8, 1, 128, 65, true},    // G 8
+                      DFlashCase{{500}, 13, 12, 4, 128, 100, true},       // G 3
+                      DFlashCase{{120, 40}, 7, 10, 2, 64, 50, false},     // G 5
+                      DFlashCase{{700, 333}, 24, 32, 8, 128, 200, true},  // G 4, kMmaSync
+                      DFlashCase{{97}, 5, 8, 2, 64, 31, true}));          // G 4 d 64, kMmaSync
 
 }  // namespace
 }  // namespace tandem::kernels

@@ -1,14 +1,14 @@
 // Internal to kernels/attention: what the query-major wgmma kernels (dflash_wgmma_fwd.cu,
-// dflash_wgmma_bwd.cu) share above the instruction wrappers of dflash_wgmma_device.cuh: async
+// dflash_wgmma_bwd.cu) share above the instruction wrappers of kernels/core/wgmma.cuh: async
 // loads of 64-row 128-byte-swizzled tiles (query rows, a tile's K or V rows) and the visibility
-// mask of a block's key tiles. One warpgroup per (block b, KV head g); M = 64 rows = the
-// group's 4 query heads x 16 slots; keys stream in 64-key tiles (mma::TileOf: the block's
-// context range, then its own 16 keys).
+// mask of a block's key tiles. One warpgroup (128 threads) per (block b, KV head g); M = 64
+// rows = the group's 4 query heads x 16 slots; keys stream in 64-key tiles (mma::TileOf: the
+// block's context range, then its own 16 keys).
 // Thread-safety: device functions only; nothing global.
 #pragma once
 
 #include "kernels/attention/dflash_mma_device.cuh"
-#include "kernels/attention/dflash_wgmma_device.cuh"
+#include "kernels/core/wgmma.cuh"
 
 namespace tandem::kernels::attention_internal::wg {
 
@@ -22,7 +22,7 @@ __device__ inline void LoadTile(uint8_t* dst, const mma::bf16_t* src, int n, Row
   // swizzled offset only moves by whole rows.
   constexpr int kChunks = D / 8;
   const int c = (tid % kChunks) * 8, r0 = tid / kChunks, step = nthreads / kChunks;
-  uint8_t* d = dst + Sw128(64, r0, c);
+  uint8_t* d = dst + wgmma::Sw128(64, r0, c);
   for (int r = r0; r < 64; r += step, d += step * 128) {
     const bool valid = r < n;
     mma::CpAsync16(d, src + row_of(valid ? r : 0) * D + c, valid);
@@ -38,13 +38,23 @@ __device__ inline void LoadKeyTile(const mma::Params& p, const mma::Tile& t, int
   LoadTile<D>(dst, static_cast<const mma::bf16_t*>(src), t.n, row_of, threadIdx.x, blockDim.x);
 }
 
+// The block's 64 query rows of KV head g's 4 query heads from x (Q or dO, [nb * 16, hq, D]),
+// row h * 16 + slot = (token 16 b + slot, head 4 g + h), by the CTA's one warpgroup.
+template <int D>
+__device__ inline void LoadQueryTile(const mma::Params& p, const void* x, int b, int g,
+                                     uint8_t* dst) {
+  auto row_of = [&](int r) {
+    return static_cast<size_t>(b * kBlock + r % kBlock) * p.hq + g * kWgmmaGroup + r / kBlock;
+  };
+  LoadTile<D>(dst, static_cast<const mma::bf16_t*>(x), 64, row_of, threadIdx.x, 128);
+}
+
 // Query slot `slot` of the block sees key `key` of tile t: context keys inside the block's
-// range [lo, hi) under the window, its own 16 keys (keys own0 .. own0 + 15 of its own-key
-// tile, which may hold a neighbour's keys too) under the window and (causal) key <= slot.
+// range [lo, hi) under the window, its own 16 keys (keys 0 .. 15 of its own-key tile) under the
+// window and (causal) key <= slot.
 // Tile-level predicates, no per-warp state: the values steering control flow stay uniform.
 struct Mask {
   int lo, hi;
-  int own0 = 0;
   // Every key of the tile visible to every slot (an interior context tile): no masking.
   __device__ bool Full(const mma::Tile& t, int floor) const {
     return !t.blk && t.first >= lo && t.first + mma::kTk <= hi && floor <= 1 - kBlock;
@@ -53,21 +63,21 @@ struct Mask {
     return t.blk ? WindowFloor(0, window) : WindowFloor(hi - t.first, window);
   }
   __device__ bool Visible(const mma::Tile& t, bool causal, int floor, int key, int slot) const {
-    if (t.blk) {
-      const int k = key - own0;
-      return k >= 0 && k < kBlock && k - slot >= floor && (!causal || k <= slot);
-    }
+    if (t.blk) return key < kBlock && key - slot >= floor && (!causal || key <= slot);
     const int abs = t.first + key;
     return abs >= lo && abs < hi && key - slot >= floor;
   }
 };
 
-// 2^x (MUFU.EX2, flush-to-zero): softmax arguments are <= ~0, underflow to 0 is intended, and
-// 2^-inf == 0.
-__device__ inline float Exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
+// Block b's mask, its range read from lane 0: values that steer control flow must be
+// warp-uniform for the compiler, since a wgmma on a path ptxas cannot prove convergent is
+// serialized (C7518).
+__device__ inline Mask UniformMask(const mma::Params& p, int b) {
+  Mask mask;
+  mma::ContextRange(p, b, &mask.lo, &mask.hi);
+  mask.lo = __shfl_sync(0xffffffffu, mask.lo, 0);
+  mask.hi = __shfl_sync(0xffffffffu, mask.hi, 0);
+  return mask;
 }
 
 // acc += A B over a 64-key tile's 4 16-key steps, one commit group (the forward's O += P V,
@@ -77,16 +87,11 @@ __device__ inline float Exp2(float x) {
 template <int D>
 __device__ inline void IssueRsTile(uint32_t tile, const uint32_t (&a)[mma::kTk / 16][4],
                                    float (&acc)[D / 8][4]) {
-  Fence();
+  wgmma::Fence();
 #pragma unroll
-  for (int kc = 0; kc < mma::kTk / 16; ++kc) {
-    const uint64_t b = Desc(tile + kc * 16 * 128, mma::kTk * 128, 1024);
-    if constexpr (D == 128)
-      MmaRS128T(acc, a[kc], b);
-    else
-      MmaRS64T(acc, a[kc], b);
-  }
-  Commit();
+  for (int kc = 0; kc < mma::kTk / 16; ++kc)
+    wgmma::MmaRSTransB<D>(acc, a[kc], wgmma::Desc(tile + kc * 16 * 128, mma::kTk * 128, 1024));
+  wgmma::Commit();
 }
 
 }  // namespace tandem::kernels::attention_internal::wg

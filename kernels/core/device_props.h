@@ -13,4 +13,10 @@ int DeviceSmCount(int device);
 // The same for the calling thread's current device.
 int CurrentDeviceSmCount();
 
+// Compute capability major of CUDA device `device` (9 on Hopper), 0 if it cannot be queried or
+// without CUDA. Launchers choose architecture-specific kernels (wgmma needs 9) with it.
+int DeviceComputeCapabilityMajor(int device);
+// The same for the calling thread's current device.
+int CurrentDeviceComputeCapabilityMajor();
+
 }  // namespace tandem::kernels

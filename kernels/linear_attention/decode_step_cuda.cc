@@ -1,5 +1,6 @@
 // cuda:: versions of decode_step.h: the shared checks, the head-dim bound of the recurrent
-// kernel, an NVTX range, the launch (decode_step.cu) and its error. Not yet run on a GPU.
+// kernel, an NVTX range, the launch (the conv step in decode_step.cu, the delta rule step in
+// gated_delta_rule.cu) and its error.
 #include <cmath>
 
 #include "kernels/core/cuda_check.h"

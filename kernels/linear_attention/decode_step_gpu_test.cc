@@ -2,7 +2,7 @@
 // from a non-zero state (odd heads and the 27B layer's 16 / 48 heads of 128), in place and
 // split into calls (bitwise equal to one call: the state is fp32 in registers either way),
 // and the replay without outputs; the conv step's outputs (to a bf16 ulp: expf) and history
-// rows (bitwise). Written in a session without a GPU: not yet run.
+// rows (bitwise).
 #include <gtest/gtest.h>
 
 #include "kernels/linear_attention/decode_step.h"
