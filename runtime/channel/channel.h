@@ -115,8 +115,8 @@ class Channel final : public ChannelBase {
     std::unique_lock lock(mu_);
     ASSIGN_OR_RETURN(const int p, ResolveLocked(producer, options_.producers, "producer"));
     if (router_ && router_->finished(p) && !closed_)
-      return InvalidArgumentError("channel '{}': producer {} already finished; push refused",
-                                     name_, p);
+      return InvalidArgumentError("channel '{}': producer {} already finished; push refused", name_,
+                                  p);
     RETURN_IF_ERROR(WaitLocked(lock, timeout, /*producer=*/true, [&] {
       return closed_ || (router_ && router_->finished(p)) || FitsLocked(p);
     }));
@@ -164,8 +164,7 @@ class Channel final : public ChannelBase {
   Result<std::vector<T>> PopBatchAs(int consumer, size_t max, Duration timeout) {
     return PopBatchAs(consumer, ReadyThreshold(), max, timeout);
   }
-  Result<std::vector<T>> PopBatchAs(int consumer, size_t min_ready, size_t max,
-                                    Duration timeout) {
+  Result<std::vector<T>> PopBatchAs(int consumer, size_t min_ready, size_t max, Duration timeout) {
     std::unique_lock lock(mu_);
     ASSIGN_OR_RETURN(const int c, ResolveLocked(consumer, options_.consumers, "consumer"));
     const size_t room = router_ ? router_->Share(c) : options_.capacity;
@@ -271,8 +270,8 @@ class Channel final : public ChannelBase {
           "channel '{}' routes by replica and has {} {}s: name the {} (PushFrom/PopAs)", name_,
           count, what, what);
     }
-    return InvalidArgumentError("channel '{}': {} {} is out of range [0, {})", name_, what,
-                                   index, count);
+    return InvalidArgumentError("channel '{}': {} {} is out of range [0, {})", name_, what, index,
+                                count);
   }
 
   // Whether producer p's next item fits now.
@@ -295,8 +294,10 @@ class Channel final : public ChannelBase {
     }));
     if (QueuedLocked(c, 1) == 0) {
       if (closed_) return UnavailableError("channel '{}' is closed and drained", name_);
-      return UnavailableError("channel '{}': every producer of consumer {} finished and its "
-                              "lanes are drained", name_, c);
+      return UnavailableError(
+          "channel '{}': every producer of consumer {} finished and its "
+          "lanes are drained",
+          name_, c);
     }
     return Status::Ok();
   }

@@ -28,23 +28,26 @@ Status ValidateChannelOptions(std::string_view name, const ChannelOptions& optio
         name, options.min_ready, options.capacity);
   }
   if (options.producers < 1 || options.consumers < 1) {
-    return InvalidArgumentError("channel '{}': {} producers and {} consumers; each must be at "
-                                "least 1", name, options.producers, options.consumers);
+    return InvalidArgumentError(
+        "channel '{}': {} producers and {} consumers; each must be at "
+        "least 1",
+        name, options.producers, options.consumers);
   }
   if (options.route != ChannelRoute::kReplica) return Status::Ok();
   const size_t consumers = static_cast<size_t>(options.consumers);
   if (options.capacity < consumers) {
     return InvalidArgumentError(
         "channel '{}': route \"replica\" splits capacity {} among {} consumers, leaving some "
-        "with no room; raise capacity to at least {}", name, options.capacity, consumers,
-        consumers);
+        "with no room; raise capacity to at least {}",
+        name, options.capacity, consumers, consumers);
   }
   if (options.min_ready > options.capacity / consumers) {
     return InvalidArgumentError(
         "channel '{}': route \"replica\" gives each of {} consumers {} of capacity {} (at "
         "least), fewer than min_ready ({}); consumers would wait forever. Raise capacity to "
-        "at least {} or lower min_ready", name, consumers, options.capacity / consumers,
-        options.capacity, options.min_ready, options.min_ready * consumers);
+        "at least {} or lower min_ready",
+        name, consumers, options.capacity / consumers, options.capacity, options.min_ready,
+        options.min_ready * consumers);
   }
   return Status::Ok();
 }
@@ -55,10 +58,9 @@ std::string FormatChannelStats(const ChannelStats& s) {
       "{:.1f}ms), pop wait {:.3f}s (recent {:.1f}ms), blocked {} producers / {} consumers",
       s.name, s.depth, s.capacity, s.min_ready,
       s.route == "replica" ? fmt::format(", lanes {}x{}", s.producers, s.consumers) : "",
-      s.closed ? " (closed)" : "", s.total_pushed,
-      s.total_popped, s.push_wait_total_ns * 1e-9, s.recent_push_wait_ns * 1e-6,
-      s.pop_wait_total_ns * 1e-9, s.recent_pop_wait_ns * 1e-6, s.blocked_producers,
-      s.blocked_consumers);
+      s.closed ? " (closed)" : "", s.total_pushed, s.total_popped, s.push_wait_total_ns * 1e-9,
+      s.recent_push_wait_ns * 1e-6, s.pop_wait_total_ns * 1e-9, s.recent_pop_wait_ns * 1e-6,
+      s.blocked_producers, s.blocked_consumers);
 }
 
 std::string DemangledTypeName(const std::type_info& type) {

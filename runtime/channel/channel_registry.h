@@ -2,8 +2,9 @@
 //
 // The job loader declares each `[channels.NAME]` section (capacity, min_ready, route, and
 // the numbers of producer and consumer replicas) before it knows what the channel will
-// carry; the first actor that opens the channel with a type creates it, and every later Open must ask for the same type. The registry keeps channels
-// alive for the job's lifetime and gives `tandem status` a stats snapshot of all of them.
+// carry; the first actor that opens the channel with a type creates it, and every later
+// Open must ask for the same type. The registry keeps channels alive for the job's lifetime
+// and gives `tandem status` a stats snapshot of all of them.
 //
 //   RETURN_IF_ERROR(registry.Declare("hidden", {.capacity = 60, .min_ready = 1}));
 //   ASSIGN_OR_RETURN(auto ch, registry.Open<HiddenBatch>("hidden"));

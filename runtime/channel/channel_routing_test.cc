@@ -1,6 +1,8 @@
 // Channel<T> with route = "replica": many producer and consumer threads with random jitter,
 // and each consumer's exact sequence checked against a reference computed apart from the
 // channel (sort each consumer's items by global index s * P + p).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -10,8 +12,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "runtime/channel/channel.h"
 
@@ -69,8 +69,10 @@ std::vector<std::vector<Routed>> Expected(const std::vector<int>& counts, int co
 // Jitter so that thread interleavings differ from run to run (not a wait for anything).
 void Jitter(std::mt19937& rng) {
   const int r = static_cast<int>(rng() % 8);
-  if (r == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
-  else if (r < 4) std::this_thread::yield();
+  if (r == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+  else if (r < 4)
+    std::this_thread::yield();
 }
 
 // Producers push counts[p] items each, then FinishProducer; consumers pop (single items or
@@ -310,12 +312,12 @@ TEST(ChannelRoutingTest, IndicesAreChecked) {
 }
 
 TEST(ChannelRoutingTest, RejectsCapacityThatLeavesAConsumerNoRoom) {
-  auto few = Channel<int>::Create("c", {.capacity = 2, .route = ChannelRoute::kReplica,
-                                        .producers = 1, .consumers = 3});
+  auto few = Channel<int>::Create(
+      "c", {.capacity = 2, .route = ChannelRoute::kReplica, .producers = 1, .consumers = 3});
   EXPECT_EQ(few.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(few.status().message().find("at least 3"), std::string::npos);
-  auto ready = Channel<int>::Create("c", {.capacity = 5, .min_ready = 3,
-                                          .route = ChannelRoute::kReplica, .consumers = 2});
+  auto ready = Channel<int>::Create(
+      "c", {.capacity = 5, .min_ready = 3, .route = ChannelRoute::kReplica, .consumers = 2});
   EXPECT_EQ(ready.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(ready.status().message().find("min_ready"), std::string::npos);
   auto any = Channel<int>::Create("c", {.capacity = 2, .consumers = 3});

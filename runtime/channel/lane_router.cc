@@ -100,9 +100,9 @@ int LaneRouter::Take(int consumer) {
   const size_t c = static_cast<size_t>(consumer);
   for (int64_t g = next_[c];; g += consumers_) {
     const Slot slot = At(g);
-    TANDEM_CHECK_MSG(slot != Slot::kPending && (slot == Slot::kPushed || g <= last_[c] ||
-                                                live_feeders_[c] > 0),
-                     "LaneRouter::Take({}) with nothing ready", consumer);
+    TANDEM_CHECK_MSG(
+        slot != Slot::kPending && (slot == Slot::kPushed || g <= last_[c] || live_feeders_[c] > 0),
+        "LaneRouter::Take({}) with nothing ready", consumer);
     if (slot == Slot::kPushed) {
       next_[c] = g + consumers_;
       return static_cast<int>(g % producers_);

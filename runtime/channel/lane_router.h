@@ -84,11 +84,11 @@ class LaneRouter {
   const int producers_;
   const int consumers_;
   const size_t capacity_;
-  std::vector<uint64_t> sent_;       // per producer: items pushed
-  std::vector<bool> finished_;       // per producer
-  std::vector<int64_t> next_;        // per consumer: the smallest position it may still take
-  std::vector<int64_t> last_;        // per consumer: the largest position pushed to it, or -1
-  std::vector<int> live_feeders_;    // per consumer: unfinished producers that feed it
+  std::vector<uint64_t> sent_;     // per producer: items pushed
+  std::vector<bool> finished_;     // per producer
+  std::vector<int64_t> next_;      // per consumer: the smallest position it may still take
+  std::vector<int64_t> last_;      // per consumer: the largest position pushed to it, or -1
+  std::vector<int> live_feeders_;  // per consumer: unfinished producers that feed it
 };
 
 }  // namespace tandem

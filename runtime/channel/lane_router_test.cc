@@ -2,9 +2,9 @@
 // positions of finished producers.
 #include "runtime/channel/lane_router.h"
 
-#include <vector>
-
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace tandem {
 namespace {
@@ -27,7 +27,7 @@ TEST(LaneRouterTest, DestinationIsGlobalIndexModConsumers) {
   EXPECT_EQ(Destinations(two_two, 1, 3), (std::vector<int>{1, 1, 1}));
   EXPECT_FALSE(two_two.Feeds(0, 1));
   EXPECT_FALSE(two_two.Feeds(1, 0));
-  LaneRouter three_two(3, 2, 8);  // g = 3s + p
+  LaneRouter three_two(3, 2, 8);                                             // g = 3s + p
   EXPECT_EQ(Destinations(three_two, 0, 4), (std::vector<int>{0, 1, 0, 1}));  // g 0 3 6 9
   EXPECT_EQ(Destinations(three_two, 1, 4), (std::vector<int>{1, 0, 1, 0}));  // g 1 4 7 10
 }
@@ -60,7 +60,7 @@ TEST(LaneRouterTest, WindowReservesRoomForTheItemTheConsumerWaitsFor) {
   r.Pushed(0);
   EXPECT_FALSE(r.Admits(0));  // g = 2: window {0, 1} is full
   EXPECT_EQ(r.Take(0), 0);
-  EXPECT_TRUE(r.Admits(0));  // window {1, 2}
+  EXPECT_TRUE(r.Admits(0));   // window {1, 2}
   EXPECT_FALSE(r.Admits(1));  // g = 3
 }
 
