@@ -1,7 +1,8 @@
 // Data-parallel drafters on the CPU through JobRunner: two dflash.drafter replicas share one
 // channel, average their gradients each step and end with bit-identical weights while the
 // loss falls; a replica whose channel closes before max_steps fails the job with a clear
-// error instead of leaving the other one waiting.
+// error instead of leaving the other one waiting; with route = "replica" two runs (one or
+// two targets) end with the same weights.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -45,6 +46,57 @@ TEST(DFlashDataParallelTest, TwoReplicasEndWithBitIdenticalWeightsAndLossFalls) 
   }
   ASSERT_EQ(hashes.size(), 2u) << report->ToString();
   EXPECT_EQ(hashes[0], hashes[1]) << report->ToString();
+}
+
+// The drafters' weight hashes of the tiny job with two drafter replicas on a channel with
+// route = "replica", fed by one target, or by two (a second target group, "target2", with
+// its own random weights: two replicas of one CPU target would share one model, and one
+// model runs one forward at a time), or the error.
+Result<std::vector<std::string>> ReplicaRoutedHashes(const std::string& dir, bool two_targets) {
+  std::string text = dflash::testing::TinyJobText({.name = "tiny-dp-routed",
+                                                   .batches_per_epoch = 100,
+                                                   .max_steps = 20,
+                                                   .checkpoint_dir = dir,
+                                                   .checkpoint_every = 100,
+                                                   .target_extra = "epochs = 1\n",
+                                                   .drafter_extra = "replicas = 2\n",
+                                                   .channel_extra = "route = \"replica\"\n"});
+  if (two_targets) {
+    const size_t begin = text.find("[actors.target]\n");
+    const size_t end = text.find("[actors.drafter]\n");
+    TANDEM_CHECK(begin != std::string::npos && end != std::string::npos);
+    std::string second = text.substr(begin, end - begin);
+    second.replace(0, std::string("[actors.target]").size(), "[actors.target2]\nseed = 2");
+    text += "\n" + second;
+  }
+  ASSIGN_OR_RETURN(JobSpec spec, ParseJobText(text, "tiny-dp-routed.toml"));
+  JobRunner runner;
+  ASSIGN_OR_RETURN(JobReport report, runner.Run(spec));
+  RETURN_IF_ERROR(report.status);
+  std::vector<std::string> hashes;
+  std::regex hash_re("weights fnv1a ([0-9a-f]{16})");
+  for (const auto& a : report.actors) {
+    std::smatch m;
+    if (std::regex_search(a.summary, m, hash_re)) hashes.push_back(m[1]);
+  }
+  return hashes;
+}
+
+// With route = "replica" each drafter replica sees a fixed sequence of batches, so two runs
+// end with bit-identical weights (with route = "any" which replica trains on which batch is
+// a race, and the weights differ from run to run).
+TEST(DFlashDataParallelTest, ReplicaRoutingMakesTwoRunsBitIdentical) {
+  for (bool two_targets : {false, true}) {
+    SCOPED_TRACE(two_targets ? "2 targets, 2 drafter replicas" : "1 target, 2 drafter replicas");
+    const std::string tag = two_targets ? "2" : "1";
+    auto first = ReplicaRoutedHashes(FreshDir("routed_a" + tag), two_targets);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto second = ReplicaRoutedHashes(FreshDir("routed_b" + tag), two_targets);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    ASSERT_EQ(first->size(), 2u);
+    EXPECT_EQ((*first)[0], (*first)[1]) << "replicas of one run";
+    EXPECT_EQ(*first, *second) << "two runs";
+  }
 }
 
 TEST(DFlashDataParallelTest, AReplicaRunningOutOfBatchesFailsTheJobInsteadOfHanging) {

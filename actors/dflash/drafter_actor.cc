@@ -27,6 +27,8 @@
 // replica resumes from them; the data positions saved are replica 0's). All replicas stop
 // at max_steps; a replica that cannot (its channel closed early, an error) leaves the
 // all-reduce, and every replica then fails with an error naming it, the job with them.
+// Each replica pops as consumer JobSpec::PortIndex("in", ...): with the channel's
+// route = "replica" its sequence of batches is fixed, so a run repeats bit for bit.
 // max_seconds needs replicas = 1 (replicas must stop at the same step).
 // Profile stages: drafter.queue_get, drafter.h2d (the upload), drafter.forward_backward,
 // drafter.allreduce (replicas > 1), drafter.optim; on the GPU they time host-side enqueue,
@@ -59,6 +61,7 @@
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/actor/registry.h"
 #include "runtime/actor/system.h"
+#include "runtime/core/logging.h"
 #include "runtime/job/job_actor.h"
 #include "runtime/job/job_spec_keys.h"
 
@@ -137,6 +140,11 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(const TargetModelSpec spec, TargetOf(*env, ds, &nranks));
     const kernels::Device device = ActorDevice(context().gpu);
     if (nranks > 1) {
+      if (const ChannelSpec* in = env->job->FindChannel(ds.in);
+          in != nullptr && in->route != "replica" && context().replica == 0)
+        TLOG_WARN("{}: channel '{}' has route = \"{}\": which replica trains on which batch "
+                  "is a race, so runs do not repeat; route = \"replica\" fixes it", name(),
+                  ds.in, in->route);
       ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(*env->registry, context().group, nranks,
                                                  context().replica, device));
     }
@@ -212,6 +220,7 @@ class DrafterActor final : public JobActor {
     parts.env = env;
     parts.owner = name();
     parts.restarts = restarts;
+    parts.consumer = env->job->PortIndex("in", ds.in, context().group, context().replica);
     parts.layer_ids = spec.layer_ids;
     parts.head = head;
     parts.trainer = trainer.get();

@@ -37,8 +37,8 @@ Result<std::string> DrafterLoop::Run() {
   while (!done_) {
     p_.set_stage("drafter.queue_get");
     ScopedTimer wait(get_stage_);
-    Result<std::vector<HiddenBatch>> popped = channel->PopBatch(
-        min_ready, std::max<size_t>(min_ready, 1) * 4, std::chrono::milliseconds(200));
+    Result<std::vector<HiddenBatch>> popped = channel->PopBatchAs(
+        p_.consumer, min_ready, std::max<size_t>(min_ready, 1) * 4, std::chrono::milliseconds(200));
     wait.Stop();
     if (!popped.ok()) {
       if (popped.status().code() == StatusCode::kDeadlineExceeded) {
@@ -179,7 +179,7 @@ Result<std::string> DrafterLoop::Finish(Channel<HiddenBatch>& channel) {
   // Done: the targets may still be pushing; closing the channel tells them (their Push
   // fails with Unavailable) and draining it releases the batches nobody will train on.
   channel.Close();
-  while (channel.TryPop().ok()) {
+  while (channel.PopAs(p_.consumer, Duration::zero()).ok()) {
   }
   // The run may end between logs (the data ran out before max_steps): log its last step, so
   // the summary's loss is the last one trained, not NaN for "never read".

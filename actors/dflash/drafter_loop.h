@@ -42,6 +42,7 @@ struct DrafterParts {
   JobEnv* env = nullptr;
   std::string owner;                      // the actor's name, for logs and errors
   int restarts = 0;                       // of this actor so far (ActorContext::restarts)
+  int consumer = 0;                       // its consumer index on the input channel
   std::vector<int64_t> layer_ids;         // the target layers each batch must carry
   models::DFlashTargetHead head;          // the frozen target's embedding and LM head
   models::DFlashTrainer* trainer = nullptr;

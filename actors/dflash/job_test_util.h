@@ -32,6 +32,7 @@ struct TinyJob {
   std::string checkpoint_extra{};  // more keys of the checkpoint table: ", async = false"
   std::string target_extra{};      // TOML lines added to [actors.target]
   std::string drafter_extra{};     // TOML lines added to [actors.drafter]
+  std::string channel_extra{};     // TOML lines added to [channels.hidden]
   // "": random weights of TinyTargetConfig(); else an HF directory holding a target of that
   // config (e.g. tests/eval/rule_target.h's, which continues text the way the data does).
   std::string model{};
@@ -83,6 +84,7 @@ capacity_mb = 32
 [channels.hidden]
 capacity = 4
 min_ready = 1
+{}
 [actors.target]
 class = "dflash.target"
 out = "hidden"
@@ -104,8 +106,9 @@ checkpoint = {{ dir = "{}", every_steps = {}{} }}
 pinned_bytes = 4194304  # the asynchronous checkpoints' snapshot (~0.7 MB here)
 {}
 )",
-                     j.name, kTinyJobSeed, model, j.batches_per_epoch, j.target_extra, j.max_steps, j.checkpoint_dir,
-                     j.checkpoint_every, j.checkpoint_extra, j.drafter_extra);
+                     j.name, kTinyJobSeed, j.channel_extra, model, j.batches_per_epoch,
+                     j.target_extra, j.max_steps, j.checkpoint_dir, j.checkpoint_every,
+                     j.checkpoint_extra, j.drafter_extra);
 }
 
 // An empty folder `name` in this process's scratch directory (removed at exit). Not a fixed

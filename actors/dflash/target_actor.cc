@@ -88,7 +88,10 @@ class TargetActor final : public JobActor {
       ~Release() { t->ReleaseForward(); }
     } release{target.get()};
     ASSIGN_OR_RETURN(std::unique_ptr<TargetPipeline> pipe,
-                     TargetPipeline::Create(target.get(), spec, env, channel.get(), name()));
+                     TargetPipeline::Create(target.get(), spec, env, channel.get(),
+                                            env->job->PortIndex("out", ts.out, context().group,
+                                                                context().replica),
+                                            name()));
     int64_t batches = 0, tokens = 0;
     bool consumers_done = false;
     while (true) {

@@ -50,8 +50,9 @@ class CudaPipeline final : public TargetPipeline {
   static constexpr size_t kMaxQueued = 2;  // batches copied out but not yet pushed
 
   CudaPipeline(SharedTarget* t, const TargetModelSpec& spec, JobEnv* env,
-               Channel<HiddenBatch>* out, std::string owner)
-      : target_(t), spec_(spec), env_(env), out_(out), owner_(std::move(owner)),
+               Channel<HiddenBatch>* out, int producer, std::string owner)
+      : target_(t), spec_(spec), env_(env), out_(out), producer_(producer),
+        owner_(std::move(owner)),
         device_(t->device().index),
         forward_(env->profile->Stage("target.forward")),
         gpu_forward_(env->profile->Stage("target.gpu.forward")),
@@ -236,7 +237,7 @@ class CudaPipeline final : public TargetPipeline {
         for (MutableObject& o : e.objects) e.batch.layers.push_back(o.Seal());
         timers_->Poll();
         ScopedTimer timer(push_wait_);
-        st = out_->Push(std::move(e.batch));
+        st = out_->PushFrom(producer_, std::move(e.batch));
       }
       {
         std::lock_guard lock(mu_);
@@ -251,6 +252,7 @@ class CudaPipeline final : public TargetPipeline {
   TargetModelSpec spec_;
   JobEnv* env_;
   Channel<HiddenBatch>* out_;
+  int producer_;
   std::string owner_;
   int device_;
   StageHandle forward_, gpu_forward_, d2h_, pack_, set_wait_, push_wait_;
@@ -275,8 +277,8 @@ class CudaPipeline final : public TargetPipeline {
 Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget* target,
                                                          const TargetModelSpec& spec,
                                                          JobEnv* env, Channel<HiddenBatch>* out,
-                                                         std::string owner) {
-  auto p = std::make_unique<CudaPipeline>(target, spec, env, out, std::move(owner));
+                                                         int producer, std::string owner) {
+  auto p = std::make_unique<CudaPipeline>(target, spec, env, out, producer, std::move(owner));
   RETURN_IF_ERROR(p->Init());
   return std::unique_ptr<TargetPipeline>(std::move(p));
 }
@@ -285,7 +287,7 @@ Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget* target,
 
 // Without CUDA, ActorDevice never names a GPU, so no target reaches this.
 Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget*, const TargetModelSpec&,
-                                                         JobEnv*, Channel<HiddenBatch>*,
+                                                         JobEnv*, Channel<HiddenBatch>*, int,
                                                          std::string owner) {
   return UnavailableError("{}: this build has no CUDA", owner);
 }

@@ -20,6 +20,6 @@ HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int repli
 Result<std::unique_ptr<TargetPipeline>> MakeCudaPipeline(SharedTarget* target,
                                                          const TargetModelSpec& spec,
                                                          JobEnv* env, Channel<HiddenBatch>* out,
-                                                         std::string owner);
+                                                         int producer, std::string owner);
 
 }  // namespace tandem::dflash::internal

@@ -28,8 +28,9 @@ namespace {
 class CpuPipeline final : public TargetPipeline {
  public:
   CpuPipeline(SharedTarget* t, const TargetModelSpec& spec, JobEnv* env,
-              Channel<HiddenBatch>* out, std::string owner)
-      : target_(t), spec_(spec), env_(env), out_(out), owner_(std::move(owner)),
+              Channel<HiddenBatch>* out, int producer, std::string owner)
+      : target_(t), spec_(spec), env_(env), out_(out), producer_(producer),
+        owner_(std::move(owner)),
         forward_(env->profile->Stage("target.forward")),
         push_wait_(env->profile->Stage("target.push_wait")) {}
 
@@ -57,7 +58,7 @@ class CpuPipeline final : public TargetPipeline {
       for (MutableObject& o : objs) hb.layers.push_back(o.Seal());
     }
     ScopedTimer timer(push_wait_);
-    return out_->Push(std::move(hb));
+    return out_->PushFrom(producer_, std::move(hb));
   }
   Status Finish() override { return Status::Ok(); }
 
@@ -66,6 +67,7 @@ class CpuPipeline final : public TargetPipeline {
   TargetModelSpec spec_;
   JobEnv* env_;
   Channel<HiddenBatch>* out_;
+  int producer_;
   std::string owner_;
   StageHandle forward_, push_wait_;
 };
@@ -76,10 +78,12 @@ Result<std::unique_ptr<TargetPipeline>> TargetPipeline::Create(SharedTarget* tar
                                                                const TargetModelSpec& spec,
                                                                JobEnv* env,
                                                                Channel<HiddenBatch>* out,
+                                                               int producer,
                                                                std::string owner) {
   if (target->device().is_cpu())
-    return std::unique_ptr<TargetPipeline>(new CpuPipeline(target, spec, env, out, owner));
-  return internal::MakeCudaPipeline(target, spec, env, out, std::move(owner));
+    return std::unique_ptr<TargetPipeline>(
+        new CpuPipeline(target, spec, env, out, producer, owner));
+  return internal::MakeCudaPipeline(target, spec, env, out, producer, std::move(owner));
 }
 
 }  // namespace tandem::dflash

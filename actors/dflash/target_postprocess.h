@@ -5,6 +5,8 @@
 // its objects and a postprocess thread waits for those copies' fences, seals and pushes.
 // Profile stages: target.forward, target.pack, target.d2h, target.push_wait.
 //
+// `producer` is the target's producer index on the channel (JobSpec::PortIndex).
+//
 // Thread-safety: Submit/Finish from the actor's thread only.
 #pragma once
 
@@ -23,7 +25,7 @@ class TargetPipeline {
                                                         const TargetModelSpec& spec,
                                                         JobEnv* env,
                                                         Channel<HiddenBatch>* out,
-                                                        std::string owner);
+                                                        int producer, std::string owner);
   virtual ~TargetPipeline() = default;
   // Starts `batch` through the pipeline; `next` is the source's position after it.
   virtual Status Submit(data::TokenBatch batch, data::DataPosition next, int replica) = 0;

@@ -7,6 +7,16 @@
 
 namespace tandem {
 
+std::string_view ChannelRouteName(ChannelRoute route) {
+  return route == ChannelRoute::kReplica ? "replica" : "any";
+}
+
+Result<ChannelRoute> ParseChannelRoute(std::string_view name) {
+  if (name == "any") return ChannelRoute::kAny;
+  if (name == "replica") return ChannelRoute::kReplica;
+  return InvalidArgumentError("unknown channel route '{}'; expected \"any\" or \"replica\"", name);
+}
+
 Status ValidateChannelOptions(std::string_view name, const ChannelOptions& options) {
   if (options.capacity == 0) {
     return InvalidArgumentError("channel '{}': capacity must be at least 1", name);
@@ -17,17 +27,40 @@ Status ValidateChannelOptions(std::string_view name, const ChannelOptions& optio
         "Lower min_ready or raise capacity",
         name, options.min_ready, options.capacity);
   }
+  if (options.producers < 1 || options.consumers < 1) {
+    return InvalidArgumentError(
+        "channel '{}': {} producers and {} consumers; each must be at "
+        "least 1",
+        name, options.producers, options.consumers);
+  }
+  if (options.route != ChannelRoute::kReplica) return Status::Ok();
+  const size_t consumers = static_cast<size_t>(options.consumers);
+  if (options.capacity < consumers) {
+    return InvalidArgumentError(
+        "channel '{}': route \"replica\" splits capacity {} among {} consumers, leaving some "
+        "with no room; raise capacity to at least {}",
+        name, options.capacity, consumers, consumers);
+  }
+  if (options.min_ready > options.capacity / consumers) {
+    return InvalidArgumentError(
+        "channel '{}': route \"replica\" gives each of {} consumers {} of capacity {} (at "
+        "least), fewer than min_ready ({}); consumers would wait forever. Raise capacity to "
+        "at least {} or lower min_ready",
+        name, consumers, options.capacity / consumers, options.capacity, options.min_ready,
+        options.min_ready * consumers);
+  }
   return Status::Ok();
 }
 
 std::string FormatChannelStats(const ChannelStats& s) {
   return fmt::format(
-      "{}: depth {}/{} min_ready {}{}, pushed {} popped {}, push wait {:.3f}s (recent {:.1f}ms), "
-      "pop wait {:.3f}s (recent {:.1f}ms), blocked {} producers / {} consumers",
-      s.name, s.depth, s.capacity, s.min_ready, s.closed ? " (closed)" : "", s.total_pushed,
-      s.total_popped, s.push_wait_total_ns * 1e-9, s.recent_push_wait_ns * 1e-6,
-      s.pop_wait_total_ns * 1e-9, s.recent_pop_wait_ns * 1e-6, s.blocked_producers,
-      s.blocked_consumers);
+      "{}: depth {}/{} min_ready {}{}{}, pushed {} popped {}, push wait {:.3f}s (recent "
+      "{:.1f}ms), pop wait {:.3f}s (recent {:.1f}ms), blocked {} producers / {} consumers",
+      s.name, s.depth, s.capacity, s.min_ready,
+      s.route == "replica" ? fmt::format(", lanes {}x{}", s.producers, s.consumers) : "",
+      s.closed ? " (closed)" : "", s.total_pushed, s.total_popped, s.push_wait_total_ns * 1e-9,
+      s.recent_push_wait_ns * 1e-6, s.pop_wait_total_ns * 1e-9, s.recent_pop_wait_ns * 1e-6,
+      s.blocked_producers, s.blocked_consumers);
 }
 
 std::string DemangledTypeName(const std::type_info& type) {

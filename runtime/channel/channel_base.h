@@ -19,12 +19,32 @@
 
 namespace tandem {
 
+// Which consumer gets which item (see channel.h for the full contract).
+enum class ChannelRoute {
+  // One shared FIFO: whichever consumer asks first takes the oldest item. Producer and
+  // consumer indices are ignored.
+  kAny,
+  // Lanes: producer p's s-th item goes to consumer (s * producers + p) % consumers, and each
+  // consumer takes its items in that global order, so what each consumer sees depends only
+  // on what each producer produced, never on thread timing.
+  kReplica,
+};
+std::string_view ChannelRouteName(ChannelRoute route);  // "any", "replica"
+// InvalidArgument listing the names for anything else.
+Result<ChannelRoute> ParseChannelRoute(std::string_view name);
+
 struct ChannelOptions {
-  // Most items held at once; a push into a full channel waits. REQUIRES: >= 1.
+  // Most items held at once; a push into a full channel waits. REQUIRES: >= 1, and
+  // >= consumers under kReplica (each consumer's share must hold an item).
   size_t capacity = 1;
   // A consumer waits until at least this many items are queued (or the channel is closed)
-  // before it takes any. 0 behaves as 1. REQUIRES: <= capacity.
+  // before it takes any. 0 behaves as 1. REQUIRES: <= capacity, and <= capacity / consumers
+  // under kReplica (the smallest consumer's share: items queued for *that* consumer count).
   size_t min_ready = 1;
+  ChannelRoute route = ChannelRoute::kAny;
+  // Producer and consumer replicas (kReplica routes by them; kAny ignores them). REQUIRES: >= 1.
+  int producers = 1;
+  int consumers = 1;
 };
 
 // InvalidArgument naming the channel and the bad field, or OK.
@@ -35,6 +55,9 @@ struct ChannelStats {
   std::string item_type;  // demangled C++ type, "" for a declared channel not yet opened
   size_t capacity = 0;
   size_t min_ready = 0;
+  std::string route = "any";  // ChannelRouteName
+  int producers = 0;          // kReplica: the lanes are producers x consumers
+  int consumers = 0;
   size_t depth = 0;      // items queued now
   size_t max_depth = 0;  // high-water mark of depth
   bool closed = false;
@@ -56,7 +79,8 @@ struct ChannelStats {
 
 // One line for logs and `tandem status`, e.g.
 // "hidden: depth 9/60 min_ready 10, pushed 120 popped 111, push wait 0.000s (recent 0.0ms),
-//  pop wait 31.2s (recent 2500.0ms), blocked 0 producers / 3 consumers".
+//  pop wait 31.2s (recent 2500.0ms), blocked 0 producers / 3 consumers"; a kReplica channel
+// adds its lanes after min_ready ("min_ready 1, lanes 2x3").
 std::string FormatChannelStats(const ChannelStats& stats);
 
 // Demangled name of a C++ type ("tandem::ObjectRef").
@@ -71,6 +95,8 @@ class ChannelBase {
   // Producers get Unavailable from now on; consumers drain what is queued, then get
   // Unavailable. Idempotent.
   virtual void Close() = 0;
+  // Producer replica `producer` writes no more (see Channel<T>::FinishProducer).
+  virtual Status FinishProducer(int producer) = 0;
 };
 
 }  // namespace tandem

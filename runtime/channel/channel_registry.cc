@@ -13,7 +13,7 @@ Status ChannelRegistry::Declare(std::string name, ChannelOptions options) {
     return InvalidArgumentError("channel '{}' is declared twice; channel names must be unique",
                                 name);
   }
-  entries_.emplace(std::move(name), Entry{options, nullptr, false});
+  entries_.emplace(std::move(name), Entry{options, nullptr, false, {}});
   return Status::Ok();
 }
 
@@ -70,6 +70,26 @@ Status ChannelRegistry::Close(std::string_view name) {
   }
   if (channel) channel->Close();
   return Status::Ok();
+}
+
+Status ChannelRegistry::FinishProducer(std::string_view name, int producer) {
+  std::shared_ptr<ChannelBase> channel;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return NotFoundLocked(name);
+    Entry& e = it->second;
+    if (producer < 0 || producer >= e.options.producers) {
+      return InvalidArgumentError("channel '{}': producer {} is out of range [0, {})", name,
+                                  producer, e.options.producers);
+    }
+    if (!e.channel) {
+      e.finished_producers.push_back(producer);
+      return Status::Ok();
+    }
+    channel = e.channel;
+  }
+  return channel->FinishProducer(producer);
 }
 
 Status ChannelRegistry::NotFoundLocked(std::string_view name) const {

@@ -1,12 +1,16 @@
 // ChannelRegistry: the named channels of one job.
 //
-// The job loader declares each `[channels.NAME]` section (capacity, min_ready) before it
-// knows what the channel will carry; the first actor that opens the channel with a type
-// creates it, and every later Open must ask for the same type. The registry keeps channels
-// alive for the job's lifetime and gives `tandem status` a stats snapshot of all of them.
+// The job loader declares each `[channels.NAME]` section (capacity, min_ready, route, and
+// the numbers of producer and consumer replicas) before it knows what the channel will
+// carry; the first actor that opens the channel with a type creates it, and every later
+// Open must ask for the same type. The registry keeps channels alive for the job's lifetime
+// and gives `tandem status` a stats snapshot of all of them.
 //
 //   RETURN_IF_ERROR(registry.Declare("hidden", {.capacity = 60, .min_ready = 1}));
 //   ASSIGN_OR_RETURN(auto ch, registry.Open<HiddenBatch>("hidden"));
+//   RETURN_IF_ERROR(ch->PushFrom(replica, std::move(batch)));   // route = "replica"
+//
+// The runner calls FinishProducer when a writer replica returns and Close when all have.
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
@@ -42,6 +46,7 @@ class ChannelRegistry {
     Entry& e = it->second;
     if (!e.channel) {
       ASSIGN_OR_RETURN(std::shared_ptr<Channel<T>> ch, Channel<T>::Create(it->first, e.options));
+      for (int p : e.finished_producers) RETURN_IF_ERROR(ch->FinishProducer(p));
       if (e.closed) ch->Close();
       e.channel = ch;
       return ch;
@@ -66,12 +71,17 @@ class ChannelRegistry {
   Status Close(std::string_view name) EXCLUDES(mu_);
   // Closes every channel, including ones opened later (job shutdown).
   void CloseAll() EXCLUDES(mu_);
+  // Producer replica `producer` of channel `name` is done (also if the channel is opened
+  // later); see Channel<T>::FinishProducer. NotFound for an undeclared channel,
+  // InvalidArgument for an index out of range.
+  Status FinishProducer(std::string_view name, int producer) EXCLUDES(mu_);
 
  private:
   struct Entry {
     ChannelOptions options;
     std::shared_ptr<ChannelBase> channel;  // null until first Open
     bool closed = false;
+    std::vector<int> finished_producers;  // FinishProducer calls before the first Open
   };
 
   Status NotFoundLocked(std::string_view name) const REQUIRES(mu_);

@@ -50,6 +50,30 @@ class RefChannelTest : public ::testing::Test {
   std::unique_ptr<ObjectStore> store_;
 };
 
+// Route "replica": refs in any lane count as channel holdings, and refs left in lanes are
+// released with the channel.
+TEST_F(RefChannelTest, RefsInReplicaLanesCountAsChannelHoldings) {
+  auto ch = Channel<LayerBatch>::Create("hidden", {.capacity = 4,
+                                                   .min_ready = 1,
+                                                   .route = ChannelRoute::kReplica,
+                                                   .producers = 2,
+                                                   .consumers = 2});
+  ASSERT_TRUE(ch.ok());
+  for (int p = 0; p < 2; ++p) {
+    LayerBatch b{{Put(static_cast<uint8_t>(p)), Put(9)}, p};
+    ASSERT_TRUE((*ch)->PushFrom(p, std::move(b)).ok());
+  }
+  EXPECT_EQ(store_->Stats().channel.refs, 4u);
+  auto got = (*ch)->PopAs(1);  // producer 1 feeds consumer 1
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->step, 1);
+  EXPECT_EQ(got->layers[0].holder(), HolderKind::kLocal);
+  EXPECT_EQ(store_->Stats().channel.refs, 2u);
+  EXPECT_EQ(store_->Stats().local.refs, 2u);
+  ch->reset();  // producer 0's batch is still in its lane
+  EXPECT_EQ(store_->Stats().channel.refs, 0u);
+}
+
 TEST_F(RefChannelTest, RefsInChannelCountAsChannelHoldings) {
   auto ch = Channel<ObjectRef>::Create("hidden", {.capacity = 4, .min_ready = 1});
   ASSERT_TRUE(ch.ok());

@@ -82,6 +82,7 @@ Status ParseChannels(const ConfigValue& root, JobSpec* job) {
     spec.name = name;
     spec.capacity = keys.GetInt(c, "capacity");
     spec.min_ready = keys.GetInt(c, "min_ready");
+    spec.route = keys.GetString(c, "route");
     if (spec.min_ready > spec.capacity)
       return RangeError(c, "min_ready", fmt::format("an integer in [1, capacity={}]", spec.capacity));
     job->channels.push_back(std::move(spec));
@@ -106,6 +107,31 @@ Status CheckPorts(const std::string& name, const ConfigValue& a, const JobSpec& 
                                 port, *cname,
                                 hint.empty() ? " (declare it as [channels." + *cname + "])"
                                              : fmt::format(" (did you mean '{}'?)", hint));
+  }
+  return Status::Ok();
+}
+
+// A channel with route = "replica" gives each reader replica capacity / readers of the room.
+Status CheckRoutes(const ConfigValue& root, const JobSpec& job) {
+  for (const ChannelSpec& c : job.channels) {
+    if (c.route != "replica") continue;
+    const int64_t readers = std::max(job.PortReplicas("in", c.name), 1);
+    const ConfigValue& section = *root.Find("channels")->Find(c.name);
+    auto where = [&](const char* key) {
+      const ConfigValue* v = section.Find(key);
+      return v != nullptr ? v->location() : section.location();
+    };
+    if (c.capacity < readers)
+      return InvalidArgumentError(
+          "{}: channels.{}.capacity: {} is too small for route \"replica\" with {} reader "
+          "replicas (each gets its own share of the room); expected at least {}",
+          where("capacity"), c.name, c.capacity, readers, readers);
+    if (c.min_ready > c.capacity / readers)
+      return InvalidArgumentError(
+          "{}: channels.{}.min_ready: {} exceeds capacity / readers = {} / {} = {}; with route "
+          "\"replica\" a reader waits for min_ready items of its own share, so it would wait "
+          "forever. Raise capacity or lower min_ready",
+          where("min_ready"), c.name, c.min_ready, c.capacity, readers, c.capacity / readers);
   }
   return Status::Ok();
 }
@@ -164,6 +190,7 @@ Result<JobSpec> FromToml(const toml::table& tbl, const std::string& path) {
   job.profile_interval_s = ProfileKeys().GetNumber(ps, "interval_s");
   RETURN_IF_ERROR(ParseChannels(root, &job));
   RETURN_IF_ERROR(ParseActors(root, &job));
+  RETURN_IF_ERROR(CheckRoutes(root, job));
   return job;
 }
 
@@ -179,6 +206,26 @@ const ChannelSpec* JobSpec::FindChannel(const std::string& n) const {
   for (const auto& c : channels)
     if (c.name == n) return &c;
   return nullptr;
+}
+
+int JobSpec::PortReplicas(const std::string& port, const std::string& channel) const {
+  int n = 0;
+  for (const auto& g : actors)
+    if (auto v = g.settings.GetString(port, ""); v.ok() && *v == channel)
+      n += static_cast<int>(g.replicas);
+  return n;
+}
+
+int JobSpec::PortIndex(const std::string& port, const std::string& channel,
+                       const std::string& group, int replica) const {
+  int base = 0;
+  for (const auto& g : actors) {
+    auto v = g.settings.GetString(port, "");
+    if (!v.ok() || *v != channel) continue;
+    if (g.name == group) return replica >= 0 && replica < g.replicas ? base + replica : -1;
+    base += static_cast<int>(g.replicas);
+  }
+  return -1;
 }
 
 int64_t MaxJobFileBytes() {

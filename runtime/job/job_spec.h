@@ -26,6 +26,7 @@ struct ChannelSpec {
   std::string name;
   int64_t capacity = 16;
   int64_t min_ready = 1;
+  std::string route = "any";  // "any" | "replica" (runtime/channel/channel.h)
 };
 
 struct ActorGroupSpec {
@@ -50,6 +51,13 @@ struct JobSpec {
   std::vector<ActorGroupSpec> actors;
 
   const ChannelSpec* FindChannel(const std::string& name) const;
+  // Replicas, over all groups, whose `port` ("out": writers, "in": readers) names `channel`.
+  int PortReplicas(const std::string& port, const std::string& channel) const;
+  // The index of replica `replica` of group `group` among those, counting the groups in
+  // file order: a channel's producer (port "out") or consumer ("in") index. -1 if the
+  // group's port does not name the channel.
+  int PortIndex(const std::string& port, const std::string& channel, const std::string& group,
+                int replica) const;
 };
 
 inline constexpr int64_t kDefaultMaxJobFileBytes = 1 << 20;

@@ -73,6 +73,12 @@ const KeyTable& ChannelKeys() {
         .Default(16).Range(1, 1 << 20);
     t.Int("min_ready", "readers wait until this many items are queued (or the channel is "
           "closed); at most capacity").Default(1).Min(1);
+    t.String("route", "which reader gets which item: \"any\" (whichever asks first) or "
+             "\"replica\" (writer replica p's s-th item goes to reader (s * writers + p) % "
+             "readers, and each reader takes its items in that order: reproducible whatever "
+             "the timing; each reader gets capacity / readers of the room, so capacity >= "
+             "readers and min_ready <= capacity / readers)")
+        .Default("any").OneOf({"any", "replica"});
     return t;
   });
 }

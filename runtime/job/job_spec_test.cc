@@ -94,6 +94,44 @@ TEST(JobSpecTest, ErrorsNameFileLineAndKey) {
   ExpectError("[actors.a]\nclass = \"x\"\ngpus = 1.5\n", "gpus");
 }
 
+// route = "replica": the producer and consumer indices of replicas, and a capacity that
+// leaves every reader replica room for min_ready items of its own.
+TEST(JobSpecTest, ReplicaRouteChecksCapacityPerReaderAndIndexesPorts) {
+  const std::string graph = R"(
+[actors.a]
+class = "x"
+replicas = 2
+out = "h"
+[actors.b]
+class = "x"
+replicas = 3
+out = "h"
+[actors.c]
+class = "x"
+replicas = 2
+in = "h"
+)";
+  auto job = ParseJobText(
+      "[channels.h]\ncapacity = 4\nmin_ready = 2\nroute = \"replica\"\n" + graph, "job.toml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->channels[0].route, "replica");
+  EXPECT_EQ(job->PortReplicas("out", "h"), 5);
+  EXPECT_EQ(job->PortReplicas("in", "h"), 2);
+  EXPECT_EQ(job->PortIndex("out", "h", "a", 1), 1);
+  EXPECT_EQ(job->PortIndex("out", "h", "b", 0), 2);  // after a's two replicas
+  EXPECT_EQ(job->PortIndex("in", "h", "c", 1), 1);
+  EXPECT_EQ(job->PortIndex("in", "h", "a", 0), -1);  // a writes h, it does not read it
+  EXPECT_EQ(job->PortIndex("out", "h", "b", 3), -1);
+  ExpectError("[channels.h]\ncapacity = 1\nroute = \"replica\"\n" + graph,
+              "bad.toml:2: channels.h.capacity: 1 is too small");
+  ExpectError("[channels.h]\ncapacity = 5\nmin_ready = 3\nroute = \"replica\"\n" + graph,
+              "bad.toml:3: channels.h.min_ready: 3 exceeds capacity / readers = 5 / 2 = 2");
+  ExpectError("[channels.h]\nroute = \"first\"\n" + graph, "channels.h.route");
+  auto any = ParseJobText("[channels.h]\ncapacity = 1\n" + graph, "job.toml");
+  ASSERT_TRUE(any.ok()) << any.status().ToString();
+  EXPECT_EQ(any->channels[0].route, "any");
+}
+
 // capacity_mb is shifted into bytes: a value that would overflow the shift is refused (it
 // used to wrap to a 1 MiB store), the largest accepted one gives the exact byte count.
 TEST(JobSpecTest, StoreCapacityCannotOverflow) {

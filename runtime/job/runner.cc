@@ -37,6 +37,7 @@ namespace {
 struct Driven {
   ActorRef ref;
   const ActorGroupSpec* group = nullptr;
+  int replica = 0;  // within the group
   std::optional<Future<std::string>> run;
   ActorResult result;
   bool finished = false;
@@ -338,6 +339,9 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
     ChannelOptions co;
     co.capacity = static_cast<size_t>(c.capacity);
     co.min_ready = static_cast<size_t>(c.min_ready);
+    ASSIGN_OR_RETURN(co.route, ParseChannelRoute(c.route));
+    co.producers = std::max(job.PortReplicas("out", c.name), 1);
+    co.consumers = std::max(job.PortReplicas("in", c.name), 1);
     RETURN_IF_ERROR(channels.Declare(c.name, co));
   }
   ProfileStats profile(job.name);
@@ -372,6 +376,7 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       Driven d;
       d.ref = r;
       d.group = &g;
+      d.replica = static_cast<int>(&r - refs.data());
       d.result.name = r.name();
       actors.push_back(std::move(d));
     }
@@ -453,6 +458,10 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
       d.finished = true;
       ++finished;
       if (auto out = d.group->settings.GetString("out", ""); out.ok() && !out->empty()) {
+        // Its lanes end (route = "replica"): readers skip them once drained.
+        Status done =
+            channels.FinishProducer(*out, job.PortIndex("out", *out, d.group->name, d.replica));
+        if (!done.ok()) fail_job(done);
         if (--unfinished_writers[*out] == 0) {
           TLOG_DEBUG("all writers of channel '{}' finished: closing it", *out);
           Status closed = channels.Close(*out);
