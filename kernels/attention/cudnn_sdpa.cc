@@ -1,7 +1,6 @@
 // CausalVarlenAttention on CUDA: cuDNN's fused flash attention reached through the raw
 // backend graph API (no cudnn-frontend), with the own fallback kernel where cuDNN offers no
-// engine. The graph is the frontend's composite SDPA forward rebuilt by hand (see
-// ../shared/notes/attention-on-hopper.md): 4-D [b, h, s, d] tensors over the packed [T, h, d]
+// engine. The graph is the frontend's composite SDPA forward rebuilt by hand: 4-D [b, h, s, d] tensors over the packed [T, h, d]
 // buffers (b = documents, s = bucketed longest document, ragged offsets per document),
 // matmul(Q, K^T) -> scale -> padding mask -> causal mask -> softmax (with Stats, which the
 // engine's pattern requires) -> matmul(P, V). Plans compile at run time (0.05-1 s), so they
