@@ -50,6 +50,7 @@ struct JobSpec {
   std::vector<ActorGroupSpec> actors;
 
   const ChannelSpec* FindChannel(const std::string& name) const;
+  const ActorGroupSpec* FindGroup(const std::string& name) const;  // null when absent
 };
 
 inline constexpr int64_t kDefaultMaxJobFileBytes = 1 << 20;
