@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "runtime/actor/registry.h"
+#include "runtime/job/job_prepare.h"
 #include "runtime/job/job_spec_keys.h"
 #include "runtime/core/logging.h"
 
@@ -197,6 +198,7 @@ Result<std::unique_ptr<BuiltJob>> BuildJob(const JobSpec& job, const sched::Plac
                                              : std::make_shared<JobRegistry>();
   static std::atomic<uint64_t> next_run_id{1};
   env.run_id = next_run_id.fetch_add(1);
+  RETURN_IF_ERROR(PrepareJob(job, *env.registry));
 
   ActorSystem::Options sys_opts;
   sys_opts.node = options.node;

@@ -14,7 +14,9 @@
 // exactly the replicas listed, each under its global name "group/REPLICA" with the GPU the
 // placement gave it, so an actor's ActorContext::replica is its index in the whole job. It
 // also locks the job's exclusive directories, opens the object store, declares every
-// channel of the job, and makes the profile, the metrics and the JobEnv the actors get.
+// channel of the job, makes the profile, the metrics and the JobEnv the actors get, and runs
+// the classes' job-prepare hooks for every group of the job (job_prepare.h) into the job's
+// registry before the first replica is spawned.
 // BuildJob does not load plugins or check the job's keys: JobRunner::Check does (call it
 // first, or PlaceJob after loading the plugins).
 //
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,13 +73,13 @@ struct JobReplica {
 
 struct BuildOptions {
   // The job's registry (job_registry.h); null: a fresh one.
-  std::shared_ptr<JobRegistry> registry;
+  std::shared_ptr<JobRegistry> registry{};
   // false when the placement's GPUs are fake (tests without a device).
   bool make_device_current = true;
   // This node's id in actor addresses (ActorSystem::Options::node).
   uint32_t node = 0;
   // Time 0 of the job (metrics, seconds in the report); default: when BuildJob is called.
-  std::optional<TimePoint> start;
+  std::optional<TimePoint> start{};
 };
 
 // Everything one run of a job (or of this node's part of it) owns. Members are destroyed in

@@ -138,14 +138,19 @@ TEST(JobBuildTest, SubsetOfReplicasRunsUnderGlobalNamesAndClosesItsChannels) {
 
 TEST(JobBuildTest, PlacementMustNameReplicasOfTheJob) {
   JobSpec job = Parse(kWriters);
+  sched::ReplicaAssignment r;
+  r.group = "writer";
+  r.replica = 4;
   sched::Placement bad;
-  bad.replicas.push_back({.group = "writer", .replica = 4});
+  bad.replicas.push_back(r);
   auto built = BuildJob(job, bad, {.make_device_current = false});
   ASSERT_FALSE(built.ok());
   EXPECT_NE(built.status().message().find("replica 4 is outside the group's 4 replicas"),
             std::string::npos) << built.status().ToString();
+  r.group = "writers";
+  r.replica = 0;
   sched::Placement unknown;
-  unknown.replicas.push_back({.group = "writers", .replica = 0});
+  unknown.replicas.push_back(r);
   built = BuildJob(job, unknown, {.make_device_current = false});
   ASSERT_FALSE(built.ok());
   EXPECT_NE(built.status().message().find("group 'writers', which the job does not have"),

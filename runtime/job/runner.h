@@ -40,10 +40,10 @@ struct RunOptions {
   double progress_interval_s = 5;
   // The job's registry (job_registry.h); null: a fresh one. A caller passes its own to share
   // objects it made with the job's actors (a benchmark's loaded target).
-  std::shared_ptr<JobRegistry> registry;
+  std::shared_ptr<JobRegistry> registry{};
   // Place the job on these resources instead of all of this node's (a daemon passes the
   // GPUs no other job holds). GpuInfo::index is the device each replica gets.
-  std::optional<sched::NodeResources> resources;
+  std::optional<sched::NodeResources> resources{};
 };
 
 class JobRunner {
