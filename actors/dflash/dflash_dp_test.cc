@@ -61,11 +61,10 @@ TEST(DFlashDataParallelTest, AReplicaRunningOutOfBatchesFailsTheJobInsteadOfHang
   EXPECT_EQ(report->store.live_objects, 0u) << text;
 }
 
-// Two targets feed two data-parallel drafters through one channel. After 30 steps the two
-// drafters trained 60 distinct batches; the saved position of each target replica must lie
-// after every batch of it that either drafter trained, so the positions add up to at least
-// 60 batches. The writer's own view (about half the batches) falls short whenever the other
-// replica trained a target's latest batch.
+// One target feeds three data-parallel drafters through one channel. After N steps the
+// drafters trained 3N distinct batches; the saved position must lie after every batch that
+// any drafter trained, so it is at least 3N batches in. The writer's own view (the batches
+// replica 0 trained) falls short whenever another replica trained the latest batch.
 TEST(DFlashDataParallelTest, CheckpointPositionsCoverEveryReplicasBatches) {
   const std::string dir = FreshDir("dflash_dp_positions");
   auto report = dflash::testing::RunJob({.name = "tiny-dp-positions",
@@ -73,8 +72,8 @@ TEST(DFlashDataParallelTest, CheckpointPositionsCoverEveryReplicasBatches) {
                                          .max_steps = 30,
                                          .checkpoint_dir = dir,
                                          .checkpoint_every = 10,
-                                         .target_extra = "replicas = 2\n",
-                                         .drafter_extra = "replicas = 2\n"});
+                                         .target_extra = "epochs = 1\n",
+                                         .drafter_extra = "replicas = 3\n"});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_TRUE(report->status.ok()) << report->ToString();
   for (const char* step : {"step_00000010", "step_00000020", "step_00000030"}) {
@@ -86,7 +85,7 @@ TEST(DFlashDataParallelTest, CheckpointPositionsCoverEveryReplicasBatches) {
       EXPECT_EQ(pos.epoch, 0) << step;
       batches += pos.next_batch;
     }
-    EXPECT_GE(batches, 2 * state->step) << step;
+    EXPECT_GE(batches, 3 * state->step) << step;
   }
 }
 
