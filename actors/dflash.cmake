@@ -1,12 +1,6 @@
 # actors/dflash: the DFlash pipeline as actors (TargetActor, DrafterActor) and its job tests.
 target_sources(tandem_actors PRIVATE
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_cleanup.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_resume.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_retention.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_snapshot.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint_state.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_actor.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_checkpointer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_eval.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_eval_best.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_eval_settings.cc
@@ -14,12 +8,13 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_settings.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/dp_positions.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/synthetic_source.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_postprocess.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc)
 target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative)
 
@@ -33,7 +28,6 @@ tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::act
                 TIMEOUT ${job_test_timeout})
 tandem_add_test(fp8_job_test SOURCES dflash/fp8_job_test.cc LIBS tandem::actors_whole
                 TIMEOUT ${job_test_timeout})
-tandem_add_test(checkpoint_cleanup_test SOURCES dflash/checkpoint_cleanup_test.cc LIBS tandem_actors)
 # Validation refuses a GPU that cannot hold the target's weights plus the drafter's state.
 tandem_add_test(device_memory_check_test SOURCES dflash/device_memory_check_test.cc
                 LIBS tandem::actors_whole)
@@ -41,20 +35,10 @@ target_compile_definitions(device_memory_check_test PRIVATE TANDEM_SOURCE_DIR="$
 tandem_add_test(grad_allreduce_test SOURCES dflash/grad_allreduce_test.cc LIBS tandem::actors_whole)
 # Resume checks and the target's vocab reaching the data layer.
 tandem_add_test(dflash_trust_test
-                SOURCES dflash/checkpoint_resume_test.cc dflash/target_vocab_test.cc
+                SOURCES dflash/checkpoint/checkpoint_resume_test.cc dflash/target_vocab_test.cc
                 LIBS tandem::actors_whole TIMEOUT ${job_test_timeout})
-# Asynchronous checkpoints (bitwise against synchronous ones, kill -9 mid-write,
-# a failed write as the job's error).
-tandem_add_test(async_checkpoint_test SOURCES dflash/async_checkpoint_test.cc
-                LIBS tandem::actors_whole TIMEOUT ${job_test_timeout})
-# keep_last retention, and the snapshot's pinned budget by default.
-tandem_add_test(checkpoint_retention_test SOURCES dflash/checkpoint_retention_test.cc
-                LIBS tandem_actors)
-tandem_add_test(checkpoint_policy_test SOURCES dflash/checkpoint_policy_test.cc
-                LIBS tandem::actors_whole)
-tandem_add_test(checkpoint_snapshot_gpu_test SOURCES dflash/checkpoint_snapshot_gpu_test.cc
-                LIBS tandem::actors_whole GPU)
 # The DFlash job against a Qwen3.5 hybrid target (reads tests/golden/qwen3_5_tiny).
 tandem_add_test(dflash_hybrid_job_test SOURCES dflash/dflash_hybrid_job_test.cc
                 LIBS tandem::actors_whole)
 target_compile_definitions(dflash_hybrid_job_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+include(${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint/checkpoint.cmake)

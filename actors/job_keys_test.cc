@@ -90,6 +90,18 @@ TEST(JobKeysTest, MisspelledActorKeysAreRejectedWithFileLineAndSuggestion) {
   EXPECT_CONTAINS(Problems("doc_len = 64\n"), "actors.drafter.doc_len: unknown key");
 }
 
+// Fault injection is a test seam (actors/dflash/drafter_faults.h), not a job key.
+TEST(JobKeysTest, TestFaultsAreNotJobKeys) {
+  EXPECT_CONTAINS(Problems("fail_at_step = 60\n"), "actors.drafter.fail_at_step: unknown key");
+  EXPECT_CONTAINS(Problems("checkpoint = { dir = \"/tmp/x\", test_hold_write = 5 }\n"),
+                  "actors.drafter.checkpoint.test_hold_write: unknown key");
+  EXPECT_CONTAINS(Problems("checkpoint = { dir = \"/tmp/x\", test_hold_removal = true }\n"),
+                  "actors.drafter.checkpoint.test_hold_removal: unknown key");
+  EXPECT_CONTAINS(
+      Problems("checkpoint = { dir = \"/tmp/x\", test_stall_write_at_step = 20 }\n"),
+      "actors.drafter.checkpoint.test_stall_write_at_step: unknown key");
+}
+
 TEST(JobKeysTest, IllTypedKeysAreRejected) {
   EXPECT_CONTAINS(Problems("lr = \"fast\"\n"),
                   fmt::format("job.toml:{}: actors.drafter.lr: expected a finite number in "

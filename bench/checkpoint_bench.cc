@@ -31,7 +31,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "bench/bench.h"
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_checkpoint.h"

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "fuzz/fuzz_util.h"
 
 using namespace tandem::dflash;

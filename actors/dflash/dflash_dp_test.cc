@@ -2,11 +2,14 @@
 // channel, average their gradients each step and end with bit-identical weights while the
 // loss falls; a replica whose channel closes before max_steps fails the job with a clear
 // error instead of leaving the other one waiting; with route = "replica" two runs (one or
-// two targets) end with the same weights.
+// two targets) end with the same weights; the checkpoint's data positions cover the batches
+// every replica trained, not only those of the replica that writes it.
 #include <gtest/gtest.h>
 
 #include <regex>
 
+#include "actors/dflash/checkpoint/checkpoint_state.h"
+#include "actors/dflash/dp_positions.h"
 #include "actors/dflash/job_test_util.h"
 
 namespace tandem {
@@ -108,6 +111,49 @@ TEST(DFlashDataParallelTest, AReplicaRunningOutOfBatchesFailsTheJobInsteadOfHang
   const std::string text = report->ToString();
   EXPECT_NE(text.find("closed at step"), std::string::npos) << text;
   EXPECT_EQ(report->store.live_objects, 0u) << text;
+}
+
+// One target feeds three data-parallel drafters through one channel. After N steps the
+// drafters trained 3N distinct batches; the saved position must lie after every batch that
+// any drafter trained, so it is at least 3N batches in. The writer's own view (the batches
+// replica 0 trained) falls short whenever another replica trained the latest batch.
+TEST(DFlashDataParallelTest, CheckpointPositionsCoverEveryReplicasBatches) {
+  const std::string dir = FreshDir("dflash_dp_positions");
+  auto report = dflash::testing::RunJob({.name = "tiny-dp-positions",
+                                         .batches_per_epoch = 400,
+                                         .max_steps = 30,
+                                         .checkpoint_dir = dir,
+                                         .checkpoint_every = 10,
+                                         .target_extra = "epochs = 1\n",
+                                         .drafter_extra = "replicas = 3\n"});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(report->status.ok()) << report->ToString();
+  for (const char* step : {"step_00000010", "step_00000020", "step_00000030"}) {
+    auto state = dflash::ReadStepState(dir, step);
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    ASSERT_FALSE(state->positions.empty()) << step;
+    int64_t batches = 0;
+    for (const auto& [replica, pos] : state->positions) {
+      EXPECT_EQ(pos.epoch, 0) << step;
+      batches += pos.next_batch;
+    }
+    EXPECT_GE(batches, 3 * state->step) << step;
+  }
+}
+
+// The board itself: per target replica the furthest position of the replicas' entries for a
+// step; entries of later steps do not leak into it; a replica that has not published is an
+// error.
+TEST(DataParallelPositionsTest, MergesTheFurthestPositionPerTargetReplica) {
+  dflash::DataParallelPositions board;
+  board.Publish(0, 5, {{0, {0, 7}}, {1, {0, 2}}});
+  board.Publish(1, 5, {{0, {0, 4}}, {1, {1, 0}}, {2, {0, 1}}});
+  board.Publish(1, 6, {{0, {0, 9}}, {1, {1, 1}}, {2, {0, 1}}});  // a step ahead
+  auto merged = board.Merged(5, 2);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_EQ(*merged, (dflash::TargetPositions{{0, {0, 7}}, {1, {1, 0}}, {2, {0, 1}}}));
+  EXPECT_FALSE(board.Merged(6, 2).ok());  // replica 0 has not published step 6
+  EXPECT_FALSE(board.Merged(5, 3).ok());  // nor has a third replica
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <regex>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/job_test_util.h"
 
 namespace tandem {
@@ -16,13 +16,16 @@ namespace {
 
 using dflash::testing::FreshDir;
 
-// The tiny job with one drafter that logs metrics to `dir`; `extra` adds drafter lines.
-Result<JobReport> RunJob(const std::string& dir, int max_steps, const std::string& extra) {
+// The tiny job with one drafter that logs metrics to `dir`; `extra` adds drafter lines,
+// `faults` injects faults into it.
+Result<JobReport> RunJob(const std::string& dir, int max_steps, const std::string& extra,
+                         dflash::DrafterFaults::Plan faults = {}) {
   return dflash::testing::RunJob(
       {.name = "tiny-test",
        .max_steps = max_steps,
        .checkpoint_dir = dir,
-       .drafter_extra = fmt::format("metrics_file = \"{}/metrics.jsonl\"\n{}", dir, extra)});
+       .drafter_extra = fmt::format("metrics_file = \"{}/metrics.jsonl\"\n{}", dir, extra),
+       .faults = faults});
 }
 
 std::vector<double> Losses(const std::string& path) {
@@ -88,7 +91,7 @@ TEST(DFlashJobTest, StopAndResumeGivesTheSameLossCurve) {
 
 TEST(DFlashJobTest, ThrowingDrafterIsRestartedFromItsCheckpoint) {
   const std::string dir = FreshDir("dflash_fault");
-  auto report = RunJob(dir, 80, "fail_at_step = 60\nmax_restarts = 1\n");
+  auto report = RunJob(dir, 80, "max_restarts = 1\n", {.fail_at_step = 60});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_TRUE(report->status.ok()) << report->ToString();
   ASSERT_EQ(report->actors.size(), 2u);

@@ -13,7 +13,7 @@
 // eval = { every_steps, prompts, ... } (tau by speculative decoding every N steps on replica
 // 0, profile stage drafter.eval, the best checkpoint kept: drafter_eval.h);
 // resume (true, false or "force": checkpoint_resume.h);
-// max_bad_steps (5); fail_at_step (-1: never);
+// max_bad_steps (5);
 // metrics_file (the job's metrics file, docs/metrics.md; default CHECKPOINT_DIR/metrics.jsonl); layer_types (array of "full_attention" /
 // "sliding_attention", default all full) and sliding_window; max_seconds (0: no limit; else
 // stop after this many seconds counted from the end of the first step, the steady state,
@@ -24,7 +24,8 @@
 // (grad_allreduce.h: in-process on the CPU, NCCL on distinct GPUs), so all replicas apply
 // the same update and keep bit-identical weights; the summary then ends with an FNV-1a
 // hash of the fp32 master weights to show it. Replica 0 alone writes checkpoints (every
-// replica resumes from them; the data positions saved are replica 0's). All replicas stop
+// replica resumes from them; the data positions saved cover every replica's batches:
+// dp_positions.h). All replicas stop
 // at max_steps; a replica that cannot (its channel closed early, an error) leaves the
 // all-reduce, and every replica then fails with an error naming it, the job with them.
 // Each replica pops as consumer JobSpec::PortIndex("in", ...): with the channel's
@@ -47,11 +48,13 @@
 
 #include <fmt/format.h>
 
-#include "actors/dflash/checkpoint_cleanup.h"
-#include "actors/dflash/checkpoint_state.h"
-#include "actors/dflash/drafter_checkpointer.h"
+#include "actors/dflash/checkpoint/checkpoint_cleanup.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
+#include "actors/dflash/checkpoint/drafter_checkpointer.h"
+#include "actors/dflash/checkpoint/resume_positions.h"
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/drafter_eval.h"
+#include "actors/dflash/drafter_faults.h"
 #include "actors/dflash/drafter_loop.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
@@ -63,6 +66,7 @@
 #include "runtime/actor/system.h"
 #include "runtime/core/logging.h"
 #include "runtime/job/job_actor.h"
+#include "runtime/job/job_prepare.h"
 #include "runtime/job/job_spec_keys.h"
 
 namespace tandem::dflash {
@@ -188,9 +192,11 @@ class DrafterActor final : public JobActor {
       ASSIGN_OR_RETURN(const int64_t pinned, s_.GetInt("pinned_bytes", 0));
       co.pinned_budget = static_cast<uint64_t>(pinned);
     }
-    co.test_hold_write = ds.checkpoint_test_hold_write;
-    co.test_hold_removal = ds.checkpoint_test_hold_removal;
-    co.test_stall_at = ds.checkpoint_test_stall_at;
+    // Faults a test installed in the job's registry (drafter_faults.h); none otherwise.
+    const DrafterFaults::Plan faults = env->registry->Get<DrafterFaults>().Get();
+    co.test_hold_write = faults.hold_checkpoint_write;
+    co.test_hold_removal = faults.hold_checkpoint_removal;
+    co.test_stall_at = faults.stall_checkpoint_write_at_step;
     DrafterCheckpointer checkpointer(std::move(co), env->profile);
     if (checkpointer.enabled() && restarts == 0)
       RETURN_IF_ERROR(CleanCheckpointDir(ds.checkpoint_dir).status());
@@ -221,11 +227,14 @@ class DrafterActor final : public JobActor {
     parts.owner = name();
     parts.restarts = restarts;
     parts.consumer = env->job->PortIndex("in", ds.in, context().group, context().replica);
+    parts.fail_at_step = faults.fail_at_step;
     parts.layer_ids = spec.layer_ids;
     parts.head = head;
     parts.trainer = trainer.get();
     parts.dev = dev.get();
     parts.allreduce = ar.get();
+    if (ar != nullptr)
+      parts.dp_positions = &DataParallelPositions::ForGroup(*env->registry, context().group);
     parts.checkpointer = &checkpointer;
     parts.eval = eval.get();
     parts.set_stage = [this](std::string stage) { SetStage(std::move(stage)); };
@@ -240,5 +249,7 @@ class DrafterActor final : public JobActor {
 }  // namespace
 
 TANDEM_REGISTER_ACTOR(DrafterActor, "dflash.drafter", DrafterKeys());
+// The targets' data positions of a resumed job (resume_positions.h).
+TANDEM_REGISTER_JOB_PREPARE("dflash.drafter", PublishResumePositions);
 
 }  // namespace tandem::dflash

@@ -1,33 +1,15 @@
 #include "actors/dflash/drafter_eval_best.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "models/io/file_util.h"
+#include "runtime/core/file_sync.h"
 
 namespace tandem::dflash {
-namespace {
-
-// fsync of a directory: makes the rename in it durable.
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return InternalError("{}: cannot open to fsync: {}", dir, std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return InternalError("{}: fsync failed: {}", dir, std::strerror(err));
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status WriteBestCheckpoint(const std::string& dir, const BestCheckpoint& best) {
   const nlohmann::ordered_json j = {{"dir", StepDirName(best.step)},

@@ -84,6 +84,10 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
     RETURN_IF_ERROR(trainer.ForwardBackward(p_.head, meta, ctx));
   }
   if (p_.allreduce != nullptr) {
+    // This step's positions, before the all-reduce: once it returns, every replica's are in.
+    TargetPositions mine = state_.positions;
+    mine[hb.source_replica] = hb.next_position;
+    p_.dp_positions->Publish(p_.allreduce->rank(), state_.step + 1, mine);
     p_.set_stage("drafter.allreduce");
     ScopedTimer timer(*ar_stage_);
     RETURN_IF_ERROR(p_.allreduce->AllReduceAvg(trainer.drafter().params().grads.view(),
@@ -96,14 +100,19 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
     RETURN_IF_ERROR(trainer.OptimizerStep());
   }
   p_.dev->EndStep();
-  // A test hook: the first incarnation of the actor throws once at this step.
-  if (s_.fail_at_step >= 0 && state_.step + 1 == s_.fail_at_step && p_.restarts == 0)
+  // An injected fault (drafter_faults.h): the first instance of the actor throws once here.
+  if (p_.fail_at_step >= 0 && state_.step + 1 == p_.fail_at_step && p_.restarts == 0)
     throw std::runtime_error(
-        fmt::format("fail_at_step={} reached (deliberate)", s_.fail_at_step));
+        fmt::format("fail_at_step={} reached (deliberate)", p_.fail_at_step));
   ++state_.step;
   state_.tokens += t;
   run_tokens_ += t;
   state_.positions[hb.source_replica] = hb.next_position;
+  if (p_.allreduce != nullptr) {
+    // Every replica's batches of this step, so the checkpoint covers all of them.
+    ASSIGN_OR_RETURN(state_.positions,
+                     p_.dp_positions->Merged(state_.step, p_.allreduce->size()));
+  }
   RETURN_IF_ERROR(p_.dev->AfterStep(state_.step, trainer.drafter()));
   metrics_.SetStep(state_.step);
   RETURN_IF_ERROR(p_.checkpointer->Poll(state_.step));  // a failed background write

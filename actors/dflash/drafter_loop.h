@@ -23,11 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/dflash/checkpoint_state.h"
-#include "actors/dflash/drafter_checkpointer.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
+#include "actors/dflash/checkpoint/drafter_checkpointer.h"
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/drafter_metrics.h"
+#include "actors/dflash/dp_positions.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
 #include "actors/dflash/hidden_batch.h"
@@ -43,11 +44,13 @@ struct DrafterParts {
   std::string owner;                      // the actor's name, for logs and errors
   int restarts = 0;                       // of this actor so far (ActorContext::restarts)
   int consumer = 0;                       // its consumer index on the input channel
+  int64_t fail_at_step = -1;              // DrafterFaults: the first instance throws there
   std::vector<int64_t> layer_ids;         // the target layers each batch must carry
   models::DFlashTargetHead head;          // the frozen target's embedding and LM head
   models::DFlashTrainer* trainer = nullptr;
   DrafterDevice* dev = nullptr;
   GradientAllReduce* allreduce = nullptr;  // null: a single replica
+  DataParallelPositions* dp_positions = nullptr;  // with allreduce: the group's board
   DrafterCheckpointer* checkpointer = nullptr;
   DrafterEval* eval = nullptr;             // null: no `eval` table, or not replica 0
   std::function<void(std::string)> set_stage;  // Actor::SetStage

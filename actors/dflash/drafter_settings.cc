@@ -32,13 +32,6 @@ KeyTable CheckpointKeys() {
   t.Int("keep_last", "keep the newest N complete step directories (never the one `latest` "
         "or DIR/best names), removing older ones after each checkpoint (0: keep all)")
       .Default(0).Min(0);
-  t.Int("test_hold_write", "testing: a background write starts only after N more training "
-        "steps (or when the loop waits for it)").Default(0).Min(0);
-  t.Bool("test_hold_removal", "testing: keep_last's removal after a commit waits until the "
-         "next checkpoint commits (or the run ends); when the commit came "
-         "first, DIR/REMOVAL_OVERLAPPED_BY_TEST names its step").Default(false);
-  t.Int("test_stall_write_at_step", "testing: the write of this step stops before its commit "
-        "until the process dies (-1: never)").Default(-1).Min(-1);
   return t;
 }
 
@@ -149,8 +142,6 @@ const KeyTable& DrafterKeys() {
     t->Int("log_every", "read loss/accuracy/tau from the device every N steps")
         .Default(10).Min(1);
     t->Int("max_bad_steps", "abort after this many non-finite steps in a row").Default(5).Min(1);
-    t->Int("fail_at_step", "testing: fail once at this step, to show restarts (-1: never)")
-        .Default(-1).Min(-1);
     t->BoolOrString("resume", "continue from checkpoint.dir's latest checkpoint (\"force\": "
                     "even when the job or drafter config differs; docs/checkpoints.md)")
         .Default(false).OneOf({"force"});
@@ -281,7 +272,6 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   s.seed = static_cast<uint64_t>(k.GetOptInt(section, "seed").value_or(ctx.job_seed));
   s.log_every = k.GetInt(section, "log_every");
   s.max_bad_steps = k.GetInt(section, "max_bad_steps");
-  s.fail_at_step = k.GetInt(section, "fail_at_step");
   ASSIGN_OR_RETURN(s.resume, ParseResumeMode(section));
   s.metrics_file = k.GetString(section, "metrics_file");
   s.max_seconds = k.GetNumber(section, "max_seconds");
@@ -291,9 +281,6 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
     s.checkpoint_every = spec->sub->GetInt(*ck, "every_steps");
     s.checkpoint_async = spec->sub->GetBool(*ck, "async");
     s.checkpoint_keep_last = spec->sub->GetInt(*ck, "keep_last");
-    s.checkpoint_test_hold_write = spec->sub->GetInt(*ck, "test_hold_write");
-    s.checkpoint_test_hold_removal = spec->sub->GetBool(*ck, "test_hold_removal");
-    s.checkpoint_test_stall_at = spec->sub->GetInt(*ck, "test_stall_write_at_step");
   }
   RETURN_IF_ERROR(CheckCrossKeys(section, prefix, s));
   if (const ConfigValue* ev = section.Find("eval")) {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/drafter_eval_settings.h"
 #include "actors/dflash/target_model.h"
 #include "models/dflash/dflash_config.h"
@@ -54,7 +54,6 @@ struct DrafterSettings {
   uint64_t seed = 0;
   int64_t log_every = 0;
   int64_t max_bad_steps = 0;
-  int64_t fail_at_step = -1;      // testing: throw once at this step (-1: never)
   ResumeMode resume = ResumeMode::kOff;  // resume: false, true or "force"
   std::string metrics_file;       // "" = none
   double max_seconds = 0;         // 0 = no limit
@@ -62,9 +61,6 @@ struct DrafterSettings {
   int64_t checkpoint_every = 0;   // 0 = only at the end
   bool checkpoint_async = true;   // snapshot + background write (drafter_checkpointer.h)
   int64_t checkpoint_keep_last = 0;  // 0: keep all (checkpoint_retention.h)
-  int64_t checkpoint_test_hold_write = 0;  // testing: see DrafterCheckpointer's options
-  bool checkpoint_test_hold_removal = false;  // testing: likewise
-  int64_t checkpoint_test_stall_at = -1;   // testing: see DrafterCheckpointer's options
   EvalSettings eval;              // the `eval` table: tau by speculative decoding
 };
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/dflash/drafter_faults.h"
 #include "models/io/hf_config.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
@@ -36,6 +37,8 @@ struct TinyJob {
   // "": random weights of TinyTargetConfig(); else an HF directory holding a target of that
   // config (e.g. tests/eval/rule_target.h's, which continues text the way the data does).
   std::string model{};
+  // Faults injected into the drafters (drafter_faults.h); none by default.
+  DrafterFaults::Plan faults{};
 };
 
 // The tiny target's config (what `target_config` of the tiny job says).
@@ -133,10 +136,19 @@ inline std::vector<nlohmann::json> EvalRecords(const std::string& metrics_file) 
   return out;
 }
 
-// Parses `job` and runs it to the end; an error only when the text does not parse.
+// Run options whose job registry carries `faults` (drafter_faults.h).
+inline RunOptions WithFaults(const DrafterFaults::Plan& faults) {
+  RunOptions o;
+  o.registry = std::make_shared<JobRegistry>();
+  o.registry->Get<DrafterFaults>().Set(faults);
+  return o;
+}
+
+// Parses `job` and runs it to the end, with its faults; an error only when the text does not
+// parse.
 inline Result<JobReport> RunJob(const TinyJob& job) {
   ASSIGN_OR_RETURN(JobSpec spec, ParseJobText(TinyJobText(job), job.name + ".toml"));
-  JobRunner runner;
+  JobRunner runner(WithFaults(job.faults));
   return runner.Run(spec);
 }
 

@@ -7,17 +7,18 @@
 //
 // Settings: out; model, target_config, seed, max_tokens, layers / num_context_layers
 // (target_model.h); data: doc_len, batches_per_epoch, epochs, noise (synthetic_source.h).
-// On `resume` of the job's dflash.drafter, seeks to the position its resume point saved
-// (checkpoint_resume.h's FindResumePoint, the drafter's own choice). The data layer checks
-// every token id against the target's vocab_size (data::SourceTarget).
+// When the job resumes, seeks to the data position the job's registry holds for this
+// replica (ResumePositions, published when the job was built from the resume point of the
+// drafter group that trains against this group). The data layer checks every token id
+// against the target's vocab_size (data::SourceTarget).
 #include <fmt/format.h>
 
 #include "actors/data/source.h"
-#include "actors/dflash/checkpoint_resume.h"
+#include "actors/dflash/checkpoint/resume_positions.h"
 #include "actors/dflash/hidden_batch.h"
 #include "actors/dflash/synthetic_source.h"
 #include "actors/dflash/target_model.h"
-#include "actors/dflash/target_postprocess.h"
+#include "actors/dflash/target_pipeline.h"
 #include "actors/dflash/target_settings.h"
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
@@ -44,23 +45,6 @@ Result<std::unique_ptr<data::BatchSource>> MakeSource(const ConfigValue& s,
   return std::unique_ptr<data::BatchSource>(new SyntheticSource(t.synthetic, replica, replicas));
 }
 
-// The data position a resumed drafter saved for this shard, if the job resumes.
-Result<std::optional<data::DataPosition>> ResumePosition(const JobEnv& env, int replica) {
-  for (const ActorGroupSpec& g : env.job->actors) {
-    if (g.class_name != "dflash.drafter") continue;
-    ASSIGN_OR_RETURN(ResumeMode resume, ParseResumeMode(g.settings));
-    if (resume == ResumeMode::kOff) return std::optional<data::DataPosition>();
-    ASSIGN_OR_RETURN(std::string dir, CheckpointDir(g.settings));
-    // The same choice as the drafter's (checkpoint_resume.h), which also verifies it.
-    ASSIGN_OR_RETURN(std::optional<ResumePoint> point, FindResumePoint(dir));
-    if (!point) return std::optional<data::DataPosition>();
-    auto it = point->state.positions.find(replica);
-    if (it == point->state.positions.end()) return std::optional<data::DataPosition>();
-    return std::optional<data::DataPosition>(it->second);
-  }
-  return std::optional<data::DataPosition>();
-}
-
 class TargetActor final : public JobActor {
  public:
   TargetActor(const ConfigValue& s, const ActorContext& ctx) : settings_(s) {}
@@ -74,8 +58,10 @@ class TargetActor final : public JobActor {
       if (g.name == context().group) group = &g;
     const int replicas = group != nullptr ? static_cast<int>(group->replicas) : 1;
     ASSIGN_OR_RETURN(auto source, MakeSource(settings_, ts, *env, context().replica, replicas));
-    ASSIGN_OR_RETURN(auto pos, ResumePosition(*env, context().replica));
-    if (pos) RETURN_IF_ERROR(source->Seek(*pos));
+    // Where a resumed job's drafter left this shard's data (resume_positions.h).
+    if (std::optional<data::DataPosition> pos =
+            env->registry->Get<ResumePositions>().For(context().group, context().replica))
+      RETURN_IF_ERROR(source->Seek(*pos));
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<HiddenBatch>(ts.out));
     const kernels::Device device = ActorDevice(context().gpu);
     ASSIGN_OR_RETURN(std::shared_ptr<SharedTarget> target, AcquireTarget(*env->registry, spec, device));

@@ -1,4 +1,4 @@
-// The CUDA TargetPipeline (see target_postprocess.h): two device capture sets, so the
+// The CUDA TargetPipeline (see target_pipeline.h): two device capture sets, so the
 // forward of batch n+1 runs while batch n's layers are copied out.
 //
 // Per Submit (actor thread): wait until capture set n % 2 is free (its `free` event, recorded

@@ -1,13 +1,13 @@
-// Private to target_postprocess.cc (the TargetPipeline factory and the CPU pipeline) and
+// Private to target_pipeline.cc (the TargetPipeline factory and the CPU pipeline) and
 // target_pipeline_cuda.cc (the CUDA pipeline): what each defines for the other.
 //
-// Thread-safety: as target_postprocess.h.
+// Thread-safety: as target_pipeline.h.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "actors/dflash/target_postprocess.h"
+#include "actors/dflash/target_pipeline.h"
 
 namespace tandem::dflash::internal {
 

@@ -13,7 +13,7 @@
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_drafter.h"
 #include "models/dflash/dflash_test_util.h"
-#include "runtime/profile/spin_kernel_for_test.h"
+#include "runtime/testing/gpu_spin_kernel.h"
 
 namespace tandem::models {
 namespace {
@@ -122,7 +122,7 @@ TEST(DFlashOptimizerOverlapCudaTest, DelayedUpdateIsWaitedForAndBitwiseSerial) {
     ASSERT_TRUE(kernels::CopyFromHost(b.params().grads, g.data(), nullptr).ok());
     ASSERT_TRUE(a.OptimizerStep(cfg, 0.5f).ok());
     // Hold the optimizer stream for 20 ms: the update runs after the next forward is queued.
-    ASSERT_EQ(test_util::LaunchSpinKernel(b.optimizer_stream(), 20'000'000), cudaSuccess);
+    ASSERT_EQ(tandem::testing::LaunchSpin(20'000'000, b.optimizer_stream()), cudaSuccess);
     ASSERT_TRUE(b.OptimizerStep(cfg, 0.5f).ok());
   }
   const DFlashParams &pa = a.params(), &pb = b.params();

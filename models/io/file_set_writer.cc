@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "models/io/file_digest.h"
+#include "runtime/core/file_sync.h"
 #include "runtime/core/thread_annotations.h"
 
 namespace tandem::models {
@@ -198,14 +199,6 @@ Status FinishFiles(std::vector<OpenFile>& open) {
   return Status::Ok();
 }
 
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open to fsync", dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : ErrnoError("fsync failed", dir, err);
-}
 
 struct AlignedFree {
   void operator()(std::byte* p) const { std::free(p); }

@@ -1,7 +1,11 @@
 // Supervision: restarts after throws and failed Statuses up to max_restarts, exponential
 // backoff, the final failure with its cause, errors for pending and later calls, the
-// failure hook, and stopping an actor in the middle of a restart backoff.
+// failure hook, stopping an actor in the middle of a restart backoff, and a long call issued
+// again across restarts (CallAcrossRestarts).
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/actor/actor_test_util.h"
+#include "runtime/actor/relaunch.h"
 #include "runtime/actor/system.h"
 
 namespace tandem {
@@ -167,6 +172,72 @@ TEST_F(ActorFixture, StopDuringRestartBackoffDoesNotWait) {
   EXPECT_LT(SteadyClock::now() - start, 5s);
   EXPECT_EQ(h->Info().state, ActorState::kStopped);
   EXPECT_EQ(queued.Get().status().code(), StatusCode::kUnavailable);
+}
+
+// Fails while it is one of the first `fail_first` instances.
+class Worker : public Actor, public LiveCounted {
+ public:
+  Result<int> Work(int fail_first) {
+    if (context().restarts < fail_first) return DataLossError("instance {}", context().restarts);
+    return context().restarts;
+  }
+};
+
+// Runs CallAcrossRestarts on `h` and waits for its one result.
+Result<int> WorkAcrossRestarts(ActorHandle<Worker> h, int fail_first, int* relaunches) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Result<int>> out;
+  CallAcrossRestarts<int>(
+      h, [h, fail_first] { return h.call(&Worker::Work, fail_first); },
+      [relaunches](const Status&) {
+        ++*relaunches;
+        return true;
+      },
+      [&](Result<int> r) {
+        std::lock_guard<std::mutex> lock(mu);
+        EXPECT_FALSE(out.has_value()) << "done ran twice";
+        out = std::move(r);
+        cv.notify_all();
+      });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return out.has_value(); });
+  return std::move(*out);
+}
+
+TEST_F(ActorFixture, CallAcrossRestartsRunsAgainOnEachFreshInstance) {
+  ActorSystem sys(ActorSystem::Options{.cpu_threads = 2});
+  auto h = sys.SpawnActor<Worker>("worker", Restarts(3));
+  ASSERT_TRUE(h.ok());
+  int relaunches = 0;
+  Result<int> r = WorkAcrossRestarts(*h, 2, &relaunches);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 2);  // the third instance did the work
+  EXPECT_EQ(relaunches, 2);
+  EXPECT_EQ(h->Info().restarts, 2);
+}
+
+TEST_F(ActorFixture, CallAcrossRestartsEndsWithTheFailureWhenRestartsRunOut) {
+  ActorSystem sys(ActorSystem::Options{.cpu_threads = 2});
+  auto h = sys.SpawnActor<Worker>("worker", Restarts(1));
+  ASSERT_TRUE(h.ok());
+  int relaunches = 0;
+  Result<int> r = WorkAcrossRestarts(*h, 5, &relaunches);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("instance 1"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(relaunches, 1);
+  EXPECT_EQ(h->Info().state, ActorState::kFailed);
+}
+
+TEST_F(ActorFixture, CallAcrossRestartsDoesNotRetryAStoppedActor) {
+  ActorSystem sys(ActorSystem::Options{.cpu_threads = 2});
+  auto h = sys.SpawnActor<Worker>("worker", Restarts(3));
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(sys.Stop("worker").ok());
+  int relaunches = 0;
+  Result<int> r = WorkAcrossRestarts(*h, 5, &relaunches);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(relaunches, 0);
 }
 
 }  // namespace

@@ -145,25 +145,47 @@ Result<std::vector<ActorRef>> ActorSystem::SpawnGroup(const std::string& group,
                                                       bool make_device_current) {
   const KeyTable& keys = ActorGroupKeys();
   RETURN_IF_ERROR(keys.Check(section, "actors." + group, nullptr, /*unknown_ok=*/true));
+  const int64_t replicas = keys.GetInt(section, "replicas");
+  if (!gpus.empty() && static_cast<int64_t>(gpus.size()) != replicas) {
+    return InvalidArgumentError("actors.{}: {} replicas but {} GPU assignments", group, replicas,
+                                gpus.size());
+  }
+  std::vector<ReplicaSlot> slots;
+  for (int64_t i = 0; i < replicas; ++i)
+    slots.push_back({static_cast<int>(i), gpus.empty() ? -1 : gpus[static_cast<size_t>(i)]});
+  return SpawnReplicas(group, section, slots, make_device_current);
+}
+
+Result<std::vector<ActorRef>> ActorSystem::SpawnReplicas(const std::string& group,
+                                                         const ConfigValue& section,
+                                                         const std::vector<ReplicaSlot>& slots,
+                                                         bool make_device_current) {
+  const KeyTable& keys = ActorGroupKeys();
+  RETURN_IF_ERROR(keys.Check(section, "actors." + group, nullptr, /*unknown_ok=*/true));
   const std::string class_name = keys.GetString(section, "class");
   const int64_t replicas = keys.GetInt(section, "replicas");
   const int64_t max_restarts = keys.GetInt(section, "max_restarts");
   const auto backoff = std::chrono::duration_cast<Duration>(
       std::chrono::duration<double>(keys.GetNumber(section, "restart_backoff_s")));
-  if (!gpus.empty() && static_cast<int64_t>(gpus.size()) != replicas) {
-    return InvalidArgumentError("actors.{}: {} replicas but {} GPU assignments", group, replicas,
-                                gpus.size());
+  std::set<int> seen;
+  for (const ReplicaSlot& slot : slots) {
+    if (slot.replica < 0 || slot.replica >= replicas) {
+      return InvalidArgumentError("actors.{}: replica {} is outside the group's {} replicas",
+                                  group, slot.replica, replicas);
+    }
+    if (!seen.insert(slot.replica).second)
+      return InvalidArgumentError("actors.{}: replica {} listed twice", group, slot.replica);
   }
   ASSIGN_OR_RETURN(ActorClass cls, ActorRegistry::Global().Find(class_name));
   std::vector<ActorRef> refs;
-  for (int64_t i = 0; i < replicas; ++i) {
+  for (const ReplicaSlot& slot : slots) {
     ActorOptions opts;
-    opts.gpu = gpus.empty() ? -1 : gpus[i];
+    opts.gpu = slot.gpu;
     opts.make_device_current = make_device_current;
     opts.max_restarts = static_cast<int>(max_restarts);
     opts.restart_backoff = backoff;
     opts.max_restart_backoff = std::max(opts.max_restart_backoff, backoff);
-    Result<ActorRef> ref = Spawn(cls, fmt::format("{}/{}", group, i), section, opts);
+    Result<ActorRef> ref = Spawn(cls, fmt::format("{}/{}", group, slot.replica), section, opts);
     if (!ref.ok()) {
       for (const ActorRef& r : refs) {
         Status st = Stop(r.name());

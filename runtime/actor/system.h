@@ -87,6 +87,19 @@ class ActorSystem {
                                            const std::vector<int>& gpus = {},
                                            bool make_device_current = true);
 
+  // One replica of a group: its index in the whole group and its device (-1: a CPU actor).
+  struct ReplicaSlot {
+    int replica = 0;
+    int gpu = -1;
+  };
+  // As SpawnGroup, for some replicas only (the ones a placement put on this node): each slot
+  // becomes actor "group/REPLICA" with that device, so its ActorContext::replica is its
+  // index in the whole group. InvalidArgument for a replica outside [0, replicas) or listed
+  // twice. All-or-nothing, like SpawnGroup.
+  Result<std::vector<ActorRef>> SpawnReplicas(const std::string& group, const ConfigValue& section,
+                                              const std::vector<ReplicaSlot>& slots,
+                                              bool make_device_current = true);
+
   // The actor called `name`, or NotFound listing the known names.
   Result<ActorRef> Lookup(std::string_view name) const;
   template <typename A>

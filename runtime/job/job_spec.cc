@@ -228,6 +228,12 @@ int JobSpec::PortIndex(const std::string& port, const std::string& channel,
   return -1;
 }
 
+const ActorGroupSpec* JobSpec::FindGroup(const std::string& n) const {
+  for (const auto& g : actors)
+    if (g.name == n) return &g;
+  return nullptr;
+}
+
 int64_t MaxJobFileBytes() {
   const char* env = std::getenv("TANDEM_MAX_JOB_FILE_BYTES");
   if (env == nullptr || *env == '\0') return kDefaultMaxJobFileBytes;

@@ -58,6 +58,7 @@ struct JobSpec {
   // group's port does not name the channel.
   int PortIndex(const std::string& port, const std::string& channel, const std::string& group,
                 int replica) const;
+  const ActorGroupSpec* FindGroup(const std::string& name) const;  // null when absent
 };
 
 inline constexpr int64_t kDefaultMaxJobFileBytes = 1 << 20;

@@ -1,12 +1,18 @@
 // The embedded runtime: runs one job in-process (what `tandem run JOB.toml` does).
 //
-// RunJob loads the job's plugins, places its actor groups on this node's resources (all or
-// nothing), opens the object store and the channels, spawns the actors, calls Run() on each
-// (see job_actor.h), closes channels as their writers finish, restarts failed actors as
-// their policy allows, and returns a report. On return every actor is stopped and the store
-// holds no objects (or the report says what leaked).
+// JobRunner::Run checks the job (plugins, classes, keys: Check), places its actor groups on
+// this node's resources (all or nothing), and runs the three parts of a run:
+//   job_build.h       BuildJob: directory locks, object store, channels, profile, metrics,
+//                     JobEnv, and the placed replicas spawned;
+//   job_supervisor.h  JobSupervisor: calls Run() on each replica (see job_actor.h), relaunches
+//                     it after an actor restart, closes channels as their writers finish,
+//                     turns a failure or a stop request into a graceful stop of the job;
+//   job_report.h      FinishJob: the report and the final status.
+// A caller that runs part of a job (a node of a cluster) calls those three itself with its
+// own placement. On return every actor is stopped and the store holds no objects (or the
+// report says what leaked).
 //
-// Thread-safety: RunJob blocks the calling thread; RequestStop and Snapshot may be called
+// Thread-safety: Run blocks the calling thread; RequestStop and Snapshot may be called
 // from any thread (a signal-handling thread, the control server's thread).
 #pragma once
 
@@ -17,46 +23,27 @@
 #include <string>
 #include <vector>
 
-#include "runtime/actor/actor.h"
-#include "runtime/channel/channel_base.h"
+#include "runtime/core/thread_annotations.h"
+#include "runtime/job/job_build.h"
 #include "runtime/job/job_registry.h"
+#include "runtime/job/job_report.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_status.h"
-#include "runtime/core/thread_annotations.h"
+#include "runtime/job/job_supervisor.h"
 #include "runtime/sched/placement.h"
 #include "runtime/sched/resources.h"
-#include "runtime/store/store_stats.h"
 
 namespace tandem {
-
-struct ActorResult {
-  std::string name;
-  std::string summary;  // what Run() returned
-  int restarts = 0;
-  Status status;        // OK, or why the actor failed
-};
-
-struct JobReport {
-  std::string job_name;
-  double seconds = 0;
-  std::vector<ActorResult> actors;
-  std::vector<ChannelStats> channels;
-  StoreStats store;            // at the end, after every actor stopped
-  std::string profile_table;   // cumulative per-stage timings
-  Status status;               // OK, or the first failure
-
-  std::string ToString() const;
-};
 
 struct RunOptions {
   // Called with a one-line progress message about once per `progress_interval_s`.
   double progress_interval_s = 5;
   // The job's registry (job_registry.h); null: a fresh one. A caller passes its own to share
   // objects it made with the job's actors (a benchmark's loaded target).
-  std::shared_ptr<JobRegistry> registry;
+  std::shared_ptr<JobRegistry> registry{};
   // Place the job on these resources instead of all of this node's (a daemon passes the
   // GPUs no other job holds). GpuInfo::index is the device each replica gets.
-  std::optional<sched::NodeResources> resources;
+  std::optional<sched::NodeResources> resources{};
 };
 
 class JobRunner {
@@ -78,7 +65,10 @@ class JobRunner {
                       const sched::NodeResources* node = nullptr);
   // Places `job`'s actor groups on `node` (all or nothing); replicas get the GpuInfo::index
   // of the GPUs they are placed on. InvalidArgument, naming the file, when it does not fit.
-  static Result<sched::Placement> PlaceOn(const JobSpec& job, const sched::NodeResources& node);
+  // (PlaceOnNode, job_build.h; PlaceJob there adds the device and memory checks.)
+  static Result<sched::Placement> PlaceOn(const JobSpec& job, const sched::NodeResources& node) {
+    return PlaceOnNode(job, node);
+  }
   void RequestStop();
   bool stop_requested() const { return stop_requested_.load(); }
 
@@ -87,13 +77,12 @@ class JobRunner {
   // "pending" status. The id field is left empty for the caller to fill.
   JobStatus Snapshot() EXCLUDES(mu_);
 
-  struct Live;  // what Run() exposes to Snapshot(); defined in runner.cc
-
  private:
   RunOptions options_;
   std::atomic<bool> stop_requested_{false};
   std::mutex mu_;
-  Live* live_ GUARDED_BY(mu_) = nullptr;
+  const BuiltJob* live_ GUARDED_BY(mu_) = nullptr;       // while the job runs
+  JobSupervisor* supervisor_ GUARDED_BY(mu_) = nullptr;  // while the job runs
   std::optional<JobStatus> final_ GUARDED_BY(mu_);
 };
 

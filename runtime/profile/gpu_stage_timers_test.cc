@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/clock.h"
-#include "runtime/profile/spin_kernel_for_test.h"
+#include "runtime/testing/gpu_spin_kernel.h"
 
 namespace tandem {
 namespace {
@@ -24,7 +24,7 @@ class GpuStageTimersTest : public ::testing::Test {
     EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
   }
   void Spin(int64_t ns) {
-    ASSERT_EQ(test_util::LaunchSpinKernel(stream_, static_cast<uint64_t>(ns)), cudaSuccess);
+    ASSERT_EQ(tandem::testing::LaunchSpin(static_cast<uint64_t>(ns), stream_), cudaSuccess);
   }
   cudaStream_t stream_ = nullptr;
 };

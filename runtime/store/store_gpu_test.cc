@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/store/cuda_copy_engine.h"
-#include "runtime/store/gpu_spin_kernel.h"
+#include "runtime/testing/gpu_spin_kernel.h"
 #include "runtime/store/store_test_fixture.h"
 
 namespace tandem {
@@ -53,7 +53,7 @@ TEST_F(StoreTest, GpuInflightCopyBlocksReuseUntilEventCompletes) {
     for (uint64_t i = 0; i < kObj; ++i) a->data()[i] = PatternByte(i);
     ObjectRef ref = a->Seal();
     a_range = ref.data();
-    ASSERT_CUDA(LaunchSpin(kSpinNs, stream));
+    ASSERT_CUDA(tandem::testing::LaunchSpin(kSpinNs, stream));
     Result<std::shared_ptr<const CopyFence>> f = store_->CopyOut(ref, 0, device, kObj, engine);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     fence = *f;

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/drafter_eval_best.h"
 #include "actors/dflash/job_test_util.h"
 #include "models/speculative/spec_eval_run.h"

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/io/hf_config.h"

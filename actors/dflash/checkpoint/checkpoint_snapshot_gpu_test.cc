@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/dflash/checkpoint_snapshot.h"
+#include "actors/dflash/checkpoint/checkpoint_snapshot.h"
 #include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/core/pinned_allocator.h"

@@ -1,6 +1,6 @@
 // checkpoint.keep_last: which step directories ApplyRetention removes, and which it never does
 // (the one `latest` names, the one DIR/best names, newer or incomplete steps, other files).
-#include "actors/dflash/checkpoint_retention.h"
+#include "actors/dflash/checkpoint/checkpoint_retention.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "tests/support/scratch_dir.h"
 
 namespace tandem::dflash {

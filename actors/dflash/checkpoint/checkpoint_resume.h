@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "models/dflash/dflash_config.h"
 #include "runtime/core/status.h"
 

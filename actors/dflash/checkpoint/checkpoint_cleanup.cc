@@ -1,4 +1,4 @@
-#include "actors/dflash/checkpoint_cleanup.h"
+#include "actors/dflash/checkpoint/checkpoint_cleanup.h"
 
 #include <signal.h>
 

@@ -1,4 +1,4 @@
-#include "actors/dflash/drafter_checkpointer.h"
+#include "actors/dflash/checkpoint/drafter_checkpointer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "actors/dflash/checkpoint_resume.h"
-#include "actors/dflash/checkpoint_retention.h"
+#include "actors/dflash/checkpoint/checkpoint_resume.h"
+#include "actors/dflash/checkpoint/checkpoint_retention.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/logging.h"
@@ -256,13 +256,13 @@ void DrafterCheckpointer::HoldIfAsked(int64_t step) {
 
 Status DrafterCheckpointer::StallIfAsked(const std::string& path, int64_t step) {
   if (step != o_.test_stall_at) return Status::Ok();
-  std::ofstream(path + "/STALLED_BY_TEST") << "checkpoint.test_stall_write_at_step\n";
-  TLOG_INFO("{}: {} stalls before its commit (test_stall_write_at_step)", o_.owner, path);
+  std::ofstream(path + "/STALLED_BY_TEST") << "DrafterFaults: stall_checkpoint_write_at_step\n";
+  TLOG_INFO("{}: {} stalls before its commit (an injected fault)", o_.owner, path);
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] {
     return shutdown_;
   });
-  return CancelledError("{}: stalled by checkpoint.test_stall_write_at_step", path);
+  return CancelledError("{}: stalled by an injected fault", path);
 }
 
 Status DrafterCheckpointer::BeforeUpdate(kernels::Stream compute) {

@@ -1,4 +1,4 @@
-#include "actors/dflash/checkpoint_resume.h"
+#include "actors/dflash/checkpoint/checkpoint_resume.h"
 
 #include <algorithm>
 #include <chrono>

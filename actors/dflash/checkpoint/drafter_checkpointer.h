@@ -47,8 +47,8 @@
 #include <string>
 #include <thread>
 
-#include "actors/dflash/checkpoint_snapshot.h"
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_snapshot.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/drafter_eval_best.h"
 #include "actors/dflash/drafter_device.h"
 #include "models/dflash/dflash_config.h"
@@ -68,14 +68,15 @@ struct CheckpointerOptions {
   uint64_t pinned_budget = 0;  // the group's pinned_bytes: the snapshot must fit in it
   int64_t keep_last = 0;       // > 0: retention after each commit (checkpoint_retention.h)
   models::FileSetWriteOptions io;  // how the files are written (models/io/file_set_writer.h)
-  // Testing: a background write starts only after the loop has taken this many more steps
+  // Injected faults (DrafterFaults, drafter_faults.h), for tests only.
+  // A background write starts only after the loop has taken this many more steps
   // (or waits for the write), so training provably continues past the snapshot.
   int64_t test_hold_write = 0;
-  // Testing (async, keep_last > 0): a removal waits until the next checkpoint commits (or
+  // (async, keep_last > 0): a removal waits until the next checkpoint commits (or
   // Flush, or the destructor), so a commit can only come first if the
   // removals do not hold the write slot; then DIR/REMOVAL_OVERLAPPED_BY_TEST names its step.
   bool test_hold_removal = false;
-  // Testing: the write of this step stops after its files, before tandem_state.json and
+  // The write of this step stops after its files, before tandem_state.json and
   // `latest`, creates STALLED_BY_TEST in the step directory and waits for the process to be
   // killed (or for the destructor). -1: never.
   int64_t test_stall_at = -1;

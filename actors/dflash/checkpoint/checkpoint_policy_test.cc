@@ -67,7 +67,7 @@ TEST(CheckpointPolicyTest, KeepLastRemovesOlderStepsButNeverBest) {
 
 // The removals keep_last makes after a commit run beside the next checkpoint's write, not in
 // its slot (on the H200 host removing a 15 GB step took 3-5 s, which held every write past
-// the checkpoint cadence). test_hold_removal keeps each removal waiting until the next
+// the checkpoint cadence). An injected fault (hold_checkpoint_removal) keeps each removal waiting until the next
 // checkpoint commits: that can only happen when the write does not wait for the removal, and
 // then DIR/REMOVAL_OVERLAPPED_BY_TEST says so. On the writer's thread (the old place) the
 // next write could not commit at all while a removal waited.
@@ -75,7 +75,8 @@ TEST(CheckpointPolicyTest, RemovalsDoNotHoldTheNextCheckpointsWrite) {
   const std::string dir = FreshDir("ckpt_removal_overlap");
   testing::TinyJob job{.name = "removal-overlap", .batches_per_epoch = 100, .max_steps = 30,
                        .checkpoint_dir = dir, .checkpoint_every = 10,
-                       .checkpoint_extra = ", keep_last = 1, test_hold_removal = true"};
+                       .checkpoint_extra = ", keep_last = 1",
+                       .faults = {.hold_checkpoint_removal = true}};
   auto run = testing::RunJob(job);
   ASSERT_TRUE(run.ok() && run->status.ok())
       << (run.ok() ? run->ToString() : run.status().ToString());

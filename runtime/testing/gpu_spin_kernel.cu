@@ -1,10 +1,6 @@
-// Test support: a kernel that keeps a stream busy for a fixed GPU wall time, so that work
-// queued behind it (a store copy) is provably still pending for that long. It reads the
-// %globaltimer register (nanoseconds) in one thread until `ns` have passed.
-// Kept free of tandem headers so nvcc never parses fmt.
-#include "runtime/store/gpu_spin_kernel.h"
+#include "runtime/testing/gpu_spin_kernel.h"
 
-namespace tandem {
+namespace tandem::testing {
 namespace {
 
 __device__ uint64_t GlobalTimerNs() {
@@ -26,4 +22,4 @@ cudaError_t LaunchSpin(uint64_t ns, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // namespace tandem
+}  // namespace tandem::testing

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "actors/dflash/checkpoint_resume.h"
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_resume.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/job_test_util.h"
 #include "models/io/file_digest.h"
 

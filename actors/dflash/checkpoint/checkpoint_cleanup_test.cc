@@ -1,6 +1,6 @@
 // What a kill -9 during a checkpoint leaves behind is cleaned at the next start, and nothing
 // complete (least of all what `latest` names) is touched.
-#include "actors/dflash/checkpoint_cleanup.h"
+#include "actors/dflash/checkpoint/checkpoint_cleanup.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "actors/dflash/checkpoint_retention.h"
+#include "actors/dflash/checkpoint/checkpoint_retention.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/drafter_eval_best.h"
 
 namespace tandem::dflash {

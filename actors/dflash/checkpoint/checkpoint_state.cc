@@ -1,11 +1,6 @@
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -14,6 +9,7 @@
 
 #include "models/io/file_digest.h"
 #include "models/io/file_util.h"
+#include "runtime/core/file_sync.h"
 
 namespace tandem::dflash {
 namespace {
@@ -194,16 +190,6 @@ Status ParseFiles(const json& j, const std::string& file, ResumeState* st) {
   return Status::Ok();
 }
 
-// fsync of a directory: makes the renames and creations in it durable.
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return InternalError("{}: cannot open to fsync: {}", dir, std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return InternalError("{}: fsync failed: {}", dir, std::strerror(err));
-  return Status::Ok();
-}
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-#include "actors/dflash/checkpoint_snapshot.h"
+#include "actors/dflash/checkpoint/checkpoint_snapshot.h"
 
 #include "kernels/core/pinned_allocator.h"
 #include "runtime/core/clock.h"

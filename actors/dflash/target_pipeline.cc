@@ -1,4 +1,4 @@
-#include "actors/dflash/target_postprocess.h"
+#include "actors/dflash/target_pipeline.h"
 
 #include <fmt/format.h>
 

@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/dflash/checkpoint_resume.h"
-#include "actors/dflash/checkpoint_state.h"
+#include "actors/dflash/checkpoint/checkpoint_resume.h"
+#include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "actors/dflash/job_test_util.h"
 
 extern char** environ;
@@ -43,14 +43,15 @@ using testing::FreshDir;
 constexpr const char* kChildDir = "TANDEM_ASYNC_CKPT_TEST_DIR";
 
 Result<JobReport> RunTiny(const std::string& dir, int max_steps, const std::string& ck_extra,
-                          const std::string& extra = "") {
+                          const std::string& extra = "", DrafterFaults::Plan faults = {}) {
   return testing::RunJob({.name = "async-ckpt-test",
                           .batches_per_epoch = 100,
                           .max_steps = max_steps,
                           .checkpoint_dir = dir,
                           .checkpoint_every = 10,
                           .checkpoint_extra = ck_extra,
-                          .drafter_extra = extra});
+                          .drafter_extra = extra,
+                          .faults = faults});
 }
 
 std::string Text(const std::string& path) {
@@ -72,7 +73,7 @@ TEST(AsyncCheckpointTest, SnapshotEqualsASynchronousCheckpointBitForBit) {
   const std::string async_dir = FreshDir("ckpt_async_hold"), sync_dir = FreshDir("ckpt_sync");
   // Each background write starts only after 7 more steps: step 10's files are written while
   // the weights are already at step 17, from the snapshot taken at step 10.
-  auto a = RunTiny(async_dir, 30, ", test_hold_write = 7");
+  auto a = RunTiny(async_dir, 30, "", "", {.hold_checkpoint_write = 7});
   ASSERT_TRUE(a.ok() && a->status.ok()) << (a.ok() ? a->ToString() : a.status().ToString());
   auto s = RunTiny(sync_dir, 30, ", async = false");
   ASSERT_TRUE(s.ok() && s->status.ok()) << (s.ok() ? s->ToString() : s.status().ToString());
@@ -119,11 +120,10 @@ TEST(AsyncCheckpointTest, StopWaitsForTheWriteInFlight) {
   // Step 10's write is held until the loop waits for it: it is in flight at the stop.
   auto spec = ParseJobText(testing::TinyJobText({.name = "stop", .batches_per_epoch = 400,
                                                  .max_steps = 400, .checkpoint_dir = dir,
-                                                 .checkpoint_every = 10,
-                                                 .checkpoint_extra = ", test_hold_write = 100000"}),
+                                                 .checkpoint_every = 10}),
                            "stop.toml");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  JobRunner runner;
+  JobRunner runner(testing::WithFaults({.hold_checkpoint_write = 100000}));
   std::optional<Result<JobReport>> report;
   std::thread job([&] { report = runner.Run(*spec); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
@@ -264,7 +264,7 @@ TEST(AsyncCheckpointChild, DISABLED_StallsInTheWriteOfStep20) {
   const char* dir = std::getenv(kChildDir);
   ASSERT_NE(dir, nullptr);
   // Never returns: the write of step 20 stalls until the parent kills this process.
-  (void)RunTiny(dir, 40, ", test_stall_write_at_step = 20");
+  (void)RunTiny(dir, 40, "", "", {.stall_checkpoint_write_at_step = 20});
   ADD_FAILURE() << "the job ended although its write of step 20 stalls";
 }
 
