@@ -102,6 +102,8 @@ int Data(const std::string& input, const std::string& output, int64_t vocab, boo
 int Validate(const Common& c, const std::string& path) {
   auto job = LoadJobFile(path);
   if (!job.ok()) return Fail(c, "validate", job.status(), kExitUsage);
+  if (Status st = CheckStoreFitsMachine(*job); !st.ok())
+    return Fail(c, "validate", st, kExitUsage);
   std::vector<std::string> notes;
   if (Status st = JobRunner::Check(*job, &notes); !st.ok())
     return Fail(c, "validate", st, kExitUsage);
@@ -128,6 +130,7 @@ int Keys(const Common& c, const std::vector<std::string>& plugins) {
 int Run(const Common& c, const std::string& path, int metrics_port) {
   auto job = LoadJob(path);
   if (!job.ok()) return Fail(c, "run", job.status(), kExitUsage);
+  if (Status st = CheckStoreFitsMachine(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
   if (Status st = JobRunner::Check(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);
