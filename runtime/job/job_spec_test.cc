@@ -216,6 +216,12 @@ TEST(JobSpecTest, DeepNestingIsRefusedNotACrash) {
     EXPECT_NE(job.status().message().find("nested deeper than 64"), std::string::npos)
         << job.status().message();
   }
+  // The line counts the newlines inside multi-line strings.
+  auto after_string = ParseJobText(group + "s = \"\"\"\na\nb\n\"\"\"\n" + DottedKey(100) + " = 1\n",
+                                   "deep.toml");
+  ASSERT_FALSE(after_string.ok());
+  EXPECT_EQ(after_string.status().message().rfind("deep.toml:7: b.b", 0), 0u)
+      << after_string.status().message();
   std::string floats;
   for (int i = 0; i < 500; ++i) floats += "1.5, ";
   const std::string shallow_cases[] = {

@@ -109,8 +109,8 @@ class Scanner {
         continue;
       }
       if (c == '\n') {
+        if (!triple) return;  // unterminated: the parser says so; Run counts the newline
         ++line_;
-        if (!triple) return;  // unterminated: the parser says so
       }
       if (c == q && (!triple || t_.substr(i_, 3) == std::string(3, q))) {
         i_ += triple ? 3 : 1;
