@@ -4,9 +4,10 @@
 // recurse once per nesting level, so a 50,000-deep `[[[[...]]]]` (a 100 KB file) overflows
 // the stack wherever such a value is used later. ParseJson refuses text nested deeper than
 // `max_depth` (kMaxJsonDepth unless given) before building anything, so every value it
-// returns is safe to copy, convert and print. No input tandem reads needs more: config.json,
-// tokenizer.json, safetensors headers, chat records and their tool schemas, metrics lines
-// and checkpoint state are all under 20 levels deep.
+// returns is safe to copy, convert and print. No input tandem reads comes near the limit:
+// config.json, safetensors headers, metrics lines and checkpoint state nest 2-4 levels,
+// tokenizer.json about 6, and a chat record's tool schemas (JSON Schema objects inside
+// function definitions inside messages) rarely more than 15.
 //
 // The daemon parses what clients submit (job files, their models' config.json) inside its
 // own process; with bounded parsing a hostile or corrupt file is an error for that request,
