@@ -97,3 +97,16 @@ put("checkpoint_state_fuzz", "v1.json", json.dumps(
     {"format": "tandem-dflash-job", "step": 30, "tokens": 0,
      "positions": {"0": {"epoch": 0, "next_batch": 30}}}, indent=2))
 put("checkpoint_state_fuzz", "step_dir_name", "step_00000020")
+
+# Deep nesting, refused before anything recurses (JSON: 128 levels, job files: 64). The seeds
+# nest a little past the limits; the mutator grows them from there.
+deep = "[" * 300 + "]" * 300
+put("hf_config_fuzz", "deep.json", '{"model_type": "qwen3", "hidden_act": ' + deep + '}')
+put("safetensors_index_fuzz", "deep.json",
+    '{"weight_map": {"a": "x.safetensors"}, "metadata": {"m": ' + deep + '}}')
+deep_header = b'{"a": {"dtype": "F32", "shape": [' + deep.encode() + b'], "data_offsets": [0, 4]}}'
+put("safetensors_fuzz", "deep.safetensors",
+    struct.pack("<Q", len(deep_header)) + deep_header + b"\0" * 4)
+put("job_spec_fuzz", "deep.toml",
+    '[actors.a]\nclass = "x"\n' + "actors.a" + ".b" * 100 + ' = 1\nv = ' + "[" * 70 + "]" * 70
+    + "\n")

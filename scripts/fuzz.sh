@@ -28,11 +28,17 @@ failed=()
 for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/logs/$t.log
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
+  # -max_len: file parsers get room for deep nesting and long keys (without it libFuzzer keeps
+  # inputs near the largest seed's size); control frames stay small.
+  case "$t" in
+    control_frame_fuzz) max_len=65536 ;;
+    *) max_len=262144 ;;
+  esac
   # -timeout: one input taking 60 s is a finding (a hang, a quadratic parse); shorter limits
   # fail on a loaded machine, where a descheduled process can take 10 s for 100 bytes.
   if ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-     "build-fuzz/fuzz/$t" -max_total_time="$secs" -timeout=60 \
+     "build-fuzz/fuzz/$t" -max_total_time="$secs" -timeout=60 -max_len="$max_len" \
        -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_FLAGS:-} \
        "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
     status=ok

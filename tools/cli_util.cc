@@ -63,9 +63,9 @@ int Fail(const Common& c, const char* cmd, const Status& st, int code) {
     nlohmann::json j = {{"error", {{"code", std::string(StatusCodeName(st.code()))},
                                    {"message", st.message()},
                                    {"exit_code", code}}}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
-  std::fprintf(stderr, "tandem %s: %s\n", cmd, st.ToString().c_str());
+  std::fprintf(stderr, "tandem %s: %s\n", cmd, EscapeControlKeepLines(st.ToString()).c_str());
   return code;
 }
 
@@ -80,26 +80,6 @@ bool StdoutIsTty() { return ::isatty(STDOUT_FILENO) == 1; }
 }  // namespace tandem::cli
 
 namespace tandem::cli {
-
-std::string EscapeControl(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 void EscapeForTerminal(std::vector<JobStatus>& jobs) {
   for (JobStatus& j : jobs) {

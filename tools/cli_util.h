@@ -9,6 +9,7 @@
 #include "runtime/core/status.h"
 #include "runtime/job/job_status.h"
 #include "tools/commands.h"
+#include "tools/terminal_text.h"
 
 namespace tandem::cli {
 
@@ -28,15 +29,13 @@ Result<Endpoint> FindServer(const Common& c, bool allow_run);
 // *unauthenticated (when given) tells whether the server refused the token.
 Result<ControlResponse> Ask(const Common& c, const Endpoint& ep, ControlRequest req,
                             bool* unauthenticated = nullptr);
-// Prints "tandem CMD: message" (or a JSON error object) and returns the exit code for it.
+// Prints "tandem CMD: message" (control characters escaped; or a JSON error object) and returns the exit code for it.
 int Fail(const Common& c, const char* cmd, const Status& st, int code);
 // Exit code for a Status from Ask: 3 for Unavailable/DeadlineExceeded, else 1.
 int CodeFor(const Status& st);
 // Exit code for a FindServer error: 2 for a bad home or token file, else 3.
 int FindCode(const Status& st);
 bool StdoutIsTty();
-// `s` with control characters escaped (\n, \t, \r, \xHH), safe to print in a table.
-std::string EscapeControl(const std::string& s);
 // Escapes every name and message of `jobs` that text output prints.
 void EscapeForTerminal(std::vector<JobStatus>& jobs);
 

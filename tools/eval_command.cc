@@ -41,20 +41,26 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
   eval->add_option("--batch", q.batch,
                    "prompts decoded at once (one drafter and one target forward per step for "
                    "all of them)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   eval->add_option("--max-new-tokens", q.max_new_tokens, "tokens to generate per prompt")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   eval->add_option("--temperature", q.temperature,
                    "0: greedy; above: the target samples, drafts accepted while equal")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   eval->add_option("--block-size", q.block_size,
-                   "slots verified per step, 1 .. the drafter's (default: the drafter's)");
+                   "slots verified per step, 1 .. the drafter's (default: the drafter's)")
+      ->check(CLI::PositiveNumber);
   eval->add_option("--seed", q.seed, "sampling seed (temperature > 0)")->capture_default_str();
-  eval->add_option("--max-prompts", q.max_prompts, "use the first N usable prompts (0: all)");
+  eval->add_option("--max-prompts", q.max_prompts, "use the first N usable prompts (0: all)")
+      ->check(CLI::NonNegativeNumber);
   eval->add_option("--max-prompt-tokens", q.max_prompt_tokens,
                    "longer prompts are bad lines (also past max_position_embeddings - "
                    "max_new_tokens - block size + 1)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   eval->add_option("--stop", q.stop_token_ids,
                    "stop token ids (default: the target's eos_token_id)");
   eval->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
@@ -67,16 +73,27 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
 
 namespace {
 
+// A GPU that is not there is the user's error, said here, before anything touches CUDA.
+Result<kernels::Device> CudaDevice(const std::string& s, int index) {
+  const int count = kernels::CudaDeviceCount();
+  if (count == 0)
+    return InvalidArgumentError("--device {}: no CUDA GPU is visible here (check nvidia-smi "
+                                "and CUDA_VISIBLE_DEVICES), or use --device cpu", s);
+  if (index >= count)
+    return InvalidArgumentError("--device {}: only {} CUDA GPU{} visible (cuda:0 .. cuda:{})", s,
+                                count, count == 1 ? " is" : "s are", count - 1);
+  return kernels::Device::Cuda(index);
+}
+
 Result<kernels::Device> ParseDevice(const std::string& s) {
   if (s == "cpu") return kernels::Device::Cpu();
   if (s == "auto")
     return kernels::CudaDeviceCount() > 0 ? kernels::Device::Cuda(0) : kernels::Device::Cpu();
-  if (s == "cuda") return kernels::Device::Cuda(0);
+  if (s == "cuda") return CudaDevice(s, 0);
   if (s.rfind("cuda:", 0) == 0) {
-    try {
-      return kernels::Device::Cuda(std::stoi(s.substr(5)));
-    } catch (...) {
-    }
+    const std::string n = s.substr(5);
+    if (!n.empty() && n.size() <= 4 && n.find_first_not_of("0123456789") == std::string::npos)
+      return CudaDevice(s, std::stoi(n));
   }
   return InvalidArgumentError("--device {}: expected auto, cpu, cuda or cuda:N", s);
 }

@@ -89,6 +89,8 @@ Result<JobSpec> LoadJob(const std::string& path) {
 int Validate(const Common& c, const std::string& path) {
   auto job = LoadJobFile(path);
   if (!job.ok()) return Fail(c, "validate", job.status(), kExitUsage);
+  if (Status st = CheckStoreFitsMachine(*job); !st.ok())
+    return Fail(c, "validate", st, kExitUsage);
   std::vector<std::string> notes;
   if (Status st = JobRunner::Check(*job, &notes); !st.ok())
     return Fail(c, "validate", st, kExitUsage);
@@ -115,6 +117,7 @@ int Keys(const Common& c, const std::vector<std::string>& plugins) {
 int Run(const Common& c, const std::string& path, int metrics_port) {
   auto job = LoadJob(path);
   if (!job.ok()) return Fail(c, "run", job.status(), kExitUsage);
+  if (Status st = CheckStoreFitsMachine(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
   if (Status st = JobRunner::Check(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);

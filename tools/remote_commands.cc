@@ -182,9 +182,9 @@ int Logs(const Common& c, const std::string& job, const std::string& actor, bool
     for (const LogLine& l : r->lines) {
       if (c.json) {
         nlohmann::json j = {{"seq", l.seq}, {"actor", l.actor}, {"text", l.text}};
-        std::printf("%s\n", j.dump().c_str());
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       } else {
-        std::printf("%s\n", l.text.c_str());
+        std::printf("%s\n", EscapeControlKeepLines(l.text).c_str());
       }
     }
     std::fflush(stdout);

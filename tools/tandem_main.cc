@@ -19,7 +19,11 @@ int main(int argc, char** argv) {
   app.add_option("--home", c.home, "state directory (default $TANDEM_HOME or ~/.tandem)");
   app.add_option("--socket", c.socket, "talk to this Unix socket instead of the default");
   app.add_option("--host", c.host, "host for --tcp-port (default 127.0.0.1)");
-  app.add_option("--tcp-port", c.tcp_port, "talk to a daemon over TCP (needs the token)");
+  // Ports and sizes are checked here: an int that does not fit a port (or MiB that overflow
+  // bytes) would otherwise wrap to another value silently.
+  const auto port_range = CLI::Range(0, 65535).description("a port number in [0, 65535]");
+  app.add_option("--tcp-port", c.tcp_port, "talk to a daemon over TCP (needs the token)")
+      ->check(port_range);
   app.add_option("--token-file", c.token_file, "token file (default $TANDEM_HOME/token)");
   app.add_option("--timeout", c.timeout_s, "seconds to wait for a reply (default 30)");
   app.add_flag("--json", c.json, "machine-readable output");
@@ -29,7 +33,8 @@ int main(int argc, char** argv) {
   int metrics_port = -1, listen_port = -1;
   auto* run = app.add_subcommand("run", "run a job on the embedded runtime (no daemon)");
   run->add_option("job", job, "job file (TOML); default: the built-in tiny DFlash job (examples/tiny.toml)");
-  run->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
+  run->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port")
+      ->check(port_range);
   auto* validate = app.add_subcommand("validate", "check a job file without running it");
   validate->add_option("job", job, "job file (TOML)")->required();
   std::vector<std::string> key_plugins;
@@ -37,8 +42,10 @@ int main(int argc, char** argv) {
   keys->add_option("--plugin", key_plugins, "also load this plugin and list its classes");
   auto* start = app.add_subcommand("start", "start the daemon");
   start->add_flag("--foreground", foreground, "stay in the foreground, logging to stderr");
-  start->add_option("--listen-tcp", listen_port, "also accept TCP on this port (token required)");
-  start->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port");
+  start->add_option("--listen-tcp", listen_port, "also accept TCP on this port (token required)")
+      ->check(port_range);
+  start->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port")
+      ->check(port_range);
   tandem::ServerLimits limits;
   size_t max_pending_mb = limits.max_pending_bytes >> 20;
   size_t max_request_mb = limits.max_request_bytes >> 20;
@@ -47,9 +54,13 @@ int main(int argc, char** argv) {
                     "connections per listener at once (default 64)");
   start->add_option("--idle-timeout", idle_timeout_s,
                     "seconds a connection may take to send a request or read a reply (default 30)");
-  start->add_option("--max-request-mb", max_request_mb, "largest request in MiB (default 16)");
+  // A request is one frame (at most 16 MiB); the pending total is capped far below where the
+  // shift into bytes would wrap.
+  start->add_option("--max-request-mb", max_request_mb, "largest request in MiB (default 16)")
+      ->check(CLI::Range(size_t{1}, size_t{tandem::kMaxFrameBytes >> 20}));
   start->add_option("--max-pending-mb", max_pending_mb,
-                    "request MiB buffered over all connections (default 64)");
+                    "request MiB buffered over all connections (default 64)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   auto* submit = app.add_subcommand("submit", "submit a job to the daemon; prints its id");
   submit->add_option("job", job, "job file (TOML)")->required();
   submit->add_flag("--wait", wait, "follow its progress until it ends");

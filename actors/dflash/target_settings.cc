@@ -94,6 +94,10 @@ Result<TargetModelSpec> ParseModel(const ConfigValue& s, const std::string& pref
                                   "HF config.json keys (vocab_size, hidden_size, ...)",
                                   KeyPath(s, prefix, "model"));
     ASSIGN_OR_RETURN(nlohmann::json j, ToJson(*tc));
+    // A key the parser does not read would be ignored: a typo must not train a default.
+    RETURN_IF_ERROR(models::CheckOnlyKnownKeys(
+        j, IsHybridModelType(j) ? models::Qwen35ConfigKeys() : models::TransformerConfigKeys(),
+        KeyPath(s, prefix, "target_config")));
     if (IsHybridModelType(j)) {
       RETURN_IF_ERROR(SetHybrid(j, KeyPath(s, prefix, "target_config"), &spec));
       return ParseLayers(s, prefix, std::move(spec));
@@ -138,6 +142,10 @@ Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& pre
       if (id >= n)
         return InvalidArgumentError("{}: {} is not a layer of the target (it has {})",
                                     KeyPath(s, prefix, "layers"), id, n);
+      // The drafter's target_layer_ids must increase (dflash_config.h): say so here.
+      if (!spec.layer_ids.empty() && id <= spec.layer_ids.back())
+        return InvalidArgumentError("{}: {} after {}: layer ids must increase, each once",
+                                    KeyPath(s, prefix, "layers"), id, spec.layer_ids.back());
       spec.layer_ids.push_back(id);
     }
     if (spec.layer_ids.empty())
@@ -234,6 +242,12 @@ Result<TargetSettings> ParseTargetSettings(const ConfigValue& section, const Sec
     if (o.doc_len > o.max_tokens)
       return InvalidArgumentError("{}: {} is more than max_tokens = {}",
                                   KeyPath(section, prefix, "doc_len"), o.doc_len, o.max_tokens);
+    const int64_t max_pos = s.model.config.max_position_embeddings;
+    if (max_pos > 0 && o.doc_len > max_pos)
+      return InvalidArgumentError("{}: {} tokens is more than the target's "
+                                  "max_position_embeddings = {}; positions past it were never "
+                                  "trained", KeyPath(section, prefix, "doc_len"), o.doc_len,
+                                  max_pos);
     if (o.epochs < 1)
       return InvalidArgumentError("{}: data = \"synthetic\" needs epochs >= 1",
                                   KeyPath(section, prefix, "epochs"));

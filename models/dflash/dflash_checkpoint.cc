@@ -14,6 +14,7 @@
 #include "models/io/file_util.h"
 #include "models/io/safetensors.h"
 #include "models/io/safetensors_writer.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::models {
 namespace {
@@ -42,9 +43,9 @@ Status ReadInto(const SafetensorsReader& r, const std::string& name,
 
 Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
                                                    const std::string& file) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                           /*allow_exceptions=*/false);
-  if (j.is_discarded()) return DataLossError("{}: not valid JSON", file);
+  Result<nlohmann::json> parsed = ParseJson(text, file);
+  if (!parsed.ok()) return Status(StatusCode::kDataLoss, parsed.status().message());
+  const nlohmann::json& j = *parsed;
   if (!j.is_object()) return DataLossError("{}: expected a JSON object, got {}", file, j.type_name());
   auto field = [&](const char* key) -> Result<const nlohmann::json*> {
     auto it = j.find(key);
@@ -60,18 +61,18 @@ Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
     return DataLossError("{}: field 'format': expected \"{}\"", file, kTrainerFormat);
   ASSIGN_OR_RETURN(const nlohmann::json* version, field("version"));
   if (!version->is_number_integer() || version->get<int64_t>() != 1)
-    return DataLossError("{}: field 'version': expected 1, got {}", file, version->dump());
+    return DataLossError("{}: field 'version': expected 1, got {}", file, DescribeJson(*version));
   ASSIGN_OR_RETURN(const nlohmann::json* step, field("step"));
   // The device counts AdamW steps in an int32; a float (1e30) or a negative step is corrupt.
   if (!step->is_number_integer() || step->get<int64_t>() < 0 ||
       (step->is_number_unsigned() && step->get<uint64_t>() > uint64_t{INT32_MAX}) ||
       step->get<int64_t>() > INT32_MAX)
     return DataLossError("{}: field 'step': expected an integer in [0, 2^31), got {}", file,
-                         step->dump().substr(0, 40));
+                         DescribeJson(*step, 40));
   ASSIGN_OR_RETURN(const nlohmann::json* seed, field("seed"));
   if (!seed->is_number_unsigned())
     return DataLossError("{}: field 'seed': expected an integer >= 0, got {}", file,
-                         seed->dump().substr(0, 40));
+                         DescribeJson(*seed, 40));
   return DFlashTrainerState{step->get<int64_t>(), seed->get<uint64_t>()};
 }
 

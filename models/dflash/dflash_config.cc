@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/io/file_util.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::models {
 namespace {
@@ -35,7 +36,7 @@ Status CheckAuxLayerIds(const json& j, std::string_view source,
   ASSIGN_OR_RETURN(std::vector<int64_t> aux, GetIntList(j, source, kKey));
   if (aux != AuxLayerIds(target_layer_ids)) {
     return InvalidArgumentError("{}: key '{}': {} must be dflash_config.target_layer_ids {} + 1",
-                                source, kKey, json(aux).dump(), json(target_layer_ids).dump());
+                                source, kKey, DescribeJson(json(aux)), DescribeJson(json(target_layer_ids)));
   }
   return Status::Ok();
 }
@@ -109,7 +110,7 @@ Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
     if (!in_range || (i > 0 && id <= c.target_layer_ids[i - 1])) {
       return InvalidArgumentError("{}: key 'dflash_config.target_layer_ids': {} must be "
                                   "increasing layer ids below num_target_layers {}", source,
-                                  json(c.target_layer_ids).dump(), c.num_target_layers);
+                                  DescribeJson(json(c.target_layer_ids)), c.num_target_layers);
     }
   }
   RETURN_IF_ERROR(CheckAuxLayerIds(j, source, c.target_layer_ids));
@@ -117,8 +118,7 @@ Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
 }
 
 Result<DFlashConfig> ParseDFlashConfigText(std::string_view text, std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError("{}: not valid JSON", source);
+  ASSIGN_OR_RETURN(const json j, ParseJson(text, source));
   return ParseDFlashConfig(j, source);
 }
 

@@ -1,11 +1,13 @@
 #include "models/io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "models/io/file_util.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::models {
 namespace {
@@ -33,7 +35,7 @@ Result<double> GetNumber(const json& j, std::string_view source, const char* key
     return KeyError(source, key, "missing");
   }
   if (!v->is_number() || !std::isfinite(v->get<double>())) {
-    return KeyError(source, key, "expected a number, got {}", v->dump());
+    return KeyError(source, key, "expected a number, got {}", DescribeJson(*v));
   }
   return v->get<double>();
 }
@@ -41,7 +43,7 @@ Result<double> GetNumber(const json& j, std::string_view source, const char* key
 Result<bool> GetBool(const json& j, std::string_view source, const char* key, bool fallback) {
   const json* v = Find(j, key);
   if (v == nullptr) return fallback;
-  if (!v->is_boolean()) return KeyError(source, key, "expected true or false, got {}", v->dump());
+  if (!v->is_boolean()) return KeyError(source, key, "expected true or false, got {}", DescribeJson(*v));
   return v->get<bool>();
 }
 
@@ -77,23 +79,23 @@ Status ParseFp8QuantizationConfig(const json& j, std::string_view source,
   const json* q = Find(j, "quantization_config");
   if (q == nullptr) return Status::Ok();
   constexpr const char* kKey = "quantization_config";
-  if (!q->is_object()) return KeyError(source, kKey, "expected an object, got {}", q->dump());
+  if (!q->is_object()) return KeyError(source, kKey, "expected an object, got {}", DescribeJson(*q));
   const auto str = [q](const char* k) -> std::string {
     auto it = q->find(k);
     return it != q->end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   if (str("quant_method") != "fp8")
     return KeyError(source, kKey, "quant_method {} is not supported (only \"fp8\" with 128x128 "
-                    "weight blocks)", q->contains("quant_method") ? (*q)["quant_method"].dump() : "missing");
+                    "weight blocks)", q->contains("quant_method") ? DescribeJson((*q)["quant_method"]) : "missing");
   const json bs = q->value("weight_block_size", json());
   if (!(bs.is_array() && bs.size() == 2 && bs[0] == 128 && bs[1] == 128))
     return KeyError(source, kKey, "weight_block_size {} is not supported (only [128, 128]; "
-                    "per-tensor FP8 checkpoints are not implemented)", bs.is_null() ? "missing" : bs.dump());
+                    "per-tensor FP8 checkpoints are not implemented)", bs.is_null() ? "missing" : DescribeJson(bs));
   if (q->contains("fmt") && str("fmt") != "e4m3")
-    return KeyError(source, kKey, "fmt {} is not supported (only \"e4m3\")", (*q)["fmt"].dump());
+    return KeyError(source, kKey, "fmt {} is not supported (only \"e4m3\")", DescribeJson((*q)["fmt"]));
   if (q->contains("activation_scheme") && str("activation_scheme") != "dynamic")
     return KeyError(source, kKey, "activation_scheme {} is not supported (only \"dynamic\")",
-                    (*q)["activation_scheme"].dump());
+                    DescribeJson((*q)["activation_scheme"]));
   *fp8_block_weights = true;
   return Status::Ok();
 }
@@ -139,7 +141,7 @@ Status ParseRope(const json& j, std::string_view source, TransformerConfig* c) {
       const json* t = Find(obj, type_key);
       if (t != nullptr && (!t->is_string() || t->get<std::string>() != "default")) {
         return KeyError(source, key, "rope type {} is not implemented (only \"default\")",
-                        t->dump());
+                        DescribeJson(*t));
       }
     }
     return Status::Ok();
@@ -185,7 +187,7 @@ Status ParseLayerTypes(const json& j, std::string_view source, TransformerConfig
     }
     for (size_t i = 0; i < lt->size(); ++i) {
       const json& t = (*lt)[i];
-      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      const std::string s = t.is_string() ? t.get<std::string>() : DescribeJson(t);
       if (s == "full_attention") continue;
       if (s == "sliding_attention" && use_sliding) {
         c->layer_types[i] = LayerType::kSlidingAttention;
@@ -220,7 +222,7 @@ Status ParseDType(const json& j, std::string_view source, TransformerConfig* c) 
   for (const char* key : {"dtype", "torch_dtype"}) {
     const json* v = Find(j, key);
     if (v == nullptr) continue;
-    const std::string s = v->is_string() ? v->get<std::string>() : v->dump();
+    const std::string s = v->is_string() ? v->get<std::string>() : DescribeJson(*v);
     if (s == "bfloat16") c->dtype = kernels::DType::kBF16;
     else if (s == "float16") c->dtype = kernels::DType::kF16;
     else if (s == "float32") c->dtype = kernels::DType::kF32;
@@ -242,9 +244,9 @@ Result<int64_t> GetInt(const json& j, std::string_view source, const char* key,
     if (fallback) return *fallback;
     return KeyError(source, key, "missing");
   }
-  if (!v->is_number_integer()) return KeyError(source, key, "expected an integer, got {}", v->dump());
+  if (!v->is_number_integer()) return KeyError(source, key, "expected an integer, got {}", DescribeJson(*v));
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    return KeyError(source, key, "{} is too large", v->dump());
+    return KeyError(source, key, "{} is too large", DescribeJson(*v));
   }
   return v->get<int64_t>();
 }
@@ -315,7 +317,7 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
   ASSIGN_OR_RETURN(c.initializer_range, ParseInitializerRange(j, source));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
   if (const json* act = Find(j, "hidden_act"); act != nullptr && *act != "silu") {
-    return KeyError(source, "hidden_act", "{} is not supported (only \"silu\")", act->dump());
+    return KeyError(source, "hidden_act", "{} is not supported (only \"silu\")", DescribeJson(*act));
   }
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     ASSIGN_OR_RETURN(bool bias, GetBool(j, source, key, false));
@@ -350,8 +352,7 @@ Result<std::optional<double>> ParseInitializerRange(const json& j, std::string_v
 
 Result<TransformerConfig> ParseTransformerConfigText(std::string_view text,
                                                      std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError("{}: not valid JSON", source);
+  ASSIGN_OR_RETURN(const json j, ParseJson(text, source));
   return ParseTransformerConfig(j, source);
 }
 
@@ -360,6 +361,52 @@ Result<TransformerConfig> LoadTransformerConfig(const std::string& path) {
   if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "config.json").string();
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
   return ParseTransformerConfigText(text, file);
+}
+
+const std::vector<std::string>& TransformerConfigKeys() {
+  static const std::vector<std::string> keys = {
+      "architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype",
+      "eos_token_id", "head_dim", "hidden_act", "hidden_size", "initializer_range",
+      "intermediate_size", "layer_types", "max_position_embeddings", "max_window_layers",
+      "mlp_bias", "model_type", "num_attention_heads", "num_experts", "num_hidden_layers",
+      "num_key_value_heads", "num_local_experts", "pretraining_tp", "quantization_config",
+      "rms_norm_eps", "rope_parameters", "rope_scaling", "rope_theta", "sliding_window",
+      "tie_word_embeddings", "torch_dtype", "use_sliding_window", "vocab_size"};
+  return keys;
+}
+
+Status CheckOnlyKnownKeys(const json& j, const std::vector<std::string>& known,
+                          std::string_view source) {
+  if (!j.is_object()) return Status::Ok();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+    // The closest known key by edit distance, when it is close.
+    std::string best;
+    size_t best_d = 3;
+    for (const std::string& cand : known) {
+      std::vector<size_t> row(cand.size() + 1);
+      for (size_t c = 0; c <= cand.size(); ++c) row[c] = c;
+      for (size_t r = 1; r <= k.size() && k.size() < 64; ++r) {
+        size_t diag = row[0];
+        row[0] = r;
+        for (size_t c = 1; c <= cand.size(); ++c) {
+          const size_t up = row[c];
+          row[c] = std::min({row[c] + 1, row[c - 1] + 1, diag + (k[r - 1] != cand[c - 1])});
+          diag = up;
+        }
+      }
+      if (k.size() < 64 && row[cand.size()] < best_d) {
+        best_d = row[cand.size()];
+        best = cand;
+      }
+    }
+    return InvalidArgumentError("{}: unknown key {}{}; it would be ignored (the known keys are "
+                                "the HF config.json keys tandem reads)", source,
+                                DescribeJson(json(k), 60),
+                                best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best));
+  }
+  return Status::Ok();
 }
 
 json TransformerConfigToJson(const TransformerConfig& c) {

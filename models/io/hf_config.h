@@ -90,6 +90,15 @@ Result<TransformerConfig> ParseTransformerConfigText(std::string_view text,
 // `path` is a config.json or a directory holding one.
 Result<TransformerConfig> LoadTransformerConfig(const std::string& path);
 
+// The top-level keys ParseTransformerConfig reads. A config.json of a checkpoint carries
+// more (transformers_version, ...), which the parser ignores; a `target_config` table typed
+// into a job file may use only these, so a typo is an error instead of a silent default.
+const std::vector<std::string>& TransformerConfigKeys();
+// InvalidArgument naming `source` and the first key of the object `j` that is not in
+// `known` (with the closest known key as a hint); Ok when all are known.
+Status CheckOnlyKnownKeys(const nlohmann::json& j, const std::vector<std::string>& known,
+                          std::string_view source);
+
 // The HF spelling (transformers 5: `rope_parameters`, `dtype`, `layer_types`), readable by
 // ParseTransformerConfig and by transformers.
 nlohmann::json TransformerConfigToJson(const TransformerConfig& c);

@@ -248,6 +248,43 @@ TEST(HfConfigTest, RejectsMissingOrBadValues) {
   EXPECT_NE(bad.status().message().find("broken.json"), std::string::npos);
 }
 
+TEST(HfConfigTest, DeepNestingIsRefusedNotACrash) {
+  // hidden_act nested 200,000 deep: quoting it in the error once dumped it recursively.
+  std::string text = Qwen().dump();
+  text.pop_back();
+  text += ", \"hidden_act\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  auto c = ParseTransformerConfigText(text, "deep/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("deep/config.json: line 1"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("nested deeper than"), std::string::npos);
+  // A long bad value is quoted cut short.
+  json j = Qwen();
+  j["hidden_act"] = std::string(1 << 20, 'x');
+  auto big = ParseTransformerConfig(j, "big/config.json");
+  ASSERT_FALSE(big.ok());
+  EXPECT_LT(big.status().message().size(), 400u);
+}
+
+TEST(HfConfigTest, OnlyKnownKeysNamesATypo) {
+  // The published config less the keys transformers writes for itself: all known.
+  json j = Qwen();
+  j.erase("transformers_version");
+  j.erase("use_cache");
+  EXPECT_TRUE(CheckOnlyKnownKeys(j, TransformerConfigKeys(), "c").ok());
+  // What ParseTransformerConfig writes back is known too.
+  auto c = ParseTransformerConfig(Qwen(), "c");
+  ASSERT_TRUE(c.ok());
+  const Status round = CheckOnlyKnownKeys(TransformerConfigToJson(*c), TransformerConfigKeys(), "c");
+  EXPECT_TRUE(round.ok()) << round.ToString();
+  j["rope_thetta"] = 10000.0;
+  Status st = CheckOnlyKnownKeys(j, TransformerConfigKeys(), "job.toml:9: actors.t.target_config");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("job.toml:9: actors.t.target_config: unknown key \"rope_thetta\" "
+                              "(did you mean 'rope_theta'?)"), std::string::npos)
+      << st.message();
+}
+
 TEST(HfConfigTest, JsonRoundTripAndLoadFromDirectory) {
   auto c = ParseTransformerConfigText(kQwen3_8B, "x");
   ASSERT_TRUE(c.ok());

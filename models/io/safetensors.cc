@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/json_parse.h"
+
 namespace tandem::models {
 namespace {
 
@@ -33,6 +35,8 @@ int64_t NonNegativeInt(const json& v) {
 // Parses JSON, rejecting duplicate keys at the top level (nlohmann would keep the last one
 // silently, hiding a second entry for the same tensor).
 Result<json> ParseJsonObject(std::string_view text, const std::string& where) {
+  if (Status deep = CheckJsonDepth(text, where); !deep.ok())
+    return Status(StatusCode::kDataLoss, deep.message());
   std::set<std::string> keys;
   std::string duplicate;
   auto cb = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -77,9 +81,9 @@ Status ParseEntry(const std::string& file, const std::string& name, const json& 
   int64_t numel = 1;
   for (const json& d : *sh) {
     int64_t n = NonNegativeInt(d);
-    if (n < 0) return DataLossError("{}: shape {} has a bad dimension", where(), sh->dump());
+    if (n < 0) return DataLossError("{}: shape {} has a bad dimension", where(), DescribeJson(*sh));
     if (__builtin_mul_overflow(numel, n, &numel)) {
-      return DataLossError("{}: shape {} overflows", where(), sh->dump());
+      return DataLossError("{}: shape {} overflows", where(), DescribeJson(*sh));
     }
     t->shape.push_back(n);
   }
@@ -89,20 +93,20 @@ Status ParseEntry(const std::string& file, const std::string& name, const json& 
   int64_t b = NonNegativeInt((*off)[0]);
   int64_t e = NonNegativeInt((*off)[1]);
   if (b < 0 || e < 0 || e < b) {
-    return DataLossError("{}: bad data_offsets {}", where(), off->dump());
+    return DataLossError("{}: bad data_offsets {}", where(), DescribeJson(*off));
   }
   int64_t want;
   if (__builtin_mul_overflow(numel, kernels::DTypeSize(t->dtype), &want)) {
-    return DataLossError("{}: shape {} of {} needs more than 2^63 bytes", where(), sh->dump(),
+    return DataLossError("{}: shape {} of {} needs more than 2^63 bytes", where(), DescribeJson(*sh),
                          dt->get<std::string>());
   }
   if (want != e - b) {
     return DataLossError("{}: shape {} of {} needs {} bytes but data_offsets {} hold {}", where(),
-                         sh->dump(), dt->get<std::string>(), want, off->dump(), e - b);
+                         DescribeJson(*sh), dt->get<std::string>(), want, DescribeJson(*off), e - b);
   }
   if (e > data_size) {
     return DataLossError("{}: data_offsets {} run past the end of the data ({} bytes; "
-                         "file truncated?)", where(), off->dump(), data_size);
+                         "file truncated?)", where(), DescribeJson(*off), data_size);
   }
   t->begin = b;
   t->end = e;

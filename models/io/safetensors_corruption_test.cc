@@ -124,6 +124,14 @@ TEST_F(CorruptionTest, BadJson) {
   ExpectOpenFails(RawFile("[1, 2]", 0), StatusCode::kDataLoss, {"not a JSON object"});
 }
 
+TEST_F(CorruptionTest, DeeplyNestedHeaderIsRefused) {
+  // A shape nested 200,000 deep: its error message once dump()ed it recursively.
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  ExpectOpenFails(RawFile("{\"a\": {\"dtype\": \"F32\", \"shape\": [" + deep +
+                              "], \"data_offsets\": [0, 4]}}", 4),
+                  StatusCode::kDataLoss, {"nested deeper than"});
+}
+
 TEST_F(CorruptionTest, DuplicateTensorName) {
   ExpectOpenFails(RawFile(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
                              "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8),

@@ -7,6 +7,7 @@
 
 #include "models/io/file_util.h"
 #include "models/io/hf_config.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::models {
 namespace {
@@ -41,7 +42,7 @@ Result<int64_t> PositiveInt(const Scope& s, const char* key,
     return KeyError(s, key, "missing");
   }
   if (!v->is_number_integer() || v->get<int64_t>() <= 0)
-    return KeyError(s, key, "expected a positive integer, got {}", v->dump());
+    return KeyError(s, key, "expected a positive integer, got {}", DescribeJson(*v));
   return v->get<int64_t>();
 }
 
@@ -53,14 +54,14 @@ Result<double> Number(const Scope& s, const json& obj, const char* key, std::str
     return KeyError(s, shown, "missing");
   }
   if (!v->is_number() || !std::isfinite(v->get<double>()))
-    return KeyError(s, shown, "expected a number, got {}", v->dump());
+    return KeyError(s, shown, "expected a number, got {}", DescribeJson(*v));
   return v->get<double>();
 }
 
 Result<bool> Bool(const Scope& s, const json& obj, const char* key, bool fallback) {
   const json* v = Find(obj, key);
   if (v == nullptr) return fallback;
-  if (!v->is_boolean()) return KeyError(s, key, "expected true or false, got {}", v->dump());
+  if (!v->is_boolean()) return KeyError(s, key, "expected true or false, got {}", DescribeJson(*v));
   return v->get<bool>();
 }
 
@@ -88,7 +89,7 @@ Status RejectUnsupported(const Scope& s) {
   }
 
   if (const json* act = Find(s.j, "hidden_act"); act != nullptr && *act != "silu")
-    return KeyError(s, "hidden_act", "{} is not implemented (only \"silu\")", act->dump());
+    return KeyError(s, "hidden_act", "{} is not implemented (only \"silu\")", DescribeJson(*act));
   ASSIGN_OR_RETURN(bool bias, Bool(s, s.j, "attention_bias", false));
   if (bias) return KeyError(s, "attention_bias", "attention biases are not implemented");
   ASSIGN_OR_RETURN(bool gate, Bool(s, s.j, "attn_output_gate", true));
@@ -125,12 +126,12 @@ Status ParseLayerTypes(const Scope& s, Qwen35Config* c) {
       return KeyError(s, "layer_types",
                       "layer {} is {}; only \"linear_attention\" and "
                       "\"full_attention\" are implemented",
-                      i, e.dump());
+                      i, DescribeJson(e));
     }
     const bool full = (static_cast<int64_t>(i) + 1) % every.value_or(1) == 0;
     if (every && full != (c->layer_types.back() == HybridLayerType::kFullAttention))
       return KeyError(s, "layer_types", "layer {} is {} but full_attention_interval is {}", i,
-                      e.dump(), *every);
+                      DescribeJson(e), *every);
   }
   return Status::Ok();
 }
@@ -148,7 +149,7 @@ Status ParseRope(const Scope& s, Qwen35Config* c) {
   for (const auto& [k, v] : p.items()) {
     if (k == "rope_type" || k == "type") {
       if (v != "default")
-        return KeyError(s, rp_key, "rope type {} is not implemented (only \"default\")", v.dump());
+        return KeyError(s, rp_key, "rope type {} is not implemented (only \"default\")", DescribeJson(v));
     } else if (k != "rope_theta" && k != "partial_rotary_factor" && k != "mrope_section" &&
                k != "mrope_interleaved") {
       return KeyError(s, rp_key, "field '{}' is not implemented", k);
@@ -189,7 +190,7 @@ Status ParseDType(const Scope& s, const json& top, Qwen35Config* c) {
       else if (*v == "float32")
         c->dtype = kernels::DType::kF32;
       else
-        return KeyError(s, key, "dtype {} is not supported", v->dump());
+        return KeyError(s, key, "dtype {} is not supported", DescribeJson(*v));
       return Status::Ok();
     }
   }
@@ -204,7 +205,7 @@ Status ParseEos(const Scope& s, const json& obj, Qwen35Config* c) {
   c->eos_token_ids.clear();
   for (const json& e : list) {
     if (!e.is_number_integer() || e.get<int64_t>() < 0)
-      return KeyError(s, "eos_token_id", "expected token ids, got {}", v->dump());
+      return KeyError(s, "eos_token_id", "expected token ids, got {}", DescribeJson(*v));
     c->eos_token_ids.push_back(e.get<int64_t>());
   }
   return Status::Ok();
@@ -268,7 +269,7 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
     const Scope s{*text, source, "text_config."};
     RETURN_IF_ERROR(ParseQuantized(s, &c));
     if (const json* tmt = Find(*text, "model_type"); tmt != nullptr && *tmt != "qwen3_5_text")
-      return KeyError(s, "model_type", "{} is not qwen3_5_text", tmt->dump());
+      return KeyError(s, "model_type", "{} is not qwen3_5_text", DescribeJson(*tmt));
     c.weight_prefix = "model.language_model.";
     RETURN_IF_ERROR(ParseText(s, &c));
     if (c.eos_token_ids.empty()) RETURN_IF_ERROR(ParseEos(top, j, &c));
@@ -287,9 +288,22 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
   return c;
 }
 
+const std::vector<std::string>& Qwen35ConfigKeys() {
+  static const std::vector<std::string> keys = {
+      "architectures", "attention_bias", "attn_output_gate", "dtype", "eos_token_id",
+      "full_attention_interval", "head_dim", "hidden_act", "hidden_size", "initializer_range",
+      "intermediate_size", "layer_types", "linear_conv_kernel_dim", "linear_key_head_dim",
+      "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim",
+      "max_position_embeddings", "model_type", "moe_intermediate_size", "num_attention_heads",
+      "num_experts", "num_hidden_layers", "num_key_value_heads", "num_local_experts",
+      "partial_rotary_factor", "quantization_config", "rms_norm_eps", "rope_parameters",
+      "rope_scaling", "rope_theta", "text_config", "tie_word_embeddings", "torch_dtype",
+      "vocab_size"};
+  return keys;
+}
+
 Result<Qwen35Config> ParseQwen35ConfigText(std::string_view text, std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError("{}: not valid JSON", source);
+  ASSIGN_OR_RETURN(const json j, ParseJson(text, source));
   return ParseQwen35Config(j, source);
 }
 

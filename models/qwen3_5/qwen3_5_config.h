@@ -78,6 +78,9 @@ struct Qwen35Config {
 // `source` names the file in messages. InvalidArgument for bad or unsupported values, naming
 // `source` and the key (for a wrapper, "text_config.<key>").
 Result<Qwen35Config> ParseQwen35Config(const nlohmann::json& j, std::string_view source);
+// The top-level keys ParseQwen35Config reads (for a job file's `target_config` table, which
+// may use only these: see CheckOnlyKnownKeys in models/io/hf_config.h).
+const std::vector<std::string>& Qwen35ConfigKeys();
 Result<Qwen35Config> ParseQwen35ConfigText(std::string_view text, std::string_view source);
 // `path` is a config.json or a directory holding one.
 Result<Qwen35Config> LoadQwen35Config(const std::string& path);

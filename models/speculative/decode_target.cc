@@ -8,6 +8,7 @@
 #include "models/io/hf_config.h"
 #include "models/qwen3/qwen3_kv_cache.h"
 #include "models/qwen3_5/qwen3_5_cache.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::models {
 
@@ -90,11 +91,12 @@ class HybridDecodeTarget final : public DecodeTarget {
 Result<std::string> ReadModelType(const std::string& dir) {
   std::error_code ec;
   const std::string path = std::filesystem::is_directory(dir, ec) ? dir + "/config.json" : dir;
-  std::ifstream f(path);
-  if (!f) return NotFoundError("{}: cannot open (a target directory has a config.json)", path);
-  const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return InvalidArgumentError("{}: is not a JSON object", path);
+  Result<nlohmann::json> parsed = ReadJsonFile(path);
+  if (!parsed.ok() && parsed.status().code() == StatusCode::kNotFound)
+    return NotFoundError("{}: cannot open (a target directory has a config.json)", path);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return InvalidArgumentError("{}: is not a JSON object", path);
   const auto it = j.find("model_type");
   if (it == j.end() || !it->is_string())
     return InvalidArgumentError("{}: key 'model_type': missing", path);

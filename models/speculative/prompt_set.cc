@@ -7,6 +7,7 @@
 
 #include "data/chat/conversation.h"
 #include "models/io/file_util.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::models {
 
@@ -127,8 +128,11 @@ class Reader {
         return Bad{"malformed", bl.message, bl.reason == "wrong_format"};
       if (auto bad = Encode(conv, &ids, fatal)) return bad;
     } else {
-      ordered_json j = ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) return Bad{"malformed", "not valid JSON"};
+      if (!CheckJsonDepth(line, "").ok())
+        return Bad{"malformed", fmt::format("nested deeper than {} levels", kMaxJsonDepth)};
+      Result<ordered_json> parsed = ParseOrderedJson(line, "");
+      if (!parsed.ok()) return Bad{"malformed", "not valid JSON"};
+      const ordered_json& j = *parsed;
       if (!j.is_object()) return Bad{"malformed", "not a JSON object"};
       Bad bad;
       if (f == PromptFormat::kIds) {
@@ -233,8 +237,9 @@ const char* PromptFormatName(PromptFormat f) {
 }
 
 PromptFormat DetectPromptFormat(std::string_view line) {
-  ordered_json j = ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return PromptFormat::kAuto;
+  Result<ordered_json> parsed = ParseOrderedJson(line, "");
+  if (!parsed.ok() || !parsed->is_object()) return PromptFormat::kAuto;
+  const ordered_json& j = *parsed;
   for (const char* f : kIdFields)
     if (j.contains(f)) return PromptFormat::kIds;
   if (j.contains("messages")) return PromptFormat::kOpenAI;

@@ -175,6 +175,8 @@ TEST_F(PromptSetTest, BadLinesFailOrAreSkippedAndCounted) {
   const std::vector<Case> cases = {
       {"{\"input_ids\": [1, 2, ", "malformed", "p.jsonl:2: not valid JSON"},
       {"[1, 2]", "malformed", "p.jsonl:2: not a JSON object"},
+      {"{\"input_ids\": " + std::string(50000, '[') + std::string(50000, ']') + "}", "malformed",
+       "p.jsonl:2: nested deeper than 128 levels"},
       {"{\"input_ids\": [1, \"x\"]}", "malformed", "p.jsonl:2: id 1 is not an integer"},
       {"{\"input_ids\": 7}", "malformed", "p.jsonl:2: \"input_ids\" is not an array"},
       {"{\"question\": \"Q\"}", "malformed",

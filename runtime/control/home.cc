@@ -38,6 +38,10 @@ Result<std::string> TandemHome() {
   if ((st.st_mode & 077) != 0)
     return InvalidArgumentError("TANDEM_HOME '{}' is open to other users (mode {:o}); run "
                                 "`chmod 700 {}`", home, st.st_mode & 0777, home);
+  // Another user's directory, even mode 700, is theirs: its token and socket are not ours.
+  if (st.st_uid != ::geteuid())
+    return InvalidArgumentError("TANDEM_HOME '{}' belongs to uid {}, not to this user (uid {}); "
+                                "use a directory of your own", home, st.st_uid, ::geteuid());
   return home;
 }
 

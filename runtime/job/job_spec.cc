@@ -5,12 +5,15 @@
 #include <fstream>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "runtime/actor/system.h"
 #include "runtime/core/logging.h"
 #include "runtime/job/job_spec_keys.h"
+#include "runtime/job/toml_text_depth.h"
 
 namespace tandem {
 namespace {
@@ -19,6 +22,50 @@ std::string Where(const std::string& path, const toml::node& node) {
   const auto& src = node.source();
   if (src.begin.line == 0) return path;
   return fmt::format("{}:{}", path, src.begin.line);
+}
+
+// Refuses a table or array nested deeper than kMaxJobNesting, before ToConfig recurses into
+// it. CheckTomlTextDepth already refused such text before parsing (toml++ recurses too); its
+// count is exact for well-formed TOML, and this walk of the parsed table keeps ToConfig's
+// bound independent of that. An explicit stack, no recursion; the error names the file, the
+// line and the first parts of the key.
+Status CheckNesting(const std::string& path, const toml::table& root) {
+  struct Frame {
+    const toml::node* node;
+    int depth;      // root = 0
+    size_t parent;  // index in `frames`; the root is its own parent
+    std::string part;  // "name" or "[3]"
+    bool index;
+  };
+  std::vector<Frame> frames = {{&root, 0, 0, "", false}};
+  std::vector<size_t> todo = {0};
+  while (!todo.empty()) {
+    const size_t i = todo.back();
+    todo.pop_back();
+    const int depth = frames[i].depth;
+    if (depth > kMaxJobNesting) {
+      std::vector<const Frame*> parts;
+      for (size_t j = i; j != 0; j = frames[j].parent) parts.push_back(&frames[j]);
+      std::string key;
+      for (auto it = parts.rbegin(); it != parts.rend() && key.size() < 200; ++it)
+        key += (key.empty() || (*it)->index ? "" : ".") + (*it)->part;
+      return InvalidArgumentError(
+          "{}: {}...: tables and arrays nested deeper than {} levels; a job file needs a few",
+          Where(path, *frames[i].node), key, kMaxJobNesting);
+    }
+    if (auto t = frames[i].node->as_table()) {
+      for (auto&& [k, child] : *t) {
+        frames.push_back({&child, depth + 1, i, std::string(k.str()), false});
+        todo.push_back(frames.size() - 1);
+      }
+    } else if (auto a = frames[i].node->as_array()) {
+      for (size_t n = 0; n < a->size(); ++n) {
+        frames.push_back({a->get(n), depth + 1, i, fmt::format("[{}]", n), true});
+        todo.push_back(frames.size() - 1);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 // Converts a TOML node to a ConfigValue, recording file:line on every value. Linear in the
@@ -162,6 +209,7 @@ Status ParseActors(const ConfigValue& root, JobSpec* job) {
 }
 
 Result<JobSpec> FromToml(const toml::table& tbl, const std::string& path) {
+  RETURN_IF_ERROR(CheckNesting(path, tbl));
   ASSIGN_OR_RETURN(ConfigValue root, ToConfig(path, tbl, ""));
   RETURN_IF_ERROR(TopLevelKeys().Check(root, ""));
   JobSpec job;
@@ -201,6 +249,18 @@ Status TooLarge(const std::string& path, int64_t max_bytes) {
 }
 
 }  // namespace
+
+Status CheckStoreFitsMachine(const JobSpec& job, int64_t machine_bytes) {
+  if (machine_bytes <= 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return Status::Ok();  // unknown: the allocation will tell
+    machine_bytes = static_cast<int64_t>(pages) * page;
+  }
+  if (job.store_bytes <= machine_bytes) return Status::Ok();
+  return InvalidArgumentError("{}: store.capacity_mb: {} MiB of pinned memory is more than this "
+                              "machine has ({} MiB); lower it", job.path, job.store_bytes >> 20,
+                              machine_bytes >> 20);
+}
 
 const ChannelSpec* JobSpec::FindChannel(const std::string& n) const {
   for (const auto& c : channels)
@@ -249,6 +309,8 @@ int64_t MaxJobFileBytes() {
 
 Result<JobSpec> ParseJobText(const std::string& text, const std::string& path, int64_t max_bytes) {
   if (static_cast<int64_t>(text.size()) > max_bytes) return TooLarge(path, max_bytes);
+  // Before toml++ sees it: its parser recurses once per level.
+  RETURN_IF_ERROR(CheckTomlTextDepth(text, path, kMaxJobNesting));
   try {
     toml::table tbl = toml::parse(text, path);
     return FromToml(tbl, path);

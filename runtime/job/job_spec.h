@@ -61,6 +61,11 @@ struct JobSpec {
   const ActorGroupSpec* FindGroup(const std::string& name) const;  // null when absent
 };
 
+// The deepest nesting of tables and arrays a job file may have (`[actors.a]` with `x = [1]` is
+// 3 deep). Conversion recurses once per level; the limit keeps a hostile file (a dotted key
+// of thousands of parts) from overflowing the parser's stack, the daemon's included.
+inline constexpr int kMaxJobNesting = 64;
+
 inline constexpr int64_t kDefaultMaxJobFileBytes = 1 << 20;
 // The job file size limit: $TANDEM_MAX_JOB_FILE_BYTES when it holds a positive integer,
 // else kDefaultMaxJobFileBytes.
@@ -74,5 +79,10 @@ Result<JobSpec> LoadJobFile(const std::string& path, int64_t max_bytes = MaxJobF
 // Same, from text already in memory (the embedded default job, a submitted job, tests).
 Result<JobSpec> ParseJobText(const std::string& text, const std::string& path,
                              int64_t max_bytes = MaxJobFileBytes());
+
+// InvalidArgument when the job's pinned store (store.capacity_mb) is larger than the
+// machine's memory (`machine_bytes`; 0: this machine's physical memory), which no run could
+// allocate. Separate from parsing: a job file is valid anywhere, this is about one machine.
+Status CheckStoreFitsMachine(const JobSpec& job, int64_t machine_bytes = 0);
 
 }  // namespace tandem

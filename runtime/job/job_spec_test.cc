@@ -144,6 +144,20 @@ TEST(JobSpecTest, StoreCapacityCannotOverflow) {
   EXPECT_EQ(job->store_bytes, int64_t{1} << 44);
 }
 
+TEST(JobSpecTest, StoreLargerThanTheMachineIsRefused) {
+  auto job = ParseJobText("[store]\ncapacity_mb = 16777216\n[actors.a]\nclass = \"x\"\n", "j.toml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  Status st = CheckStoreFitsMachine(*job);  // 16 TiB: more than any machine this runs on
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("j.toml: store.capacity_mb: 16777216 MiB"), std::string::npos)
+      << st.message();
+  EXPECT_FALSE(CheckStoreFitsMachine(*job, int64_t{1} << 40).ok());
+  EXPECT_TRUE(CheckStoreFitsMachine(*job, int64_t{1} << 44).ok());
+  auto small = ParseJobText("[store]\ncapacity_mb = 16\n[actors.a]\nclass = \"x\"\n", "s");
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(CheckStoreFitsMachine(*small).ok());
+}
+
 // The group keys' declared defaults are filled into the section every reader gets.
 TEST(JobSpecTest, GroupDefaultsAreFilledIn) {
   auto job = ParseJobText("[actors.a]\nclass = \"x\"\n", "j.toml");
@@ -206,6 +220,69 @@ TEST(JobSpecTest, JobFileSizeIsCapped) {
   EXPECT_EQ(MaxJobFileBytes(), kDefaultMaxJobFileBytes);
   ASSERT_EQ(unsetenv("TANDEM_MAX_JOB_FILE_BYTES"), 0);
   EXPECT_EQ(MaxJobFileBytes(), kDefaultMaxJobFileBytes);
+}
+
+std::string DottedKey(int parts) {
+  std::string key = "b";
+  for (int i = 1; i < parts; ++i) key += ".b";
+  return key;
+}
+
+TEST(JobSpecTest, DeepNestingIsRefusedNotACrash) {
+  // A dotted key of 10,000 parts (a 20 KB file) overflowed the stack converting the parsed
+  // table; one of 200,000 overflowed inside the TOML parser itself.
+  for (int parts : {10000, 200000}) {
+    const std::string text = "[actors.a]\nclass = \"x\"\n\n" + DottedKey(parts) + " = 1\n";
+    auto job = ParseJobText(text, "deep.toml");
+    ASSERT_FALSE(job.ok());
+    const std::string& m = job.status().message();
+    EXPECT_EQ(m.rfind("deep.toml:4: b.b.b", 0), 0u) << m.substr(0, 300);
+    EXPECT_NE(m.find("nested deeper than 64 levels"), std::string::npos) << m.substr(0, 300);
+    EXPECT_LT(m.size(), 400u);
+  }
+  // Headers, arrays and inline tables count too; strings and comments do not.
+  const std::string group = "[actors.a]\nclass = \"x\"\n";
+  const std::string deep_cases[] = {
+      "[" + DottedKey(70) + "]\nx = 1\n",
+      group + "v = " + std::string(70, '[') + std::string(70, ']') + "\n",
+      group + "v = [\n" + std::string(70, '[') + "\n" + std::string(71, ']') + "\n",
+      group + "t = {" + DottedKey(70) + " = 1}\n",
+  };
+  for (const std::string& deep : deep_cases) {
+    auto job = ParseJobText(deep, "deep.toml");
+    ASSERT_FALSE(job.ok()) << deep;
+    EXPECT_NE(job.status().message().find("nested deeper than 64"), std::string::npos)
+        << job.status().message();
+  }
+  // The line counts the newlines inside multi-line strings.
+  auto after_string = ParseJobText(group + "s = \"\"\"\na\nb\n\"\"\"\n" + DottedKey(100) + " = 1\n",
+                                   "deep.toml");
+  ASSERT_FALSE(after_string.ok());
+  EXPECT_EQ(after_string.status().message().rfind("deep.toml:7: b.b", 0), 0u)
+      << after_string.status().message();
+  std::string floats;
+  for (int i = 0; i < 500; ++i) floats += "1.5, ";
+  const std::string shallow_cases[] = {
+      group + "s = \"" + DottedKey(500) + "[[[[{{{{\"\n",
+      group + "# " + DottedKey(500) + "\n",
+      group + "s = '''\n" + std::string(500, '[') + "\n'''\n",
+      group + "\"" + DottedKey(500) + "\" = 1\n",
+      group + "f = [" + floats + "2.5]\n",
+  };
+  for (const std::string& shallow : shallow_cases) {
+    auto job = ParseJobText(shallow, "ok.toml");
+    if (!job.ok())
+      EXPECT_EQ(job.status().message().find("nested deeper"), std::string::npos)
+          << job.status().message();
+  }
+  // [actors.a] is 2 deep: a key of 62 parts puts its value at 64, the limit; 63 is refused.
+  auto at_limit = ParseJobText(group + DottedKey(62) + " = 1\n", "ok.toml");
+  if (!at_limit.ok())
+    EXPECT_EQ(at_limit.status().message().find("nested deeper"), std::string::npos)
+        << at_limit.status().message();
+  auto past = ParseJobText(group + DottedKey(63) + " = 1\n", "deep.toml");
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("nested deeper"), std::string::npos);
 }
 
 TEST(JobSpecTest, MissingFile) {

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/json_parse.h"
+
 namespace tandem::report {
 namespace {
 
@@ -33,11 +35,12 @@ class Parser {
 
   void Line(const std::string& text, int line_no) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) return;
-    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      Warn(line_no, "not a valid JSON object (truncated or corrupt)");
+    Result<json> parsed = ParseJson(text, "");
+    if (!parsed.ok() || !parsed->is_object()) {
+      Warn(line_no, "not a valid JSON object (truncated, corrupt or nested too deep)");
       return;
     }
+    const json& j = *parsed;
     std::string kind = Str(j, "kind");
     if (kind.empty() && j.contains("step") && j.contains("loss")) kind = "train";  // schema 0
     if (kind == "header") return Header(j, line_no);
@@ -102,7 +105,7 @@ class Parser {
       for (auto it = s->begin(); it != s->end(); ++it) order.push_back(it.key());
     for (const std::string& k : order) {
       const json& v = (*s)[k];
-      run_.settings.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+      run_.settings.emplace_back(k, v.is_string() ? v.get<std::string>() : DescribeJson(v));
     }
   }
 

@@ -4,6 +4,7 @@
 // naming the lines; no metrics is a clear error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -14,6 +15,7 @@
 
 #include "tools/report/html_report.h"
 #include "tools/report/metrics_reader.h"
+#include "tools/report/svg_axes.h"
 #include "tests/support/scratch_dir.h"
 
 namespace tandem::report {
@@ -145,6 +147,52 @@ TEST(ReportTest, CorruptAndTruncatedLinesAreSkippedWithWarningsNamingThem) {
   EXPECT_EQ(Points(ChartSvg(html, "loss"), "series"), std::vector<int>{11});
   EXPECT_NE(html.find("run.jsonl:4:"), std::string::npos);
   EXPECT_NE(Cell(html, "end_state").find("no end record"), std::string::npos);
+}
+
+TEST(ReportTest, TicksAreBoundedWhenValuesDifferByLessThanAStep) {
+  // 1e17 and 1e17 + 16 are one ulp apart: a tick step below the ulp never advanced, and the
+  // tick list grew until memory ran out.
+  for (Range r : {Range{1e17, 1e17 + 16}, Range{1e17, 1e17}, Range{-3e300, 1.7e308},
+                  Range{0, 0}, Range{5e-324, 1e-323}, Range{NAN, INFINITY}, Range{2, 1}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}]", r.lo, r.hi));
+    const double lo = r.lo, hi = r.hi;
+    std::vector<double> t = NiceTicks(&r, 5);
+    ASSERT_GE(t.size(), 2u);
+    EXPECT_LE(t.size(), 23u);
+    for (size_t i = 1; i < t.size(); ++i) EXPECT_LT(t[i - 1], t[i]);
+    EXPECT_TRUE(std::isfinite(r.lo) && std::isfinite(r.hi));
+    if (std::isfinite(lo) && std::isfinite(hi) && lo <= hi && hi < 1e300) {
+      EXPECT_LE(r.lo, lo);
+      EXPECT_GE(r.hi, hi);
+    }
+  }
+  Range usual{0.2, 9.7};
+  EXPECT_EQ(NiceTicks(&usual, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+}
+
+TEST(ReportTest, AThreeLineFileOfNearlyEqualHugeValuesRenders) {
+  const std::string text =
+      "{\"kind\": \"header\", \"schema\": 1, \"job\": \"x\"}\n"
+      "{\"kind\": \"train\", \"t\": 1, \"step\": 1, \"loss\": 1e17}\n"
+      "{\"kind\": \"train\", \"t\": 2, \"step\": 2, \"loss\": 100000000000000016}\n";
+  auto run = ParseMetrics(text, "ulp.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string html = RenderReport(*run, nullptr);
+  EXPECT_LT(html.size(), 1u << 20);
+  EXPECT_EQ(Points(ChartSvg(html, "loss"), "series"), std::vector<int>{2});
+}
+
+TEST(ReportTest, DeeplyNestedLinesAreSkippedNotACrash) {
+  const std::string deep = std::string(50000, '[') + std::string(50000, ']');
+  const std::string text =
+      "{\"kind\": \"header\", \"schema\": 1, \"settings\": {\"a\": " + deep + "}}\n"
+      "{\"kind\": \"train\", \"t\": 1, \"step\": 1, \"loss\": 3, \"x\": " + deep + "}\n"
+      "{\"kind\": \"train\", \"t\": 2, \"step\": 2, \"loss\": 2}\n";
+  auto run = ParseMetrics(text, "deep.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->warnings.size(), 2u);
+  EXPECT_NE(run->warnings[0].find("deep.jsonl:1:"), std::string::npos) << run->warnings[0];
+  EXPECT_EQ(run->train.size(), 1u);
 }
 
 TEST(ReportTest, NoMetricsIsAClearError) {

@@ -1,5 +1,6 @@
 #include "tools/report/svg_axes.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -7,23 +8,43 @@
 namespace tandem::report {
 
 std::vector<double> NiceTicks(Range* r, int count) {
-  if (!(r->hi > r->lo)) {  // one value (or none): a unit-wide range around it
-    const double pad = r->lo == 0 ? 1 : std::abs(r->lo) * 0.1;
-    r->lo -= pad;
-    r->hi += pad;
+  count = std::clamp(count, 1, 50);
+  // Values beyond +-1e300 (or not finite) would overflow hi - lo, and below 1e-300 underflow
+  // the step; such a metric is broken anyway, so its axis just stays finite.
+  auto tame = [](double v, double if_not_finite) {
+    if (!std::isfinite(v)) return if_not_finite;
+    return std::abs(v) < 1e-300 ? 0.0 : std::clamp(v, -1e300, 1e300);
+  };
+  double lo = tame(r->lo, 0), hi = tame(r->hi, 1);
+  if (lo > hi) std::swap(lo, hi);
+  // A range narrower than a millionth of its magnitude (one value, or values an ulp apart such
+  // as 1e17 and 1e17 + 16) is drawn as one value, +-10% around it: a step below the values'
+  // ulp could never advance from one tick to the next.
+  if (hi - lo <= std::max(std::abs(lo), std::abs(hi)) * 1e-6) {
+    const double mid = lo / 2 + hi / 2;
+    const double pad = mid == 0 ? 1 : std::abs(mid) * 0.1;
+    lo = mid - pad;
+    hi = mid + pad;
   }
-  const double raw = (r->hi - r->lo) / std::max(count, 1);
-  const double mag = std::pow(10, std::floor(std::log10(raw)));
-  double step = mag;
+  const double raw = (hi - lo) / count;
+  const double p10 = std::pow(10, std::floor(std::log10(raw)));
+  double step = p10;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * mag;
+    step = m * p10;
     if (step >= raw) break;
   }
-  r->lo = std::floor(r->lo / step) * step;
-  r->hi = std::ceil(r->hi / step) * step;
+  r->lo = std::floor(lo / step) * step;
+  r->hi = std::ceil(hi / step) * step;
+  // Ticks by index, not by repeated addition: a bounded count whatever the arithmetic does.
+  const double n = std::round((r->hi - r->lo) / step);
+  const int ticks_n = static_cast<int>(std::clamp(n, 0.0, 4.0 * count + 2)) + 1;
   std::vector<double> ticks;
-  for (double v = r->lo; v <= r->hi + step * 1e-6; v += step)
+  ticks.reserve(ticks_n);
+  for (int i = 0; i < ticks_n; ++i) {
+    const double v = r->lo + i * step;
     ticks.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  }
+  r->hi = ticks.back();
   return ticks;
 }
 

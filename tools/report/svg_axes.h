@@ -13,8 +13,10 @@ struct Range {
   double hi = 1;
 };
 
-// Ticks at a 1-2-5 step covering [r.lo, r.hi], about `count` of them; also widens `r` to the
-// outer ticks so the data sits inside the axes.
+// Ticks at a 1-2-5 step covering [r.lo, r.hi], about `count` of them (never more than
+// 4 * count + 3, whatever the values); also widens `r` to the outer ticks so the data sits
+// inside the axes. A range narrower than a millionth of its magnitude is drawn as one value
+// (+-10% around it); values beyond +-1e300 or not finite are clamped.
 std::vector<double> NiceTicks(Range* r, int count);
 // A tick label: short, no trailing zeros ("0.5", "1200", "1.5e+06").
 std::string TickLabel(double v);
