@@ -75,6 +75,8 @@ class ClusterHead::State {
     Send(out);
   }
 
+  int nodes() const { return o_.nodes; }
+
   Status failure() const {
     std::lock_guard lock(mu_);
     return failure_.empty() ? Status::Ok() : UnavailableError("{}", failure_);
@@ -401,6 +403,9 @@ Result<std::unique_ptr<ClusterHead>> ClusterHead::Start(HeadOptions options, Hea
   so.tcp_port = listen.port;
   so.token = listen.token;
   so.limits = listen.limits;
+  // Each node holds up to two connections at once (a heartbeat and a waiting request).
+  const size_t nodes = static_cast<size_t>(head->state_->nodes());
+  so.limits.max_connections = std::max(so.limits.max_connections, 4 * nodes + 16);
   State* state = head->state_.get();
   Result<std::unique_ptr<ControlServer>> server = ControlServer::Start(
       std::move(so), [state](ControlRequest req, ControlServer::Reply reply) {

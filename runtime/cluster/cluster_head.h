@@ -65,7 +65,7 @@ struct HeadListen {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port (see ClusterHead::port())
   std::string token;
-  ServerLimits limits;
+  ServerLimits limits;  // max_connections is raised to at least 4 per node
 };
 
 class ClusterHead {

@@ -184,9 +184,9 @@ TEST(ClusterProcessTest, WrongTokenIsRefused) {
   EXPECT_EQ(kids[0]->Wait(), 0);
 }
 
-// Node 2 is killed (or frozen) after joining: the other nodes' failure callbacks fire
-// within node_timeout plus slack, naming node 2 and its host.
-void LoseNode(int signal) {
+// One node is killed (or frozen) after joining: every other node's failure callback fires
+// within node_timeout plus slack, naming the lost node (or the head when it is node 0).
+void LoseNode(int signal, int victim) {
   constexpr int kTimeoutMs = 2000;
   const std::vector<std::string> fast = {"--heartbeat-ms", "100", "--node-timeout-ms",
                                          std::to_string(kTimeoutMs)};
@@ -196,21 +196,28 @@ void LoseNode(int signal) {
   for (int r = 1; r < 3; ++r)
     kids.push_back(std::make_unique<Child>(Args("hold", r, 3, port, fast)));
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(StartsWith(kids[r]->Line(), "JOINED")) << r;
+  const std::string expect = victim == 0
+                                 ? "the cluster head (node 0 at 127.0.0.1:"
+                                 : "node 2 (testhost2) was not heard from";
   const auto t0 = Clock::now();
-  ASSERT_EQ(kill(kids[2]->pid(), signal), 0);
-  for (int r = 0; r < 2; ++r) {
+  ASSERT_EQ(kill(kids[victim]->pid(), signal), 0);
+  for (int r = 0; r < 3; ++r) {
+    if (r == victim) continue;
     const std::string line = kids[r]->Line(seconds(60));
     const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
     EXPECT_TRUE(StartsWith(line, "FAILED ")) << "node " << r << ": " << line;
-    EXPECT_NE(line.find("node 2 (testhost2) was not heard from"), std::string::npos) << line;
+    EXPECT_NE(line.find(expect), std::string::npos) << line;
     // Detection takes node_timeout; a loaded 2-core machine gets generous slack on top.
     EXPECT_LT(waited, kTimeoutMs / 1000.0 + 15) << line;
     EXPECT_GE(waited, kTimeoutMs / 1000.0 * 0.5) << line;
   }
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(kids[r]->Wait(), 0) << r;
+  for (int r = 0; r < 3; ++r)
+    if (r != victim) EXPECT_EQ(kids[r]->Wait(), 0) << r;
 }
 
-TEST(ClusterProcessTest, KilledNodeIsNoticedByEveryOther) { LoseNode(SIGKILL); }
-TEST(ClusterProcessTest, FrozenNodeIsNoticedByEveryOther) { LoseNode(SIGSTOP); }
+TEST(ClusterProcessTest, KilledNodeIsNoticedByEveryOther) { LoseNode(SIGKILL, 2); }
+TEST(ClusterProcessTest, FrozenNodeIsNoticedByEveryOther) { LoseNode(SIGSTOP, 2); }
+TEST(ClusterProcessTest, KilledHeadIsNoticedByEveryNode) { LoseNode(SIGKILL, 0); }
+TEST(ClusterProcessTest, FrozenHeadIsNoticedByEveryNode) { LoseNode(SIGSTOP, 0); }
 
 }  // namespace

@@ -121,8 +121,8 @@ int RunGloo(ClusterNode& node, const Args& a) {
     for (int r = 0; r < a.nodes; ++r) {
       const SliceRange s = RankSlice(n, a.nodes, r);
       std::vector<const float*> in;
-      for (int q = 0; q < a.nodes; ++q) in.push_back(all[q].data() + s.lo);
-      cluster::AverageInRankOrder(in.data(), a.nodes, s.size(), expect.data() + s.lo);
+      for (int q = 0; q < a.nodes; ++q) in.push_back(all[q].data());
+      cluster::AverageInRankOrder(in.data(), a.nodes, s.lo, s.size(), expect.data() + s.lo);
     }
     if (n > 0 && std::memcmp(mine.data(), expect.data(), n * sizeof(float)) != 0)
       return Fail(InternalError("average of {} elements differs from the in-process one", n));

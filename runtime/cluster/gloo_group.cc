@@ -140,7 +140,7 @@ Status GlooGroup::AverageInRankOrder(float* data, int64_t n) {
   }));
   std::vector<const float*> inputs(size_);
   for (int r = 0; r < size_; ++r) inputs[r] = copies.data() + r * mine.size();
-  cluster::AverageInRankOrder(inputs.data(), size_, mine.size(), average.data());
+  cluster::AverageInRankOrder(inputs.data(), size_, 0, mine.size(), average.data());
   return impl_->Run("average: gathering slices", [&] {
     gloo::AllgathervOptions opts(ctx);
     opts.setInput(average.data(), static_cast<size_t>(mine.size()));

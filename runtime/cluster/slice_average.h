@@ -26,15 +26,16 @@ inline SliceRange RankSlice(int64_t n, int nranks, int rank) {
   return {lo, std::min(n, lo + per)};
 }
 
-// out[i] = (inputs[0][i] + inputs[1][i] + ... + inputs[nranks-1][i]) * (1.0f / nranks) for
-// i in [0, count), summed left to right in fp32. `inputs[r]` points at rank r's copy of the
-// slice. `out` may alias one of the inputs.
-inline void AverageInRankOrder(const float* const* inputs, int nranks, int64_t count,
-                               float* out) {
+// out[i] = (inputs[0][offset + i] + ... + inputs[nranks-1][offset + i]) * (1.0f / nranks)
+// for i in [0, count), summed left to right in fp32. `inputs[r]` is rank r's buffer (the
+// whole gradient, with `offset` the slice's start, or just its copy of the slice, with
+// offset 0). `out` may alias one of the inputs' elements read at the same index.
+inline void AverageInRankOrder(const float* const* inputs, int nranks, int64_t offset,
+                               int64_t count, float* out) {
   const float inv = 1.0f / static_cast<float>(nranks);
   for (int64_t i = 0; i < count; ++i) {
     float sum = 0.f;
-    for (int r = 0; r < nranks; ++r) sum += inputs[r][i];
+    for (int r = 0; r < nranks; ++r) sum += inputs[r][offset + i];
     out[i] = sum * inv;
   }
 }
