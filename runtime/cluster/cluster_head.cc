@@ -200,7 +200,7 @@ class ClusterHead::State {
       }
       default: break;
     }
-    Park(std::move(req), std::move(reply), out);
+    Park(std::move(req), std::move(reply));
     Wake(out);
   }
 
@@ -240,7 +240,7 @@ class ClusterHead::State {
       TLOG_INFO("cluster: {} joined ({})", who, n.inventory.ToString());
     }
     n.last_seen = o_.clock->Now();
-    Park(std::move(req), std::move(reply), out);
+    Park(std::move(req), std::move(reply));
     if (!placed_ && std::all_of(nodes_.begin(), nodes_.end(), [](const NodeState& s) {
           return s.joined;
         })) {
@@ -261,14 +261,14 @@ class ClusterHead::State {
     TLOG_INFO("cluster: all {} nodes joined; placement:\n{}", o_.nodes, placement_.ToString());
   }
 
-  void Park(ControlRequest req, Reply reply, Out*) REQUIRES(mu_) {
+  void Park(ControlRequest req, Reply reply) REQUIRES(mu_) {
     const Duration wait =
         std::min<Duration>(std::chrono::milliseconds(req.cluster.wait_ms), o_.max_wait);
     parked_.push_back({std::move(req), std::move(reply), o_.clock->Now() + wait});
   }
 
-  // Answers the parked requests that can be answered now: ready ones, failed ones, and those
-  // whose wait ended (`expired_only` is not needed: a deadline in the past answers not-ready).
+  // Answers the parked requests that can be answered now: ready ones, all of them once the
+  // cluster failed, and those whose wait ended (with ready = false; the node asks again).
   void Wake(Out* out) REQUIRES(mu_) {
     const TimePoint now = o_.clock->Now();
     for (auto it = parked_.begin(); it != parked_.end();) {
