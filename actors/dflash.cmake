@@ -10,13 +10,14 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_settings.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/dp_positions.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce_nodes.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/synthetic_source.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc)
-target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative)
+target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative tandem::cluster)
 
 # The job tests train the tiny job end to end, several times each: 10-75 s on an idle machine,
 # 75-300 s measured on a loaded 2-core machine under ctest -j4. Their timeout is

@@ -9,6 +9,7 @@ pkgs=(
   libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
+  libgloo-dev              # runtime/cluster: CPU collectives between processes
   libpcre2-dev libutf8proc-dev
   python3
   bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/comm/nccl.h"
+#include "runtime/cluster/slice_average.h"
 #include "runtime/core/thread_annotations.h"
 
 namespace tandem::dflash {
@@ -64,15 +65,11 @@ class Rendezvous {
         return InvalidArgumentError("gradient all-reduce: replicas disagree on the size ({} "
                                     "vs {} elements)", average_.size(), n);
     }
-    // This rank's slice, summed in rank order, so the result does not depend on who computes.
-    const int64_t per = (n + nranks_ - 1) / nranks_;
-    const int64_t lo = std::min(n, rank * per), hi = std::min(n, lo + per);
-    const float inv = 1.0f / static_cast<float>(nranks_);
-    for (int64_t i = lo; i < hi; ++i) {
-      float sum = 0.f;
-      for (int r = 0; r < nranks_; ++r) sum += inputs_[r][i];
-      average_[i] = sum * inv;
-    }
+    // This rank's slice, summed in rank order, so the result does not depend on who computes
+    // (the same arithmetic as the cross-process path, cluster::GlooGroup).
+    const cluster::SliceRange slice = cluster::RankSlice(n, nranks_, rank);
+    cluster::AverageInRankOrder(inputs_.data(), nranks_, slice.lo, slice.size(),
+                                average_.data() + slice.lo);
     RETURN_IF_ERROR(Arrive());
     // average_ is only written again after the next step's first barrier, which this rank
     // reaches only after this copy.

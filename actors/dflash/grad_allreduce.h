@@ -18,6 +18,13 @@
 // Unavailable error naming who left, at which step and why, instead of hanging. The job
 // then fails: replicas never silently stop at different steps.
 //
+// Across processes (one tandem process per node, runtime/cluster), JoinGradientAllReduceAcross
+// Nodes gives the same interface with the ranks in several processes: CPU replicas average
+// through a cluster::GlooGroup (bit-identical to the in-process path: one shared function,
+// runtime/cluster/slice_average.h); CUDA replicas use a non-blocking NCCL communicator whose
+// unique id rank 0 publishes through the cluster head's key-value service, and a watchdog
+// aborts it when NCCL reports an error or the cluster fails, so no rank hangs on a dead peer.
+//
 // Thread-safety: one GradientAllReduce per replica, used by that replica's thread only;
 // the rendezvous behind it is thread-safe.
 #pragma once
@@ -27,8 +34,13 @@
 #include <string>
 
 #include "kernels/core/tensor.h"
+#include "runtime/core/clock.h"
 #include "runtime/core/status.h"
 #include "runtime/job/job_registry.h"
+
+namespace tandem::cluster {
+class ClusterNode;
+}  // namespace tandem::cluster
 
 namespace tandem::dflash {
 
@@ -59,5 +71,14 @@ Result<std::unique_ptr<GradientAllReduce>> JoinGradientAllReduce(JobRegistry& re
                                                                  const std::string& group,
                                                                  int nranks, int rank,
                                                                  kernels::Device device);
+
+// Joins global rank `rank` of `nranks` of `group` across the cluster's processes (see the
+// header comment). `node` is this process's joined cluster client and must outlive the
+// result; `address` is the interface Gloo listens on (this node's address). Blocks until
+// every rank connected or `timeout`. Each group joins once per run (the NCCL id and the
+// Gloo rendezvous live under the group's name in the head's key-value service).
+Result<std::unique_ptr<GradientAllReduce>> JoinGradientAllReduceAcrossNodes(
+    cluster::ClusterNode& node, const std::string& group, int nranks, int rank,
+    kernels::Device device, const std::string& address, Duration timeout);
 
 }  // namespace tandem::dflash

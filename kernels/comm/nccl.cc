@@ -6,7 +6,10 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "kernels/core/cuda_check.h"
 #endif
@@ -25,6 +28,9 @@ namespace tandem::kernels {
 
 struct NcclComm::Handle {
   ncclComm_t comm = nullptr;
+  bool nonblocking = false;
+  std::mutex abort_mu;          // Abort once, and not while the destructor destroys
+  bool aborted = false;         // GUARDED_BY(abort_mu)
 };
 
 namespace {
@@ -57,7 +63,74 @@ NcclComm::NcclComm(std::unique_ptr<Handle> h, int rank, int size, int device)
     : handle_(std::move(h)), rank_(rank), size_(size), device_(device) {}
 
 NcclComm::~NcclComm() {
-  if (handle_ && handle_->comm) ncclCommDestroy(handle_->comm);
+  if (!handle_ || !handle_->comm) return;
+  std::lock_guard lock(handle_->abort_mu);
+  if (!handle_->aborted) ncclCommDestroy(handle_->comm);
+}
+
+namespace {
+
+// A non-blocking communicator's pending work: polls its state until it leaves
+// ncclInProgress, or `deadline` passes (false).
+bool WaitReady(ncclComm_t comm, ncclResult_t* state, TimePoint deadline) {
+  while (true) {
+    if (ncclCommGetAsyncError(comm, state) != ncclSuccess) return true;
+    if (*state != ncclInProgress) return true;
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NcclComm>> NcclComm::CreateNonBlocking(const NcclUniqueId& id,
+                                                              int nranks, int rank, int device,
+                                                              Duration timeout) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return InvalidArgumentError("NcclComm::CreateNonBlocking: rank {} out of range for {} "
+                                "ranks", rank, nranks);
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  ncclUniqueId raw;
+  std::memcpy(&raw, id.data(), id.size());
+  auto h = std::make_unique<Handle>();
+  h->nonblocking = true;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(&h->comm, nranks, raw, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (h->comm != nullptr) ncclCommAbort(h->comm);
+    return CudaError("ncclCommInitRankConfig (rank {} of {}, cuda:{}): {} ({})", rank, nranks,
+                     device, ncclGetErrorString(r), ncclGetLastError(nullptr));
+  }
+  ncclResult_t state = ncclInProgress;
+  const bool done = WaitReady(h->comm, &state, SteadyClock::now() + timeout);
+  if (!done || state != ncclSuccess) {
+    ncclCommAbort(h->comm);
+    if (!done)
+      return DeadlineExceededError("NCCL communicator rank {} of {} on cuda:{} was not set up "
+                                   "within {:.1f} s (a peer missing?); aborted", rank, nranks,
+                                   device, std::chrono::duration<double>(timeout).count());
+    return CudaError("NCCL communicator rank {} of {} on cuda:{}: {} ({})", rank, nranks,
+                     device, ncclGetErrorString(state), ncclGetLastError(h->comm));
+  }
+  return std::unique_ptr<NcclComm>(new NcclComm(std::move(h), rank, nranks, device));
+}
+
+Status NcclComm::AsyncError() const {
+  std::lock_guard lock(handle_->abort_mu);
+  if (handle_->aborted) return UnavailableError("NCCL communicator rank {}: aborted", rank_);
+  ncclResult_t state = ncclSuccess;
+  NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(handle_->comm, &state));
+  if (state == ncclSuccess || state == ncclInProgress) return Status::Ok();
+  return UnavailableError("NCCL communicator rank {} of {}: {} ({})", rank_, size_,
+                          ncclGetErrorString(state), ncclGetLastError(handle_->comm));
+}
+
+void NcclComm::Abort() {
+  std::lock_guard lock(handle_->abort_mu);
+  if (handle_->aborted || handle_->comm == nullptr) return;
+  handle_->aborted = true;
+  ncclCommAbort(handle_->comm);
 }
 
 Result<NcclUniqueId> NcclComm::NewUniqueId() {
@@ -109,9 +182,32 @@ Status NcclComm::AllReduce(const TensorView& send, const TensorView& recv, Reduc
   if (send.dtype() != DType::kBF16 && send.dtype() != DType::kF32)
     return InvalidArgumentError("{}: expected bf16 or f32, got {}", kOp, send.ToString());
   ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(kOp, send));
-  NCCL_RETURN_IF_ERROR(ncclAllReduce(send.data(), recv.data(), static_cast<size_t>(send.numel()),
-                                     type, op == ReduceOp::kSum ? ncclSum : ncclAvg,
-                                     handle_->comm, s));
+  if (!handle_->nonblocking) {
+    NCCL_RETURN_IF_ERROR(ncclAllReduce(send.data(), recv.data(),
+                                       static_cast<size_t>(send.numel()), type,
+                                       op == ReduceOp::kSum ? ncclSum : ncclAvg, handle_->comm,
+                                       s));
+    return Status::Ok();
+  }
+  // Non-blocking: enqueueing may itself stay in progress; wait for that (host-side only, not
+  // for the collective), under the abort lock so a watchdog's Abort() never frees the
+  // communicator under this thread, and releasing it between polls so Abort() can run.
+  ncclResult_t state = ncclInProgress;
+  {
+    std::lock_guard lock(handle_->abort_mu);
+    if (handle_->aborted) return UnavailableError("{}: the communicator was aborted", kOp);
+    state = ncclAllReduce(send.data(), recv.data(), static_cast<size_t>(send.numel()), type,
+                          op == ReduceOp::kSum ? ncclSum : ncclAvg, handle_->comm, s);
+  }
+  while (state == ncclInProgress) {
+    std::this_thread::yield();
+    std::lock_guard lock(handle_->abort_mu);
+    if (handle_->aborted) return UnavailableError("{}: the communicator was aborted", kOp);
+    if (ncclCommGetAsyncError(handle_->comm, &state) != ncclSuccess) break;
+  }
+  if (state != ncclSuccess)
+    return CudaError("{} (rank {} of {}): {} ({})", kOp, rank_, size_, ncclGetErrorString(state),
+                     ncclGetLastError(handle_->comm));
   return Status::Ok();
 }
 
@@ -161,9 +257,15 @@ Result<NcclUniqueId> NcclComm::NewUniqueId() { return NoNccl("NcclComm::NewUniqu
 Result<std::unique_ptr<NcclComm>> NcclComm::Create(const NcclUniqueId&, int, int, int) {
   return NoNccl("NcclComm::Create");
 }
+Result<std::unique_ptr<NcclComm>> NcclComm::CreateNonBlocking(const NcclUniqueId&, int, int,
+                                                              int, Duration) {
+  return NoNccl("NcclComm::CreateNonBlocking");
+}
 Result<std::vector<std::unique_ptr<NcclComm>>> NcclComm::CreateLocal(const std::vector<int>&) {
   return NoNccl("NcclComm::CreateLocal");
 }
+Status NcclComm::AsyncError() const { return NoNccl("NcclComm::AsyncError"); }
+void NcclComm::Abort() {}
 Status NcclComm::AllReduce(const TensorView&, const TensorView&, ReduceOp, Stream) {
   return NoNccl("NcclComm::AllReduce");
 }

@@ -2,8 +2,10 @@
 //
 // Set-up inside one process: CreateLocal({0, 1, ...}) makes one rank per device at once; or
 // NewUniqueId() once, share the bytes in memory, and call Create(id, n, rank, device) on n
-// threads. Across processes: the caller ships the 128 unique-id bytes (file, socket) and
-// every process calls Create. Collectives are enqueued on the caller's stream; when one
+// threads. Across processes: the caller ships the 128 unique-id bytes (file, socket, the
+// cluster head's key-value service) and every process calls CreateNonBlocking, so that no
+// rank hangs when a peer dies: a watchdog polls AsyncError() and calls Abort(), which ends
+// every pending operation. Collectives are enqueued on the caller's stream; when one
 // thread drives several local ranks, wrap the per-rank calls in NcclGroup.
 //
 //   AllReduce: send, recv same shape/dtype (bf16 or f32), may alias (in place).
@@ -20,6 +22,7 @@
 
 #include "kernels/core/dtype.h"
 #include "kernels/core/tensor.h"
+#include "runtime/core/clock.h"
 #include "runtime/core/status.h"
 
 namespace tandem::kernels {
@@ -35,6 +38,12 @@ class NcclComm {
   // Joins rank `rank` of `nranks` on CUDA `device`; blocks until all ranks have joined.
   static Result<std::unique_ptr<NcclComm>> Create(const NcclUniqueId& id, int nranks, int rank,
                                                   int device);
+  // Across processes: a non-blocking communicator (ncclCommInitRankConfig, blocking = 0).
+  // Waits for its set-up until `timeout` (then aborts it: DeadlineExceeded) or an error.
+  // Collectives on it return once enqueued.
+  static Result<std::unique_ptr<NcclComm>> CreateNonBlocking(const NcclUniqueId& id, int nranks,
+                                                             int rank, int device,
+                                                             Duration timeout);
   // One communicator per device in this process; rank i is devices[i].
   static Result<std::vector<std::unique_ptr<NcclComm>>> CreateLocal(
       const std::vector<int>& devices);
@@ -50,6 +59,13 @@ class NcclComm {
   Status AllReduce(const TensorView& send, const TensorView& recv, ReduceOp op, Stream s);
   Status Send(const TensorView& t, int peer, Stream s);
   Status Recv(const TensorView& t, int peer, Stream s);
+
+  // ncclCommGetAsyncError: Ok while healthy (or still working), else the error (a peer
+  // died, the network failed). Safe from another thread (a watchdog).
+  Status AsyncError() const;
+  // ncclCommAbort: ends every pending operation; the communicator cannot be used again.
+  // Safe from another thread; idempotent.
+  void Abort();
 
   struct Handle;
 

@@ -14,7 +14,65 @@ struct Request {
     stop @4 :Text;              # job id or name
     shutdown @5 :Void;
     logs @6 :LogsQuery;
+    clusterJoin @7 :ClusterRequest;       # runtime/cluster: a node joins the head
+    clusterHeartbeat @8 :ClusterRequest;  # a node's progress (or failure); the reply says
+                                          # whether the cluster failed
+    clusterLeave @9 :ClusterRequest;      # a node leaves (failure "" when it finished)
+    kvPut @10 :ClusterRequest;
+    kvGet @11 :ClusterRequest;            # waits (up to waitMs) for the key
+    barrier @12 :ClusterRequest;          # waits (up to waitMs) for `count` arrivals
   }
+}
+
+# One message for every cluster request; each kind reads the fields it needs.
+struct ClusterRequest {
+  nodeRank @0 :Int32;
+  host @1 :Text;
+  nonce @2 :Text;               # join: this process's random id (a re-sent join is no duplicate)
+  jobHash @3 :Text;
+  version @4 :Text;
+  inventory @5 :NodeInventory;
+  step @6 :Int64;
+  failure @7 :Text;
+  key @8 :Text;                 # kv key or barrier name
+  value @9 :Data;
+  count @10 :Int32;
+  waitMs @11 :UInt32;
+}
+
+struct NodeInventory {
+  gpus @0 :List(Gpu);
+  cpuSlots @1 :Int32;
+  pinnedBytes @2 :UInt64;
+}
+
+struct Gpu {
+  index @0 :Int32;
+  name @1 :Text;
+  memoryBytes @2 :UInt64;
+  fake @3 :Bool;
+  computeCapability @4 :Int32;
+}
+
+struct ClusterReply {
+  ready @0 :Bool;               # join: placed; kvGet: found; barrier: all arrived
+  value @1 :Data;
+  failure @2 :Text;             # the cluster's failure, "" while healthy
+  placement @3 :List(NodePlacement);  # join: by node rank
+  hosts @4 :List(Text);         # join: each node's host, by rank
+}
+
+struct NodePlacement {
+  replicas @0 :List(Replica);
+}
+
+struct Replica {
+  group @0 :Text;
+  replica @1 :Int32;            # the group's global replica index
+  gpus @2 :List(Int32);
+  gpuShare @3 :Float64;
+  cpus @4 :Float64;
+  pinnedBytes @5 :UInt64;
 }
 
 struct Submit {
@@ -37,6 +95,7 @@ struct Response {
     jobs @3 :List(JobStatus);
     submitted @4 :Text;         # the new job's id
     logs @5 :LogsReply;
+    cluster @6 :ClusterReply;
   }
 }
 

@@ -359,6 +359,15 @@ ControlResponse JobManager::Handle(const ControlRequest& req) {
       r.finished = r.finished && r.lines.size() < req.max_lines;  // nothing left unread
       return r;
     }
+    case Kind::kClusterJoin:
+    case Kind::kClusterHeartbeat:
+    case Kind::kClusterLeave:
+    case Kind::kKvPut:
+    case Kind::kKvGet:
+    case Kind::kBarrier:
+      return ControlResponse::Error(InvalidArgumentError(
+          "this {} is not a cluster head (cluster requests go to node rank 0's head port)",
+          server_ == "daemon" ? "daemon" : "`tandem run` process"));
   }
   return ControlResponse::Error(InternalError("unhandled request"));
 }

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/job/job_status.h"
 #include "runtime/core/status.h"
+#include "runtime/job/job_status.h"
+#include "runtime/sched/placement.h"
+#include "runtime/sched/resources.h"
 
 namespace tandem {
 
@@ -24,8 +26,36 @@ inline constexpr size_t kFrameHeaderBytes = 8;
 // token); a client with a larger request sends a ping first (client.h).
 inline constexpr uint32_t kMaxUnauthenticatedFrameBytes = 64u << 10;
 
+// The cluster requests' fields (runtime/cluster: a node and its head); each kind reads the
+// fields it needs.
+struct ClusterRequest {
+  int32_t node_rank = 0;
+  std::string host;                // join: the node's host name, for messages
+  std::string nonce;               // join: the process's random id; a re-sent join is no duplicate
+  std::string job_hash;            // join
+  std::string version;             // join
+  sched::NodeResources inventory;  // join
+  int64_t step = 0;                // heartbeat: the node's progress
+  std::string failure;             // heartbeat / leave: why the node failed; "" when healthy
+  std::string key;                 // kv put / get: the key; barrier: its name
+  std::string value;               // kv put: the bytes
+  int32_t count = 0;               // barrier: how many arrivals it waits for
+  uint32_t wait_ms = 0;            // join / get / barrier: how long the head may hold the reply
+};
+
+struct ClusterReply {
+  bool ready = false;                       // join: placed; get: found; barrier: passed
+  std::string value;                        // get
+  std::string failure;                      // the cluster's failure; "" while healthy
+  std::vector<sched::Placement> placement;  // join: what each node runs, by node rank
+  std::vector<std::string> hosts;           // join: each node's host, by rank
+};
+
 struct ControlRequest {
-  enum class Kind { kPing, kStatus, kSubmit, kStop, kShutdown, kLogs };
+  enum class Kind {
+    kPing, kStatus, kSubmit, kStop, kShutdown, kLogs,
+    kClusterJoin, kClusterHeartbeat, kClusterLeave, kKvPut, kKvGet, kBarrier
+  };
   Kind kind = Kind::kPing;
   std::string token;
   std::string job;        // status / stop / logs: job id or name ("" = all for status)
@@ -34,6 +64,7 @@ struct ControlRequest {
   std::string actor;      // logs: only this actor's lines ("" = all)
   uint64_t after = 0;     // logs: lines with sequence > after
   uint32_t max_lines = 1000;
+  ClusterRequest cluster;  // the cluster kinds
 };
 
 struct LogLine {
@@ -43,7 +74,7 @@ struct LogLine {
 };
 
 struct ControlResponse {
-  enum class Kind { kError, kOk, kPong, kJobs, kSubmitted, kLogs };
+  enum class Kind { kError, kOk, kPong, kJobs, kSubmitted, kLogs, kCluster };
   Kind kind = Kind::kOk;
   Status error;                  // kError
   bool unauthenticated = false;  // kError: refused by the token check, before any handling
@@ -54,6 +85,7 @@ struct ControlResponse {
   std::vector<LogLine> lines;    // kLogs
   uint64_t last = 0;             // kLogs
   bool finished = false;         // kLogs
+  ClusterReply cluster;          // kCluster
 
   static ControlResponse Error(Status st) {
     ControlResponse r;

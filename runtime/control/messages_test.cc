@@ -54,6 +54,89 @@ TEST(MessagesTest, TrainingEvalRoundTrips) {
   EXPECT_DOUBLE_EQ(back->jobs[0].training.tau, 1.5);
 }
 
+// A cluster join carries the node's inventory and identity; every field survives the wire.
+TEST(MessagesTest, ClusterJoinRoundTrips) {
+  ControlRequest req;
+  req.kind = ControlRequest::Kind::kClusterJoin;
+  req.cluster.node_rank = 2;
+  req.cluster.host = "gpu03";
+  req.cluster.nonce = "n-1";
+  req.cluster.job_hash = "abc123";
+  req.cluster.version = "0.1.0-5-gdeadbee";
+  req.cluster.inventory = sched::FakeResources(2, 16, 5ull << 30, 80ull << 30);
+  req.cluster.wait_ms = 1500;
+  auto back = DecodeRequest(EncodeRequest(req).substr(kFrameHeaderBytes));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->kind, ControlRequest::Kind::kClusterJoin);
+  const ClusterRequest& c = back->cluster;
+  EXPECT_EQ(c.node_rank, 2);
+  EXPECT_EQ(c.host, "gpu03");
+  EXPECT_EQ(c.nonce, "n-1");
+  EXPECT_EQ(c.job_hash, "abc123");
+  EXPECT_EQ(c.version, "0.1.0-5-gdeadbee");
+  ASSERT_EQ(c.inventory.gpus.size(), 2u);
+  EXPECT_EQ(c.inventory.gpus[1].index, 1);
+  EXPECT_EQ(c.inventory.gpus[1].memory_bytes, 80ull << 30);
+  EXPECT_TRUE(c.inventory.gpus[1].fake);
+  EXPECT_EQ(c.inventory.cpu_slots, 16);
+  EXPECT_EQ(c.inventory.pinned_bytes, 5ull << 30);
+  EXPECT_EQ(c.wait_ms, 1500u);
+}
+
+// Key-value requests carry arbitrary bytes (NCCL unique ids hold zeros).
+TEST(MessagesTest, KvAndBarrierRoundTrip) {
+  const std::string bytes("\0\x01\xff id", 6);
+  for (auto kind : {ControlRequest::Kind::kKvPut, ControlRequest::Kind::kKvGet,
+                    ControlRequest::Kind::kBarrier, ControlRequest::Kind::kClusterHeartbeat,
+                    ControlRequest::Kind::kClusterLeave}) {
+    ControlRequest req;
+    req.kind = kind;
+    req.cluster.node_rank = 1;
+    req.cluster.key = "nccl/drafter";
+    req.cluster.value = bytes;
+    req.cluster.count = 3;
+    req.cluster.step = 41;
+    req.cluster.failure = "out of memory";
+    auto back = DecodeRequest(EncodeRequest(req).substr(kFrameHeaderBytes));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->kind, kind);
+    EXPECT_EQ(back->cluster.key, "nccl/drafter");
+    EXPECT_EQ(back->cluster.value, bytes);
+    EXPECT_EQ(back->cluster.count, 3);
+    EXPECT_EQ(back->cluster.step, 41);
+    EXPECT_EQ(back->cluster.failure, "out of memory");
+  }
+}
+
+// The head's answer to a join: the placement of every node, with global replica indices.
+TEST(MessagesTest, ClusterReplyRoundTrips) {
+  ControlResponse r;
+  r.kind = ControlResponse::Kind::kCluster;
+  r.cluster.ready = true;
+  r.cluster.value = std::string("\0v", 2);
+  r.cluster.failure = "node 2 (gpu03) not heard from";
+  r.cluster.hosts = {"gpu01", "gpu02"};
+  r.cluster.placement.resize(2);
+  r.cluster.placement[1].replicas.push_back({"drafter", 3, {0, 1}, 1.0, 2.0, 4096});
+  auto back = DecodeResponse(EncodeResponse(r).substr(kFrameHeaderBytes));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->kind, ControlResponse::Kind::kCluster);
+  const ClusterReply& c = back->cluster;
+  EXPECT_TRUE(c.ready);
+  EXPECT_EQ(c.value, std::string("\0v", 2));
+  EXPECT_EQ(c.failure, "node 2 (gpu03) not heard from");
+  EXPECT_EQ(c.hosts, (std::vector<std::string>{"gpu01", "gpu02"}));
+  ASSERT_EQ(c.placement.size(), 2u);
+  EXPECT_TRUE(c.placement[0].replicas.empty());
+  ASSERT_EQ(c.placement[1].replicas.size(), 1u);
+  const sched::ReplicaAssignment& a = c.placement[1].replicas[0];
+  EXPECT_EQ(a.group, "drafter");
+  EXPECT_EQ(a.replica, 3);
+  EXPECT_EQ(a.gpus, (std::vector<int>{0, 1}));
+  EXPECT_DOUBLE_EQ(a.cpus, 2.0);
+  EXPECT_EQ(a.pinned_bytes, 4096u);
+}
+
 long MaxRssKb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
