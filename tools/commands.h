@@ -26,7 +26,11 @@ struct Common {
   double timeout_s = 30;
 };
 
-int Run(const Common& c, const std::string& job_path, int metrics_port);
+struct ClusterFlags;
+// `cluster`: --nodes/--node-rank/--head (tools/cluster_run.h); unset ones come from the
+// launcher's environment, and a single node runs the job in this process alone.
+int Run(const Common& c, const std::string& job_path, int metrics_port,
+        const ClusterFlags& cluster);
 int Validate(const Common& c, const std::string& job_path);
 // `tandem keys`: every declared job-file key (job sections, actor groups, each actor class,
 // after loading `plugins`) as Markdown, the reference docs/job-file.md embeds.

@@ -23,6 +23,7 @@
 #include "runtime/job/runner.h"
 #include "runtime/control/server.h"
 #include "tools/cli_util.h"
+#include "tools/cluster_run.h"
 #include "tools/commands.h"
 #include "tools/default_job.h"
 #include "tools/progress/progress_line.h"
@@ -79,6 +80,17 @@ int AwaitDaemon(const Common& c, pid_t pid, int why_fd, const std::string& socke
               kExitUnreachable);
 }
 
+// The job file's exact text (the embedded default job's when `path` is empty): a cluster
+// head compares its hash across nodes.
+Result<std::string> JobText(const std::string& path) {
+  if (path.empty()) return std::string(kDefaultJobText);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("{}: cannot read the job file", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 Result<JobSpec> LoadJob(const std::string& path) {
   if (path.empty()) return ParseJobText(kDefaultJobText, kDefaultJobName);
   return LoadJobFile(std::filesystem::absolute(path).string());
@@ -114,13 +126,20 @@ int Keys(const Common& c, const std::vector<std::string>& plugins) {
   return kExitOk;
 }
 
-int Run(const Common& c, const std::string& path, int metrics_port) {
+int Run(const Common& c, const std::string& path, int metrics_port, const ClusterFlags& flags) {
   auto job = LoadJob(path);
   if (!job.ok()) return Fail(c, "run", job.status(), kExitUsage);
   if (Status st = CheckStoreFitsMachine(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
-  if (Status st = JobRunner::Check(*job); !st.ok()) return Fail(c, "run", st, kExitUsage);
   auto home = Home(c);
   if (!home.ok()) return Fail(c, "run", home.status(), kExitUsage);
+  // A job on several nodes: join the cluster (rank 0 serves the head); the head checks that
+  // the whole job fits the nodes, so this node only checks the job file itself.
+  auto text = JobText(path);
+  if (!text.ok()) return Fail(c, "run", text.status(), kExitUsage);
+  auto part = ClusterPart::Join(flags, *job, *text, *home, c.token_file);
+  if (!part.ok()) return Fail(c, "run", part.status(), kExitFailed);
+  if (Status st = *part ? JobRunner::CheckSpec(*job) : JobRunner::Check(*job); !st.ok())
+    return Fail(c, "run", st, kExitUsage);
   const bool tty = StdoutIsTty() && !c.json;
   CleanStaleFiles(*home);
   JobManager manager("run", /*echo_logs=*/!tty, /*log_reports=*/false);
@@ -133,14 +152,20 @@ int Run(const Common& c, const std::string& path, int metrics_port) {
   if (!server.ok()) return Fail(c, "run", server.status(), kExitFailed);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  const std::string id = manager.Submit(std::move(*job));
+  const std::string id = manager.Submit(std::move(*job), *part ? (*part)->Options() : RunOptions{});
   bool stopping = false;
   while (true) {
     auto st = manager.Statuses(id);
     if (st.ok() && st->front().finished()) break;
+    if (*part && st.ok()) (*part)->Progress(st->front().training.step);
     if (g_signalled && !stopping) {
       stopping = true;
       std::fprintf(stderr, "\ntandem run: stopping (Ctrl-C again is ignored; it stops soon)\n");
+      (void)manager.Stop(id);
+    }
+    if (*part && (*part)->failed() && !stopping) {
+      stopping = true;
+      std::fprintf(stderr, "\ntandem run: stopping: %s\n", (*part)->failure().ToString().c_str());
       (void)manager.Stop(id);
     }
     if (tty && st.ok()) {
@@ -161,6 +186,11 @@ int Run(const Common& c, const std::string& path, int metrics_port) {
     std::printf("%s", report->ToString().c_str());
   }
   if (g_signalled != 0) return kExitSignalBase + g_signalled;  // stopped by Ctrl-C or SIGTERM
+  if (*part) {
+    // The cluster's verdict: another node's failure (named) outranks this node's stop.
+    Status cluster = (*part)->Finish(report->status);
+    if (!cluster.ok()) return Fail(c, "run", cluster, kExitFailed);
+  }
   return report->status.ok() ? kExitOk : kExitFailed;
 }
 

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cluster_run.h"
 #include "tools/commands.h"
 #include "tools/data_command.h"
 #include "tools/eval_command.h"
@@ -35,6 +36,12 @@ int main(int argc, char** argv) {
   run->add_option("job", job, "job file (TOML); default: the built-in tiny DFlash job (examples/tiny.toml)");
   run->add_option("--metrics-port", metrics_port, "serve Prometheus /metrics on this port")
       ->check(port_range);
+  tandem::cli::ClusterFlags cluster;
+  run->add_option("--nodes", cluster.nodes, "a job on several nodes: how many (docs/scaling.md)")
+      ->check(CLI::Range(1, 65536));
+  run->add_option("--node-rank", cluster.node_rank, "this node's rank (0 serves the head)")
+      ->check(CLI::Range(0, 65535));
+  run->add_option("--head", cluster.head, "the head's HOST:PORT (node rank 0 listens there)");
   auto* validate = app.add_subcommand("validate", "check a job file without running it");
   validate->add_option("job", job, "job file (TOML)")->required();
   std::vector<std::string> key_plugins;
@@ -99,7 +106,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   namespace cli = tandem::cli;
-  if (*run) return cli::Run(c, job, metrics_port);
+  if (*run) return cli::Run(c, job, metrics_port, cluster);
   if (*validate) return cli::Validate(c, job);
   if (*keys) return cli::Keys(c, key_plugins);
   if (*start) {

@@ -64,6 +64,7 @@
 #include "models/dflash/dflash_trainer.h"
 #include "runtime/actor/registry.h"
 #include "runtime/actor/system.h"
+#include "runtime/cluster/node_link.h"
 #include "runtime/core/logging.h"
 #include "runtime/job/job_actor.h"
 #include "runtime/job/job_prepare.h"
@@ -149,8 +150,18 @@ class DrafterActor final : public JobActor {
         TLOG_WARN("{}: channel '{}' has route = \"{}\": which replica trains on which batch "
                   "is a race, so runs do not repeat; route = \"replica\" fixes it", name(),
                   ds.in, in->route);
-      ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(*env->registry, context().group, nranks,
-                                                 context().replica, device));
+      // A job on several nodes (runtime/cluster): the group's replicas meet across processes.
+      const cluster::NodeLink& link = env->registry->Get<cluster::NodeLink>();
+      if (link.node != nullptr) {
+        ASSIGN_OR_RETURN(ar, JoinGradientAllReduceAcrossNodes(
+                                 *link.node, context().group, nranks, context().replica, device,
+                                 link.address,
+                                 std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
+                                     link.collective_timeout_s))));
+      } else {
+        ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(*env->registry, context().group, nranks,
+                                                   context().replica, device));
+      }
     }
     const models::DFlashTrainOptions to = TrainOptions(ds, spec);
     ASSIGN_OR_RETURN(kernels::Allocator * alloc, JobAllocator(*env->registry, device));

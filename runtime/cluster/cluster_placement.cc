@@ -2,10 +2,13 @@
 #include "runtime/cluster/cluster_placement.h"
 
 #include <algorithm>
+#include <set>
+#include <numeric>
 #include <map>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tandem::cluster {
 namespace {
@@ -58,16 +61,30 @@ Result<ClusterPlacement> PlaceAll(const std::vector<NodeLoad>& loads,
   return out;
 }
 
-// Contiguous blocks, earlier nodes taking the remainder.
-std::vector<NodeLoad> BlockSpread(const std::vector<sched::GroupRequest>& groups, size_t n) {
+// The node of position `i` of `count` split over `n` nodes in contiguous blocks, earlier
+// nodes taking the remainder.
+size_t BlockNode(int i, int count, size_t n) {
+  const int nn = static_cast<int>(n), base = count / nn, extra = count % nn;
+  int end = 0;
+  for (int k = 0; k < nn; ++k) {
+    end += base + (k < extra ? 1 : 0);
+    if (i < end) return static_cast<size_t>(k);
+  }
+  return n - 1;
+}
+
+// Contiguous blocks of each group's positions (by default its replica indices; for groups
+// on a channel, their replicas' producer or consumer indices among all the channel's
+// writers or readers, so producer p and consumer p land on one node).
+std::vector<NodeLoad> BlockSpread(const std::vector<sched::GroupRequest>& groups,
+                                  const ReplicaPositions& positions, size_t n) {
   std::vector<NodeLoad> loads(n);
   for (size_t g = 0; g < groups.size(); ++g) {
-    const int r = groups[g].replicas, base = r / static_cast<int>(n),
-              extra = r % static_cast<int>(n);
-    int next = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const int count = base + (static_cast<int>(k) < extra ? 1 : 0);
-      for (int i = 0; i < count; ++i) loads[k].Add(g, next++);
+    for (int rep = 0; rep < groups[g].replicas; ++rep) {
+      std::pair<int, int> at{rep, groups[g].replicas};
+      if (g < positions.size() && rep < static_cast<int>(positions[g].size()))
+        at = positions[g][static_cast<size_t>(rep)];
+      loads[BlockNode(at.first, at.second, n)].Add(g, rep);
     }
   }
   return loads;
@@ -165,12 +182,14 @@ Result<std::vector<sched::GroupRequest>> GroupRequestsOf(const JobSpec& job) {
 
 Result<ClusterPlacement> PlaceAcrossNodes(const std::vector<sched::GroupRequest>& groups,
                                           const std::vector<std::vector<int>>& links,
-                                          const std::vector<sched::NodeResources>& nodes) {
+                                          const std::vector<sched::NodeResources>& nodes,
+                                          const ReplicaPositions& positions) {
   if (nodes.empty()) return InvalidArgumentError("placement across nodes: no nodes");
   if (links.size() != groups.size())
     return InternalError("placement across nodes: {} link lists for {} groups", links.size(),
                          groups.size());
-  Result<ClusterPlacement> spread = PlaceAll(BlockSpread(groups, nodes.size()), groups, nodes);
+  Result<ClusterPlacement> spread =
+      PlaceAll(BlockSpread(groups, positions, nodes.size()), groups, nodes);
   if (spread.ok()) return spread;
   return FirstFit(groups, links, nodes);
 }
@@ -196,7 +215,65 @@ Result<ClusterPlacement> PlaceAcrossNodes(const JobSpec& job,
       }
     }
   }
-  return PlaceAcrossNodes(groups, links, nodes);
+  // Channel positions: a writer's producer index among all of its channel's writers, else a
+  // reader's consumer index among its readers (route = "replica" pairs producer p with
+  // consumer p when the counts match, so blocks of equal positions keep lanes on one node).
+  ReplicaPositions positions(groups.size());
+  for (size_t i = 0; i < job.actors.size(); ++i) {
+    const ActorGroupSpec& a = job.actors[i];
+    const std::string out = port(a, "out"), in = port(a, "in");
+    const std::string side = !out.empty() ? "out" : !in.empty() ? "in" : "";
+    if (side.empty()) continue;
+    const std::string& ch = side == "out" ? out : in;
+    const int count = job.PortReplicas(side, ch);
+    for (int r = 0; r < static_cast<int>(a.replicas); ++r)
+      positions[i].push_back({job.PortIndex(side, ch, a.name, r), count});
+  }
+  return PlaceAcrossNodes(groups, links, nodes, positions);
+}
+
+Status CheckChannelsNodeLocal(const JobSpec& job, const ClusterPlacement& placement) {
+  struct End {
+    std::string group;
+    int replica;
+    int node;
+  };
+  for (const ChannelSpec& ch : job.channels) {
+    std::vector<End> writers, readers;  // in port-index order
+    for (const ActorGroupSpec& a : job.actors) {
+      for (const char* side : {"out", "in"}) {
+        Result<std::string> v = a.settings.GetString(side, "");
+        if (!v.ok() || *v != ch.name) continue;
+        for (int r = 0; r < static_cast<int>(a.replicas); ++r)
+          (std::string(side) == "out" ? writers : readers)
+              .push_back({a.name, r, placement.NodeOf(a.name, r)});
+      }
+    }
+    if (writers.empty() || readers.empty()) continue;
+    if (ch.route == "replica") {
+      const int P = static_cast<int>(writers.size()), C = static_cast<int>(readers.size());
+      const int g = std::gcd(P, C);
+      for (int p = 0; p < P; ++p)
+        for (int c = p % g; c < C; c += g)
+          if (writers[p].node != readers[c].node)
+            return InvalidArgumentError(
+                "{}: channel '{}': {}/{} on node {} feeds {}/{} on node {}, and hidden batches "
+                "do not cross nodes yet; give each node whole pipelines (writers and the "
+                "readers they feed; docs/scaling.md)",
+                job.path, ch.name, writers[p].group, writers[p].replica, writers[p].node,
+                readers[c].group, readers[c].replica, readers[c].node);
+      continue;
+    }
+    std::set<int> wn, rn;
+    for (const End& e : writers) wn.insert(e.node);
+    for (const End& e : readers) rn.insert(e.node);
+    if (wn != rn)
+      return InvalidArgumentError(
+          "{}: channel '{}': its writers run on nodes {} and its readers on nodes {}; hidden "
+          "batches do not cross nodes yet, so every node needs both (docs/scaling.md)",
+          job.path, ch.name, fmt::join(wn, ","), fmt::join(rn, ","));
+  }
+  return Status::Ok();
 }
 
 }  // namespace tandem::cluster

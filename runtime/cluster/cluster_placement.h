@@ -2,10 +2,12 @@
 // nothing, then GPUs, CPU slots and pinned bytes within each node by sched::Place.
 //
 // Each group's replicas are spread over the nodes in contiguous blocks, earlier nodes taking
-// the remainder (5 replicas on 2 nodes: 0-2 on node 0, 3-4 on node 1). Groups joined by a
-// channel (one's `out` is another's `in`: a target and the drafters it feeds) are spread the
-// same way, so with proportional replica counts each node runs whole pipelines and hidden
-// states never cross a node. When that spread does not fit, replicas are placed one at a
+// the remainder (5 replicas on 2 nodes: 0-2 on node 0, 3-4 on node 1). Groups on a channel
+// (one's `out` is another's `in`: a target and the drafters it feeds) spread their positions
+// among all the channel's writers or readers instead (two one-replica target groups feeding a
+// two-replica drafter group: writer 0 and reader 0 on node 0, writer 1 and reader 1 on node
+// 1), so with proportional counts each node runs whole pipelines and hidden states never
+// cross a node. When that spread does not fit, replicas are placed one at a
 // time (groups in job order, replicas ascending) on the first node that still fits them,
 // preferring the node of the replica's pipeline partner. The result is deterministic: the
 // same job and inventories give the same placement on every node.
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -49,10 +52,23 @@ Result<std::vector<sched::GroupRequest>> GroupRequestsOf(const JobSpec& job);
 // why each node refused it, or for a malformed request.
 Result<ClusterPlacement> PlaceAcrossNodes(const JobSpec& job,
                                           const std::vector<sched::NodeResources>& nodes);
+// positions[g][r] = {i, count}: replica r of group g is position i of `count` to spread in
+// contiguous blocks (a channel's producer or consumer index); groups without an entry spread
+// their own replica indices.
+using ReplicaPositions = std::vector<std::vector<std::pair<int, int>>>;
+
 // The same from requests and the groups' pipeline partners: `links[i]` lists the indices of
 // groups joined to group i by a channel.
 Result<ClusterPlacement> PlaceAcrossNodes(const std::vector<sched::GroupRequest>& groups,
                                           const std::vector<std::vector<int>>& links,
-                                          const std::vector<sched::NodeResources>& nodes);
+                                          const std::vector<sched::NodeResources>& nodes,
+                                          const ReplicaPositions& positions = {});
+
+// Hidden batches do not cross nodes yet: every channel must be node-local under
+// `placement`. With route = "replica", producer p feeds consumer c when c = p (mod gcd(P, C)),
+// and each such pair must share a node; with route = "any" every node that runs a reader of
+// a channel must also run a writer of it and the other way round. InvalidArgument naming the
+// channel, the replicas and their nodes otherwise.
+Status CheckChannelsNodeLocal(const JobSpec& job, const ClusterPlacement& placement);
 
 }  // namespace tandem::cluster

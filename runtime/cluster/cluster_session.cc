@@ -30,8 +30,11 @@ Result<std::unique_ptr<ClusterSession>> ClusterSession::Start(const ClusterConfi
     ho.job_hash = hash;
     ho.version = version;
     const JobSpec* job = c.job;
-    ho.place = [job](const std::vector<sched::NodeResources>& inv) {
-      return PlaceAcrossNodes(*job, inv);
+    ho.place = [job](const std::vector<sched::NodeResources>& inv)
+        -> Result<ClusterPlacement> {
+      ASSIGN_OR_RETURN(ClusterPlacement placed, PlaceAcrossNodes(*job, inv));
+      RETURN_IF_ERROR(CheckChannelsNodeLocal(*job, placed));
+      return placed;
     };
     ho.join_timeout = c.join_timeout;
     ho.node_timeout = c.node_timeout;

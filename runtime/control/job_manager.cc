@@ -25,6 +25,7 @@ struct JobManager::Job {
   std::string id;
   JobSpec spec;
   JobRunner runner;
+  bool placed = false;             // its runner was given a placement (a cluster node's part)
   LogRing logs;
   std::thread thread;
   std::atomic<bool> done{false};
@@ -119,9 +120,11 @@ void JobManager::Route(const std::string& line) {
     if (!j->done.load() && j->HasActor(actor)) j->logs.Append(actor, line);
 }
 
-std::string JobManager::Submit(JobSpec spec) {
+std::string JobManager::Submit(JobSpec spec, RunOptions run) {
   auto job = std::make_shared<Job>();
   job->spec = std::move(spec);
+  job->placed = run.placement.has_value();
+  job->runner.set_options(std::move(run));
   std::vector<std::string> notes;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -203,6 +206,12 @@ std::vector<std::string> JobManager::StartQueued() {
   while (!queue_.empty() && !closing_) {
     std::shared_ptr<Job> job = queue_.front();
     std::string why;
+    if (job->placed) {  // a cluster node's part: the head placed it, it starts at once
+      queue_.pop_front();
+      job->queued.store(false);
+      job->thread = std::thread([this, job] { RunJob(job); });
+      continue;
+    }
     auto free = FreeResources(*job, &why);
     if (!free.ok()) {
       std::lock_guard<std::mutex> lock(job->mu);

@@ -49,7 +49,10 @@ class JobManager {
   // (GPUs, CPU slots, pinned memory for its store and replicas, or a checkpoint dir that a
   // running job uses; state "queued", the verdict says what it waits for); queued jobs start in arrival
   // order as jobs end. Returns its id ("j1", "j2", ...).
-  std::string Submit(JobSpec job) EXCLUDES(mu_);
+  // `run`: the runner's options. With RunOptions::placement (the part of a job a cluster
+  // head placed on this node) the job starts at once, without the check of what running
+  // jobs hold: `tandem run` runs one job.
+  std::string Submit(JobSpec job, RunOptions run = {}) EXCLUDES(mu_);
   // Asks a job to stop (graceful: actors see Cancelled). NotFound names the known jobs.
   Status Stop(const std::string& job) EXCLUDES(mu_);
   void StopAll() EXCLUDES(mu_);

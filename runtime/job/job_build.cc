@@ -98,9 +98,24 @@ Status CheckPlacedMemory(const JobSpec& job, const sched::Placement& placement,
 // job's run, so a second job (in this process or another) that names one is refused with
 // the directory and the job holding it. A lock left by a killed process is taken over, and
 // the log says whose it was.
-Result<std::vector<DirLock>> LockExclusiveDirs(const JobSpec& job) {
+// Whether this node writes `d`: the node that runs replica 0 of the directory's group (its
+// writer: e.g. the drafter's checkpoints) locks it; with the whole job here that is always
+// this node. A key that names no group ("actors.GROUP.…") is locked everywhere.
+bool WritesHere(const ExclusiveDir& d, const sched::Placement& placement) {
+  const std::string prefix = "actors.";
+  if (d.key.rfind(prefix, 0) != 0) return true;
+  const size_t end = d.key.find('.', prefix.size());
+  const std::string group = d.key.substr(prefix.size(), end - prefix.size());
+  for (const sched::ReplicaAssignment& r : placement.replicas)
+    if (r.group == group && r.replica == 0) return true;
+  return false;  // replica 0 of the group runs on another node
+}
+
+Result<std::vector<DirLock>> LockExclusiveDirs(const JobSpec& job,
+                                               const sched::Placement& placement) {
   std::vector<DirLock> locks;
   for (const ExclusiveDir& d : ExclusiveDirs(job)) {
+    if (!WritesHere(d, placement)) continue;
     std::string took_over;
     Result<DirLock> lock = DirLock::Acquire(
         d.path, fmt::format("job '{}' ({})", job.name, job.path), d.key, &took_over);
@@ -166,7 +181,7 @@ Result<std::unique_ptr<BuiltJob>> BuildJob(const JobSpec& job, const sched::Plac
   built->placement = placement;
   built->start = options.start.value_or(SteadyClock::now());
   // Held until the actors have stopped (declared before them).
-  ASSIGN_OR_RETURN(built->dir_locks, LockExclusiveDirs(job));
+  ASSIGN_OR_RETURN(built->dir_locks, LockExclusiveDirs(job, placement));
 
   StoreOptions so;
   so.name = job.name;

@@ -220,6 +220,7 @@ Result<JobSpec> FromToml(const toml::table& tbl, const std::string& path) {
   RETURN_IF_ERROR(JobSectionKeys().Check(js, "job"));
   job.name = JobSectionKeys().GetString(js, "name");
   job.seed = JobSectionKeys().GetInt(js, "seed");
+  job.node_timeout_s = JobSectionKeys().GetNumber(js, "node_timeout_s");
   if (const ConfigValue* p = js.Find("plugins")) {
     std::filesystem::path base = std::filesystem::path(path).parent_path();
     for (const auto& item : p->array()) {

@@ -44,6 +44,7 @@ struct JobSpec {
   std::string path;          // the file it came from ("<embedded>" for built-ins)
   std::string name = "job";
   int64_t seed = 0;
+  double node_timeout_s = 10;         // [job] node_timeout_s: a multi-node job's failure bound
   int64_t store_bytes = 256ll << 20;   // [store] capacity_mb
   double profile_interval_s = 0;      // [profile] interval_s; 0 = env or off
   std::vector<std::string> plugins;   // [job] plugins, resolved relative to the file

@@ -42,6 +42,9 @@ const KeyTable& JobSectionKeys() {
     t.StringArray("plugins", "shared libraries with custom actor classes, loaded before the job "
                   "starts; relative paths are relative to the job file")
         .Default(ConfigValue::Array{});
+    t.Number("node_timeout_s", "a job on several nodes (docs/scaling.md): a node not heard from "
+             "this long (it died or hangs) stops every node, naming it")
+        .Default(10.0).Range(0.5, 3600.0);
     return t;
   });
 }

@@ -68,7 +68,7 @@ void JobSupervisor::Settle(size_t index, Result<std::string> r) {
   if (auto out = d.group->settings.GetString("out", ""); out.ok() && !out->empty()) {
     // Its lanes end (route = "replica"): readers skip them once drained.
     Status done = built_->channels->FinishProducer(
-        *out, built_->job.PortIndex("out", *out, d.group->name, d.replica));
+        *out, built_->job->PortIndex("out", *out, d.group->name, d.replica));
     if (!done.ok()) FailJob(done);
     if (--built_->local_writers[*out] == 0) {
       TLOG_DEBUG("all writers of channel '{}' finished: closing it", *out);

@@ -28,14 +28,18 @@ Status CheckClasses(const JobSpec& job) {
 
 Status JobRunner::Check(const JobSpec& job, std::vector<std::string>* notes,
                         const sched::NodeResources* node) {
+  RETURN_IF_ERROR(CheckSpec(job, notes));
+  return PlaceJob(job, node).status();
+}
+
+Status JobRunner::CheckSpec(const JobSpec& job, std::vector<std::string>* notes) {
   for (const auto& plugin : job.plugins) {
     auto loaded = LoadPlugin(plugin);
     if (!loaded.ok()) return loaded.status().WithContext(fmt::format("{}: plugin", job.path));
     TLOG_DEBUG("plugin {}: {}", plugin, fmt::join(*loaded, ", "));
   }
   RETURN_IF_ERROR(CheckClasses(job));
-  RETURN_IF_ERROR(CheckActorSections(job, notes));
-  return PlaceJob(job, node).status();
+  return CheckActorSections(job, notes);
 }
 
 void JobRunner::RequestStop() {
@@ -60,9 +64,15 @@ JobStatus JobRunner::Snapshot() {
 Result<JobReport> JobRunner::Run(const JobSpec& job) {
   const TimePoint start = SteadyClock::now();
   const sched::NodeResources* node = options_.resources ? &*options_.resources : nullptr;
-  RETURN_IF_ERROR(Check(job, nullptr, node));
-  bool fake_gpus = false;
-  ASSIGN_OR_RETURN(sched::Placement placement, PlaceJob(job, node, &fake_gpus));
+  bool fake_gpus = options_.fake_gpus;
+  sched::Placement placement;
+  if (options_.placement) {
+    RETURN_IF_ERROR(CheckSpec(job));
+    placement = *options_.placement;
+  } else {
+    RETURN_IF_ERROR(Check(job, nullptr, node));
+    ASSIGN_OR_RETURN(placement, PlaceJob(job, node, &fake_gpus));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<BuiltJob> built,
                    BuildJob(job, placement,
                             {.registry = options_.registry,

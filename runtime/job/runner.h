@@ -44,6 +44,12 @@ struct RunOptions {
   // Place the job on these resources instead of all of this node's (a daemon passes the
   // GPUs no other job holds). GpuInfo::index is the device each replica gets.
   std::optional<sched::NodeResources> resources{};
+  // Run exactly these replicas instead of placing the whole job here: the part of a job that
+  // a cluster head placed on this node (runtime/cluster). Replica indices are the job's
+  // global ones; GpuInfo::index is this node's device. `fake_gpus`: the placement's GPUs
+  // are TANDEM_FAKE_GPUS declarations (no device is made current).
+  std::optional<sched::Placement> placement{};
+  bool fake_gpus = false;
 };
 
 class JobRunner {
@@ -51,6 +57,8 @@ class JobRunner {
   explicit JobRunner(RunOptions options = {}) : options_(std::move(options)) {}
   // REQUIRES: before Run().
   void set_resources(sched::NodeResources node) { options_.resources = std::move(node); }
+  // REQUIRES: before Run().
+  void set_options(RunOptions options) { options_ = std::move(options); }
   // Runs `job` to completion. The returned report's status says whether the job succeeded;
   // the Result itself is an error only when the job could not start (placement, plugins).
   Result<JobReport> Run(const JobSpec& job);
@@ -63,6 +71,9 @@ class JobRunner {
   // resources instead of this node's (null: discover them).
   static Status Check(const JobSpec& job, std::vector<std::string>* notes = nullptr,
                       const sched::NodeResources* node = nullptr);
+  // Check without the placement: plugins, classes and keys (a cluster's head places the job
+  // across nodes instead).
+  static Status CheckSpec(const JobSpec& job, std::vector<std::string>* notes = nullptr);
   // Places `job`'s actor groups on `node` (all or nothing); replicas get the GpuInfo::index
   // of the GPUs they are placed on. InvalidArgument, naming the file, when it does not fit.
   // (PlaceOnNode, job_build.h; PlaceJob there adds the device and memory checks.)

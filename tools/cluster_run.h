@@ -1,0 +1,66 @@
+// `tandem run` on one node of a job that spans several tandem processes (one per node,
+// started by Slurm, a Kubernetes JobSet or by hand; docs/scaling.md).
+//
+// ClusterPart::Join resolves the node's place (flags, then Slurm, then torchrun-style
+// variables), and, when there is more than one node, joins the cluster: node rank 0 also
+// serves the head on its TCP port. Every node proves itself with the token (TANDEM_TOKEN or
+// the home's token file) and sends the job file's hash and tandem's version; the head
+// refuses a mismatch, naming the node, and answers with the placement of the whole job. The
+// part's RunOptions then run exactly the replicas placed on this node, and the job's
+// registry carries the cluster link (runtime/cluster/node_link.h) the drafters' gradient
+// all-reduce uses. While the job runs, Progress() feeds the heartbeats and failed() says
+// when the cluster failed (a node died, hung or failed; the head is gone): the caller stops
+// the job, and Finish() returns the cluster's verdict naming the node.
+//
+// Thread-safety: one owner thread; failed() may be read from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/cluster/cluster_session.h"
+#include "runtime/core/status.h"
+#include "runtime/job/job_spec.h"
+#include "runtime/job/runner.h"
+
+namespace tandem::cli {
+
+struct ClusterFlags {
+  std::optional<int> nodes;
+  std::optional<int> node_rank;
+  std::optional<std::string> head;  // HOST:PORT
+};
+
+class ClusterPart {
+ public:
+  // nullptr when the place resolves to a single node (the job runs in this process alone).
+  // `job_text`: the job file's exact text (hashed); `home`: where the token file lives.
+  static Result<std::unique_ptr<ClusterPart>> Join(const ClusterFlags& flags, const JobSpec& job,
+                                                   const std::string& job_text,
+                                                   const std::string& home,
+                                                   const std::string& token_file);
+  ~ClusterPart();
+
+  // The runner options of this node's part (placement, registry with the cluster link).
+  RunOptions Options() const;
+  const cluster::NodePlace& place() const { return place_; }
+  // Heartbeats carry `step` from now on.
+  void Progress(int64_t step);
+  // Set once the cluster failed; `failure()` says why.
+  bool failed() const { return failed_.load(); }
+  Status failure() const;
+  // Leaves the cluster with this node's result; returns the cluster's failure if there was
+  // one (naming the node), else `result`.
+  Status Finish(const Status& result);
+
+ private:
+  ClusterPart() = default;
+  cluster::NodePlace place_;
+  std::shared_ptr<JobRegistry> registry_;
+  std::unique_ptr<cluster::ClusterSession> session_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace tandem::cli
