@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/data/token_batch.h"
+#include "data/corpus/token_batch.h"
 #include "runtime/core/status.h"
 #include "runtime/core/thread_annotations.h"
 #include "runtime/job/job_registry.h"
