@@ -1,6 +1,7 @@
 #include "data/chat/conversation.h"
 
 #include "data/tokenizer/utf8.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::chat_data {
 namespace {
@@ -22,7 +23,9 @@ bool ContentString(const ordered_json& c, std::string* out) {
   if (!c.is_array()) return false;
   out->clear();
   for (const auto& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+    // Every field is type-checked first: value("type", "") throws on a non-string type.
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string() ||
+        part["type"].get<std::string>() != "text" || !part.contains("text") ||
         !part["text"].is_string()) {
       return false;
     }
@@ -50,8 +53,9 @@ const char* ChatFormatName(ChatFormat f) {
 
 ChatFormat DetectFormat(std::string_view line) {
   if (tokenizer::FindInvalidUtf8(line) >= 0) return ChatFormat::kAuto;
-  ordered_json j = ordered_json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return ChatFormat::kAuto;
+  Result<ordered_json> parsed = ParseOrderedJson(line, "line");
+  if (!parsed.ok() || !parsed->is_object()) return ChatFormat::kAuto;
+  const ordered_json& j = *parsed;
   if (j.contains("messages")) return ChatFormat::kOpenAI;
   if (j.contains("conversations")) return ChatFormat::kShareGpt;
   return ChatFormat::kAuto;
@@ -62,8 +66,9 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
   if (int64_t at = tokenizer::FindInvalidUtf8(line); at >= 0) {
     return Fail(bad, "invalid_utf8", fmt::format("invalid UTF-8 at byte {}", at));
   }
-  ordered_json j = ordered_json::parse(line, nullptr, false);
-  if (j.is_discarded()) return Fail(bad, "not_json", "not valid JSON");
+  Result<ordered_json> parsed = ParseOrderedJson(line, "not valid JSON");
+  if (!parsed.ok()) return Fail(bad, "not_json", parsed.status().message());
+  const ordered_json& j = *parsed;
   if (!j.is_object()) return Fail(bad, "not_object", "not a JSON object");
   const bool openai = format == ChatFormat::kOpenAI;
   const char* key = openai ? "messages" : "conversations";
@@ -78,6 +83,7 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
   out->messages = ordered_json::array();
   out->tools = j.contains("tools") ? j["tools"] : ordered_json();
   bool has_assistant = false;
+  bool seen_user = false;
   for (size_t k = 0; k < msgs.size(); ++k) {
     const ordered_json& m = msgs[k];
     if (!m.is_object()) return Fail(bad, "not_object", fmt::format("{}[{}] is not an object", key, k));
@@ -112,6 +118,13 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
         !msg["reasoning_content"].is_string()) {
       return Fail(bad, "missing_content", fmt::format("{}[{}] reasoning_content is not a string", key, k));
     }
+    // Chat templates expect a user turn before the first assistant turn; many raise an
+    // exception otherwise, which would be reported as a template error naming neither cause.
+    if (role == "assistant" && !has_assistant && !seen_user) {
+      return Fail(bad, "assistant_first",
+                  fmt::format("{}[{}] is an assistant turn before any user turn", key, k));
+    }
+    seen_user = seen_user || role == "user";
     has_assistant = has_assistant || role == "assistant";
     out->messages.push_back(std::move(msg));
   }

@@ -168,6 +168,46 @@ TEST(ConvertTest, IdsNotBelowVocabAreBadLines) {
   EXPECT_EQ(fits->examples, 2);
 }
 
+TEST(ConvertTest, MalformedLinesThatUsedToAbortAreCountedSkips) {
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  std::string body = good + "\n";                                                       // 1
+  // 50,000 levels in a message field: copying the message recursed once per level.
+  body += R"({"messages": [{"role": "user", "content": "hi", "x": )" + std::string(50000, '[') +
+          std::string(50000, ']') + R"(}, {"role": "assistant", "content": "yo"}]})" "\n";  // 2
+  // A content part whose "type" is not a string threw nlohmann::type_error.
+  body += R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "hi"}]}, )"
+          R"({"role": "assistant", "content": "yo"}]})" "\n";                            // 3
+  // An assistant turn first made the template raise an error naming neither cause.
+  body += R"({"messages": [{"role": "assistant", "content": "yo"}, {"role": "user", "content": "hi"}, )"
+          R"({"role": "assistant", "content": "ok"}]})" "\n";                            // 4
+  body += good + "\n";                                                                  // 5
+  const std::string path = WriteFile("abort.jsonl", body);
+  ConvertOptions o;
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->examples, 2);
+  EXPECT_EQ(r->bad.at("not_json"), 1);
+  EXPECT_EQ(r->bad.at("missing_content"), 1);
+  EXPECT_EQ(r->bad.at("assistant_first"), 1);
+  ASSERT_EQ(r->bad_examples.size(), 3u);
+  EXPECT_NE(r->bad_examples[0].find("abort.jsonl:2: not valid JSON"), std::string::npos)
+      << r->bad_examples[0];
+  EXPECT_NE(r->bad_examples[0].find("nested deeper than"), std::string::npos);
+  EXPECT_NE(r->bad_examples[1].find("abort.jsonl:3: messages[0] (user) has no string"),
+            std::string::npos)
+      << r->bad_examples[1];
+  EXPECT_NE(r->bad_examples[2].find("abort.jsonl:4: messages[0] is an assistant turn before any "
+                                    "user turn (assistant_first)"),
+            std::string::npos)
+      << r->bad_examples[2];
+  // Without --skip-bad the first of them is an error naming its line.
+  o.skip_bad = false;
+  auto strict = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("abort.jsonl:2: "), std::string::npos);
+}
+
 TEST(ConvertTest, NoKnownFormatIsAClearError) {
   auto r = ConvertChatFile(WriteFile("x.jsonl", "{\"text\": \"hello\"}\n"), Qwen3Encoder(), {});
   ASSERT_FALSE(r.ok());
