@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/chat_template/limits.h"
+
 namespace tandem::chat_template {
 namespace {
 
@@ -63,6 +65,15 @@ void JsonString(const std::string& s, std::string* out) {
 }
 
 Status Dump(const Value& v, int indent, bool sort_keys, int depth, std::string* out) {
+  if (depth > kMaxValueDepth) {
+    return InvalidArgumentError(
+        "tojson: a value nested deeper than {} levels (a namespace that holds itself?)",
+        kMaxValueDepth);
+  }
+  if (out->size() > kMaxOutputBytes) {
+    return InvalidArgumentError("tojson: the JSON is longer than the {}-byte limit",
+                                kMaxOutputBytes);
+  }
   const auto newline = [&](int d) {
     if (indent < 0) return;
     out->push_back('\n');
@@ -72,7 +83,7 @@ Status Dump(const Value& v, int indent, bool sort_keys, int depth, std::string* 
   switch (v.kind) {
     case Value::Kind::kNone: *out += "null"; return Status::Ok();
     case Value::Kind::kBool: *out += v.b ? "true" : "false"; return Status::Ok();
-    case Value::Kind::kInt: *out += std::to_string(v.i); return Status::Ok();
+    case Value::Kind::kInt: *out += v.IntText(); return Status::Ok();
     case Value::Kind::kFloat:
       if (std::isnan(v.f)) *out += "NaN";
       else if (std::isinf(v.f)) *out += v.f > 0 ? "Infinity" : "-Infinity";
@@ -182,8 +193,12 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::null: return None();
     case nlohmann::ordered_json::value_t::boolean: return Bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer: return Int(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned:
-      return Int(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      // Casting alone wrapped 9223372036854775808 to -9223372036854775808.
+      Value v = Int(static_cast<int64_t>(j.get<uint64_t>()));
+      v.u64 = j.get<uint64_t>() > uint64_t(INT64_MAX);
+      return v;
+    }
     case nlohmann::ordered_json::value_t::number_float: return Float(j.get<double>());
     case nlohmann::ordered_json::value_t::string: return Str(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
@@ -231,7 +246,7 @@ std::string Value::Repr() const {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
     case Kind::kBool: return b ? "True" : "False";
-    case Kind::kInt: return std::to_string(i);
+    case Kind::kInt: return IntText();
     case Kind::kFloat: return FloatRepr(f);
     case Kind::kString: return StrRepr(s);
     case Kind::kArray: {

@@ -32,6 +32,10 @@ struct Value {
   Kind kind = Kind::kUndefined;
   bool b = false;
   int64_t i = 0;
+  // kInt from JSON above INT64_MAX (a uint64 such as a schema's "maximum":
+  // 18446744073709551615): `i` holds its bits. It prints exactly; arithmetic on it is done
+  // in floating point.
+  bool u64 = false;
   double f = 0;
   std::string s;  // kString; for kUndefined the name that was looked up
   std::shared_ptr<Array> arr;
@@ -57,7 +61,11 @@ struct Value {
   bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat; }
   bool is_array() const { return kind == Kind::kArray; }
   bool is_object() const { return kind == Kind::kObject; }
-  double number() const { return kind == Kind::kInt ? double(i) : f; }
+  double number() const {
+    return kind == Kind::kInt ? (u64 ? double(uint64_t(i)) : double(i)) : f;
+  }
+  // The integer as Python prints it.
+  std::string IntText() const { return u64 ? std::to_string(uint64_t(i)) : std::to_string(i); }
 
   bool Truthy() const;
   // Python's str(): what {{ }} prints.
