@@ -34,6 +34,44 @@ bool ContentString(const ordered_json& c, std::string* out) {
   return true;
 }
 
+// The first integer literal of `line` (outside strings) beyond int64 below zero or beyond
+// uint64 above it, or empty. nlohmann reads such a literal as a double, so a tool
+// argument of 2^64 would be rendered as 1.8446744073709552e+19: the line is refused instead.
+std::string FindHugeInteger(std::string_view line) {
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    size_t j = i + (c == '-' ? 1 : 0);
+    const size_t digits_at = j;
+    while (j < line.size() && line[j] >= '0' && line[j] <= '9') ++j;
+    const bool integer = j == line.size() || (line[j] != '.' && line[j] != 'e' && line[j] != 'E');
+    const std::string_view digits = line.substr(digits_at, j - digits_at);
+    if (integer && digits.size() >= 19) {
+      const std::string_view max = c == '-' ? "9223372036854775808" : "18446744073709551615";
+      if (digits.size() > max.size() || (digits.size() == max.size() && digits > max)) {
+        return std::string(line.substr(i, j - i));
+      }
+    }
+    i = j > i ? j - 1 : i;
+    while (i + 1 < line.size() && (line[i + 1] == '.' || line[i + 1] == 'e' || line[i + 1] == 'E' ||
+                                   line[i + 1] == '+' || line[i + 1] == '-' ||
+                                   (line[i + 1] >= '0' && line[i + 1] <= '9'))) {
+      ++i;  // the rest of a non-integer number
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ChatFormat> ParseChatFormat(std::string_view name) {
@@ -70,6 +108,11 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
   if (!parsed.ok()) return Fail(bad, "not_json", parsed.status().message());
   const ordered_json& j = *parsed;
   if (!j.is_object()) return Fail(bad, "not_object", "not a JSON object");
+  if (std::string big = FindHugeInteger(line); !big.empty()) {
+    return Fail(bad, "integer_too_large",
+                fmt::format("the integer {} does not fit 64 bits (it would be rendered inexactly)",
+                            big.size() > 40 ? big.substr(0, 40) + "..." : big));
+  }
   const bool openai = format == ChatFormat::kOpenAI;
   const char* key = openai ? "messages" : "conversations";
   if (!j.contains(key)) {

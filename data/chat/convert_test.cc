@@ -208,6 +208,31 @@ TEST(ConvertTest, MalformedLinesThatUsedToAbortAreCountedSkips) {
   EXPECT_NE(strict.status().message().find("abort.jsonl:2: "), std::string::npos);
 }
 
+TEST(ConvertTest, IntegersBeyondSixtyFourBitsAreRefusedLines) {
+  // JSON parsing turns 2^64 into a double, which the template would print as
+  // 1.8446744073709552e+19; 2^64 - 1 still fits (uint64) and is kept.
+  auto line = [](const std::string& n) {
+    return R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", )"
+           R"("tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"n": )" +
+           n + R"(, "s": "-99999999999999999999", "f": 1.5e300}}}]}]})" "\n";
+  };
+  const std::string path = WriteFile(
+      "big.jsonl", line("18446744073709551615") + line("18446744073709551616") +
+                       line("-9223372036854775809") + line("-9223372036854775808"));
+  auto r = ConvertChatFile(path, Qwen3Encoder(), {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->examples, 2);
+  EXPECT_EQ(r->bad.at("integer_too_large"), 2);
+  ASSERT_EQ(r->bad_examples.size(), 2u);
+  EXPECT_NE(r->bad_examples[0].find("big.jsonl:2: the integer 18446744073709551616 does not fit "
+                                    "64 bits"),
+            std::string::npos)
+      << r->bad_examples[0];
+  EXPECT_NE(r->bad_examples[1].find("big.jsonl:3: the integer -9223372036854775809"),
+            std::string::npos)
+      << r->bad_examples[1];
+}
+
 TEST(ConvertTest, NoKnownFormatIsAClearError) {
   auto r = ConvertChatFile(WriteFile("x.jsonl", "{\"text\": \"hello\"}\n"), Qwen3Encoder(), {});
   ASSERT_FALSE(r.ok());
