@@ -26,10 +26,11 @@ Result<std::optional<BestCheckpoint>> ReadBestCheckpoint(const std::string& dir)
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::optional<BestCheckpoint>();
   ASSIGN_OR_RETURN(std::string text, models::ReadTextFile(path));
-  Result<nlohmann::json> parsed = ParseJson(text, path);
-  if (!parsed.ok()) return DataLossError("{}", parsed.status().message());
-  const nlohmann::json& j = *parsed;
-  if (!j.is_object() || !j.contains("step") ||
+  // Malformed or too deeply nested text is "not a record" like any other wrong content.
+  const Result<nlohmann::json> parsed = ParseJson(text, path);
+  static const nlohmann::json kNull;
+  const nlohmann::json& j = parsed.ok() ? *parsed : kNull;
+  if (!parsed.ok() || !j.is_object() || !j.contains("step") ||
       !j["step"].is_number_integer() || !j.contains("tau") || !j["tau"].is_number())
     return DataLossError("{}: not a best-checkpoint record (expected {{\"dir\", \"step\", "
                          "\"tau\", \"prompts\"}})", path);

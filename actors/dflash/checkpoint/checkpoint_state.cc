@@ -238,7 +238,7 @@ std::string SerializeResumeState(const ResumeState& state) {
 }
 
 Result<ResumeState> ParseResumeState(std::string_view text, const std::string& file) {
-  Result<json> parsed = ParseJson(text, file);
+  Result<json> parsed = ParseJson(text, file + ": not valid JSON");
   if (!parsed.ok()) return DataLossError("{}", parsed.status().message());
   const json j = std::move(*parsed);
   if (!j.is_object()) return DataLossError("{}: expected a JSON object, got {}", file, j.type_name());
