@@ -48,6 +48,17 @@ TEST(ChatTemplateLimitsTest, NamespaceHoldingItselfIsATojsonError) {
   EXPECT_HAS(Render("{{ {'a': 1} | tojson(indent=100000000) }}"), "wider than 1024");
 }
 
+TEST(ChatTemplateLimitsTest, ValuesNestedTooDeeplyAreErrors) {
+  // A list wrapped 100,000 times: printing (and freeing) it recursed once per level. The
+  // bound is kMaxValueDepth (256), reached on the 256th iteration.
+  EXPECT_HAS(Render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+                    "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+             "ERROR: chat_template:1: a value nested deeper than 256 levels");
+  EXPECT_EQ(Render("{% set ns = namespace(x=[]) %}{% for i in range(3) %}"
+                   "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+            "[[[[]]]]");
+}
+
 TEST(ChatTemplateLimitsTest, DeepNestingIsRefusedAtParse) {
   // 10,000 levels recursed once per level in the parser (and again when rendering).
   EXPECT_HAS(Render(Repeat("{% if true %}", 10000) + "x" + Repeat("{% endif %}", 10000)),

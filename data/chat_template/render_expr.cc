@@ -225,6 +225,9 @@ Result<Value> Renderer::Eval(const Expr& e) {
     return Err(e.line, fmt::format("a string of {} bytes is longer than the {}-byte limit",
                                    v.s.size(), kMaxOutputBytes));
   }
+  if ((v.is_array() || v.is_object()) && v.Nest() > kMaxValueDepth) {
+    return Err(e.line, fmt::format("a value nested deeper than {} levels", kMaxValueDepth));
+  }
   if (v.is_array() && int64_t(v.arr->size()) > kMaxListItems) {
     return Err(e.line, fmt::format("a list of {} items is longer than the limit of {}",
                                    v.arr->size(), kMaxListItems));

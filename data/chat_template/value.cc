@@ -172,8 +172,16 @@ Value Value::Str(std::string x) {
 Value Value::List(Array x) {
   Value v;
   v.kind = Kind::kArray;
+  v.nest = 1;
+  for (const Value& e : x) v.nest = std::max(v.nest, e.Nest() + 1);
   v.arr = std::make_shared<Array>(std::move(x));
   return v;
+}
+
+int Value::Nest() const {
+  if (kind == Kind::kArray) return nest;
+  if (kind == Kind::kObject) return obj->nest;
+  return 0;
 }
 Value Value::Dict() {
   Value v;
@@ -210,7 +218,9 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::object: {
       Value d = Dict();
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d.obj->items.emplace_back(it.key(), FromJson(it.value()));
+        Value e = FromJson(it.value());
+        d.obj->nest = std::max(d.obj->nest, e.Nest() + 1);
+        d.obj->items.emplace_back(it.key(), std::move(e));
       }
       return d;
     }
@@ -327,6 +337,7 @@ const Value* Object::Find(const std::string& key) const {
 }
 
 void Object::Set(const std::string& key, Value v) {
+  nest = std::max(nest, v.Nest() + 1);
   for (auto& [k, old] : items) {
     if (k == key) {
       old = std::move(v);

@@ -42,6 +42,7 @@ struct Value {
   std::shared_ptr<Object> obj;
   std::shared_ptr<Function> fn;
   bool tuple = false;           // kArray: a Python tuple, printed "(1, 2)"
+  int nest = 0;                 // kArray: the nesting of lists and dicts inside (Nest())
   const Stmt* macro = nullptr;  // kFunction made by {% macro %}: its statement (call blocks)
 
   static Value Undefined(std::string name = {});
@@ -67,6 +68,11 @@ struct Value {
   // The integer as Python prints it.
   std::string IntText() const { return u64 ? std::to_string(uint64_t(i)) : std::to_string(i); }
 
+  // How deeply lists and dicts nest in this value (a scalar 0, [1] 1, [[1]] 2); tracked
+  // as values are built, so printing and comparing never recurse deeper than the renderer
+  // allowed (kMaxValueDepth).
+  int Nest() const;
+
   bool Truthy() const;
   // Python's str(): what {{ }} prints.
   std::string Str() const;
@@ -82,6 +88,7 @@ struct Value {
 struct Object {
   std::vector<std::pair<std::string, Value>> items;
   bool is_namespace = false;
+  int nest = 1;  // 1 + the deepest Nest() of the values held (Set keeps it)
   std::shared_ptr<Function> call;  // a callable object: a recursive loop's `loop`
   const Value* Find(const std::string& key) const;
   void Set(const std::string& key, Value v);
