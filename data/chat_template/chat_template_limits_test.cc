@@ -46,6 +46,10 @@ TEST(ChatTemplateLimitsTest, NamespaceHoldingItselfIsATojsonError) {
   EXPECT_HAS(Render("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns | tojson }}"),
              "nested deeper than 256 levels");
   EXPECT_HAS(Render("{{ {'a': 1} | tojson(indent=100000000) }}"), "wider than 1024");
+  // Comparing two such namespaces recursed without end; past the depth they differ.
+  EXPECT_EQ(Render("{% set a = namespace(v=1) %}{% set b = namespace(v=1) %}{% set a.s = a %}"
+                   "{% set b.s = b %}{{ a == b }} {{ a == a }}"),
+            "False True");
 }
 
 TEST(ChatTemplateLimitsTest, ValuesNestedTooDeeplyAreErrors) {

@@ -284,7 +284,8 @@ Result<std::string> Value::ToJson(int indent, bool sort_keys) const {
   return out;
 }
 
-bool Value::Equals(const Value& o) const {
+bool Value::Equals(const Value& o, int depth) const {
+  if (depth > kMaxValueDepth) return false;
   if (is_number() && o.is_number()) return number() == o.number();
   if (kind == Kind::kBool && o.is_number()) return double(b) == o.number();
   if (is_number() && o.kind == Kind::kBool) return number() == double(o.b);
@@ -297,7 +298,7 @@ bool Value::Equals(const Value& o) const {
     case Kind::kArray: {
       if (arr->size() != o.arr->size()) return false;
       for (size_t k = 0; k < arr->size(); ++k) {
-        if (!(*arr)[k].Equals((*o.arr)[k])) return false;
+        if (!(*arr)[k].Equals((*o.arr)[k], depth + 1)) return false;
       }
       return true;
     }
@@ -306,7 +307,7 @@ bool Value::Equals(const Value& o) const {
       if (obj->items.size() != o.obj->items.size()) return false;
       for (const auto& [k, v] : obj->items) {
         const Value* w = o.obj->Find(k);
-        if (!w || !v.Equals(*w)) return false;
+        if (!w || !v.Equals(*w, depth + 1)) return false;
       }
       return true;
     }

@@ -80,8 +80,9 @@ struct Value {
   std::string Repr() const;
   // json.dumps(value, ensure_ascii=False, indent=indent (< 0: none), sort_keys=sort_keys).
   Result<std::string> ToJson(int indent = -1, bool sort_keys = false) const;
-  // Python ==.
-  bool Equals(const Value& o) const;
+  // Python ==. Past kMaxValueDepth levels (two namespaces holding themselves) the values
+  // count as different rather than recursing without end.
+  bool Equals(const Value& o, int depth = 0) const;
   const char* TypeName() const;
 };
 
