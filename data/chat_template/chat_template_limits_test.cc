@@ -94,6 +94,11 @@ TEST(ChatTemplateLimitsTest, IntegerEdgeCasesAreExactOrErrors) {
   EXPECT_HAS(Render("{{ -" + min + " }}"), "integer overflow");
   EXPECT_HAS(Render("{{ 2 ** 64 }}"), "integer overflow");
   EXPECT_EQ(Render("{{ 2 ** 62 }} {{ (-3) ** 3 }}"), "4611686018427387904 -27");
+  EXPECT_HAS(Render("{{ [9223372036854775807, 1] | sum }}"), "integer overflow in sum");
+  EXPECT_HAS(Render("{{ 1e300 | int }}"), "int() of 1e+300 does not fit 64 bits");
+  // strtoll clamped a literal that does not fit to INT64_MAX.
+  EXPECT_EQ(Render("{{ 99999999999999999999 }}"),
+            "PARSE ERROR: chat_template:1: the integer 99999999999999999999 does not fit 64 bits");
 }
 
 TEST(ChatTemplateLimitsTest, SizesAreBoundedBeforeAllocating) {

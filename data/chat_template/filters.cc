@@ -39,8 +39,15 @@ Result<Value> OtherFilter(const std::string& name, const Value& v, CallArgs& arg
     if (name == "sum") {
       Value acc = Value::Int(0);
       for (const auto& x : xs) {
-        acc = acc.kind == Value::Kind::kInt && x.kind == Value::Kind::kInt
-                  ? Value::Int(acc.i + x.i) : Value::Float(acc.number() + x.number());
+        int64_t r = 0;
+        if (acc.kind == Value::Kind::kInt && x.kind == Value::Kind::kInt && !acc.u64 && !x.u64) {
+          if (__builtin_add_overflow(acc.i, x.i, &r)) {
+            return Err(line, "integer overflow in sum: the total does not fit 64 bits");
+          }
+          acc = Value::Int(r);
+        } else {
+          acc = Value::Float(acc.number() + x.number());
+        }
       }
       return acc;
     }
@@ -237,7 +244,13 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& arg
   }
   if (name == "int") {
     if (v.kind == Value::Kind::kInt) return v;
-    if (v.kind == Value::Kind::kFloat) return Value::Int(int64_t(v.f));
+    if (v.kind == Value::Kind::kFloat) {
+      // Converting a double outside int64 (or NaN) is undefined behaviour in C++.
+      if (!(std::fabs(v.f) < 9223372036854775808.0)) {
+        return Err(line, fmt::format("int() of {} does not fit 64 bits", v.Repr()));
+      }
+      return Value::Int(int64_t(v.f));
+    }
     if (v.kind == Value::Kind::kBool) return Value::Int(v.b);
     if (v.is_string()) return Value::Int(std::strtoll(Strip(v.s, nullptr, true, true).c_str(), nullptr, 10));
     return Value::Int(0);
