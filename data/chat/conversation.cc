@@ -127,6 +127,7 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
   out->tools = j.contains("tools") ? j["tools"] : ordered_json();
   bool has_assistant = false;
   bool seen_user = false;
+  int64_t early_assistant = -1;  // the first assistant turn before any user turn
   for (size_t k = 0; k < msgs.size(); ++k) {
     const ordered_json& m = msgs[k];
     if (!m.is_object()) return Fail(bad, "not_object", fmt::format("{}[{}] is not an object", key, k));
@@ -163,13 +164,18 @@ bool ParseConversation(std::string_view line, ChatFormat format, Conversation* o
     }
     // Chat templates expect a user turn before the first assistant turn; many raise an
     // exception otherwise, which would be reported as a template error naming neither cause.
-    if (role == "assistant" && !has_assistant && !seen_user) {
-      return Fail(bad, "assistant_first",
-                  fmt::format("{}[{}] is an assistant turn before any user turn", key, k));
-    }
+    // Training refuses such a conversation; a prompt (require_assistant false) only when a
+    // user turn follows, as a lone trailing assistant turn is dropped from a prompt.
+    if (role == "assistant" && !seen_user && early_assistant < 0) early_assistant = int64_t(k);
+    if (role == "user" && early_assistant >= 0) break;
     seen_user = seen_user || role == "user";
     has_assistant = has_assistant || role == "assistant";
     out->messages.push_back(std::move(msg));
+  }
+  if (early_assistant >= 0 && (require_assistant || out->messages.size() < msgs.size())) {
+    return Fail(bad, "assistant_first",
+                fmt::format("{}[{}] is an assistant turn before any user turn", key,
+                            early_assistant));
   }
   if (!has_assistant && require_assistant) return Fail(bad, "no_assistant", "no assistant message to train on");
   return true;

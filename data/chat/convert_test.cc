@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/chat/conversation.h"
 #include "data/chat/test_util.h"
 
 namespace tandem::chat_data {
@@ -201,6 +202,19 @@ TEST(ConvertTest, MalformedLinesThatUsedToAbortAreCountedSkips) {
                                     "user turn (assistant_first)"),
             std::string::npos)
       << r->bad_examples[2];
+  // A prompt (no assistant turn required) may end in a lone assistant turn, which is dropped
+  // when the prompt is built; an assistant turn before a user turn is refused there too.
+  Conversation c;
+  BadLine why;
+  EXPECT_TRUE(ParseConversation(R"({"messages": [{"role": "assistant", "content": "a"}]})",
+                                ChatFormat::kOpenAI, &c, &why, /*require_assistant=*/false));
+  EXPECT_FALSE(ParseConversation(R"({"messages": [{"role": "assistant", "content": "a"}]})",
+                                 ChatFormat::kOpenAI, &c, &why, /*require_assistant=*/true));
+  EXPECT_EQ(why.reason, "assistant_first");
+  EXPECT_FALSE(ParseConversation(
+      R"({"messages": [{"role": "assistant", "content": "a"}, {"role": "user", "content": "q"}]})",
+      ChatFormat::kOpenAI, &c, &why, /*require_assistant=*/false));
+  EXPECT_EQ(why.reason, "assistant_first");
   // Without --skip-bad the first of them is an error naming its line.
   o.skip_bad = false;
   auto strict = ConvertChatFile(path, Qwen3Encoder(), o);
