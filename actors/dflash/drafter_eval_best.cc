@@ -8,6 +8,7 @@
 #include "actors/dflash/checkpoint/checkpoint_state.h"
 #include "models/io/file_util.h"
 #include "runtime/core/file_sync.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::dflash {
 
@@ -25,8 +26,11 @@ Result<std::optional<BestCheckpoint>> ReadBestCheckpoint(const std::string& dir)
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::optional<BestCheckpoint>();
   ASSIGN_OR_RETURN(std::string text, models::ReadTextFile(path));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("step") ||
+  // Malformed or too deeply nested text is "not a record" like any other wrong content.
+  const Result<nlohmann::json> parsed = ParseJson(text, path);
+  static const nlohmann::json kNull;
+  const nlohmann::json& j = parsed.ok() ? *parsed : kNull;
+  if (!parsed.ok() || !j.is_object() || !j.contains("step") ||
       !j["step"].is_number_integer() || !j.contains("tau") || !j["tau"].is_number())
     return DataLossError("{}: not a best-checkpoint record (expected {{\"dir\", \"step\", "
                          "\"tau\", \"prompts\"}})", path);

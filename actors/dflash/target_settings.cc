@@ -1,7 +1,6 @@
 #include "actors/dflash/target_settings.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +9,7 @@
 #include "models/dflash/dflash_config.h"
 #include "models/qwen3_5/qwen3_5_config.h"
 #include "runtime/actor/system.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::dflash {
 namespace {
@@ -53,12 +53,14 @@ Result<nlohmann::json> ReadConfigJson(const std::string& dir) {
   std::error_code ec;
   const std::string path =
       std::filesystem::is_directory(dir, ec) ? dir + "/config.json" : dir;
-  std::ifstream f(path);
-  if (!f) return NotFoundError("{}: cannot open (an HF model directory has a config.json)", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return InvalidArgumentError("{}: is not a JSON object", path);
-  return j;
+  if (!std::filesystem::exists(path, ec))
+    return NotFoundError("{}: cannot open (an HF model directory has a config.json)", path);
+  // The daemon runs this on submit: bounded parsing keeps a hostile config.json an error for
+  // that request (a config.json is a few KB; 64 MB is generous).
+  Result<nlohmann::json> j = ReadJsonFile(path, path, size_t{64} << 20);
+  if (!j.ok()) return j.status();
+  if (!j->is_object()) return InvalidArgumentError("{}: is not a JSON object", path);
+  return std::move(j).value();
 }
 
 // Fills spec.family / hybrid / config from hybrid config JSON `j` (`source` names it).

@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "runtime/core/json_parse.h"
+
 namespace tandem::chat_data {
 namespace {
 
@@ -34,10 +36,11 @@ Result<ChatEncoder> ChatEncoder::Load(const std::string& dir, const ChatEncodeOp
   ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::Load(dir + "/tokenizer.json"));
   e.tok_ = std::make_shared<const tokenizer::Tokenizer>(std::move(tok));
   const std::string cfg_path = dir + "/tokenizer_config.json";
-  std::ifstream in(cfg_path);
+  std::ifstream in(cfg_path, std::ios::binary);
   if (!in) return NotFoundError("{}: cannot open (the chat template lives there)", cfg_path);
-  ordered_json cfg = ordered_json::parse(in, nullptr, false);
-  if (cfg.is_discarded() || !cfg.is_object()) return InvalidArgumentError("{}: not a JSON object", cfg_path);
+  const std::string cfg_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSIGN_OR_RETURN(ordered_json cfg, ParseOrderedJson(cfg_text, cfg_path));
+  if (!cfg.is_object()) return InvalidArgumentError("{}: not a JSON object", cfg_path);
   if (!cfg.contains("chat_template") || !cfg["chat_template"].is_string()) {
     return InvalidArgumentError("{}: no \"chat_template\" string (named templates are not supported)",
                                 cfg_path);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "data/chat/test_util.h"
@@ -186,6 +187,57 @@ TEST(ChatEncoderTest, OverlongExamplesAreTruncatedOrDroppedAndCounted) {
   auto n = Qwen3Encoder().WithOptions(o).Encode(TwoTurns(false), scratch);
   EXPECT_TRUE(n.examples.empty());
   EXPECT_EQ(n.events["no_loss"], 1);
+}
+
+// A model directory with the Qwen3 tokenizer and `chat_template`.
+std::string ModelDirWithTemplate(const std::string& name, const std::string& chat_template) {
+  const std::string dir = ::testing::TempDir() + "/tandem_chat_encoder_" + name;
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(tokenizer::Qwen3FixtureDir() + "/tokenizer.json",
+                             dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir + "/tokenizer_config.json", std::ios::binary | std::ios::trunc)
+      << ordered_json{{"chat_template", chat_template}, {"eos_token", "<|im_end|>"}}.dump();
+  return dir;
+}
+
+TEST(ChatEncoderTest, TemplateLimitsAreTemplateErrorsForThatLineOrRefusedAtLoad) {
+  // The template recurses without end only for a message "boom": that line is a
+  // template_error naming the limit; the encoder goes on with the next line.
+  const std::string dir = ModelDirWithTemplate(
+      "limits", "{% macro f(n) %}{{ f(n) }}{% endmacro %}{% for m in messages %}"
+                "{% if m.content == 'boom' %}{{ f(0) }}{% endif %}<|im_start|>{{ m.role }}\n"
+                "{{ m.content }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  auto enc = ChatEncoder::Load(dir, {});
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  ChatEncoder::Scratch scratch;
+  Conversation boom{ordered_json::parse(R"([{"role": "user", "content": "boom"},
+                                            {"role": "assistant", "content": "a"}])"),
+                    ordered_json()};
+  EncodeOutcome bad = enc->Encode(boom, scratch);
+  EXPECT_TRUE(bad.examples.empty());
+  EXPECT_EQ(bad.events["template_error"], 1);
+  EXPECT_NE(bad.error.find("macro calls nested deeper than 64 levels"), std::string::npos)
+      << bad.error;
+  Conversation fine{ordered_json::parse(R"([{"role": "user", "content": "hi"},
+                                            {"role": "assistant", "content": "a"}])"),
+                    ordered_json()};
+  EncodeOutcome ok = enc->Encode(fine, scratch);
+  EXPECT_EQ(ok.events.count("template_error"), 0u) << ok.error;
+  EXPECT_EQ(ok.examples.size(), 1u);
+  // A template that cannot render anything is refused when the model is loaded.
+  std::string deep;
+  for (int k = 0; k < 10000; ++k) deep += "{% if true %}";
+  for (int k = 0; k < 10000; ++k) deep += "{% endif %}";
+  const std::string deep_dir = ModelDirWithTemplate("deep", deep);
+  auto refused = ChatEncoder::Load(deep_dir, {});
+  std::filesystem::remove_all(deep_dir);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("blocks nested deeper than 64 levels"),
+            std::string::npos)
+      << refused.status().ToString();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus/sharded_set.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::chat_data {
 namespace {
@@ -28,15 +29,21 @@ std::string ProducerState(const std::vector<ChatSetting>& settings,
   ordered_json j;
   j["settings"] = ordered_json::object();
   for (const ChatSetting& s : settings) j["settings"][s.name] = s.value;
-  j["convert"] = ordered_json::parse(convert_state.empty() ? "{}" : convert_state);
+  Result<ordered_json> convert =
+      ParseOrderedJson(convert_state.empty() ? "{}" : convert_state, "convert state");
+  // The state is EncodeState's own output; anything else is a bug here, not bad input.
+  TANDEM_CHECK_MSG(convert.ok(), "{}", convert.status().message());
+  j["convert"] = std::move(*convert);
   return j.dump();
 }
 
 // The convert state to resume from; InvalidArgument naming every setting that differs.
 Result<std::string> ResumeState(const std::string& dir, const data::ShardManifest& m,
                                 const std::vector<ChatSetting>& now) {
-  const ordered_json j = ordered_json::parse(m.producer_state, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("settings") ||
+  Result<ordered_json> parsed = ParseOrderedJson(m.producer_state, dir + "/shards.json producer");
+  if (!parsed.ok()) return parsed.status();
+  const ordered_json& j = *parsed;
+  if (!j.is_object() || !j.contains("settings") ||
       !j["settings"].is_object() || !j.contains("convert") || !j["convert"].is_object()) {
     return InvalidArgumentError(
         "{}/shards.json: \"producer\" is not a chat conversion's state with its settings (an "
@@ -54,7 +61,7 @@ Result<std::string> ResumeState(const std::string& dir, const data::ShardManifes
   for (const auto& [name, value] : then.items()) {
     bool given = false;
     for (const ChatSetting& s : now) given = given || s.name == name;
-    if (!given) diffs.push_back(fmt::format("{} was {}, now not given", name, value.dump()));
+    if (!given) diffs.push_back(fmt::format("{} was {}, now not given", name, DescribeJson(value)));
   }
   if (!diffs.empty()) {
     return InvalidArgumentError(

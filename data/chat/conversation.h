@@ -4,7 +4,11 @@
 //   ShareGPT: {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}]}
 // Both become OpenAI-style messages (ShareGPT's human/gpt are user/assistant). A bad line is
 // an error with a reason code that the caller counts: not_json, not_object, invalid_utf8,
-// wrong_format, no_messages, unknown_role, missing_content, no_assistant.
+// integer_too_large (an integer literal beyond int64/uint64, which JSON parsing would turn
+// into an inexact double), wrong_format, no_messages, unknown_role, missing_content,
+// assistant_first (an assistant turn before any user turn; for a prompt only when a user
+// turn follows it), no_assistant. A line nested deeper than kMaxJsonDepth is
+// not_json. Nothing here throws, whatever the line holds.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -1,5 +1,7 @@
 #include "data/chat/convert_state.h"
 
+#include "runtime/core/json_parse.h"
+
 #include <charconv>
 #include <fstream>
 
@@ -112,9 +114,8 @@ std::string EncodeState(const ConvertResult& r, const InputPosition& at,
 
 Status DecodeState(const std::string& json, const std::string& origin, ConvertResult* counts,
                    InputPosition* at, InputIdentity* input) {
-  const ordered_json j = ordered_json::parse(json, nullptr, false);
-  Status st = j.is_discarded() ? InvalidArgumentError("not JSON")
-                               : DecodeInto(j, counts, at, input);
+  Result<ordered_json> j = ParseOrderedJson(json, "state");
+  Status st = !j.ok() ? j.status() : DecodeInto(*j, counts, at, input);
   if (!st.ok()) {
     return InvalidArgumentError("{}: the resume state is malformed: {}", origin, st.message());
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/chat/conversation.h"
 #include "data/chat/test_util.h"
 
 namespace tandem::chat_data {
@@ -166,6 +167,84 @@ TEST(ConvertTest, IdsNotBelowVocabAreBadLines) {
   auto fits = ConvertChatFile(path, Qwen3Encoder(), o);
   ASSERT_TRUE(fits.ok());
   EXPECT_EQ(fits->examples, 2);
+}
+
+TEST(ConvertTest, MalformedLinesThatUsedToAbortAreCountedSkips) {
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  std::string body = good + "\n";                                                       // 1
+  // 50,000 levels in a message field: copying the message recursed once per level.
+  body += R"({"messages": [{"role": "user", "content": "hi", "x": )" + std::string(50000, '[') +
+          std::string(50000, ']') + R"(}, {"role": "assistant", "content": "yo"}]})" "\n";  // 2
+  // A content part whose "type" is not a string threw nlohmann::type_error.
+  body += R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "hi"}]}, )"
+          R"({"role": "assistant", "content": "yo"}]})" "\n";                            // 3
+  // An assistant turn first made the template raise an error naming neither cause.
+  body += R"({"messages": [{"role": "assistant", "content": "yo"}, {"role": "user", "content": "hi"}, )"
+          R"({"role": "assistant", "content": "ok"}]})" "\n";                            // 4
+  body += good + "\n";                                                                  // 5
+  const std::string path = WriteFile("abort.jsonl", body);
+  ConvertOptions o;
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->examples, 2);
+  EXPECT_EQ(r->bad.at("not_json"), 1);
+  EXPECT_EQ(r->bad.at("missing_content"), 1);
+  EXPECT_EQ(r->bad.at("assistant_first"), 1);
+  ASSERT_EQ(r->bad_examples.size(), 3u);
+  EXPECT_NE(r->bad_examples[0].find("abort.jsonl:2: not valid JSON"), std::string::npos)
+      << r->bad_examples[0];
+  EXPECT_NE(r->bad_examples[0].find("nested deeper than"), std::string::npos);
+  EXPECT_NE(r->bad_examples[1].find("abort.jsonl:3: messages[0] (user) has no string"),
+            std::string::npos)
+      << r->bad_examples[1];
+  EXPECT_NE(r->bad_examples[2].find("abort.jsonl:4: messages[0] is an assistant turn before any "
+                                    "user turn (assistant_first)"),
+            std::string::npos)
+      << r->bad_examples[2];
+  // A prompt (no assistant turn required) may end in a lone assistant turn, which is dropped
+  // when the prompt is built; an assistant turn before a user turn is refused there too.
+  Conversation c;
+  BadLine why;
+  EXPECT_TRUE(ParseConversation(R"({"messages": [{"role": "assistant", "content": "a"}]})",
+                                ChatFormat::kOpenAI, &c, &why, /*require_assistant=*/false));
+  EXPECT_FALSE(ParseConversation(R"({"messages": [{"role": "assistant", "content": "a"}]})",
+                                 ChatFormat::kOpenAI, &c, &why, /*require_assistant=*/true));
+  EXPECT_EQ(why.reason, "assistant_first");
+  EXPECT_FALSE(ParseConversation(
+      R"({"messages": [{"role": "assistant", "content": "a"}, {"role": "user", "content": "q"}]})",
+      ChatFormat::kOpenAI, &c, &why, /*require_assistant=*/false));
+  EXPECT_EQ(why.reason, "assistant_first");
+  // Without --skip-bad the first of them is an error naming its line.
+  o.skip_bad = false;
+  auto strict = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("abort.jsonl:2: "), std::string::npos);
+}
+
+TEST(ConvertTest, IntegersBeyondSixtyFourBitsAreRefusedLines) {
+  // JSON parsing turns 2^64 into a double, which the template would print as
+  // 1.8446744073709552e+19; 2^64 - 1 still fits (uint64) and is kept.
+  auto line = [](const std::string& n) {
+    return R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", )"
+           R"("tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"n": )" +
+           n + R"(, "s": "-99999999999999999999", "f": 1.5e300}}}]}]})" "\n";
+  };
+  const std::string path = WriteFile(
+      "big.jsonl", line("18446744073709551615") + line("18446744073709551616") +
+                       line("-9223372036854775809") + line("-9223372036854775808"));
+  auto r = ConvertChatFile(path, Qwen3Encoder(), {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->examples, 2);
+  EXPECT_EQ(r->bad.at("integer_too_large"), 2);
+  ASSERT_EQ(r->bad_examples.size(), 2u);
+  EXPECT_NE(r->bad_examples[0].find("big.jsonl:2: the integer 18446744073709551616 does not fit "
+                                    "64 bits"),
+            std::string::npos)
+      << r->bad_examples[0];
+  EXPECT_NE(r->bad_examples[1].find("big.jsonl:3: the integer -9223372036854775809"),
+            std::string::npos)
+      << r->bad_examples[1];
 }
 
 TEST(ConvertTest, NoKnownFormatIsAClearError) {

@@ -8,7 +8,9 @@
 //
 // Errors name the template line: "chat_template:37: unsupported filter 'wordwrap'",
 // "chat_template:12: unsupported construct 'macro'". An error raised by the template
-// (raise_exception) is InvalidArgument "the chat template raised: ...".
+// (raise_exception) is InvalidArgument "the chat template raised: ...". Parsing and
+// rendering are bounded (limits.h): a template nested too deeply is refused by Parse; one
+// that recurses, loops or grows past a limit fails that Render with an error naming it.
 //
 // Thread-safety: immutable after Parse; Render may run on many threads at once.
 #pragma once

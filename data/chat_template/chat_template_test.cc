@@ -130,6 +130,18 @@ TEST(ChatTemplateTest, MatchesJinja2OnMacrosCallsRecursionAndScoping) {
   EXPECT_GE(checked, 28);
 }
 
+TEST(ChatTemplateTest, IntegersAboveInt64FromJsonPrintExactly) {
+  // A tool schema's "maximum": 2^63 was printed wrapped, as -9223372036854775808.
+  const ordered_json ctx = ordered_json::parse(
+      R"({"x": 9223372036854775808, "m": 18446744073709551615, "t": [{"maximum": 9223372036854775808}]})");
+  EXPECT_EQ(Render("{{ x }} {{ m | tojson }} {{ t | tojson }} {{ t }}", ctx),
+            "9223372036854775808 18446744073709551615 [{\"maximum\": 9223372036854775808}] "
+            "[{'maximum': 9223372036854775808}]");
+  // Arithmetic on them is in floating point (Python's would be exact).
+  EXPECT_EQ(Render("{{ x > 1 }} {{ x == m }} {{ -x < 0 }} {{ x | abs }}", ctx),
+            "True False True 9223372036854775808");
+}
+
 TEST(ChatTemplateTest, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(Render("a\n\n{% filter upper %}x{% endfilter %}"),
             "PARSE ERROR: chat_template:3: unsupported construct 'filter'");

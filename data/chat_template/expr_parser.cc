@@ -1,5 +1,7 @@
 #include "data/chat_template/expr_parser.h"
 
+#include "data/chat_template/limits.h"
+
 namespace tandem::chat_template {
 namespace {
 
@@ -47,7 +49,20 @@ Result<std::string> ExprParser::Name() {
   return Next().text;
 }
 
+Status ExprParser::Nest::Check() const {
+  if (p->t_.size() > kMaxTagTokens) {
+    return InvalidArgumentError("chat_template:{}: a tag of {} tokens (the limit is {})", p->line_,
+                                p->t_.size(), kMaxTagTokens);
+  }
+  if (p->depth_ > kMaxNesting) {
+    return p->Error(fmt::format("expression nested deeper than {} levels", kMaxNesting));
+  }
+  return Status::Ok();
+}
+
 Result<ExprPtr> ExprParser::Parse() {  // ternary: a if cond else b
+  Nest nest(this);
+  RETURN_IF_ERROR(nest.Check());
   ASSIGN_OR_RETURN(ExprPtr a, Or());
   if (!IsName("if")) return a;
   ++p_;
@@ -65,7 +80,11 @@ Result<ExprPtr> ExprParser::Parse() {  // ternary: a if cond else b
   return e;
 }
 
-Result<ExprPtr> ExprParser::ParseNoTernary() { return Or(); }
+Result<ExprPtr> ExprParser::ParseNoTernary() {
+  Nest nest(this);
+  RETURN_IF_ERROR(nest.Check());
+  return Or();
+}
 
 Result<ExprPtr> ExprParser::Binary(ExprPtr a, std::string op, ExprPtr b) {
   auto e = MakeExpr(Expr::Kind::kBinary, line_);
@@ -97,6 +116,8 @@ Result<ExprPtr> ExprParser::And() {
 
 Result<ExprPtr> ExprParser::Not() {
   if (IsName("not")) {
+    Nest nest(this);
+    RETURN_IF_ERROR(nest.Check());
     ++p_;
     auto e = MakeExpr(Expr::Kind::kUnary, line_);
     e->name = "not";
@@ -170,6 +191,8 @@ Result<ExprPtr> ExprParser::Pow() {
 
 Result<ExprPtr> ExprParser::Unary() {
   if (IsOp("-") || IsOp("+")) {
+    Nest nest(this);
+    RETURN_IF_ERROR(nest.Check());
     auto e = MakeExpr(Expr::Kind::kUnary, line_);
     e->name = Next().text;
     ASSIGN_OR_RETURN(e->a, Unary());

@@ -46,9 +46,18 @@ class ExprParser {
   Result<ExprPtr> FilterAndTest(ExprPtr a);
   Result<ExprPtr> Primary();
 
+  // Counts one nesting level while alive; Error past kMaxNesting.
+  struct Nest {
+    explicit Nest(ExprParser* p) : p(p) { ++p->depth_; }
+    ~Nest() { --p->depth_; }
+    Status Check() const;
+    ExprParser* p;
+  };
+
   std::vector<Token> t_;
   size_t p_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 }  // namespace tandem::chat_template

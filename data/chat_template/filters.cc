@@ -4,6 +4,7 @@
 
 #include "data/chat_template/builtins.h"
 #include "data/chat_template/builtins_util.h"
+#include "data/chat_template/limits.h"
 
 namespace tandem::chat_template {
 
@@ -15,8 +16,16 @@ Result<Value> OtherFilter(const std::string& name, const Value& v, CallArgs& arg
   if (name == "indent") {
     const Value* w = args.Get(0, "width");
     const Value* first = args.Get(1, "first");
-    const std::string pad(size_t(w && w->kind == Value::Kind::kInt ? w->i : 4), ' ');
+    // Python's ' ' * width: a negative width indents by nothing.
+    const int64_t width = std::max<int64_t>(0, w && w->kind == Value::Kind::kInt ? w->i : 4);
     std::string s = v.Str(), out;
+    const int64_t lines = 1 + std::count(s.begin(), s.end(), '\n');
+    if (width > 0 && (width > int64_t(kMaxOutputBytes) / lines ||
+                      size_t(width * lines) > kMaxOutputBytes - s.size())) {
+      return Err(line, fmt::format("indent({}) of {} lines is longer than the {}-byte limit",
+                                   width, lines, kMaxOutputBytes));
+    }
+    const std::string pad(size_t(width), ' ');
     bool at_start = true;
     for (size_t k = 0; k < s.size(); ++k) {
       if (at_start && (k > 0 || (first && first->Truthy())) && s[k] != '\n') out += pad;
@@ -30,8 +39,15 @@ Result<Value> OtherFilter(const std::string& name, const Value& v, CallArgs& arg
     if (name == "sum") {
       Value acc = Value::Int(0);
       for (const auto& x : xs) {
-        acc = acc.kind == Value::Kind::kInt && x.kind == Value::Kind::kInt
-                  ? Value::Int(acc.i + x.i) : Value::Float(acc.number() + x.number());
+        int64_t r = 0;
+        if (acc.kind == Value::Kind::kInt && x.kind == Value::Kind::kInt && !acc.u64 && !x.u64) {
+          if (__builtin_add_overflow(acc.i, x.i, &r)) {
+            return Err(line, "integer overflow in sum: the total does not fit 64 bits");
+          }
+          acc = Value::Int(r);
+        } else {
+          acc = Value::Float(acc.number() + x.number());
+        }
       }
       return acc;
     }
@@ -181,6 +197,10 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& arg
   }
   if (name == "tojson") {
     const Value* indent = args.Get(0, "indent");
+    // Each level's newline carries indent * depth spaces: a wider indent is a size bomb.
+    if (indent && indent->kind == Value::Kind::kInt && indent->i > 1024) {
+      return Err(line, fmt::format("tojson indent {} is wider than 1024", indent->i));
+    }
     const Value* sort = args.Get(1, "sort_keys");
     auto s = v.ToJson(indent && indent->kind == Value::Kind::kInt ? int(indent->i) : -1,
                       sort && sort->Truthy());
@@ -224,7 +244,13 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& arg
   }
   if (name == "int") {
     if (v.kind == Value::Kind::kInt) return v;
-    if (v.kind == Value::Kind::kFloat) return Value::Int(int64_t(v.f));
+    if (v.kind == Value::Kind::kFloat) {
+      // Converting a double outside int64 (or NaN) is undefined behaviour in C++.
+      if (!(std::fabs(v.f) < 9223372036854775808.0)) {
+        return Err(line, fmt::format("int() of {} does not fit 64 bits", v.Repr()));
+      }
+      return Value::Int(int64_t(v.f));
+    }
     if (v.kind == Value::Kind::kBool) return Value::Int(v.b);
     if (v.is_string()) return Value::Int(std::strtoll(Strip(v.s, nullptr, true, true).c_str(), nullptr, 10));
     return Value::Int(0);
@@ -235,7 +261,11 @@ Result<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& arg
     return Value::Float(0);
   }
   if (name == "abs") {
-    if (v.kind == Value::Kind::kInt) return Value::Int(v.i < 0 ? -v.i : v.i);
+    if (v.kind == Value::Kind::kInt && (v.u64 || v.i >= 0)) return v;
+    if (v.kind == Value::Kind::kInt) {
+      if (v.i == INT64_MIN) return Err(line, "integer overflow: abs(-9223372036854775808)");
+      return Value::Int(-v.i);
+    }
     return Value::Float(std::fabs(v.number()));
   }
   return ListFilter(name, v, args, line);

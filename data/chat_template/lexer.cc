@@ -1,6 +1,7 @@
 #include "data/chat_template/lexer.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 namespace tandem::chat_template {
@@ -155,7 +156,14 @@ Result<std::vector<Token>> Tokenize(const std::string& s, int line) {
       }
       Token t{is_float ? Token::Kind::kFloat : Token::Kind::kInt, num};
       if (is_float) t.f = std::strtod(num.c_str(), nullptr);
-      else t.i = std::strtoll(num.c_str(), nullptr, 10);
+      else {
+        errno = 0;
+        t.i = std::strtoll(num.c_str(), nullptr, 10);
+        if (errno == ERANGE) {  // strtoll clamps; Python would keep the exact integer
+          return InvalidArgumentError("chat_template:{}: the integer {} does not fit 64 bits",
+                                      line, num.size() > 40 ? num.substr(0, 40) + "..." : num);
+        }
+      }
       out.push_back(t);
       i = j;
       continue;

@@ -5,6 +5,7 @@
 
 #include "data/chat_template/builtins.h"
 #include "data/chat_template/builtins_util.h"
+#include "data/chat_template/limits.h"
 
 namespace tandem::chat_template {
 
@@ -34,7 +35,7 @@ Result<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args, 
     if (!arg || arg->kind != Value::Kind::kInt || arg->i == 0) {
       return Err(line, "divisibleby needs a non-zero integer");
     }
-    return v.i % arg->i == 0;
+    return arg->i == -1 || v.i % arg->i == 0;  // INT64_MIN % -1 traps
   }
   if (!arg) return Err(line, fmt::format("unknown test '{}' or missing argument", name));
   if (name == "eq" || name == "equalto" || name == "==") return v.Equals(*arg);
@@ -156,13 +157,27 @@ Value Global(const std::string& name) {
   if (name == "range") {
     return Value::Fn([](CallArgs& a) -> Result<Value> {
       int64_t start = 0, stop = 0, step = 1;
-      auto num = [&](size_t k) { return a.positional[k].kind == Value::Kind::kInt ? a.positional[k].i : 0; };
+      for (const Value& x : a.positional) {
+        if (x.kind != Value::Kind::kInt) {  // Python's TypeError; a float no longer reads as 0
+          return InvalidArgumentError("range() needs integers, got {}", x.TypeName());
+        }
+      }
+      auto num = [&](size_t k) { return a.positional[k].i; };
       if (a.positional.size() == 1) stop = num(0);
       else if (a.positional.size() >= 2) start = num(0), stop = num(1);
       if (a.positional.size() >= 3) step = num(2);
       if (step == 0) return InvalidArgumentError("range() step must not be zero");
+      // The length first (in 128 bits: stop - start may overflow int64), then the items.
+      const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+      const __int128 mag = step > 0 ? __int128(step) : -__int128(step);
+      const __int128 count = span <= 0 ? 0 : (span + mag - 1) / mag;
+      if (count > kMaxListItems) {
+        return InvalidArgumentError("range() of {} items is longer than the limit of {}",
+                                    int64_t(std::min<__int128>(count, INT64_MAX)), kMaxListItems);
+      }
       Array out;
-      for (int64_t x = start; step > 0 ? x < stop : x > stop; x += step) out.push_back(Value::Int(x));
+      out.reserve(size_t(count));
+      for (int64_t k = 0; k < int64_t(count); ++k) out.push_back(Value::Int(start + k * step));
       return Value::List(std::move(out));
     });
   }

@@ -4,6 +4,7 @@
 
 #include "data/chat_template/expr_parser.h"
 #include "data/chat_template/lexer.h"
+#include "data/chat_template/limits.h"
 
 namespace tandem::chat_template {
 namespace {
@@ -17,6 +18,20 @@ class StmtParser {
   // word in *ended and its parser in *tag), or the end of the template when `ends` is empty.
   Status ParseBody(const std::set<std::string>& ends, Body* body, std::string* ended,
                    std::unique_ptr<ExprParser>* tag) {
+    if (depth_ >= kMaxNesting) {
+      const int line = i_ > 0 ? segs_[i_ - 1].line : 1;
+      return InvalidArgumentError("chat_template:{}: blocks nested deeper than {} levels", line,
+                                  kMaxNesting);
+    }
+    ++depth_;
+    Status st = ParseStatements(ends, body, ended, tag);
+    --depth_;
+    return st;
+  }
+
+ private:
+  Status ParseStatements(const std::set<std::string>& ends, Body* body, std::string* ended,
+                         std::unique_ptr<ExprParser>* tag) {
     while (i_ < segs_.size()) {
       const Segment& s = segs_[i_++];
       if (s.kind == Segment::Kind::kText) {
@@ -54,7 +69,6 @@ class StmtParser {
     return Status::Ok();
   }
 
- private:
   Result<std::unique_ptr<Stmt>> Statement(const std::string& word, ExprParser& p, int line) {
     auto st = std::make_unique<Stmt>();
     st->line = line;
@@ -189,6 +203,7 @@ class StmtParser {
 
   std::vector<Segment> segs_;
   size_t i_ = 0;
+  int depth_ = 0;  // ParseBody calls active
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "data/chat_template/builtins.h"
 #include "data/chat_template/chat_template.h"
+#include "data/chat_template/limits.h"
 #include "data/chat_template/parser.h"
 #include "data/chat_template/renderer.h"
 
@@ -24,12 +25,21 @@ Value Renderer::Lookup(const std::string& name) const {
   return Global(name);
 }
 
+Status Renderer::CheckOutput(int line) const {
+  if (out_->size() <= kMaxOutputBytes) return Status::Ok();
+  return Err(line, fmt::format("the output is longer than the {}-byte limit", kMaxOutputBytes));
+}
+
 Result<Flow> Renderer::Exec(const Stmt& st) {
   switch (st.kind) {
-    case Stmt::Kind::kText: *out_ += st.text; return Flow::kNormal;
+    case Stmt::Kind::kText:
+      *out_ += st.text;
+      RETURN_IF_ERROR(CheckOutput(st.line));
+      return Flow::kNormal;
     case Stmt::Kind::kOutput: {
       ASSIGN_OR_RETURN(Value v, Eval(*st.expr));
       *out_ += v.Str();
+      RETURN_IF_ERROR(CheckOutput(st.line));
       return Flow::kNormal;
     }
     case Stmt::Kind::kIf:
@@ -133,8 +143,16 @@ Result<Flow> Renderer::LoopOver(const Stmt& st, const Array& items, int64_t dept
     scopes_.pop_back();
     return f;
   }
+  if (depth > kMaxCallDepth) {
+    return Err(st.line, fmt::format("a recursive loop nested deeper than {} levels",
+                                    kMaxCallDepth));
+  }
   const int64_t n = int64_t(items.size());
   for (int64_t k = 0; k < n; ++k) {
+    if (++loop_iterations_ > kMaxLoopIterations) {
+      return Err(st.line, fmt::format("more than {} loop iterations in one rendering",
+                                      kMaxLoopIterations));
+    }
     scopes_.emplace_back();
     Value loop = Value::Dict();
     auto& o = *loop.obj;
@@ -250,10 +268,17 @@ Status Renderer::BindParameters(const Stmt& st, const std::string& what, CallArg
 }
 
 Result<std::string> Renderer::Capture(const Body& body, std::vector<Scope> scopes) {
+  if (call_depth_ >= kMaxCallDepth) {
+    const int line = body.empty() ? 0 : body.front()->line;
+    return Err(line, fmt::format("macro calls nested deeper than {} levels (runaway recursion?)",
+                                 kMaxCallDepth));
+  }
   std::string text;
   std::string* saved_out = std::exchange(out_, &text);
   std::vector<Scope> saved = std::exchange(scopes_, std::move(scopes));
+  ++call_depth_;
   auto f = Run(body);
+  --call_depth_;
   scopes_ = std::move(saved);
   out_ = saved_out;
   if (!f.ok()) return f.status();
@@ -294,6 +319,7 @@ Result<Flow> Renderer::ExecCallBlock(const Stmt& st) {
   auto r = (*with_caller.fn)(args);
   if (!r.ok()) return r.status();
   *out_ += r->Str();
+  RETURN_IF_ERROR(CheckOutput(st.line));
   return Flow::kNormal;
 }
 

@@ -3,17 +3,49 @@
 #include <cmath>
 
 #include "data/chat_template/builtins.h"
+#include "data/chat_template/limits.h"
 #include "data/chat_template/renderer.h"
 
 namespace tandem::chat_template {
 namespace {
 
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
+// Python's integer arithmetic on int64: a result that does not fit (Python would grow the
+// integer) is an error rather than a wrapped value or, for INT64_MIN // -1, a SIGFPE.
+Result<Value> IntOp(const std::string& op, int64_t a, int64_t b, int line) {
+  int64_t r = 0;
+  bool overflow = false;
+  if (op == "+") overflow = __builtin_add_overflow(a, b, &r);
+  else if (op == "-") overflow = __builtin_sub_overflow(a, b, &r);
+  else if (op == "*") overflow = __builtin_mul_overflow(a, b, &r);
+  else if (op == "//" || op == "%") {
+    if (b == -1) {  // a // -1 = -a; a % -1 = 0
+      if (op == "%") return Value::Int(0);
+      overflow = __builtin_sub_overflow(int64_t{0}, a, &r);
+    } else {
+      int64_t q = a / b;
+      if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+      r = op == "//" ? q : a - q * b;
+    }
+  }
+  if (overflow) {
+    return Err(line, fmt::format("integer overflow: {} {} {} does not fit 64 bits", a, op, b));
+  }
+  return Value::Int(r);
 }
 
+// a ** b for b >= 0, exactly while it fits 64 bits.
+Result<Value> IntPow(int64_t a, int64_t b, int line) {
+  int64_t r = 1, base = a;
+  for (int64_t e = b; e > 0; e >>= 1) {
+    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) {
+      return Err(line, fmt::format("integer overflow: {} ** {} does not fit 64 bits", a, b));
+    }
+    if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
+      return Err(line, fmt::format("integer overflow: {} ** {} does not fit 64 bits", a, b));
+    }
+  }
+  return Value::Int(r);
+}
 }  // namespace
 
 Result<CallArgs> Renderer::EvalArgs(const Expr& e) {
@@ -123,7 +155,13 @@ Result<Value> Renderer::Binary(const Expr& e) {
     return Value::List(std::move(out));
   }
   if (op == "*" && a.is_string() && b.kind == Value::Kind::kInt) {
+    if (b.i <= 0 || a.s.empty()) return Value::Str("");
+    if (b.i > int64_t(kMaxOutputBytes / a.s.size())) {
+      return Err(e.line, fmt::format("a string of {} bytes * {} is longer than the {}-byte limit",
+                                     a.s.size(), b.i, kMaxOutputBytes));
+    }
     std::string out;
+    out.reserve(a.s.size() * size_t(b.i));
     for (int64_t k = 0; k < b.i; ++k) out += a.s;
     return Value::Str(out);
   }
@@ -133,23 +171,24 @@ Result<Value> Renderer::Binary(const Expr& e) {
     return Err(e.line, fmt::format("unsupported operand types for {}: {} and {}", op,
                                    a.TypeName(), b.TypeName()));
   }
-  const bool ints = a.kind != Value::Kind::kFloat && b.kind != Value::Kind::kFloat;
+  const bool ints = a.kind != Value::Kind::kFloat && b.kind != Value::Kind::kFloat && !a.u64 &&
+                    !b.u64;
   const int64_t ai = a.kind == Value::Kind::kBool ? a.b : a.i;
   const int64_t bi = b.kind == Value::Kind::kBool ? b.b : b.i;
   const double af = a.kind == Value::Kind::kBool ? a.b : a.number();
   const double bf = b.kind == Value::Kind::kBool ? b.b : b.number();
-  if (op == "+") return ints ? Value::Int(ai + bi) : Value::Float(af + bf);
-  if (op == "-") return ints ? Value::Int(ai - bi) : Value::Float(af - bf);
-  if (op == "*") return ints ? Value::Int(ai * bi) : Value::Float(af * bf);
   if ((op == "/" || op == "//" || op == "%") && bf == 0) return Err(e.line, "division by zero");
-  if (op == "/") return Value::Float(af / bf);
-  if (op == "//") return ints ? Value::Int(FloorDiv(ai, bi)) : Value::Float(std::floor(af / bf));
-  if (op == "%") {
-    if (ints) return Value::Int(ai - FloorDiv(ai, bi) * bi);
-    return Value::Float(af - std::floor(af / bf) * bf);
+  if (ints && (op == "+" || op == "-" || op == "*" || op == "//" || op == "%")) {
+    return IntOp(op, ai, bi, e.line);
   }
+  if (op == "+") return Value::Float(af + bf);
+  if (op == "-") return Value::Float(af - bf);
+  if (op == "*") return Value::Float(af * bf);
+  if (op == "/") return Value::Float(af / bf);
+  if (op == "//") return Value::Float(std::floor(af / bf));
+  if (op == "%") return Value::Float(af - std::floor(af / bf) * bf);
   if (op == "**") {
-    if (ints && bi >= 0) return Value::Int(int64_t(std::llround(std::pow(af, bf))));
+    if (ints && bi >= 0) return IntPow(ai, bi, e.line);
     return Value::Float(std::pow(af, bf));
   }
   return Err(e.line, fmt::format("unsupported operator '{}'", op));
@@ -178,6 +217,25 @@ Result<Value> Renderer::Call(const Expr& e) {
 }
 
 Result<Value> Renderer::Eval(const Expr& e) {
+  ASSIGN_OR_RETURN(Value v, EvalNode(e));
+  // Every string and list a template builds passes here, so none grows past the limits by
+  // repeated concatenation; an operation that would build a much larger one in one step
+  // (str * n, indent, range) checks its size before allocating.
+  if (v.is_string() && v.s.size() > kMaxOutputBytes) {
+    return Err(e.line, fmt::format("a string of {} bytes is longer than the {}-byte limit",
+                                   v.s.size(), kMaxOutputBytes));
+  }
+  if ((v.is_array() || v.is_object()) && v.Nest() > kMaxValueDepth) {
+    return Err(e.line, fmt::format("a value nested deeper than {} levels", kMaxValueDepth));
+  }
+  if (v.is_array() && int64_t(v.arr->size()) > kMaxListItems) {
+    return Err(e.line, fmt::format("a list of {} items is longer than the limit of {}",
+                                   v.arr->size(), kMaxListItems));
+  }
+  return v;
+}
+
+Result<Value> Renderer::EvalNode(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::kLiteral: return e.value;
     case Expr::Kind::kName: return Lookup(e.name);
@@ -231,7 +289,12 @@ Result<Value> Renderer::Eval(const Expr& e) {
     case Expr::Kind::kUnary: {
       ASSIGN_OR_RETURN(Value a, Eval(*e.a));
       if (e.name == "not") return Value::Bool(!a.Truthy());
-      if (a.kind == Value::Kind::kInt) return Value::Int(e.name == "-" ? -a.i : a.i);
+      if (a.kind == Value::Kind::kInt && a.u64) {
+        return e.name == "-" ? Value::Float(-a.number()) : a;
+      }
+      if (a.kind == Value::Kind::kInt) {
+        return e.name == "-" ? IntOp("-", 0, a.i, e.line) : Result<Value>(a);
+      }
       if (a.kind == Value::Kind::kFloat) return Value::Float(e.name == "-" ? -a.f : a.f);
       return Err(e.line, fmt::format("bad operand type for unary {}: {}", e.name, a.TypeName()));
     }

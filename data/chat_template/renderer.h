@@ -9,6 +9,10 @@
 // `kwargs`, `caller` and the template's top-level names, not the caller's local ones; a call
 // block's body sees the names where it stands.
 //
+// Rendering is bounded by limits.h: call and recursive-loop depth, loop iterations, the
+// size of the output and of every string and list; past one, Run returns InvalidArgument
+// naming the template line and the limit.
+//
 // Thread-safety: one Renderer per rendering.
 #pragma once
 
@@ -54,10 +58,16 @@ class Renderer {
   Result<Value> Slice(const Expr& e);
   Result<Value> Binary(const Expr& e);
   Result<Value> Call(const Expr& e);
+  // Eval checks the size of what EvalNode returns (limits.h).
   Result<Value> Eval(const Expr& e);
+  Result<Value> EvalNode(const Expr& e);
+  // Error once out_ holds more than kMaxOutputBytes.
+  Status CheckOutput(int line) const;
 
   std::string* out_;
   std::vector<Scope> scopes_;
+  int call_depth_ = 0;          // macro and call-block bodies rendering now
+  int64_t loop_iterations_ = 0;  // for-loop iterations so far, all loops together
 };
 
 }  // namespace tandem::chat_template

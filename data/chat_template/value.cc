@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/chat_template/limits.h"
+
 namespace tandem::chat_template {
 namespace {
 
@@ -63,6 +65,15 @@ void JsonString(const std::string& s, std::string* out) {
 }
 
 Status Dump(const Value& v, int indent, bool sort_keys, int depth, std::string* out) {
+  if (depth > kMaxValueDepth) {
+    return InvalidArgumentError(
+        "tojson: a value nested deeper than {} levels (a namespace that holds itself?)",
+        kMaxValueDepth);
+  }
+  if (out->size() > kMaxOutputBytes) {
+    return InvalidArgumentError("tojson: the JSON is longer than the {}-byte limit",
+                                kMaxOutputBytes);
+  }
   const auto newline = [&](int d) {
     if (indent < 0) return;
     out->push_back('\n');
@@ -72,7 +83,7 @@ Status Dump(const Value& v, int indent, bool sort_keys, int depth, std::string* 
   switch (v.kind) {
     case Value::Kind::kNone: *out += "null"; return Status::Ok();
     case Value::Kind::kBool: *out += v.b ? "true" : "false"; return Status::Ok();
-    case Value::Kind::kInt: *out += std::to_string(v.i); return Status::Ok();
+    case Value::Kind::kInt: *out += v.IntText(); return Status::Ok();
     case Value::Kind::kFloat:
       if (std::isnan(v.f)) *out += "NaN";
       else if (std::isinf(v.f)) *out += v.f > 0 ? "Infinity" : "-Infinity";
@@ -161,8 +172,16 @@ Value Value::Str(std::string x) {
 Value Value::List(Array x) {
   Value v;
   v.kind = Kind::kArray;
+  v.nest = 1;
+  for (const Value& e : x) v.nest = std::max(v.nest, e.Nest() + 1);
   v.arr = std::make_shared<Array>(std::move(x));
   return v;
+}
+
+int Value::Nest() const {
+  if (kind == Kind::kArray) return nest;
+  if (kind == Kind::kObject) return obj->nest;
+  return 0;
 }
 Value Value::Dict() {
   Value v;
@@ -182,8 +201,12 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::null: return None();
     case nlohmann::ordered_json::value_t::boolean: return Bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer: return Int(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned:
-      return Int(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      // Casting alone wrapped 9223372036854775808 to -9223372036854775808.
+      Value v = Int(static_cast<int64_t>(j.get<uint64_t>()));
+      v.u64 = j.get<uint64_t>() > uint64_t(INT64_MAX);
+      return v;
+    }
     case nlohmann::ordered_json::value_t::number_float: return Float(j.get<double>());
     case nlohmann::ordered_json::value_t::string: return Str(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
@@ -195,7 +218,9 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::object: {
       Value d = Dict();
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d.obj->items.emplace_back(it.key(), FromJson(it.value()));
+        Value e = FromJson(it.value());
+        d.obj->nest = std::max(d.obj->nest, e.Nest() + 1);
+        d.obj->items.emplace_back(it.key(), std::move(e));
       }
       return d;
     }
@@ -231,7 +256,7 @@ std::string Value::Repr() const {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
     case Kind::kBool: return b ? "True" : "False";
-    case Kind::kInt: return std::to_string(i);
+    case Kind::kInt: return IntText();
     case Kind::kFloat: return FloatRepr(f);
     case Kind::kString: return StrRepr(s);
     case Kind::kArray: {
@@ -259,7 +284,8 @@ Result<std::string> Value::ToJson(int indent, bool sort_keys) const {
   return out;
 }
 
-bool Value::Equals(const Value& o) const {
+bool Value::Equals(const Value& o, int depth) const {
+  if (depth > kMaxValueDepth) return false;
   if (is_number() && o.is_number()) return number() == o.number();
   if (kind == Kind::kBool && o.is_number()) return double(b) == o.number();
   if (is_number() && o.kind == Kind::kBool) return number() == double(o.b);
@@ -272,7 +298,7 @@ bool Value::Equals(const Value& o) const {
     case Kind::kArray: {
       if (arr->size() != o.arr->size()) return false;
       for (size_t k = 0; k < arr->size(); ++k) {
-        if (!(*arr)[k].Equals((*o.arr)[k])) return false;
+        if (!(*arr)[k].Equals((*o.arr)[k], depth + 1)) return false;
       }
       return true;
     }
@@ -281,7 +307,7 @@ bool Value::Equals(const Value& o) const {
       if (obj->items.size() != o.obj->items.size()) return false;
       for (const auto& [k, v] : obj->items) {
         const Value* w = o.obj->Find(k);
-        if (!w || !v.Equals(*w)) return false;
+        if (!w || !v.Equals(*w, depth + 1)) return false;
       }
       return true;
     }
@@ -312,6 +338,7 @@ const Value* Object::Find(const std::string& key) const {
 }
 
 void Object::Set(const std::string& key, Value v) {
+  nest = std::max(nest, v.Nest() + 1);
   for (auto& [k, old] : items) {
     if (k == key) {
       old = std::move(v);

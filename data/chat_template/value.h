@@ -32,12 +32,17 @@ struct Value {
   Kind kind = Kind::kUndefined;
   bool b = false;
   int64_t i = 0;
+  // kInt from JSON above INT64_MAX (a uint64 such as a schema's "maximum":
+  // 18446744073709551615): `i` holds its bits. It prints exactly; arithmetic on it is done
+  // in floating point.
+  bool u64 = false;
   double f = 0;
   std::string s;  // kString; for kUndefined the name that was looked up
   std::shared_ptr<Array> arr;
   std::shared_ptr<Object> obj;
   std::shared_ptr<Function> fn;
   bool tuple = false;           // kArray: a Python tuple, printed "(1, 2)"
+  int nest = 0;                 // kArray: the nesting of lists and dicts inside (Nest())
   const Stmt* macro = nullptr;  // kFunction made by {% macro %}: its statement (call blocks)
 
   static Value Undefined(std::string name = {});
@@ -57,7 +62,16 @@ struct Value {
   bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat; }
   bool is_array() const { return kind == Kind::kArray; }
   bool is_object() const { return kind == Kind::kObject; }
-  double number() const { return kind == Kind::kInt ? double(i) : f; }
+  double number() const {
+    return kind == Kind::kInt ? (u64 ? double(uint64_t(i)) : double(i)) : f;
+  }
+  // The integer as Python prints it.
+  std::string IntText() const { return u64 ? std::to_string(uint64_t(i)) : std::to_string(i); }
+
+  // How deeply lists and dicts nest in this value (a scalar 0, [1] 1, [[1]] 2); tracked
+  // as values are built, so printing and comparing never recurse deeper than the renderer
+  // allowed (kMaxValueDepth).
+  int Nest() const;
 
   bool Truthy() const;
   // Python's str(): what {{ }} prints.
@@ -66,14 +80,16 @@ struct Value {
   std::string Repr() const;
   // json.dumps(value, ensure_ascii=False, indent=indent (< 0: none), sort_keys=sort_keys).
   Result<std::string> ToJson(int indent = -1, bool sort_keys = false) const;
-  // Python ==.
-  bool Equals(const Value& o) const;
+  // Python ==. Past kMaxValueDepth levels (two namespaces holding themselves) the values
+  // count as different rather than recursing without end.
+  bool Equals(const Value& o, int depth = 0) const;
   const char* TypeName() const;
 };
 
 struct Object {
   std::vector<std::pair<std::string, Value>> items;
   bool is_namespace = false;
+  int nest = 1;  // 1 + the deepest Nest() of the values held (Set keeps it)
   std::shared_ptr<Function> call;  // a callable object: a recursive loop's `loop`
   const Value* Find(const std::string& key) const;
   void Set(const std::string& key, Value v);

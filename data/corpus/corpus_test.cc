@@ -84,6 +84,27 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"{\"input_ids\": [1, 2], \"loss_mask\": [1, 2]}", "bad_loss_mask",
                 "loss_mask[1] = 2 is not 0 or 1"}));
 
+TEST(JsonlTest, DeeplyNestedRecordIsACountedSkipNotACrash) {
+  // 50,000 levels inside input_ids: printing the bad id for the message recursed once per
+  // level and overflowed the stack.
+  ScratchDir dir;
+  const std::string path = dir.Path("deep.jsonl");
+  WriteText(path, "{\"input_ids\": [1, 2]}\n{\"input_ids\": [3, " + std::string(50000, '[') +
+                      std::string(50000, ']') + "]}\n{\"input_ids\": [4]}\n");
+  auto c = ReadJsonl(path, {.vocab = 100});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find(path + ":2: not valid JSON: line 1, byte "),
+            std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("JSON nested deeper than 128 levels"),
+            std::string::npos)
+      << c.status().message();
+  auto skipped = ReadJsonl(path, {.vocab = 100, .skip_bad = true});
+  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  EXPECT_EQ(skipped->documents(), 2);
+  EXPECT_EQ(skipped->skips().by_reason.at("not_json"), 1);
+}
+
 TEST(JsonlTest, MixedMaskPresenceIsAnError) {
   ScratchDir dir;
   const std::string path = dir.Path("mixed.jsonl");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus/corpus.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::data {
 namespace {
@@ -27,8 +28,9 @@ std::string Kind(const nlohmann::json& v) { return v.type_name(); }
 // Parses one non-blank line into `out`, or says what is wrong with it.
 std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab,
                                      const std::string& vocab_origin, Record& out) {
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return BadRecord{"not_json", "not valid JSON"};
+  Result<nlohmann::json> parsed = ParseJson(line, "not valid JSON");
+  if (!parsed.ok()) return BadRecord{"not_json", parsed.status().message()};
+  nlohmann::json j = std::move(*parsed);
   if (!j.is_object()) {
     return BadRecord{"not_object", fmt::format("expected a JSON object, got {}", Kind(j))};
   }
@@ -60,20 +62,20 @@ std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab,
     const nlohmann::json& v = (*ids)[i];
     if (!v.is_number_integer()) {
       return BadRecord{"bad_id", fmt::format("input_ids[{}] = {} is not an integer", i,
-                                             v.dump())};
+                                             DescribeJson(v))};
     }
     if (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(limit) : v.get<int64_t>() >= limit) {
       return BadRecord{"id_out_of_range",
                        vocab > 0 ? fmt::format("input_ids[{}] = {} is not below vocab {}{}", i,
-                                               v.dump(), vocab,
+                                               DescribeJson(v), vocab,
                                                vocab_origin.empty() ? ""
                                                                     : " (" + vocab_origin + ")")
                                  : fmt::format("input_ids[{}] = {} does not fit int32", i,
-                                               v.dump())};
+                                               DescribeJson(v))};
     }
     if (!v.is_number_unsigned() && v.get<int64_t>() < 0) {
       return BadRecord{"id_out_of_range", fmt::format("input_ids[{}] = {} is negative", i,
-                                                      v.dump())};
+                                                      DescribeJson(v))};
     }
     out.ids.push_back(static_cast<uint32_t>(v.get<int64_t>()));
   }
@@ -98,7 +100,7 @@ std::optional<BadRecord> ParseRecord(const std::string& line, int64_t vocab,
         m.push_back(static_cast<uint8_t>(v.get<int64_t>()));
       } else {
         return BadRecord{"bad_loss_mask",
-                         fmt::format("loss_mask[{}] = {} is not 0 or 1", i, v.dump())};
+                         fmt::format("loss_mask[{}] = {} is not 0 or 1", i, DescribeJson(v))};
       }
     }
     out.mask = std::move(m);

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/json_parse.h"
+
 namespace tandem::data {
 namespace {
 
@@ -63,9 +65,11 @@ Status RemoveAll(const std::string& path) {
 }
 
 Result<ShardManifest> ParseManifest(const std::string& path, const std::string& text) {
-  const ordered_json j = ordered_json::parse(text, nullptr, false);
   auto bad = [&](const std::string& what) { return DataLossError("{}: {}", path, what); };
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  Result<ordered_json> parsed = ParseOrderedJson(text, path);
+  if (!parsed.ok()) return DataLossError("{}", parsed.status().message());
+  const ordered_json j = std::move(*parsed);
+  if (!j.is_object()) return bad("not a JSON object");
   if (j.value("kind", "") != kManifestKind) return bad(fmt::format("\"kind\" is not \"{}\"", kManifestKind));
   if (!j.contains("version") || !j["version"].is_number_integer() ||
       j["version"].get<int>() != kManifestVersion) {
@@ -228,10 +232,9 @@ Status ShardedSetWriter::WriteManifest() {
   for (const ShardEntry& e : manifest_.shards) {
     j["shards"].push_back({{"name", e.name}, {"documents", e.documents}, {"tokens", e.tokens}});
   }
-  ordered_json producer = ordered_json::parse(manifest_.producer_state, nullptr, false);
-  TANDEM_CHECK_MSG(!producer.is_discarded(), "producer state is not JSON: {}",
-                   manifest_.producer_state);
-  j["producer"] = std::move(producer);
+  Result<ordered_json> producer = ParseOrderedJson(manifest_.producer_state, "producer state");
+  TANDEM_CHECK_MSG(producer.ok(), "{}", producer.status().message());
+  j["producer"] = std::move(*producer);
   const std::string path = Join(dir_, kManifest);
   const std::string tmp = path + kTmpSuffix;
   {

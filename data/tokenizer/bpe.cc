@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer/byte_level.h"
+#include "data/tokenizer/json_fields.h"
 #include "data/tokenizer/utf8.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::tokenizer {
 namespace {
@@ -38,7 +40,7 @@ void BpeCache::Insert(std::string_view piece, const std::vector<uint32_t>& ids) 
 }
 
 Result<BpeModel> BpeModel::Build(const nlohmann::json& model) {
-  const std::string type = model.value("type", std::string("BPE"));
+  ASSIGN_OR_RETURN(const std::string type, StringField(model, "type", "model", "BPE"));
   if (type != "BPE") {
     return InvalidArgumentError(
         "tokenizer.json: model type '{}' is not implemented (tandem implements byte-level BPE)",
@@ -48,7 +50,7 @@ Result<BpeModel> BpeModel::Build(const nlohmann::json& model) {
                           "end_of_word_suffix", "byte_fallback"}) {
     if (!IsUnset(model, key)) {
       return InvalidArgumentError("tokenizer.json: model.{} = {} is not implemented", key,
-                                  model[key].dump());
+                                  DescribeJson(model[key]));
     }
   }
   auto vocab = model.find("vocab");
@@ -58,13 +60,20 @@ Result<BpeModel> BpeModel::Build(const nlohmann::json& model) {
     return InvalidArgumentError("tokenizer.json: model needs a 'vocab' object and 'merges' array");
   }
   BpeModel m;
-  m.ignore_merges_ = model.value("ignore_merges", false);
+  ASSIGN_OR_RETURN(m.ignore_merges_, BoolField(model, "ignore_merges", "model", false));
+  m.vocab_entries_ = vocab->size();
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     if (!it.value().is_number_unsigned()) {
       return InvalidArgumentError("tokenizer.json: model.vocab['{}'] is not an id", it.key());
     }
     const uint64_t id = it.value().get<uint64_t>();
-    if (id >= (1u << 31)) return InvalidArgumentError("tokenizer.json: id {} too large", id);
+    // A BPE vocabulary numbers its entries 0..n-1; a larger id is corrupt, and would size the
+    // id tables by it (2^31 - 1 would ask for tens of GB).
+    if (id >= vocab->size()) {
+      return InvalidArgumentError(
+          "tokenizer.json: model.vocab['{}'] = {} is not below the vocabulary's {} entries",
+          it.key(), id, vocab->size());
+    }
     auto bytes = ByteLevelToBytes(it.key());
     if (FindInvalidUtf8(it.key()) >= 0) bytes.reset();
     if (id >= m.id_to_bytes_.size()) {

@@ -54,6 +54,8 @@ class BpeModel {
   // The id of a vocabulary entry given as raw bytes, or -1.
   int64_t IdOfBytes(std::string_view bytes) const;
   size_t vocab_size() const { return id_to_bytes_.size(); }
+  // The number of entries in model.vocab (every id is below it).
+  size_t vocab_entries() const { return vocab_entries_; }
   size_t merges() const { return merges_; }
 
  private:
@@ -67,6 +69,7 @@ class BpeModel {
   void MergeScan(std::vector<uint32_t>* symbols) const;
   void MergeHeap(std::vector<uint32_t>* symbols) const;
 
+  size_t vocab_entries_ = 0;
   std::vector<std::string> id_to_bytes_;  // [vocab]; empty string for an unused id
   std::vector<uint8_t> has_id_;           // [vocab] 1 where the id is in the vocabulary
   std::unordered_map<std::string, uint32_t> bytes_to_id_;

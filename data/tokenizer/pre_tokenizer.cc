@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/tokenizer/json_fields.h"
+#include "runtime/core/json_parse.h"
+
 namespace tandem::tokenizer {
 namespace {
 
@@ -147,46 +150,51 @@ Status Regex::SplitIsolated(std::string_view text, RegexScratch& scratch,
   return Status::Ok();
 }
 
-Result<PreTokenizer> PreTokenizer::Build(const nlohmann::json& spec) {
+Result<PreTokenizer> PreTokenizer::Build(const nlohmann::json& spec, const std::string& field) {
   PreTokenizer p;
   if (spec.is_null()) return p;
-  const std::string type = spec.value("type", std::string());
+  RETURN_IF_ERROR(ExpectObjectOrNull(spec, field));
+  ASSIGN_OR_RETURN(const std::string type, StringField(spec, "type", field));
   if (type == "Sequence") {
-    for (const auto& sub : spec.value("pretokenizers", nlohmann::json::array())) {
-      ASSIGN_OR_RETURN(PreTokenizer inner, Build(sub));
+    ASSIGN_OR_RETURN(const nlohmann::json subs, ArrayField(spec, "pretokenizers", field));
+    for (size_t k = 0; k < subs.size(); ++k) {
+      ASSIGN_OR_RETURN(PreTokenizer inner,
+                       Build(subs[k], fmt::format("{}.pretokenizers[{}]", field, k)));
       for (auto& st : inner.steps_) p.steps_.push_back(std::move(st));
     }
     return p;
   }
   if (type == "Split") {
-    const auto& pat = spec.value("pattern", nlohmann::json::object());
-    if (!pat.contains("Regex") || !pat["Regex"].is_string()) {
+    const nlohmann::json pat = spec.contains("pattern") ? spec["pattern"] : nlohmann::json();
+    if (!pat.is_object() || !pat.contains("Regex") || !pat["Regex"].is_string()) {
       return InvalidArgumentError(
-          "tokenizer.json: pre_tokenizer Split with pattern {} is not implemented (only Regex)",
-          pat.dump());
+          "tokenizer.json: {} Split with pattern {} is not implemented (only Regex)", field,
+          DescribeJson(pat));
     }
-    const std::string behavior = spec.value("behavior", std::string());
-    if (behavior != "Isolated" || spec.value("invert", false)) {
+    ASSIGN_OR_RETURN(const std::string behavior, StringField(spec, "behavior", field));
+    ASSIGN_OR_RETURN(const bool invert, BoolField(spec, "invert", field, false));
+    if (behavior != "Isolated" || invert) {
       return InvalidArgumentError(
-          "tokenizer.json: pre_tokenizer Split behavior '{}'{} is not implemented (only "
-          "Isolated, not inverted)",
-          behavior, spec.value("invert", false) ? " inverted" : "");
+          "tokenizer.json: {} Split behavior '{}'{} is not implemented (only Isolated, not "
+          "inverted)",
+          field, behavior, invert ? " inverted" : "");
     }
     ASSIGN_OR_RETURN(Regex r, Regex::Compile(pat["Regex"].get<std::string>()));
     p.steps_.push_back({std::make_shared<const Regex>(std::move(r)), false});
     return p;
   }
   if (type == "ByteLevel") {
-    const bool prefix = spec.value("add_prefix_space", false);
+    ASSIGN_OR_RETURN(const bool prefix, BoolField(spec, "add_prefix_space", field, false));
     if (prefix) p.steps_.push_back({nullptr, true});
-    if (spec.value("use_regex", true)) {
+    ASSIGN_OR_RETURN(const bool use_regex, BoolField(spec, "use_regex", field, true));
+    if (use_regex) {
       ASSIGN_OR_RETURN(Regex r, Regex::Compile(kGpt2Pattern));
       p.steps_.push_back({std::make_shared<const Regex>(std::move(r)), false});
     }
     return p;
   }
-  return InvalidArgumentError("tokenizer.json: pre_tokenizer type '{}' is not implemented",
-                              type.empty() ? spec.dump() : type);
+  return InvalidArgumentError("tokenizer.json: {} type '{}' is not implemented", field,
+                              type.empty() ? DescribeJson(spec) : type);
 }
 
 Status PreTokenizer::Split(std::string_view text, RegexScratch& scratch,

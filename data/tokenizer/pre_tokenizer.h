@@ -59,7 +59,8 @@ class Regex {
 class PreTokenizer {
  public:
   // `spec` is tokenizer.json's "pre_tokenizer" (null: the whole text is one piece).
-  static Result<PreTokenizer> Build(const nlohmann::json& spec);
+  static Result<PreTokenizer> Build(const nlohmann::json& spec,
+                                    const std::string& field = "pre_tokenizer");
 
   // Appends the pieces of `text` (raw bytes; the byte-level mapping is BPE's business).
   Status Split(std::string_view text, RegexScratch& scratch,

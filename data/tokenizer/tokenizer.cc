@@ -9,42 +9,52 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer/byte_level.h"
+#include "data/tokenizer/json_fields.h"
 #include "data/tokenizer/utf8.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::tokenizer {
 namespace {
 
 using nlohmann::json;
 
-// NFC when the normalizer is NFC (or a Sequence of NFC only); null means none.
-Status ReadNormalizer(const json& spec, const std::string& name, bool* nfc) {
+// NFC when the normalizer is NFC (or a Sequence of NFC only); null means none. `field`
+// names the spec in errors ("normalizer", "normalizer.normalizers[1]").
+Status ReadNormalizer(const json& spec, const std::string& field, bool* nfc) {
   if (spec.is_null()) return Status::Ok();
-  const std::string type = spec.value("type", std::string());
+  RETURN_IF_ERROR(ExpectObjectOrNull(spec, field));
+  ASSIGN_OR_RETURN(const std::string type, StringField(spec, "type", field));
   if (type == "NFC") {
     *nfc = true;
     return Status::Ok();
   }
   if (type == "Sequence") {
-    for (const auto& sub : spec.value("normalizers", json::array())) {
-      RETURN_IF_ERROR(ReadNormalizer(sub, name, nfc));
+    ASSIGN_OR_RETURN(const json subs, ArrayField(spec, "normalizers", field));
+    for (size_t k = 0; k < subs.size(); ++k) {
+      RETURN_IF_ERROR(ReadNormalizer(subs[k], fmt::format("{}.normalizers[{}]", field, k), nfc));
     }
     return Status::Ok();
   }
-  return InvalidArgumentError("{}: normalizer type '{}' is not implemented (only NFC)", name,
-                              type.empty() ? spec.dump() : type);
+  return InvalidArgumentError("tokenizer.json: {} type '{}' is not implemented (only NFC)", field,
+                              type.empty() ? DescribeJson(spec) : type);
 }
 
-Status CheckDecoder(const json& spec, const std::string& name) {
-  const std::string type = spec.is_null() ? "null" : spec.value("type", std::string());
+Status CheckDecoder(const json& spec, const std::string& field) {
+  RETURN_IF_ERROR(ExpectObjectOrNull(spec, field));
+  std::string type = "null";
+  if (!spec.is_null()) {
+    ASSIGN_OR_RETURN(type, StringField(spec, "type", field));
+  }
   if (type == "ByteLevel") return Status::Ok();
   if (type == "Sequence") {
-    for (const auto& sub : spec.value("decoders", json::array())) {
-      RETURN_IF_ERROR(CheckDecoder(sub, name));
+    ASSIGN_OR_RETURN(const json subs, ArrayField(spec, "decoders", field));
+    for (size_t k = 0; k < subs.size(); ++k) {
+      RETURN_IF_ERROR(CheckDecoder(subs[k], fmt::format("{}.decoders[{}]", field, k)));
     }
     return Status::Ok();
   }
-  return InvalidArgumentError("{}: decoder type '{}' is not implemented (only ByteLevel)", name,
-                              type);
+  return InvalidArgumentError("tokenizer.json: {} type '{}' is not implemented (only ByteLevel)",
+                              field, type);
 }
 
 bool IsAscii(std::string_view s) {
@@ -61,8 +71,8 @@ Result<Tokenizer> Tokenizer::Load(const std::string& path) {
   if (!in) return NotFoundError("{}: cannot open the tokenizer file", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  ASSIGN_OR_RETURN(const json j, ParseJson(ss.str(), path));
+  if (!j.is_object()) {
     return InvalidArgumentError("{}: not a JSON object", path);
   }
   return FromJson(j, path);
@@ -76,24 +86,44 @@ Result<Tokenizer> Tokenizer::FromJson(const json& j, const std::string& name) {
   auto bpe = BpeModel::Build(j["model"]);
   if (!bpe.ok()) return bpe.status().WithContext(name);
   t.bpe_ = std::move(bpe).value();
-  RETURN_IF_ERROR(ReadNormalizer(j.value("normalizer", json()), name, &t.nfc_));
+  for (const char* section : {"normalizer", "pre_tokenizer", "decoder"}) {
+    const json& v = j.contains(section) ? j[section] : json();
+    RETURN_IF_ERROR(ExpectObjectOrNull(v, section).WithContext(name));
+  }
+  RETURN_IF_ERROR(ReadNormalizer(j.value("normalizer", json()), "normalizer", &t.nfc_)
+                      .WithContext(name));
   auto pre = PreTokenizer::Build(j.value("pre_tokenizer", json()));
   if (!pre.ok()) return pre.status().WithContext(name);
   t.pre_ = std::move(pre).value();
-  RETURN_IF_ERROR(CheckDecoder(j.value("decoder", json()), name));
+  RETURN_IF_ERROR(CheckDecoder(j.value("decoder", json()), "decoder").WithContext(name));
   t.vocab_bound_ = static_cast<uint32_t>(t.bpe_.vocab_size());
-  for (const auto& a : j.value("added_tokens", json::array())) {
+  ASSIGN_OR_RETURN(const json added, ArrayField(j, "added_tokens", ""));
+  // Added tokens take the ids after the vocabulary or reuse some of its ids, so every id is
+  // below the number of entries of both: a larger one is corrupt, and would size the id
+  // tables by it.
+  const uint64_t id_limit = uint64_t(t.bpe_.vocab_entries()) + added.size();
+  for (size_t k = 0; k < added.size(); ++k) {
+    const json& a = added[k];
     AddedToken tok;
-    if (!a.contains("content") || !a["content"].is_string() || !a.contains("id") ||
-        !a["id"].is_number_unsigned()) {
-      return InvalidArgumentError("{}: added_tokens entry {} lacks content or id", name,
-                                  a.dump());
+    if (!a.is_object() || !a.contains("content") || !a["content"].is_string() ||
+        !a.contains("id") || !a["id"].is_number_unsigned()) {
+      return InvalidArgumentError("{}: added_tokens[{}] = {} lacks a string content or an id",
+                                  name, k, DescribeJson(a));
+    }
+    const uint64_t id = a["id"].get<uint64_t>();
+    if (id >= id_limit) {
+      return InvalidArgumentError(
+          "{}: added_tokens[{}].id = {} is not below {} (the vocabulary's {} entries and {} "
+          "added tokens)",
+          name, k, id, id_limit, t.bpe_.vocab_entries(), added.size());
     }
     tok.content = a["content"].get<std::string>();
-    tok.id = a["id"].get<uint32_t>();
-    tok.special = a.value("special", false);
+    tok.id = static_cast<uint32_t>(id);
+    const std::string field = fmt::format("added_tokens[{}]", k);
+    ASSIGN_OR_RETURN(tok.special, BoolField(a, "special", field, false));
     for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-      if (a.value(flag, false)) {
+      ASSIGN_OR_RETURN(const bool set, BoolField(a, flag, field, false));
+      if (set) {
         return InvalidArgumentError("{}: added token '{}' has {} = true, which is not implemented",
                                     name, tok.content, flag);
       }

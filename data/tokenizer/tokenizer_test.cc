@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -165,6 +166,76 @@ TEST(TokenizerTest, RefusesUnknownNormalizerAndPreTokenizer) {
   json c = j;
   c["decoder"] = {{"type", "WordPiece"}};
   EXPECT_FALSE(Tokenizer::FromJson(c, "t.json").ok());
+}
+
+json Qwen3Json() {
+  std::ifstream in(Qwen3FixtureDir() + "/tokenizer.json");
+  EXPECT_TRUE(in);
+  return json::parse(in);
+}
+
+void ExpectRefused(const json& j, const std::string& needle) {
+  auto t = Tokenizer::FromJson(j, "t.json");
+  ASSERT_FALSE(t.ok()) << needle;
+  EXPECT_NE(t.status().message().find(needle), std::string::npos) << t.status().ToString();
+}
+
+TEST(TokenizerTest, FieldsOfTheWrongTypeAreErrorsNamingThem) {
+  // nlohmann's value()/get() throw type_error on these; each must be an error instead.
+  const json base = Qwen3Json();
+  json a = base;
+  a["normalizer"] = "NFC";
+  ExpectRefused(a, "normalizer must be an object, got string");
+  json b = base;
+  b["model"]["type"] = 7;
+  ExpectRefused(b, "model.type must be a string, got number");
+  json c = base;
+  c["added_tokens"][0]["special"] = "yes";
+  ExpectRefused(c, "added_tokens[0].special must be true or false, got string");
+  json d = base;
+  d["pre_tokenizer"]["pretokenizers"] = "Split";
+  ExpectRefused(d, "pre_tokenizer.pretokenizers must be an array, got string");
+  json e = base;
+  e["decoder"] = json::parse(R"({"type": "Sequence", "decoders": [1]})");
+  ExpectRefused(e, "decoder.decoders[0] must be an object, got number");
+  json f = base;
+  f["normalizer"] = json::parse(R"({"type": "Sequence", "normalizers": [{"type": false}]})");
+  ExpectRefused(f, "normalizer.normalizers[0].type must be a string, got boolean");
+  json g = base;
+  g["model"]["ignore_merges"] = 1;
+  ExpectRefused(g, "model.ignore_merges must be true or false, got number");
+  json h = base;
+  h["added_tokens"] = json::parse(R"({"content": "x"})");
+  ExpectRefused(h, "added_tokens must be an array, got object");
+}
+
+TEST(TokenizerTest, IdsAreBoundedByTheNumberOfEntries) {
+  const json base = Qwen3Json();
+  // A vocab id of 2^31 - 1 used to size the id tables by it (tens of GB).
+  json a = base;
+  a["model"]["vocab"]["hello"] = uint64_t{2147483647};  // as parsed from a file
+  ExpectRefused(a, "model.vocab['hello'] = 2147483647 is not below the vocabulary's");
+  // An added-token id of 2^32 + 5 used to be truncated to 5.
+  json b = base;
+  b["added_tokens"][0]["id"] = (uint64_t{1} << 32) + 5;
+  ExpectRefused(b, "added_tokens[0].id = 4294967301 is not below");
+  // The real file's ids pass the bound.
+  EXPECT_TRUE(Tokenizer::FromJson(base, "t.json").ok());
+}
+
+TEST(TokenizerTest, DeeplyNestedFileIsAnErrorNotACrash) {
+  // 50,000 levels: copying or printing such a value recurses once per level.
+  const std::string path = ::testing::TempDir() + "/tandem_deep_tokenizer.json";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << R"({"model": {}, "added_tokens": [)" << std::string(50000, '[')
+        << std::string(50000, ']') << "]}";
+  }
+  auto t = Tokenizer::Load(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("nested deeper than"), std::string::npos)
+      << t.status().ToString();
 }
 
 }  // namespace

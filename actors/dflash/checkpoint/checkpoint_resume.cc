@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/io/file_digest.h"
+#include "runtime/core/json_parse.h"
 #include "runtime/core/logging.h"
 
 namespace tandem::dflash {
@@ -74,13 +75,13 @@ Result<std::vector<std::string>> ConfigDifferences(const std::string& step_dir,
   for (const auto& [k, v] : a.items()) {
     auto it = b.find(k);
     if (it == b.end() || *it != v) {
-      d.push_back(fmt::format("config.json {}: {} (checkpoint) vs {} (this job)", k, v.dump(),
-                              it == b.end() ? "absent" : it->dump()));
+      d.push_back(fmt::format("config.json {}: {} (checkpoint) vs {} (this job)", k, DescribeJson(v),
+                              it == b.end() ? "absent" : DescribeJson(*it)));
     }
   }
   for (const auto& [k, v] : b.items()) {
     if (!a.contains(k)) d.push_back(fmt::format("config.json {}: absent (checkpoint) vs {}", k,
-                                                v.dump()));
+                                                DescribeJson(v)));
   }
   return d;
 }

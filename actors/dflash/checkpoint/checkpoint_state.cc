@@ -10,6 +10,7 @@
 #include "models/io/file_digest.h"
 #include "models/io/file_util.h"
 #include "runtime/core/file_sync.h"
+#include "runtime/core/json_parse.h"
 
 namespace tandem::dflash {
 namespace {
@@ -58,7 +59,7 @@ class Fields {
       return Error(key, fmt::format("expected an integer, got {} {}", v.type_name(),
                                     Excerpt(v)));
     }
-    return Error(key, fmt::format("{} is outside [{}, {}]", v.dump(), lo, hi));
+    return Error(key, fmt::format("{} is outside [{}, {}]", DescribeJson(v), lo, hi));
   }
   Result<std::string> String(std::string_view key) const {
     ASSIGN_OR_RETURN(const json* v, Require(key));
@@ -82,8 +83,7 @@ class Fields {
     return Status::Ok();
   }
   static std::string Excerpt(const json& v) {
-    std::string s = v.dump();
-    return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+    return DescribeJson(v, 40);
   }
 
  private:
@@ -238,8 +238,9 @@ std::string SerializeResumeState(const ResumeState& state) {
 }
 
 Result<ResumeState> ParseResumeState(std::string_view text, const std::string& file) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return DataLossError("{}: not valid JSON", file);
+  Result<json> parsed = ParseJson(text, file + ": not valid JSON");
+  if (!parsed.ok()) return DataLossError("{}", parsed.status().message());
+  const json j = std::move(*parsed);
   if (!j.is_object()) return DataLossError("{}: expected a JSON object, got {}", file, j.type_name());
   Fields f(j, file, "");
   ASSIGN_OR_RETURN(std::string format, f.String("format"));
