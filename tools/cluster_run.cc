@@ -70,6 +70,8 @@ Result<std::unique_ptr<ClusterPart>> ClusterPart::Join(const ClusterFlags& flags
   cluster::NodeLink& link = part->registry_->Get<cluster::NodeLink>();
   link.node = &part->session_->node();
   link.address = CollectiveAddress(place);
+  for (const auto& r : part->session_->mine().replicas)
+    link.local_replicas[r.group].push_back(r.replica);
   // A collective waits for the slowest replica's step; a peer that is gone is noticed by the
   // heartbeats within node_timeout, so the collective's own bound only has to end a wait the
   // heartbeats cannot (a peer that hangs inside the collective itself).

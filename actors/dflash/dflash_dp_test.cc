@@ -149,11 +149,11 @@ TEST(DataParallelPositionsTest, MergesTheFurthestPositionPerTargetReplica) {
   board.Publish(0, 5, {{0, {0, 7}}, {1, {0, 2}}});
   board.Publish(1, 5, {{0, {0, 4}}, {1, {1, 0}}, {2, {0, 1}}});
   board.Publish(1, 6, {{0, {0, 9}}, {1, {1, 1}}, {2, {0, 1}}});  // a step ahead
-  auto merged = board.Merged(5, 2);
+  auto merged = board.Merged(5, {0, 1});
   ASSERT_TRUE(merged.ok()) << merged.status().ToString();
   EXPECT_EQ(*merged, (dflash::TargetPositions{{0, {0, 7}}, {1, {1, 0}}, {2, {0, 1}}}));
-  EXPECT_FALSE(board.Merged(6, 2).ok());  // replica 0 has not published step 6
-  EXPECT_FALSE(board.Merged(5, 3).ok());  // nor has a third replica
+  EXPECT_FALSE(board.Merged(6, {0, 1}).ok());  // replica 0 has not published step 6
+  EXPECT_FALSE(board.Merged(5, {0, 1, 2}).ok());  // nor has a third replica
 }
 
 }  // namespace

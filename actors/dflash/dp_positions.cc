@@ -28,10 +28,11 @@ void DataParallelPositions::Publish(int rank, int64_t step, const TargetPosition
   mine.erase(mine.begin(), mine.lower_bound(step - 2));
 }
 
-Result<TargetPositions> DataParallelPositions::Merged(int64_t step, int nranks) const {
+Result<TargetPositions> DataParallelPositions::Merged(int64_t step,
+                                                     const std::vector<int>& ranks) const {
   std::lock_guard<std::mutex> lock(mu_);
   TargetPositions out;
-  for (int rank = 0; rank < nranks; ++rank) {
+  for (int rank : ranks) {
     const TargetPositions* published = nullptr;
     if (auto r = by_rank_.find(rank); r != by_rank_.end())
       if (auto s = r->second.find(step); s != r->second.end()) published = &s->second;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,9 +40,11 @@ class DataParallelPositions {
 
   // Replica `rank` trained, by the end of `step`, through `positions`.
   void Publish(int rank, int64_t step, const TargetPositions& positions) EXCLUDES(mu_);
-  // Per target replica, the furthest position of the `nranks` replicas' entries for `step`.
-  // Internal error when a replica has not published `step` (the caller broke the contract).
-  Result<TargetPositions> Merged(int64_t step, int nranks) const EXCLUDES(mu_);
+  // Per target replica, the furthest position of the entries of replicas `ranks` (the
+  // group's replicas in this process) for `step`. Internal error when one of them has not
+  // published `step` (the caller broke the contract).
+  Result<TargetPositions> Merged(int64_t step, const std::vector<int>& ranks) const
+      EXCLUDES(mu_);
 
  private:
   mutable std::mutex mu_;

@@ -244,8 +244,18 @@ class DrafterActor final : public JobActor {
     parts.trainer = trainer.get();
     parts.dev = dev.get();
     parts.allreduce = ar.get();
-    if (ar != nullptr)
+    if (ar != nullptr) {
       parts.dp_positions = &DataParallelPositions::ForGroup(*env->registry, context().group);
+      // On several nodes the board holds this process's replicas only: positions of the
+      // targets on other nodes are not gathered (docs/scaling.md).
+      const cluster::NodeLink& link = env->registry->Get<cluster::NodeLink>();
+      if (auto it = link.local_replicas.find(context().group); link.node != nullptr &&
+                                                                it != link.local_replicas.end()) {
+        parts.board_ranks = it->second;
+      } else {
+        for (int r = 0; r < ar->size(); ++r) parts.board_ranks.push_back(r);
+      }
+    }
     parts.checkpointer = &checkpointer;
     parts.eval = eval.get();
     parts.set_stage = [this](std::string stage) { SetStage(std::move(stage)); };

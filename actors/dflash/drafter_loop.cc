@@ -111,7 +111,7 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   if (p_.allreduce != nullptr) {
     // Every replica's batches of this step, so the checkpoint covers all of them.
     ASSIGN_OR_RETURN(state_.positions,
-                     p_.dp_positions->Merged(state_.step, p_.allreduce->size()));
+                     p_.dp_positions->Merged(state_.step, p_.board_ranks));
   }
   RETURN_IF_ERROR(p_.dev->AfterStep(state_.step, trainer.drafter()));
   metrics_.SetStep(state_.step);

@@ -51,6 +51,7 @@ struct DrafterParts {
   DrafterDevice* dev = nullptr;
   GradientAllReduce* allreduce = nullptr;  // null: a single replica
   DataParallelPositions* dp_positions = nullptr;  // with allreduce: the group's board
+  std::vector<int> board_ranks;  // the group's replicas in this process (they share the board)
   DrafterCheckpointer* checkpointer = nullptr;
   DrafterEval* eval = nullptr;             // null: no `eval` table, or not replica 0
   std::function<void(std::string)> set_stage;  // Actor::SetStage

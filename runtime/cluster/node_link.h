@@ -8,7 +8,9 @@
 // registry in RunOptions); afterwards they are only read, from any thread.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace tandem::cluster {
 
@@ -18,6 +20,7 @@ struct NodeLink {
   ClusterNode* node = nullptr;   // null: the job runs in one process
   std::string address;           // this node's address for collectives (Gloo's TCP device)
   double collective_timeout_s = 0;  // how long one cross-process collective may wait
+  std::map<std::string, std::vector<int>> local_replicas;  // group -> its replicas here
 };
 
 }  // namespace tandem::cluster
