@@ -66,6 +66,7 @@ class ClusterCase(unittest.TestCase):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            p.stdout.close()
         self.tmp.cleanup()
 
     def env(self, **extra):
