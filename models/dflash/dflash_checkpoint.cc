@@ -44,7 +44,8 @@ Status ReadInto(const SafetensorsReader& r, const std::string& name,
 Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
                                                    const std::string& file) {
   Result<nlohmann::json> parsed = ParseJson(text, file);
-  if (!parsed.ok()) return Status(StatusCode::kDataLoss, parsed.status().message());
+  if (!parsed.ok())
+    return DataLossError("{}: not valid JSON ({})", file, parsed.status().message());
   const nlohmann::json& j = *parsed;
   if (!j.is_object()) return DataLossError("{}: expected a JSON object, got {}", file, j.type_name());
   auto field = [&](const char* key) -> Result<const nlohmann::json*> {
