@@ -11,18 +11,8 @@ namespace tandem::data {
 namespace {
 
 using testing::ScratchDir;
+using testing::Sums;
 using testing::WriteText;
-
-std::vector<uint64_t> Sums(BatchSource& src, int limit = 100000) {
-  std::vector<uint64_t> out;
-  for (int i = 0; i < limit; ++i) {
-    auto b = src.Next();
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    if (!b.ok() || !b->has_value()) break;
-    out.push_back((*b)->Checksum());
-  }
-  return out;
-}
 
 ConfigValue Section(std::initializer_list<std::pair<const char*, ConfigValue>> kv) {
   ConfigValue s = ConfigValue::MakeTable();

@@ -6,19 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "data/corpus/test_util.h"
+
 namespace tandem::data {
 namespace {
 
-std::vector<uint64_t> Sums(BatchSource& src, int limit = 100000) {
-  std::vector<uint64_t> out;
-  for (int i = 0; i < limit; ++i) {
-    auto b = src.Next();
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    if (!b.ok() || !b->has_value()) break;
-    out.push_back((*b)->Checksum());
-  }
-  return out;
-}
+using testing::Sums;
 
 SyntheticOptions TinyOptions() {
   return {.vocab = 97, .min_doc_len = 4, .max_doc_len = 30, .max_tokens = 64,
