@@ -16,7 +16,9 @@
 // layer, the final norm and the LM head. --out gets
 //   tandem_{bf16,fp8}.hidden.{i}   BF16 [T, H]
 //   tandem_{bf16,fp8}.logits_tail  F32  [8 * docs, V]  last 8 rows of each document
-// and stdout one line per precision: load time, weights, and the pool's peak bytes in use.
+// and stdout one line per precision: load time, weights, and the pool's peak bytes in use. A
+// checkpoint the fp8 path refuses (InvalidArgument, e.g. widths FP8 GEMMs cannot take) gets
+// its bf16 outputs only, and the refusal is printed.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -243,8 +245,14 @@ int FidelityBench(const std::vector<std::string>& argv) {
                 g.layers.size());
     ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create(0));
     Outputs o;
-    for (models::TargetPrecision p : {models::TargetPrecision::kBf16, models::TargetPrecision::kFp8})
-      RETURN_IF_ERROR(RunPrecision(a.dir, family, g, p, stream, &o));
+    RETURN_IF_ERROR(RunPrecision(a.dir, family, g, models::TargetPrecision::kBf16, stream, &o));
+    // A model the FP8 path refuses (e.g. a projection width that is not a multiple of 16, as
+    // in tiny test checkpoints) still gets its bf16 answer; the refusal is printed.
+    if (Status st = RunPrecision(a.dir, family, g, models::TargetPrecision::kFp8, stream, &o);
+        !st.ok()) {
+      if (st.code() != StatusCode::kInvalidArgument) return st;
+      std::printf("tandem fp8  skipped: %s\n", st.ToString().c_str());
+    }
     std::vector<models::TensorToWrite> w;
     for (size_t i = 0; i < o.names.size(); ++i)
       w.push_back({o.names[i], o.dtypes[i], o.shapes[i], o.bytes[i]});
