@@ -2,12 +2,11 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
-#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "actors/demo/consumer_faults.h"
 #include "runtime/actor/registry.h"
 #include "runtime/actor/system.h"
 #include "runtime/job/job_actor.h"
@@ -59,8 +58,6 @@ KeyTable ProducerKeys() {
 KeyTable ConsumerKeys() {
   KeyTable t("demo.consumer", "pops refs, verifies every object's checksum, releases them");
   t.String("in", "channel the refs come from").Required();
-  t.Int("fail_at", "testing: throw once after this many objects, to show restarts (-1: never)")
-      .Default(-1).Min(-1);
   return t;
 }
 
@@ -100,10 +97,6 @@ class Producer final : public JobActor {
   ConfigValue settings_;
 };
 
-// (run, replica) pairs that already threw, so `fail_at` fails once per replica and run.
-std::mutex g_failed_mu;
-std::set<std::string> g_failed;
-
 class Consumer final : public JobActor {
  public:
   explicit Consumer(const ConfigValue& s, const ActorContext& ctx) : settings_(s) {}
@@ -112,7 +105,9 @@ class Consumer final : public JobActor {
     static const KeyTable keys = ConsumerKeys();
     RETURN_IF_ERROR(keys.Check(settings_, "actors." + context().group, &ActorGroupKeys()));
     const std::string in = keys.GetString(settings_, "in");
-    const int64_t fail_at = keys.GetInt(settings_, "fail_at");
+    // A fault a test installed in the job's registry (consumer_faults.h); none otherwise.
+    ConsumerFaults& faults = env->registry->Get<ConsumerFaults>();
+    const int64_t fail_at = faults.Get().fail_at;
     ASSIGN_OR_RETURN(auto channel, env->channels->Open<DemoItem>(in));
     const ChannelSpec* spec = env->job->FindChannel(in);
     StageHandle get = env->profile->Stage("demo.queue_get");
@@ -142,8 +137,7 @@ class Consumer final : public JobActor {
         ++consumed_total_;
         bytes_total_ += item.ref.size();
         if (fail_at >= 0 && consumed_total_ == static_cast<uint64_t>(fail_at)) {
-          std::lock_guard lock(g_failed_mu);
-          if (g_failed.insert(fmt::format("{}#{}", env->run_id, name())).second)
+          if (faults.ClaimThrow(name()))
             throw std::runtime_error(fmt::format("fail_at={} reached (deliberate)", fail_at));
         }
       }

@@ -5,8 +5,8 @@
 // default job until the DFlash pipeline lands (examples/pingpong.toml).
 //
 // Settings: producer `out`, `objects` (per replica, default 1000), `object_bytes` (default
-// 65536); consumer `in`, `fail_at` (throw once when this many objects were consumed, to
-// show supervision; default off).
+// 65536); consumer `in`. Tests inject a throwing consumer through ConsumerFaults
+// (consumer_faults.h), not through the job file.
 // Thread-safety: actors run on their own executors; DemoItem is moved between threads
 // through a channel.
 #pragma once

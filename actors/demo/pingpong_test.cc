@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/demo/consumer_faults.h"
+#include "runtime/job/job_registry.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
 
@@ -67,10 +69,27 @@ TEST(PingpongTest, EveryObjectVerifiedAndStoreEmpty) {
   EXPECT_EQ(report->channels[0].total_popped, 1200u);
 }
 
-TEST(PingpongTest, ThrowingConsumerIsRestartedAndJobCompletes) {
-  auto job = ParseJobText(Job(1, 400, 1, "fail_at = 50\nmax_restarts = 2"), "pp.toml");
+// A registry whose consumers throw once after `fail_at` objects (consumer_faults.h).
+std::shared_ptr<JobRegistry> Faults(int64_t fail_at) {
+  auto registry = std::make_shared<JobRegistry>();
+  registry->Get<demo::ConsumerFaults>().Set({.fail_at = fail_at});
+  return registry;
+}
+
+TEST(PingpongTest, FaultsAreNotJobKeys) {
+  auto job = ParseJobText(Job(1, 10, 1, "fail_at = 5"), "pp.toml");
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   JobRunner runner;
+  auto report = runner.Run(*job);
+  ASSERT_FALSE(report.ok() && report->status.ok()) << "fail_at was accepted as a job key";
+  const std::string message = report.ok() ? report->status.message() : report.status().message();
+  EXPECT_NE(message.find("fail_at"), std::string::npos) << message;
+}
+
+TEST(PingpongTest, ThrowingConsumerIsRestartedAndJobCompletes) {
+  auto job = ParseJobText(Job(1, 400, 1, "max_restarts = 2"), "pp.toml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  JobRunner runner({.registry = Faults(50)});
   auto report = runner.Run(*job);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->status.ok()) << report->ToString();
@@ -82,9 +101,9 @@ TEST(PingpongTest, ThrowingConsumerIsRestartedAndJobCompletes) {
 }
 
 TEST(PingpongTest, ConsumerWithoutRestartsFailsTheJobWithItsCause) {
-  auto job = ParseJobText(Job(1, 400, 1, "fail_at = 10"), "pp.toml");
+  auto job = ParseJobText(Job(1, 400, 1), "pp.toml");
   ASSERT_TRUE(job.ok());
-  JobRunner runner;
+  JobRunner runner({.registry = Faults(10)});
   auto report = runner.Run(*job);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_FALSE(report->status.ok());
