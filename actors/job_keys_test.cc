@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/dflash/drafter_settings.h"
+#include "models/dflash/dflash_config.h"
 #include "runtime/actor/registry.h"
 #include "runtime/job/job_actor.h"
 #include "runtime/job/job_spec.h"
@@ -242,6 +244,67 @@ TEST(JobKeysTest, CheckpointDirThatCannotBeCreatedIsRefused) {
   EXPECT_CONTAINS(Problems(fmt::format("checkpoint = {{ dir = \"{}/sub/ck\" }}\n", file)),
                   fmt::format("actors.drafter.checkpoint.dir: '{}/sub/ck' cannot be created: "
                               "'{}' is not a writable directory", file, file));
+}
+
+// is_causal applies to every drafter layer; a bidirectional sliding layer needs a window
+// that reaches the whole block (models/dflash/dflash_config.h, CheckDFlashMask).
+TEST(JobKeysTest, IsCausalMasksTheKernelsCannotTrainAreRefused) {
+  const std::string sliding =
+      "layer_types = [\"sliding_attention\", \"full_attention\"]\n";
+  EXPECT_CONTAINS(Problems("is_causal = false\n" + sliding + "sliding_window = 8\n"),
+                  "actors.drafter.is_causal: key 'is_causal': false with sliding_window 8 < "
+                  "block_size 16");
+  EXPECT_EQ(Problems("is_causal = false\n" + sliding + "sliding_window = 16\n"), "accepted");
+  EXPECT_EQ(Problems("is_causal = true\n" + sliding + "sliding_window = 8\n"), "accepted");
+  EXPECT_CONTAINS(Problems("is_causal = \"no\"\n"), "actors.drafter.is_causal: expected a boolean");
+}
+
+TEST(JobKeysTest, LossDecayAndAnchorsPerSequenceAreChecked) {
+  EXPECT_CONTAINS(Problems("loss_decay = 0\n"), "actors.drafter.loss_decay: 0 is out of range");
+  EXPECT_EQ(Problems("loss_decay = 4\n"), "accepted");
+  EXPECT_CONTAINS(Problems("anchors_per_sequence = 100\n"),
+                  fmt::format("job.toml:{}: actors.drafter.anchors_per_sequence: 100 anchors per "
+                              "document, but a step has anchors_per_batch = 64 blocks",
+                              kTinyLines + 1));
+  EXPECT_EQ(Problems("anchors_per_sequence = 32\n"), "accepted");
+  EXPECT_EQ(Problems("anchors_per_sequence = 100\nanchors_per_batch = 200\n"), "accepted");
+}
+
+// init_from names a drafter checkpoint of the drafter the group trains, for its target.
+TEST(JobKeysTest, InitFromMustHoldThisDrafterForThisTarget) {
+  const testing::ScratchDir scratch;
+  EXPECT_CONTAINS(Problems(fmt::format("init_from = \"{}\"\n", scratch.File("none"))),
+                  fmt::format("actors.drafter.init_from: '{}' is not a directory",
+                              scratch.File("none")));
+  auto job = ParseJobText(kTiny, "job.toml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const ActorGroupSpec* group = nullptr;
+  for (const ActorGroupSpec& g : job->actors)
+    if (g.name == "drafter") group = &g;
+  ASSERT_NE(group, nullptr);
+  auto ds = dflash::ParseDrafterSettings(group->settings, JobSectionContext(*job, "drafter"));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_DOUBLE_EQ(ds->loss_decay, 7.0);  // the default at block 16
+  const models::DFlashConfig own = dflash::DrafterConfig(*ds, ds->target);
+  const std::string dir = scratch.File("drafter");
+  std::filesystem::create_directories(dir);
+  const std::string key = fmt::format("init_from = \"{}\"\n", dir);
+  ASSERT_TRUE(models::WriteDFlashConfig(dir + "/config.json", own).ok());
+  EXPECT_CONTAINS(Problems(key), "model.safetensors' does not exist");
+  { std::ofstream(dir + "/model.safetensors") << "weights are read when the drafter starts"; }
+  EXPECT_EQ(Problems(key), "accepted");
+
+  models::DFlashConfig deeper = own;
+  deeper.layers.num_hidden_layers = 3;
+  deeper.layers.layer_types.push_back(models::LayerType::kFullAttention);
+  ASSERT_TRUE(models::WriteDFlashConfig(dir + "/config.json", deeper).ok());
+  EXPECT_CONTAINS(Problems(key), "key 'num_hidden_layers' is 3, but the drafter this group "
+                                 "trains has 2; set num_layers to match");
+  models::DFlashConfig other = own;
+  other.layers.vocab_size = 1024;
+  ASSERT_TRUE(models::WriteDFlashConfig(dir + "/config.json", other).ok());
+  EXPECT_CONTAINS(Problems(key), "is a drafter for another target: key 'vocab_size' is 1024, "
+                                 "the target group 'target' has 512");
 }
 
 }  // namespace

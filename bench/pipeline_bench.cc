@@ -117,12 +117,11 @@ Result<double> DrafterSecondsPerToken(dflash::SharedTarget& target,
   ASSIGN_OR_RETURN(const dflash::DrafterSettings ds,
                    dflash::ParseDrafterSettings(dg.settings, JobSectionContext(job, dg.name)));
   const models::DFlashConfig dc = dflash::DrafterConfig(ds, spec);
-  models::DFlashTrainOptions to;
-  to.max_tokens = spec.max_tokens;
-  to.anchors_per_batch = ds.anchors_per_batch;
+  models::DFlashTrainOptions to = dflash::DrafterTrainOptions(ds, spec);
   to.total_steps = 100000;
   to.seed = 7;
   to.optimizer_overlap = optimizer_overlap;
+  to.lm_head_fp8 = false;  // the head below is the bf16 one
   const kernels::Device dev = target.device();
   ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create(dev.index));
   // The pool the target was loaded into (the job registry's, for this device).

@@ -1,6 +1,7 @@
 // The tiny DFlash job end to end on the CPU through JobRunner: the loss falls, checkpoints
 // are written, the store is empty afterwards, every batch passes its checksum, and a drafter
-// that throws is restarted from its checkpoint and the job completes.
+// that throws is restarted from its checkpoint and the job completes; a warm start from an
+// exported drafter.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +99,35 @@ TEST(DFlashJobTest, ThrowingDrafterIsRestartedFromItsCheckpoint) {
   EXPECT_EQ(report->actors[1].restarts, 1) << report->ToString();
   EXPECT_NE(report->actors[1].summary.find("from 50"), std::string::npos) << report->ToString();
   EXPECT_EQ(report->store.live_objects, 0u) << report->ToString();
+}
+
+// init_from starts from an exported drafter: its loss starts where that drafter's ended, not
+// where a random init's does; and a resumed run continues from its own checkpoint, not from
+// init_from again (the split run's curve is the unbroken one's, bit for bit).
+TEST(DFlashJobTest, InitFromStartsFromTheExportAndResumeWinsOverIt) {
+  const std::string first = FreshDir("dflash_export");
+  auto a = RunJob(first, 60, "");
+  ASSERT_TRUE(a.ok() && a->status.ok()) << (a.ok() ? a->ToString() : a.status().ToString());
+  auto exported = dflash::ReadLatestState(first);
+  ASSERT_TRUE(exported.ok() && exported->has_value());
+  const std::vector<double> scratch = Losses(first + "/metrics.jsonl");
+  ASSERT_FALSE(scratch.empty());
+
+  const std::string warm = fmt::format("init_from = \"{}\"\ntotal_steps = 40\n",
+                                       (*exported)->path);
+  const std::string full = FreshDir("dflash_warm_full"), split = FreshDir("dflash_warm_split");
+  auto b = RunJob(full, 40, warm);
+  ASSERT_TRUE(b.ok() && b->status.ok()) << (b.ok() ? b->ToString() : b.status().ToString());
+  const std::vector<double> warmed = Losses(full + "/metrics.jsonl");
+  ASSERT_FALSE(warmed.empty());
+  EXPECT_LT(warmed.front(), 0.85 * scratch.front())
+      << "warm " << fmt::format("{}", fmt::join(warmed, " ")) << " vs scratch "
+      << fmt::format("{}", fmt::join(scratch, " "));
+  auto c1 = RunJob(split, 20, warm);
+  ASSERT_TRUE(c1.ok() && c1->status.ok());
+  auto c2 = RunJob(split, 40, warm + "resume = true\n");
+  ASSERT_TRUE(c2.ok() && c2->status.ok()) << c2->ToString();
+  EXPECT_EQ(Losses(full + "/metrics.jsonl"), Losses(split + "/metrics.jsonl"));
 }
 
 }  // namespace

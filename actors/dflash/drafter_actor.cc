@@ -7,7 +7,10 @@
 //
 // Settings: in; target (the dflash.target group whose model it trains against, default
 // "target"); num_layers (2); max_steps (required); total_steps (LR schedule, default
-// max_steps); lr; warmup_ratio; anchors_per_batch (64); noise_std; log_every (10);
+// max_steps); lr; warmup_ratio; anchors_per_batch (64) and anchors_per_sequence (0: none);
+// loss_decay (by block size); is_causal (absent: per layer); init_from (a drafter checkpoint
+// to start from instead of random weights; a resumed run loads its own checkpoint instead);
+// noise_std; log_every (10);
 // checkpoint = { dir, every_steps, async (the snapshot takes pinned_bytes, by default sized
 // from the drafter), keep_last };
 // eval = { every_steps, prompts, ... } (tau by speculative decoding every N steps on replica
@@ -72,21 +75,6 @@
 
 namespace tandem::dflash {
 namespace {
-
-models::DFlashTrainOptions TrainOptions(const DrafterSettings& ds, const TargetModelSpec& spec) {
-  models::DFlashTrainOptions to;
-  to.max_tokens = spec.max_tokens;
-  to.total_steps = ds.total_steps;
-  to.anchors_per_batch = ds.anchors_per_batch;
-  to.warmup_ratio = ds.warmup_ratio;
-  to.lr = static_cast<float>(ds.lr);
-  to.noise_std = static_cast<float>(ds.noise_std);
-  to.optimizer_overlap = ds.optimizer_overlap;
-  to.grad_clip = static_cast<float>(ds.grad_clip);
-  to.seed = static_cast<uint64_t>(ds.seed);
-  to.lm_head_fp8 = ds.lm_head_fp8;
-  return to;
-}
 
 class DrafterActor final : public JobActor {
  public:
@@ -163,7 +151,7 @@ class DrafterActor final : public JobActor {
                                                    context().replica, device));
       }
     }
-    const models::DFlashTrainOptions to = TrainOptions(ds, spec);
+    const models::DFlashTrainOptions to = DrafterTrainOptions(ds, spec);
     ASSIGN_OR_RETURN(kernels::Allocator * alloc, JobAllocator(*env->registry, device));
     ASSIGN_OR_RETURN(std::unique_ptr<DrafterDevice> dev,
                      DrafterDevice::Create(*alloc, static_cast<int64_t>(spec.layer_ids.size()),
@@ -216,6 +204,13 @@ class DrafterActor final : public JobActor {
     ASSIGN_OR_RETURN(ResumeState state,
                      checkpointer.Open(*trainer, ds.resume, restarts > 0, identity,
                                        DrafterConfig(ds, spec)));
+    // Warm start, unless the run resumed (its own checkpoint wins): the weights of a
+    // released or exported drafter, whose config ParseDrafterSettings already matched.
+    if (!ds.init_from.empty() && state.path.empty()) {
+      RETURN_IF_ERROR(models::LoadDFlashWeights(ds.init_from, trainer->drafter())
+                          .WithContext(name() + ": init_from"));
+      TLOG_INFO("{}: initialized from {}", name(), ds.init_from);
+    }
     if (state.step >= ds.max_steps)
       return fmt::format("steps {} (already done at checkpoint), restarts {}", state.step,
                          restarts);

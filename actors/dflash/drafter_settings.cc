@@ -13,6 +13,7 @@
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_drafter.h"
 #include "models/dflash/dflash_params.h"
+#include "models/dflash/dflash_warm_start.h"
 #include "runtime/actor/system.h"
 #include "runtime/core/clock.h"
 
@@ -33,6 +34,53 @@ KeyTable CheckpointKeys() {
         "or DIR/best names), removing older ones after each checkpoint (0: keep all)")
       .Default(0).Min(0);
   return t;
+}
+
+// The drafter setting that decides a config.json field, for messages.
+std::string_view SettingOf(std::string_view config_key) {
+  static const std::pair<std::string_view, std::string_view> kSettings[] = {
+      {"num_hidden_layers", "num_layers"},
+      {"num_attention_heads", "num_attention_heads"},
+      {"num_key_value_heads", "num_key_value_heads"},
+      {"head_dim", "head_dim"},
+      {"layer_types", "layer_types"},
+      {"sliding_window", "sliding_window"},
+      {"is_causal", "is_causal"},
+      {"block_size", "block_size"},
+      {"dflash_config.mask_token_id", "mask_token_id"},
+      {"dflash_config.target_layer_ids", "the target group's `layers`"}};
+  for (const auto& [key, setting] : kSettings)
+    if (key == config_key) return setting;
+  return "";
+}
+
+// init_from: a drafter checkpoint (config.json + model.safetensors) of the drafter this
+// group trains, for the same target.
+Status CheckInitFrom(const std::string& at, const DrafterSettings& s) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(s.init_from, ec))
+    return InvalidArgumentError("{}: '{}' is not a directory (a drafter checkpoint: "
+                                "config.json + model.safetensors)", at, s.init_from);
+  const std::string weights = (fs::path(s.init_from) / "model.safetensors").string();
+  if (!fs::exists(weights, ec))
+    return InvalidArgumentError("{}: '{}' does not exist", at, weights);
+  Result<models::DFlashConfig> have = models::LoadDFlashConfig(s.init_from);
+  if (!have.ok()) return have.status().WithContext(at);
+  const std::optional<models::DFlashConfigMismatch> m =
+      models::FindDFlashConfigMismatch(*have, DrafterConfig(s, s.target));
+  if (!m) return Status::Ok();
+  const std::string config = (fs::path(s.init_from) / "config.json").string();
+  if (m->other_target)
+    return InvalidArgumentError("{}: '{}' is a drafter for another target: key '{}' is {}, "
+                                "the target group '{}' has {}", at, config, m->key, m->have,
+                                s.target_group, m->want);
+  const std::string_view setting = SettingOf(m->key);
+  return InvalidArgumentError(
+      "{}: '{}' key '{}' is {}, but the drafter this group trains has {}{}", at, config,
+      m->key, m->have, m->want,
+      setting.empty() ? std::string(" (the target's; tandem trains the drafter with it)")
+                      : fmt::format("; set {} to match", setting));
 }
 
 // The settings that need more than one key, another group or the filesystem.
@@ -65,6 +113,13 @@ Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
         "at most {} eligible anchors; the rest would be padding blocks that cost compute "
         "and train nothing", at("anchors_per_batch"), s.anchors_per_batch, s.target_group,
         s.target.max_tokens, max_anchors);
+  if (s.anchors_per_sequence > s.anchors_per_batch)
+    return InvalidArgumentError(
+        "{}: {} anchors per document, but a step has anchors_per_batch = {} blocks for all "
+        "the documents of its batch together; raise anchors_per_batch (blocks no anchor "
+        "fills are padding)", at("anchors_per_sequence"), s.anchors_per_sequence,
+        s.anchors_per_batch);
+  RETURN_IF_ERROR(models::CheckDFlashMask(DrafterConfig(s, s.target), at("is_causal")));
   if (s.nranks > 1 && s.max_seconds > 0)
     return InvalidArgumentError("{}: needs replicas = 1 (data-parallel replicas must stop at "
                                 "the same step)", at("max_seconds"));
@@ -94,6 +149,7 @@ Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
                                   "directory", KeyPath(section, prefix, "checkpoint"),
                                   s.checkpoint_dir, parent.string());
   }
+  if (!s.init_from.empty()) RETURN_IF_ERROR(CheckInitFrom(at("init_from"), s));
   return Status::Ok();
 }
 
@@ -124,7 +180,27 @@ const KeyTable& DrafterKeys() {
         .DefaultIs("the target's vocab_size - 1");
     t->Int("max_steps", "training steps per replica").Required().Min(1);
     t->Int("total_steps", "LR schedule length (>= max_steps)").Min(1).DefaultIs("max_steps");
-    t->Int("anchors_per_batch", "draft blocks per step").Default(64).Range(1, 1 << 20);
+    t->Int("anchors_per_batch", "draft blocks per step: anchors drawn from the batch's "
+           "loss-weighted positions, every document one before any gets a second (with "
+           "anchors_per_sequence: the most all documents of a batch take together)")
+        .Default(64).Range(1, 1 << 20);
+    t->Int("anchors_per_sequence", "anchors per document, drawn uniformly from its "
+           "loss-weighted positions (all of them when it has fewer), at most "
+           "anchors_per_batch in all: documents that together want more share the step's "
+           "blocks equally (0: no per-document count)")
+        .Default(0).Range(0, 1 << 20);
+    t->Number("loss_decay", "gamma of the loss weight exp(-(j-1)/gamma) of block slot j")
+        .Range(0.5, 1000).DefaultIs("1 + 3 * block_size / 8: 7 at block 16, 4 at block 8");
+    t->Bool("is_causal", "written to the drafter's config.json and applied to every layer: "
+            "true, each layer causal inside the block; false, bidirectional (needs "
+            "sliding_window >= block_size when a layer is sliding); the window stays per "
+            "layer from layer_types")
+        .DefaultIs("absent: sliding layers causal, full layers bidirectional");
+    t->String("init_from", "warm start: a drafter checkpoint directory (config.json + "
+              "model.safetensors, as released or as tandem exports) for the same target and "
+              "drafter shape, loaded instead of random weights; a resumed run loads its own "
+              "checkpoint instead (\"\": random init)")
+        .Default("");
     t->Number("lr", "peak learning rate (cosine schedule with warmup)").Default(6e-4).Range(0, 1);
     t->Number("warmup_ratio", "share of total_steps spent warming up").Default(0.04).Range(0, 1);
     t->Number("grad_clip", "clip the global gradient norm to this (0: no clipping)")
@@ -263,6 +339,11 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   s.max_steps = k.GetInt(section, "max_steps");
   s.total_steps = k.GetOptInt(section, "total_steps").value_or(s.max_steps);
   s.anchors_per_batch = k.GetInt(section, "anchors_per_batch");
+  s.anchors_per_sequence = k.GetInt(section, "anchors_per_sequence");
+  s.loss_decay = k.GetOptNumber(section, "loss_decay")
+                     .value_or(models::DFlashDefaultLossDecay(s.block_size));
+  if (const ConfigValue* c = section.Find("is_causal")) s.is_causal = *c->AsBool();
+  s.init_from = k.GetString(section, "init_from");
   s.lr = k.GetNumber(section, "lr");
   s.warmup_ratio = k.GetNumber(section, "warmup_ratio");
   s.grad_clip = k.GetNumber(section, "grad_clip");
@@ -307,7 +388,26 @@ models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelS
   dc.block_size = ds.block_size;
   dc.num_target_layers = spec.config.num_hidden_layers;
   dc.target_layer_ids = spec.layer_ids;
+  dc.is_causal = ds.is_causal;
   return dc;
+}
+
+models::DFlashTrainOptions DrafterTrainOptions(const DrafterSettings& ds,
+                                               const TargetModelSpec& spec) {
+  models::DFlashTrainOptions to;
+  to.max_tokens = spec.max_tokens;
+  to.total_steps = ds.total_steps;
+  to.anchors_per_batch = ds.anchors_per_batch;
+  to.anchors_per_sequence = ds.anchors_per_sequence;
+  to.loss_decay = ds.loss_decay;
+  to.warmup_ratio = ds.warmup_ratio;
+  to.lr = static_cast<float>(ds.lr);
+  to.noise_std = static_cast<float>(ds.noise_std);
+  to.optimizer_overlap = ds.optimizer_overlap;
+  to.grad_clip = static_cast<float>(ds.grad_clip);
+  to.seed = static_cast<uint64_t>(ds.seed);
+  to.lm_head_fp8 = ds.lm_head_fp8;
+  return to;
 }
 
 uint64_t DefaultDrafterPinnedBytes(const DrafterSettings& ds) {

@@ -5,8 +5,10 @@
 //
 // Beyond each key's own type and range, the parse checks what spans keys or groups:
 // total_steps >= max_steps; layer_types has num_layers entries and sliding_window > 0 exactly
-// when one is sliding; `target` names a dflash.target group, whose config gives the vocab
-// that mask_token_id must fall in; max_seconds needs replicas = 1; metrics_file's directory
+// when one is sliding; is_causal = false needs sliding_window >= block_size when a layer is
+// sliding (CheckDFlashMask); anchors_per_sequence <= anchors_per_batch; `target` names a
+// dflash.target group, whose config gives the vocab that mask_token_id must fall in;
+// init_from holds a drafter checkpoint whose config is the drafter this group trains; max_seconds needs replicas = 1; metrics_file's directory
 // exists; checkpoint.dir is not a file; the `eval` table's own checks
 // (drafter_eval_settings.h). Without `pinned_bytes` the group's pinned memory is what its
 // asynchronous checkpoint snapshot needs (DefaultDrafterPinnedBytes).
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "actors/dflash/drafter_eval_settings.h"
 #include "actors/dflash/target_model.h"
 #include "models/dflash/dflash_config.h"
+#include "models/dflash/dflash_trainer.h"
 #include "models/io/hf_config.h"
 #include "runtime/actor/config_keys.h"
 
@@ -44,7 +48,11 @@ struct DrafterSettings {
   int64_t mask_token_id = 0;      // in [0, target vocab)
   int64_t max_steps = 0;
   int64_t total_steps = 0;        // LR schedule length, >= max_steps
-  int64_t anchors_per_batch = 0;
+  int64_t anchors_per_batch = 0;     // the step's blocks
+  int64_t anchors_per_sequence = 0;  // > 0: at most this many per document
+  double loss_decay = 0;             // gamma of the slot weights exp(-(j-1)/gamma)
+  std::optional<bool> is_causal;     // the drafter config's is_causal (absent: per layer)
+  std::string init_from;             // "" = random init; else a drafter checkpoint directory
   double lr = 0;
   double warmup_ratio = 0;
   double grad_clip = 0;
@@ -72,6 +80,11 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
 // The drafter's model config: the target's layer shapes (`spec`), `num_layers` of them, with
 // the settings' attention pattern and the target's layers as context.
 models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelSpec& spec);
+
+// The trainer's options from the settings (the target's max_tokens; the LR schedule, anchors,
+// loss decay, noise, clip, seed and head precision of the group).
+models::DFlashTrainOptions DrafterTrainOptions(const DrafterSettings& ds,
+                                               const TargetModelSpec& spec);
 
 // Pinned host memory per replica when the group sets no `pinned_bytes`: the asynchronous
 // checkpoints' snapshot (DFlashHostState::Bytes of the drafter, 14 bytes per parameter) when

@@ -38,9 +38,40 @@ uint32_t Draw(uint64_t seed, uint64_t step, uint64_t* k, uint32_t n) {
   return static_cast<uint32_t>((static_cast<uint64_t>(bits) * n) >> 32);
 }
 
+// [first, last) of each document's anchors in `pool` (sorted eligible anchors).
+std::vector<std::pair<size_t, size_t>> DocumentRanges(const std::vector<int32_t>& pool,
+                                                      const std::vector<int32_t>& doc) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (size_t i = 0; i < pool.size();) {
+    size_t j = i;
+    while (j < pool.size() && doc[pool[j]] == doc[pool[i]]) ++j;
+    ranges.emplace_back(i, j);
+    i = j;
+  }
+  return ranges;
+}
+
+// Appends `k` of `items` to `out`, uniformly without replacement (a partial Fisher-Yates
+// that reorders `items`). REQUIRES: k <= items.size().
+template <typename T>
+void TakeUniform(std::vector<T>& items, size_t k, uint64_t seed, uint64_t step, uint64_t* draw,
+                 std::vector<T>* out) {
+  for (size_t i = 0; i < k; ++i) {
+    const size_t j = i + Draw(seed, step, draw, static_cast<uint32_t>(items.size() - i));
+    std::swap(items[i], items[j]);
+    out->push_back(items[i]);
+  }
+}
+
 }  // namespace
 
-float DFlashSlotWeight(int64_t j) { return std::exp(-static_cast<float>(j - 1) / 7.0f); }
+float DFlashSlotWeight(int64_t j, double loss_decay) {
+  return std::exp(-static_cast<float>(j - 1) / static_cast<float>(loss_decay));
+}
+
+double DFlashDefaultLossDecay(int64_t block_size) {
+  return 1.0 + 3.0 * static_cast<double>(block_size) / 8.0;
+}
 
 Result<std::vector<int32_t>> EligibleAnchors(const PackedBatchMeta& meta) {
   ASSIGN_OR_RETURN(std::vector<int32_t> doc, DocOfToken(meta));
@@ -59,20 +90,14 @@ Result<std::vector<int32_t>> SampleAnchors(const PackedBatchMeta& meta, int64_t 
   ASSIGN_OR_RETURN(std::vector<int32_t> doc, DocOfToken(meta));
   uint64_t k = 0;
   // Pass 1: one anchor per document, documents in a random order.
-  std::vector<std::pair<int64_t, int64_t>> ranges;  // [first, last) of each doc in `pool`
-  for (size_t i = 0; i < pool.size();) {
-    size_t j = i;
-    while (j < pool.size() && doc[pool[j]] == doc[pool[i]]) ++j;
-    ranges.emplace_back(i, j);
-    i = j;
-  }
+  std::vector<std::pair<size_t, size_t>> ranges = DocumentRanges(pool, doc);
   for (size_t i = ranges.size(); i > 1; --i)
     std::swap(ranges[i - 1], ranges[Draw(seed, step, &k, static_cast<uint32_t>(i))]);
   std::vector<int32_t> chosen;
   std::vector<char> taken(pool.size(), 0);
   for (const auto& [lo, hi] : ranges) {
     if (static_cast<int64_t>(chosen.size()) == count) break;
-    const int64_t pick = lo + Draw(seed, step, &k, static_cast<uint32_t>(hi - lo));
+    const size_t pick = lo + Draw(seed, step, &k, static_cast<uint32_t>(hi - lo));
     taken[pick] = 1;
     chosen.push_back(pool[pick]);
   }
@@ -80,10 +105,52 @@ Result<std::vector<int32_t>> SampleAnchors(const PackedBatchMeta& meta, int64_t 
   std::vector<int32_t> rest;
   for (size_t i = 0; i < pool.size(); ++i)
     if (!taken[i]) rest.push_back(pool[i]);
-  for (size_t i = 0; static_cast<int64_t>(chosen.size()) < count; ++i) {
-    const size_t j = i + Draw(seed, step, &k, static_cast<uint32_t>(rest.size() - i));
-    std::swap(rest[i], rest[j]);
-    chosen.push_back(rest[i]);
+  TakeUniform(rest, static_cast<size_t>(count) - chosen.size(), seed, step, &k, &chosen);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+Result<std::vector<int32_t>> SampleAnchorsPerDocument(const PackedBatchMeta& meta,
+                                                      int64_t per_document, int64_t count,
+                                                      uint64_t seed, uint64_t step) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> pool, EligibleAnchors(meta));
+  if (count <= 0 || per_document <= 0) return std::vector<int32_t>{};
+  ASSIGN_OR_RETURN(std::vector<int32_t> doc, DocOfToken(meta));
+  const std::vector<std::pair<size_t, size_t>> ranges = DocumentRanges(pool, doc);
+  std::vector<int64_t> want(ranges.size()), take(ranges.size());
+  int64_t total = 0;
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    want[d] = std::min<int64_t>(per_document, ranges[d].second - ranges[d].first);
+    total += want[d];
+  }
+  uint64_t k = 0;
+  take = want;
+  if (total > count) {
+    // The equal share: the largest c with sum_d min(want_d, c) <= count.
+    auto taken_at = [&](int64_t c) {
+      int64_t n = 0;
+      for (int64_t w : want) n += std::min(w, c);
+      return n;
+    };
+    int64_t lo = 0, hi = per_document;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (taken_at(mid) <= count) lo = mid; else hi = mid - 1;
+    }
+    std::vector<size_t> more;  // documents that wanted more than the share
+    for (size_t d = 0; d < want.size(); ++d) {
+      take[d] = std::min(want[d], lo);
+      if (want[d] > lo) more.push_back(d);
+    }
+    // Fewer than more.size() left, since the share lo + 1 would not fit.
+    std::vector<size_t> extra;
+    TakeUniform(more, static_cast<size_t>(count - taken_at(lo)), seed, step, &k, &extra);
+    for (size_t d : extra) ++take[d];
+  }
+  std::vector<int32_t> chosen;
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    std::vector<int32_t> own(pool.begin() + ranges[d].first, pool.begin() + ranges[d].second);
+    TakeUniform(own, static_cast<size_t>(take[d]), seed, step, &k, &chosen);
   }
   std::sort(chosen.begin(), chosen.end());
   return chosen;
@@ -91,12 +158,15 @@ Result<std::vector<int32_t>> SampleAnchors(const PackedBatchMeta& meta, int64_t 
 
 Result<DFlashBlockPlan> BuildBlockPlan(const PackedBatchMeta& meta,
                                        std::span<const int32_t> anchors, int64_t num_blocks,
-                                       int64_t block_size, int32_t mask_token_id) {
+                                       int64_t block_size, int32_t mask_token_id,
+                                       double loss_decay) {
   ASSIGN_OR_RETURN(std::vector<int32_t> doc, DocOfToken(meta));
   if (static_cast<int64_t>(anchors.size()) > num_blocks)
     return InvalidArgumentError("DFlash plan: {} anchors for {} blocks", anchors.size(),
                                 num_blocks);
   if (block_size < 2) return InvalidArgumentError("DFlash plan: block_size {} < 2", block_size);
+  if (!(loss_decay > 0))
+    return InvalidArgumentError("DFlash plan: loss_decay {} must be positive", loss_decay);
   const int64_t t = static_cast<int64_t>(doc.size());
   DFlashBlockPlan p;
   p.num_blocks = num_blocks;
@@ -125,7 +195,7 @@ Result<DFlashBlockPlan> BuildBlockPlan(const PackedBatchMeta& meta,
       p.block_pos[base + j] = static_cast<int32_t>(meta.position_ids[a] + j);
       if (j == 0 || a + j >= end || !Counts(meta, a + j)) continue;
       p.targets[base + j] = meta.input_ids[a + j];
-      p.weights[base + j] = DFlashSlotWeight(j);
+      p.weights[base + j] = DFlashSlotWeight(j, loss_decay);
     }
   }
   return p;

@@ -8,7 +8,7 @@
 //   block_ids[b*bs + j] = j == 0 ? input_ids[a] : mask_token_id
 //   block_pos[b*bs + j] = position_ids[a] + j
 //   targets  [b*bs + j] = input_ids[a+j] if j >= 1, a+j < e and loss_mask[a+j], else -1
-//   weights  [b*bs + j] = exp(-(j-1)/7) for those slots, else 0
+//   weights  [b*bs + j] = exp(-(j-1)/gamma) for those slots, else 0 (gamma: the loss decay)
 // Missing blocks (fewer eligible anchors than asked) are padding: anchor 0, empty context,
 // weight 0, so the step's shapes never change.
 //
@@ -31,8 +31,12 @@ struct PackedBatchMeta {
   std::span<const uint8_t> loss_mask;     // [T]; empty means every token counts
 };
 
-// Loss weight of block slot j >= 1 (DFlash: exp(-(j-1)/7)).
-float DFlashSlotWeight(int64_t j);
+// Loss weight of block slot j >= 1: exp(-(j-1)/loss_decay). REQUIRES: loss_decay > 0.
+float DFlashSlotWeight(int64_t j, double loss_decay);
+
+// The loss decay gamma for a block size when none is given: 1 + 3 * block_size / 8, the line
+// through the public recipe's two values (7 at block 16, 4 at block 8).
+double DFlashDefaultLossDecay(int64_t block_size);
 
 // All eligible anchors in increasing order. InvalidArgument on inconsistent metadata.
 Result<std::vector<int32_t>> EligibleAnchors(const PackedBatchMeta& meta);
@@ -43,6 +47,16 @@ Result<std::vector<int32_t>> EligibleAnchors(const PackedBatchMeta& meta);
 // the rest are uniform without replacement.
 Result<std::vector<int32_t>> SampleAnchors(const PackedBatchMeta& meta, int64_t count,
                                            uint64_t seed, uint64_t step);
+
+// Up to `per_document` distinct eligible anchors from every document (all of a document's
+// when it has fewer), each drawn uniformly without replacement from that document's eligible
+// positions, and at most `count` in all: when the documents together would take more, each
+// takes an equal share c (the largest with sum_d min(its count, c) <= count), and the blocks
+// left over go one each to documents drawn uniformly among those that had more. Sorted; a
+// pure function of (meta, seed, step) like SampleAnchors.
+Result<std::vector<int32_t>> SampleAnchorsPerDocument(const PackedBatchMeta& meta,
+                                                      int64_t per_document, int64_t count,
+                                                      uint64_t seed, uint64_t step);
 
 struct DFlashBlockPlan {
   int64_t num_blocks = 0;  // NB (including padding blocks)
@@ -57,9 +71,11 @@ struct DFlashBlockPlan {
   std::vector<int32_t> ctx_pos;    // [T] = position_ids
 };
 
-// REQUIRES: anchors sorted, eligible, at most num_blocks of them (InvalidArgument otherwise).
+// REQUIRES: anchors sorted, eligible, at most num_blocks of them; loss_decay > 0
+// (InvalidArgument otherwise).
 Result<DFlashBlockPlan> BuildBlockPlan(const PackedBatchMeta& meta,
                                        std::span<const int32_t> anchors, int64_t num_blocks,
-                                       int64_t block_size, int32_t mask_token_id);
+                                       int64_t block_size, int32_t mask_token_id,
+                                       double loss_decay);
 
 }  // namespace tandem::models

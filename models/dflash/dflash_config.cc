@@ -1,5 +1,6 @@
 #include "models/dflash/dflash_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -41,7 +42,46 @@ Status CheckAuxLayerIds(const json& j, std::string_view source,
   return Status::Ok();
 }
 
+// is_causal at the top level (z-lab's loader, vLLM); vLLM also reads dflash_config.causal
+// when is_causal is absent, so a config where the two disagree, or with only the nested key,
+// would be served with a mask z-lab's loader does not give: refused.
+Status ParseIsCausal(const json& j, const json& dc, std::string_view source, DFlashConfig* c) {
+  auto it = j.find("is_causal");
+  if (it != j.end() && !it->is_null()) {
+    if (!it->is_boolean())
+      return InvalidArgumentError("{}: key 'is_causal': expected true or false, got {}", source,
+                                  DescribeJson(*it));
+    c->is_causal = it->get<bool>();
+  }
+  auto nested = dc.find("causal");
+  if (nested != dc.end() && !nested->is_null() &&
+      (!nested->is_boolean() || !c->is_causal || nested->get<bool>() != *c->is_causal))
+    return InvalidArgumentError("{}: key 'dflash_config.causal': {} must repeat the top-level "
+                                "is_causal (z-lab's loader reads only is_causal); set "
+                                "is_causal", source, DescribeJson(*nested));
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool DFlashLayerCausal(const DFlashConfig& c, int64_t l) {
+  return c.is_causal.value_or(c.layers.layer_types.at(static_cast<size_t>(l)) ==
+                              LayerType::kSlidingAttention);
+}
+
+Status CheckDFlashMask(const DFlashConfig& c, std::string_view source) {
+  if (c.is_causal.value_or(true)) return Status::Ok();
+  const auto& types = c.layers.layer_types;
+  const bool sliding = std::find(types.begin(), types.end(), LayerType::kSlidingAttention) !=
+                       types.end();
+  if (sliding && c.layers.sliding_window && *c.layers.sliding_window < c.block_size)
+    return InvalidArgumentError(
+        "{}: key 'is_causal': false with sliding_window {} < block_size {}: a bidirectional "
+        "sliding layer would be served with the window bounding block keys after the query "
+        "too, which tandem's block attention does not train; use sliding_window >= {} or "
+        "drop is_causal", source, *c.layers.sliding_window, c.block_size, c.block_size);
+  return Status::Ok();
+}
 
 std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num_context_layers) {
   TANDEM_CHECK_MSG(num_target_layers >= 5 && num_context_layers >= 1,
@@ -114,6 +154,8 @@ Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
     }
   }
   RETURN_IF_ERROR(CheckAuxLayerIds(j, source, c.target_layer_ids));
+  RETURN_IF_ERROR(ParseIsCausal(j, *dc, source, &c));
+  RETURN_IF_ERROR(CheckDFlashMask(c, source));
   return c;
 }
 
@@ -144,6 +186,8 @@ json DFlashConfigToJson(const DFlashConfig& c) {
   // vLLM versions that read only this key (not dflash_config) need it to capture the right
   // target layers.
   j["eagle_aux_hidden_state_layer_ids"] = AuxLayerIds(c.target_layer_ids);
+  // Only when set: without it every reader applies the per-layer rule tandem trained with.
+  if (c.is_causal) j["is_causal"] = *c.is_causal;
   return j;
 }
 

@@ -3,16 +3,19 @@
 //   architectures ["DFlashDraftModel"], model_type "qwen3" + the Qwen3 fields of the
 //   drafter's own layers, block_size, num_target_layers, layer_types, sliding_window,
 //   dflash_config {mask_token_id, target_layer_ids, block_size},
-//   eagle_aux_hidden_state_layer_ids (= target_layer_ids + 1, vLLM's numbering).
+//   eagle_aux_hidden_state_layer_ids (= target_layer_ids + 1, vLLM's numbering),
+//   and is_causal only when the config had it.
 // vocab_size and max_position_embeddings are the target's (the drafter actor copies the
 // target's layer config): SGLang refuses a draft whose context is shorter than the target's.
 // dflash_config_loaders_test.cc reads a written config rule by rule as SGLang and vLLM do.
-// Also the default rule choosing which target layers feed the drafter.
+// Also the default rule choosing which target layers feed the drafter, and the mask rule:
+// which layers attend causally inside the block.
 //
 // Thread-safety: value types and pure functions.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +33,21 @@ struct DFlashConfig {
   int64_t mask_token_id = 0;
   int64_t num_target_layers = 0;          // the target's depth
   std::vector<int64_t> target_layer_ids;  // layer i = output of target decoder layer i
+  // The config's `is_causal`, read as z-lab's loader reads it. Absent: each layer's own rule
+  // (sliding layers causal inside the block, full layers bidirectional). Present: every
+  // layer causal inside the block (true) or bidirectional (false); the window stays per
+  // layer, from layer_types and sliding_window.
+  std::optional<bool> is_causal;
 };
+
+// Whether layer l attends causally inside its block (the rule above).
+bool DFlashLayerCausal(const DFlashConfig& c, int64_t l);
+
+// The masks tandem's block attention trains: InvalidArgument naming `source` and the key
+// otherwise. A bidirectional sliding layer (is_causal false) needs sliding_window >=
+// block_size: servers bound the window on both sides of a query, so a shorter window would
+// hide block keys after the query, and the kernels bound it on the earlier side only.
+Status CheckDFlashMask(const DFlashConfig& c, std::string_view source);
 
 // The DFlash rule for k context layers out of a target of n layers, as in z-lab's
 // reference `build_target_layer_ids`: k == 1 -> [n / 2]; otherwise

@@ -229,6 +229,27 @@ TEST_F(DFlashConfigLoadersTest, VllmLayerAttentionIsTheTrainedMask) {
   }
 }
 
+// A drafter trained with is_causal set: the export carries it, and vLLM's rule (is_causal
+// before anything else) and z-lab's loader (is_causal for every layer) then give each layer
+// the causality it was trained with; the window stays per layer.
+TEST_F(DFlashConfigLoadersTest, IsCausalIsWrittenAndIsTheTrainedMask) {
+  for (bool value : {false, true}) {
+    SCOPED_TRACE(value);
+    DFlashConfig c = drafter_;
+    c.is_causal = value;
+    ASSERT_TRUE(WriteDFlashConfig(dir_.File("config.json"), c).ok());
+    const json j = json::parse(testing::ReadRaw(dir_.File("config.json")));
+    ASSERT_TRUE(j.contains("is_causal") && j["is_causal"].is_boolean());
+    for (int l = 0; l < c.layers.num_hidden_layers; ++l) {
+      const bool sliding = j["layer_types"][l] == "sliding_attention";
+      const kernels::DFlashAttentionConfig trained = DFlashLayerAttention(c, l);
+      EXPECT_EQ(trained.causal_in_block, j["is_causal"].get<bool>()) << "layer " << l;
+      EXPECT_EQ(trained.window, sliding ? j["sliding_window"].get<int64_t>() : 0)
+          << "layer " << l;
+    }
+  }
+}
+
 // Reading back: tandem refuses what vLLM refuses (aux ids that are not target ids + 1) and
 // accepts its own output, aux ids included.
 TEST_F(DFlashConfigLoadersTest, ReadBackChecksAuxLayerIds) {

@@ -132,5 +132,63 @@ TEST(DFlashConfigTest, Rejections) {
   ExpectRejected(j, "model_type");
 }
 
+// is_causal as z-lab's loader reads it: absent, each layer's own rule; present, every layer.
+// Written back only when the config had it, so an export reproduces the training mask.
+TEST(DFlashConfigTest, IsCausalOverridesEveryLayerAndRoundTrips) {
+  json j = json::parse(kDrafter);
+  j["layer_types"][0] = "sliding_attention";
+  j["sliding_window"] = 2048;
+  j["use_sliding_window"] = true;
+  for (const json& value : {json(), json(true), json(false)}) {
+    SCOPED_TRACE(value.dump());
+    json in = j;
+    if (!value.is_null()) in["is_causal"] = value;
+    auto c = ParseDFlashConfig(in, "d/config.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->is_causal.has_value(), !value.is_null());
+    for (int64_t l = 0; l < 5; ++l) {
+      const bool per_layer = l == 0;  // only layer 0 is sliding
+      EXPECT_EQ(DFlashLayerCausal(*c, l), value.is_null() ? per_layer : value.get<bool>())
+          << "layer " << l;
+    }
+    testing::ScratchDir dir;
+    ASSERT_TRUE(WriteDFlashConfig(dir.File("config.json"), *c).ok());
+    const json written = json::parse(testing::ReadRaw(dir.File("config.json")));
+    EXPECT_EQ(written.contains("is_causal"), !value.is_null());
+    if (!value.is_null()) EXPECT_EQ(written["is_causal"], value);
+    auto back = LoadDFlashConfig(dir.path());
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->is_causal, c->is_causal);
+  }
+}
+
+// Masks the block attention cannot train, or that servers would read differently, are
+// refused naming the key.
+TEST(DFlashConfigTest, IsCausalRejections) {
+  json j = json::parse(kDrafter);
+  j["is_causal"] = "no";
+  ExpectRejected(j, "is_causal");
+  // Bidirectional sliding layers with a window shorter than the block.
+  j = json::parse(kDrafter);
+  j["layer_types"][0] = "sliding_attention";
+  j["sliding_window"] = 8;
+  j["use_sliding_window"] = true;
+  j["is_causal"] = false;
+  ExpectRejected(j, "is_causal");
+  j["sliding_window"] = 16;  // every block key within reach: accepted
+  EXPECT_TRUE(ParseDFlashConfig(j, "x").ok());
+  j["sliding_window"] = 8;
+  j["is_causal"] = true;  // causal: the window only bounds earlier keys, as trained
+  EXPECT_TRUE(ParseDFlashConfig(j, "x").ok());
+  // dflash_config.causal, which vLLM reads when is_causal is absent, must repeat is_causal.
+  j = json::parse(kDrafter);
+  j["dflash_config"]["causal"] = false;
+  ExpectRejected(j, "dflash_config.causal");
+  j["is_causal"] = true;
+  ExpectRejected(j, "dflash_config.causal");
+  j["is_causal"] = false;
+  EXPECT_TRUE(ParseDFlashConfig(j, "x").ok());
+}
+
 }  // namespace
 }  // namespace tandem::models

@@ -46,6 +46,7 @@ Status CheckSupported(const DFlashConfig& c) {
   for (LayerType lt : t.layer_types)
     if (lt == LayerType::kSlidingAttention && !t.sliding_window)
       return InvalidArgumentError("DFlash drafter: sliding layers need sliding_window");
+  RETURN_IF_ERROR(CheckDFlashMask(c, "DFlash drafter"));
   const size_t k = c.target_layer_ids.size();
   if (k < 1 || k > static_cast<size_t>(kernels::kMaxConcatInputs))
     return InvalidArgumentError("DFlash drafter: {} target layers (1..{} supported)", k,
@@ -441,10 +442,9 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
 
 kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l) {
   kernels::DFlashAttentionConfig cfg;
-  if (c.layers.layer_types[l] == LayerType::kSlidingAttention) {
+  if (c.layers.layer_types[l] == LayerType::kSlidingAttention)
     cfg.window = static_cast<int>(*c.layers.sliding_window);
-    cfg.causal_in_block = true;
-  }
+  cfg.causal_in_block = DFlashLayerCausal(c, l);
   return cfg;
 }
 

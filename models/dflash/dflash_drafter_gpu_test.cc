@@ -67,7 +67,7 @@ Inputs MakeInputs() {
   testing::HostBatch batch = testing::MakeBatch({70, 33, 57}, v, 3);
   auto anchors = SampleAnchors(batch.meta(), 12, 1, 0);
   EXPECT_TRUE(anchors.ok());
-  auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255);
+  auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255, 7.0);
   EXPECT_TRUE(plan.ok());
   in.plan = std::move(*plan);
   const int64_t t = in.plan.tokens;

@@ -73,10 +73,10 @@ Status LinearInputGrad(kernels::GemmContext* ctx, const kernels::TensorView& dy,
                        const kernels::TensorView& w, const kernels::TensorView& dx,
                        bool accumulate, kernels::Stream s);
 
-// Attention mask of layer l: sliding layers see their block causally and a window of
-// `sliding_window` positions per query slot, its own included (the serving rule,
-// kernels/attention/attention.h); full layers the whole document prefix and the block
-// bidirectionally.
+// Attention mask of layer l: sliding layers see a window of `sliding_window` positions per
+// query slot, its own included (the serving rule, kernels/attention/attention.h), full
+// layers the whole document prefix; inside the block causal or not by DFlashLayerCausal
+// (without is_causal: sliding layers causal, full layers bidirectional).
 kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l);
 
 // A view as 2-D [numel / last, last] (REQUIRES contiguous).

@@ -39,7 +39,7 @@ class DrafterCpuTest : public ::testing::Test {
     batch_ = testing::MakeBatch({24, 20}, v, 11);
     auto anchors = SampleAnchors(batch_.meta(), 3, /*seed=*/5, /*step=*/0);
     ASSERT_TRUE(anchors.ok()) << anchors.status().ToString();
-    auto plan = BuildBlockPlan(batch_.meta(), *anchors, 4, 16, 63);
+    auto plan = BuildBlockPlan(batch_.meta(), *anchors, 4, 16, 63, 7.0);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     plan_ = *plan;
     const int64_t t = plan_.tokens;
@@ -271,7 +271,7 @@ TEST(DFlashAnchorsTest, EligibilityDeterminismAndFairness) {
 TEST(DFlashAnchorsTest, BlockPlanTablesAndDocumentEnd) {
   HostBatch b = testing::MakeBatch({10, 30}, 64, 2);
   const std::vector<int32_t> anchors = {5, 14};
-  auto p = BuildBlockPlan(b.meta(), anchors, 3, 16, 63);
+  auto p = BuildBlockPlan(b.meta(), anchors, 3, 16, 63, 7.0);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->block_ids[0], b.ids[5]);
   EXPECT_EQ(p->block_ids[1], 63);
@@ -288,7 +288,7 @@ TEST(DFlashAnchorsTest, BlockPlanTablesAndDocumentEnd) {
   // Padding block: no loss.
   for (int j = 0; j < 16; ++j) EXPECT_EQ(p->weights[32 + j], 0.0f);
   const std::vector<int32_t> bad = {9};  // 9 -> 10 crosses a document end
-  EXPECT_FALSE(BuildBlockPlan(b.meta(), bad, 3, 16, 63).ok());
+  EXPECT_FALSE(BuildBlockPlan(b.meta(), bad, 3, 16, 63, 7.0).ok());
 }
 
 }  // namespace

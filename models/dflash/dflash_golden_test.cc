@@ -1,11 +1,14 @@
 // The DFlash drafter against PyTorch goldens (tests/golden/make_dflash_golden.py): loss,
-// every parameter gradient, and a 10-step AdamW loss trajectory, on the CPU.
+// every parameter gradient, and a 10-step AdamW loss trajectory, on the CPU; once for the
+// per-layer mask rule (no is_causal in the config) and once for each is_causal value.
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -20,8 +23,9 @@ using kernels::DType;
 using kernels::Shape;
 using kernels::TensorView;
 
-const std::string kGolden =
-    std::string(TANDEM_SOURCE_DIR) + "/tests/golden/dflash_tiny_golden.safetensors";
+std::string GoldenPath(const std::string& name) {
+  return std::string(TANDEM_SOURCE_DIR) + "/tests/golden/" + name;
+}
 
 template <typename T>
 std::vector<T> ReadAll(const SafetensorsReader& r, const std::string& name, DType dt) {
@@ -33,20 +37,19 @@ std::vector<T> ReadAll(const SafetensorsReader& r, const std::string& name, DTyp
   return out;
 }
 
-TEST(DFlashGoldenTest, LossGradientsAndTrajectoryMatchPyTorch) {
-  if (!std::filesystem::exists(kGolden))
-    GTEST_SKIP() << kGolden << " is missing: run python3 tests/golden/make_dflash_golden.py "
-                 "(needs torch + safetensors) to create it";
-  auto reader = SafetensorsReader::Open(kGolden);
+// `is_causal`: the config key the golden was made with (std::nullopt: absent).
+void CheckGolden(const std::string& path, std::optional<bool> is_causal) {
+  auto reader = SafetensorsReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const SafetensorsReader& r = *reader;
   ASSERT_EQ(r.metadata().at("format"), "tandem-golden");
   // Version 2: sliding layers use the serving rule's window per query position
   // (kernels/attention/attention.h); a version-1 file was made with the old mask.
   ASSERT_EQ(r.metadata().at("version"), "2")
-      << kGolden << " predates the serving mask: rerun tests/golden/make_dflash_golden.py";
-  auto config = ParseDFlashConfigText(r.metadata().at("config"), kGolden);
+      << path << " predates the serving mask: rerun tests/golden/make_dflash_golden.py";
+  auto config = ParseDFlashConfigText(r.metadata().at("config"), path);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->is_causal, is_causal) << path << ": is_causal of another variant";
   const nlohmann::json adamw = nlohmann::json::parse(r.metadata().at("adamw"));
   const int64_t h = config->layers.hidden_size, v = config->layers.vocab_size;
 
@@ -118,6 +121,33 @@ TEST(DFlashGoldenTest, LossGradientsAndTrajectoryMatchPyTorch) {
     ASSERT_TRUE(drafter.OptimizerStep(cfg, adamw["grad_clip"].get<float>()).ok());
   }
   EXPECT_LT(traj.back(), traj.front());
+}
+
+TEST(DFlashGoldenTest, LossGradientsAndTrajectoryMatchPyTorch) {
+  const std::string path = GoldenPath("dflash_tiny_golden.safetensors");
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << path << " is missing: run python3 tests/golden/make_dflash_golden.py "
+                 "(needs torch + safetensors) to create it";
+  CheckGolden(path, std::nullopt);
+}
+
+// The config's is_causal applies to every layer: the sliding layer bidirectional (false) or
+// the full layer causal (true) inside the block.
+TEST(DFlashGoldenTest, IsCausalVariantsMatchPyTorch) {
+  int found = 0;
+  for (bool value : {false, true}) {
+    const std::string path = GoldenPath(fmt::format("dflash_tiny_is_causal_{}_golden.safetensors",
+                                                    value ? "true" : "false"));
+    if (!std::filesystem::exists(path)) continue;
+    SCOPED_TRACE(path);
+    ++found;
+    CheckGolden(path, value);
+  }
+  if (found == 0)
+    GTEST_SKIP() << "the is_causal goldens are missing: run python3 "
+                    "tests/golden/make_dflash_golden.py --is-causal false true (needs torch + "
+                    "safetensors) to create them";
+  EXPECT_EQ(found, 2) << "one is_causal golden without the other: rerun the command above";
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST(DFlashOptimizerOverlapCudaTest, DelayedUpdateIsWaitedForAndBitwiseSerial) {
   testing::HostBatch batch = testing::MakeBatch({70, 33, 57}, c.layers.vocab_size, 3);
   auto anchors = SampleAnchors(batch.meta(), 12, 1, 0);
   ASSERT_TRUE(anchors.ok());
-  auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255);
+  auto plan = BuildBlockPlan(batch.meta(), *anchors, 12, 16, 255, 7.0);
   ASSERT_TRUE(plan.ok());
   Side serial, overlap;
   MakeSide(c, *plan, &serial);

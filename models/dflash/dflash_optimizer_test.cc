@@ -86,7 +86,7 @@ TEST(DFlashOptimizerOverlapTest, GroupedUpdateIsBitwiseTheSerialOne) {
   const testing::HostBatch batch = testing::MakeBatch({24, 20}, v, 11);
   auto anchors = SampleAnchors(batch.meta(), 3, 5, 0);
   ASSERT_TRUE(anchors.ok());
-  auto plan = BuildBlockPlan(batch.meta(), *anchors, 4, 16, 63);
+  auto plan = BuildBlockPlan(batch.meta(), *anchors, 4, 16, 63, 7.0);
   ASSERT_TRUE(plan.ok());
   const int64_t t = plan->tokens;
   std::vector<bf16> emb = testing::RandomBf16(v * h, 1.0f, 21),

@@ -45,10 +45,13 @@ Status DFlashTrainer::ForwardBackward(const DFlashTargetHead& head, const Packed
   const DFlashConfig& c = drafter_->config();
   const uint64_t step = static_cast<uint64_t>(step_);
   ASSIGN_OR_RETURN(std::vector<int32_t> anchors,
-                   SampleAnchors(meta, options_.anchors_per_batch, options_.seed, step));
+                   options_.anchors_per_sequence > 0
+                       ? SampleAnchorsPerDocument(meta, options_.anchors_per_sequence,
+                                                  options_.anchors_per_batch, options_.seed, step)
+                       : SampleAnchors(meta, options_.anchors_per_batch, options_.seed, step));
   ASSIGN_OR_RETURN(DFlashBlockPlan plan,
                    BuildBlockPlan(meta, anchors, options_.anchors_per_batch, c.block_size,
-                                  static_cast<int32_t>(c.mask_token_id)));
+                                  static_cast<int32_t>(c.mask_token_id), options_.loss_decay));
   RETURN_IF_ERROR(drafter_->SetPlan(plan));
   RETURN_IF_ERROR(drafter_->ForwardBackward(head, context_layers, options_.noise_std,
                                             options_.seed ^ kNoiseSeedSalt, step, true));

@@ -1,5 +1,6 @@
 // One DFlash training step as a trainer runs it: sample anchors (Philox keyed by seed and
-// step), build and upload the block plan, forward + loss + backward with context noise,
+// step; per batch, or per document with anchors_per_sequence), build and upload the block
+// plan, forward + loss + backward with context noise,
 // then grad clip and AdamW at the cosine-with-warmup learning rate of that step.
 // Everything after the plan upload is queued on the drafter's stream with no host sync;
 // loss, correctness and grad stats stay on the device (read them every N steps).
@@ -20,7 +21,11 @@ namespace tandem::models {
 
 struct DFlashTrainOptions {
   int64_t max_tokens = 16384;
-  int64_t anchors_per_batch = 512;
+  int64_t anchors_per_batch = 512;  // the step's blocks (a fixed shape; unused ones pad)
+  // > 0: at most this many anchors per document (SampleAnchorsPerDocument), and at most
+  // anchors_per_batch in all; 0: anchors_per_batch spread over the batch (SampleAnchors).
+  int64_t anchors_per_sequence = 0;
+  double loss_decay = 7.0;  // gamma of the slot weights exp(-(j-1)/gamma)
   int64_t total_steps = 1000;
   double warmup_ratio = 0.04;  // warmup steps = max(1, round(ratio * total_steps))
   float lr = 6e-4f;

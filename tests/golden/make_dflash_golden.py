@@ -12,6 +12,15 @@ window_left = sliding_window - 1; SpecForge's dflash_mask.py trains the same): s
 position p sees keys, context and block alike, at positions >= p - (WINDOW - 1). loss = CE of slots 1..15 weighted exp(-(j-1)/7), masked
 by loss mask and document end, normalised by the weight sum. Noise = 0.
 
+--is-causal VALUE... makes one file per value, the mask as z-lab's loader reads a config's
+`is_causal`: "absent" (the default, no key: the per-layer rule above) writes
+dflash_tiny_golden.safetensors; "true" / "false" put the key in the config, where it applies
+to every layer (block causal, or bidirectional), the window still from layer_types, and write
+dflash_tiny_is_causal_{true,false}_golden.safetensors. The window bounds keys on both sides
+of a query, as servers apply it; "false" uses a window of 16 (the block size), so the side
+after the query never cuts a block key. Both variants in one command:
+  python3 tests/golden/make_dflash_golden.py --is-causal false true
+
 Math in float64 (weights are bf16-representable so tandem starts from the same numbers).
 Writes tests/golden/dflash_tiny_golden.safetensors (< 1 MB) with
   __metadata__ = {"format": "tandem-golden", "version": "2", "config": <config.json text>,
@@ -21,6 +30,8 @@ Writes tests/golden/dflash_tiny_golden.safetensors (< 1 MB) with
   each of 10 AdamW steps on the same batch, grad clip 1.0, constant lr).
 """
 
+import argparse
+import copy
 import json
 import math
 import os
@@ -125,17 +136,22 @@ def forward(P, ctx_layers, emb, lm_head, plan):
     blk_pos = torch.tensor(plan["block_pos"])
     x = emb[torch.tensor(plan["block_ids"])]
     # Visibility [R, T + R] per layer type.
+    # A layer is causal inside the block by its type, unless the config's is_causal says
+    # so for every layer; a sliding layer's window bounds |query - key| < sliding_window.
     vis = {}
     for lt in set(LAYER_TYPES):
         sliding = lt == "sliding_attention"
+        causal = CONFIG.get("is_causal", sliding)
+        window = CONFIG["sliding_window"]
         m = torch.zeros(R, T + R, dtype=torch.bool)
         for b in range(NB):
             a, s = plan["anchors"][b], plan["doc_start"][b]
             for j in range(BS):  # query at position a + j; key positions: context t, block a + i
-                lo = max(s, a + j - (WINDOW - 1)) if sliding else s
+                lo = max(s, a + j - (window - 1)) if sliding else s
                 m[b * BS + j, lo:a] = True
                 for i in range(BS):
-                    m[b * BS + j, T + b * BS + i] = (not sliding) or (i <= j and j - i <= WINDOW - 1)
+                    m[b * BS + j, T + b * BS + i] = ((not causal or i <= j) and
+                                                     (not sliding or abs(j - i) <= window - 1))
         vis[lt] = m
     for i in range(L):
         p = f"layers.{i}."
@@ -162,7 +178,33 @@ def forward(P, ctx_layers, emb, lm_head, plan):
     return (ce * wts).sum() / wts.sum()
 
 
+def make(is_causal):
+    """One golden file for an is_causal value: "absent", "true" or "false"."""
+    global CONFIG
+    base = CONFIG
+    CONFIG = copy.deepcopy(base)
+    name = "dflash_tiny_golden.safetensors"
+    if is_causal != "absent":
+        CONFIG["is_causal"] = is_causal == "true"
+        name = f"dflash_tiny_is_causal_{is_causal}_golden.safetensors"
+        if is_causal == "false":
+            CONFIG["sliding_window"] = BS
+    try:
+        write(name)
+    finally:
+        CONFIG = base
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--is-causal", nargs="+", choices=["absent", "true", "false"],
+                    default=["absent"], help="one golden file per value (default: absent)")
+    for value in ap.parse_args().is_causal:
+        torch.manual_seed(0)
+        make(value)
+
+
+def write(name):
     T, plan = build_batch()
     g = torch.Generator().manual_seed(2)
     emb = bf16(torch.rand(V, H, generator=g, dtype=DT) * 2 - 1)
@@ -213,7 +255,7 @@ def main():
 
     meta = {"format": "tandem-golden", "version": "2", "config": json.dumps(CONFIG),
             "adamw": json.dumps(ADAMW)}
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dflash_tiny_golden.safetensors")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
     save_file({k: t.contiguous() for k, t in out.items()}, path, metadata=meta)
     print(f"wrote {path} ({os.path.getsize(path)} bytes), loss {loss.item():.6f}, "
           f"trajectory {[round(x, 4) for x in traj]}")
