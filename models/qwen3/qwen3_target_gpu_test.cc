@@ -176,6 +176,12 @@ TEST_F(Qwen3TargetCudaTest, GoldenMatchesTransformers) {
   testing::CheckQwen3Golden(Device::Cuda(0), stream_.get());
 }
 
+TEST_F(Qwen3TargetCudaTest, MoeGoldenMatchesTransformers) {
+  const testing::GoldenSet g = testing::Qwen3MoeGolden();
+  if (!testing::HaveGolden(g)) GTEST_SKIP() << g.missing;
+  testing::CheckQwen3Golden(Device::Cuda(0), stream_.get(), g);
+}
+
 // The real-size check: a Qwen3-8B-shaped random checkpoint written by save_pretrained
 // (sharded) and its transformers hidden states (tests/golden/make_qwen3_8b_shaped.py).
 TEST_F(Qwen3TargetCudaTest, Qwen3_8bShapedMatchesTransformers) {
