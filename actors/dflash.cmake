@@ -42,4 +42,7 @@ tandem_add_test(dflash_trust_test
 tandem_add_test(dflash_hybrid_job_test SOURCES dflash/dflash_hybrid_job_test.cc
                 LIBS tandem::actors_whole)
 target_compile_definitions(dflash_hybrid_job_test PRIVATE TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# The DFlash job against a Qwen3-MoE target (random weights of a tiny config).
+tandem_add_test(dflash_moe_job_test SOURCES dflash/dflash_moe_job_test.cc
+                LIBS tandem::actors_whole TIMEOUT ${job_test_timeout})
 include(${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint/checkpoint.cmake)

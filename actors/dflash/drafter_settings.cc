@@ -374,6 +374,7 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
 models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelSpec& spec) {
   models::DFlashConfig dc;
   dc.layers = spec.config;
+  dc.layers.moe.reset();  // the drafter's layers are dense whatever the target's are
   dc.layers.architectures = {"DFlashDraftModel"};
   dc.layers.num_hidden_layers = ds.num_layers;
   dc.layers.layer_types = ds.layer_types;

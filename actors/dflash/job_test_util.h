@@ -37,6 +37,9 @@ struct TinyJob {
   // "": random weights of TinyTargetConfig(); else an HF directory holding a target of that
   // config (e.g. tests/eval/rule_target.h's, which continues text the way the data does).
   std::string model{};
+  // More keys of the random target's target_config table (model = ""), each with a leading
+  // ", ": e.g. a qwen3_moe model_type and its expert keys.
+  std::string target_config_extra{};
   // Faults injected into the drafters (drafter_faults.h); none by default.
   DrafterFaults::Plan faults{};
 };
@@ -74,10 +77,10 @@ inline std::string TinyJobText(const TinyJob& j) {
           : fmt::format("model = \"random\"\ntarget_config = {{ vocab_size = {}, hidden_size = "
                         "{}, num_hidden_layers = {}, num_attention_heads = {}, "
                         "num_key_value_heads = {}, head_dim = {}, intermediate_size = {}, "
-                        "max_position_embeddings = {} }}",
+                        "max_position_embeddings = {}{} }}",
                         c.vocab_size, c.hidden_size, c.num_hidden_layers,
                         c.num_attention_heads, c.num_key_value_heads, c.head_dim,
-                        c.intermediate_size, c.max_position_embeddings);
+                        c.intermediate_size, c.max_position_embeddings, j.target_config_extra);
   return fmt::format(R"(
 [job]
 name = "{}"

@@ -138,6 +138,10 @@ Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& pre
                                     TargetModelSpec spec) {
   const KeyTable& k = TargetKeys();
   const int64_t n = spec.config.num_hidden_layers;
+  if (spec.config.moe && spec.precision == models::TargetPrecision::kFp8)
+    return InvalidArgumentError("{}: \"fp8\" is not implemented for mixture-of-experts targets "
+                                "(model_type {}); use \"bf16\"",
+                                KeyPath(s, prefix, "precision"), spec.config.model_type);
   if (const ConfigValue* layers = s.Find("layers")) {
     for (const ConfigValue& v : layers->array()) {
       const int64_t id = *v.AsInt();
@@ -183,7 +187,8 @@ const KeyTable& TargetKeys() {
     t->String("out", "channel the HiddenBatches go to").Required();
     t->String("model", "an HF directory (config.json + *.safetensors), or \"random\" for random "
               "weights of target_config; its model_type picks the family: qwen3 / llama "
-              "(dense) or qwen3_5 / qwen3_5_text (Gated DeltaNet hybrid)").Required();
+              "(dense), qwen3_moe (mixture of experts) or qwen3_5 / qwen3_5_text (Gated "
+              "DeltaNet hybrid)").Required();
     t->Table("target_config", "for model = \"random\": HF config.json keys (vocab_size, "
              "hidden_size, num_hidden_layers, ...; model_type = \"qwen3_5_text\" for a "
              "hybrid)").DefaultIs("none");

@@ -54,12 +54,15 @@ Status RejectUnsupportedKeys(const json& j, std::string_view source) {
     const char* why;
   };
   static const Rule kRules[] = {
-      {"num_experts", "mixture-of-experts models are not supported"},
-      {"num_local_experts", "mixture-of-experts models are not supported"},
+      {"num_experts", "mixture-of-experts models are supported as model_type qwen3_moe only"},
+      {"num_local_experts",
+       "mixture-of-experts models are supported as model_type qwen3_moe only"},
       {"linear_num_value_heads", "Gated DeltaNet layers are not supported yet"},
       {"full_attention_interval", "Gated DeltaNet layers are not supported yet"},
   };
+  const bool moe = j.value("model_type", json()) == "qwen3_moe";
   for (const Rule& r : kRules) {
+    if (moe && std::string_view(r.key).ends_with("experts")) continue;
     if (Find(j, r.key) != nullptr) return KeyError(source, r.key, "{}", r.why);
   }
   return Status::Ok();
@@ -106,7 +109,7 @@ Status ParseModelType(const json& j, std::string_view source, TransformerConfig*
   const json* mt = Find(j, "model_type");
   if (mt == nullptr || !mt->is_string()) return KeyError(source, "model_type", "missing");
   c->model_type = mt->get<std::string>();
-  if (c->model_type == "qwen3") {
+  if (c->model_type == "qwen3" || c->model_type == "qwen3_moe") {
     c->family = ModelFamily::kQwen3;
     c->qk_norm = true;
   } else if (c->model_type == "llama") {
@@ -122,7 +125,7 @@ Status ParseModelType(const json& j, std::string_view source, TransformerConfig*
     return KeyError(source, "model_type", "'{}': Gated DeltaNet layers are not supported yet",
                     c->model_type);
   } else {
-    return KeyError(source, "model_type", "'{}' is not supported (tandem runs qwen3 and llama)",
+    return KeyError(source, "model_type", "'{}' is not supported (tandem runs qwen3, qwen3_moe and llama)",
                     c->model_type);
   }
   if (const json* a = Find(j, "architectures")) {
@@ -329,6 +332,7 @@ Result<TransformerConfig> ParseTransformerConfig(const json& j, std::string_view
   RETURN_IF_ERROR(ParseLayerTypes(j, source, &c));
   RETURN_IF_ERROR(ParseDType(j, source, &c));
   RETURN_IF_ERROR(ParseQuantization(j, source, &c));
+  if (c.model_type == "qwen3_moe") RETURN_IF_ERROR(config_detail::ParseMoeConfig(j, source, &c));
   if (Find(j, "bos_token_id") != nullptr) {
     ASSIGN_OR_RETURN(c.bos_token_id, GetInt(j, source, "bos_token_id"));
   }
@@ -364,7 +368,8 @@ Result<TransformerConfig> LoadTransformerConfig(const std::string& path) {
 }
 
 const std::vector<std::string>& TransformerConfigKeys() {
-  static const std::vector<std::string> keys = {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {
       "architectures", "attention_bias", "attention_dropout", "bos_token_id", "dtype",
       "eos_token_id", "head_dim", "hidden_act", "hidden_size", "initializer_range",
       "intermediate_size", "layer_types", "max_position_embeddings", "max_window_layers",
@@ -372,6 +377,10 @@ const std::vector<std::string>& TransformerConfigKeys() {
       "num_key_value_heads", "num_local_experts", "pretraining_tp", "quantization_config",
       "rms_norm_eps", "rope_parameters", "rope_scaling", "rope_theta", "sliding_window",
       "tie_word_embeddings", "torch_dtype", "use_sliding_window", "vocab_size"};
+    for (const std::string& m : config_detail::MoeConfigKeys())
+      if (std::find(k.begin(), k.end(), m) == k.end()) k.push_back(m);
+    return k;
+  }();
   return keys;
 }
 
@@ -446,6 +455,7 @@ json TransformerConfigToJson(const TransformerConfig& c) {
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  config_detail::MoeConfigToJson(c, &j);
   return j;
 }
 

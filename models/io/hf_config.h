@@ -1,6 +1,7 @@
 // Hugging Face `config.json` for the decoder-only transformers tandem runs: Qwen3
-// (`model_type: qwen3`, q/k RMSNorm) and Llama-3 (`model_type: llama`, the same layers
-// without q/k norms). Per-layer attention types, head dims and the RoPE variant are kept as
+// (`model_type: qwen3`, q/k RMSNorm), Llama-3 (`model_type: llama`, the same layers
+// without q/k norms) and Qwen3-MoE (`model_type: qwen3_moe`: Qwen3 attention with
+// mixture-of-experts feed-forward blocks, MoeConfig; hf_config_moe.cc). Per-layer attention types, head dims and the RoPE variant are kept as
 // data so a hybrid model can be added later; anything tandem does not implement (a RoPE
 // scaling type, a non-attention layer type, biases, another activation, a hybrid model
 // type) is rejected with a message naming the file and the key, never ignored.
@@ -29,6 +30,16 @@ enum class LayerType : uint8_t { kFullAttention, kSlidingAttention };
 enum class RopeType : uint8_t { kDefault };  // plain RoPE over the first rotary_dim dims
 
 std::string_view LayerTypeName(LayerType t);  // "full_attention" / "sliding_attention"
+
+// The mixture-of-experts keys of a qwen3_moe config.json (transformers' Qwen3MoeConfig).
+struct MoeConfig {
+  int64_t num_experts = 0;             // `num_experts` (or Mixtral's `num_local_experts`)
+  int64_t num_experts_per_tok = 0;     // top-k, 1..min(num_experts, 32)
+  int64_t moe_intermediate_size = 0;   // each expert's MLP width
+  bool norm_topk_prob = false;         // renormalise the k routing weights (HF default false)
+  int64_t decoder_sparse_step = 1;     // layer i is MoE iff (i + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here (those are dense)
+};
 
 struct TransformerConfig {
   ModelFamily family = ModelFamily::kQwen3;
@@ -59,8 +70,14 @@ struct TransformerConfig {
   bool fp8_block_weights = false;
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
+  std::optional<MoeConfig> moe;  // set iff model_type is qwen3_moe
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
+  // Whether decoder layer `layer` has a mixture-of-experts block (else a dense MLP of
+  // intermediate_size), by transformers' rule (decoder_sparse_step, mlp_only_layers).
+  bool IsMoeLayer(int64_t layer) const;
+  // Whether some layer has a dense MLP (every layer of a dense model).
+  bool HasDenseMlp() const;
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
 
@@ -105,6 +122,13 @@ nlohmann::json TransformerConfigToJson(const TransformerConfig& c);
 
 // Internal helpers shared with the drafter config; `source` names the file.
 namespace config_detail {
+// The MoE keys of a qwen3_moe config into c->moe (hf_config_moe.cc); InvalidArgument naming
+// `source` and the key (a top-k above the expert count, a shared expert, ...).
+Status ParseMoeConfig(const nlohmann::json& j, std::string_view source, TransformerConfig* c);
+// Writes c.moe's keys into `j` (nothing for a dense config).
+void MoeConfigToJson(const TransformerConfig& c, nlohmann::json* j);
+// The MoE keys ParseMoeConfig reads or accepts.
+const std::vector<std::string>& MoeConfigKeys();
 Result<int64_t> GetInt(const nlohmann::json& j, std::string_view source, const char* key,
                        std::optional<int64_t> fallback = std::nullopt);
 Result<std::vector<int64_t>> GetIntList(const nlohmann::json& j, std::string_view source,

@@ -1,10 +1,75 @@
 #include "models/io/weight_spec.h"
 
+#include <charconv>
+
 #include "models/io/fp8_checkpoint.h"
 
 namespace tandem::models {
 
-std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c) {
+namespace {
+
+void AddExpertSpecs(const TransformerConfig& c, const std::string& p, ExpertLayout layout,
+                    std::vector<WeightSpec>* specs) {
+  const int64_t h = c.hidden_size, e = c.moe->num_experts, i = c.moe->moe_intermediate_size;
+  specs->push_back({p + "mlp.gate.weight", {e, h}});
+  if (layout == ExpertLayout::kFused) {
+    specs->push_back({p + "mlp.experts.gate_up_proj", {e, 2 * i, h}});
+    specs->push_back({p + "mlp.experts.down_proj", {e, h, i}});
+    return;
+  }
+  for (int64_t x = 0; x < e; ++x) {
+    const std::string q = fmt::format("{}mlp.experts.{}.", p, x);
+    specs->push_back({q + "gate_proj.weight", {i, h}});
+    specs->push_back({q + "up_proj.weight", {i, h}});
+    specs->push_back({q + "down_proj.weight", {h, i}});
+  }
+}
+
+const char* FirstFile(const SafetensorsReader& reader) {
+  return reader.files().empty() ? "" : reader.files().front().c_str();
+}
+
+}  // namespace
+
+Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
+                                        const TransformerConfig& c) {
+  if (!c.moe) return ExpertLayout::kPerExpert;
+  const int64_t e = c.moe->num_experts;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (!c.IsMoeLayer(l)) continue;
+    const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);
+    if (const TensorInfo* fused = reader.Find(p + "gate_up_proj")) {
+      if (fused->shape.empty() || fused->shape[0] != e)
+        return DataLossError("{}: holds {} experts but config.json's num_experts is {}",
+                             reader.Where(*fused),
+                             fused->shape.empty() ? 0 : fused->shape[0], e);
+      return ExpertLayout::kFused;
+    }
+    // Per-expert: the highest expert index of this layer in the checkpoint.
+    int64_t held = 0;
+    for (const TensorInfo& t : reader.tensors()) {
+      if (t.name.compare(0, p.size(), p) != 0) continue;
+      int64_t x = -1;
+      std::from_chars(t.name.data() + p.size(), t.name.data() + t.name.size(), x);
+      if (x >= e)
+        return DataLossError("{}: names expert {} but config.json's num_experts is {}",
+                             reader.Where(t), x, e);
+      held = std::max(held, x + 1);
+    }
+    for (int64_t x = 0; x < e; ++x)
+      for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        const std::string name = fmt::format("{}{}.{}.weight", p, x, proj);
+        if (reader.Find(name) == nullptr)
+          return NotFoundError("checkpoint {} has no tensor '{}' (layer {} holds {} of the {} "
+                               "experts config.json's num_experts names)", FirstFile(reader),
+                               name, l, held, e);
+      }
+    return ExpertLayout::kPerExpert;
+  }
+  return ExpertLayout::kPerExpert;
+}
+
+std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c, ExpertLayout layout) {
   const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size;
   std::vector<WeightSpec> specs;
   specs.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
@@ -20,6 +85,10 @@ std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c) {
       specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
     }
     specs.push_back({p + "post_attention_layernorm.weight", {h}});
+    if (c.IsMoeLayer(i)) {
+      AddExpertSpecs(c, p, layout, &specs);
+      continue;
+    }
     specs.push_back({p + "mlp.gate_proj.weight", {ff, h}});
     specs.push_back({p + "mlp.up_proj.weight", {ff, h}});
     specs.push_back({p + "mlp.down_proj.weight", {h, ff}});

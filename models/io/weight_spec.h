@@ -20,9 +20,25 @@ struct WeightSpec {
   std::vector<int64_t> shape;  // PyTorch Linear layout: [out_features, in_features]
 };
 
+// How a qwen3_moe checkpoint stores its experts: one tensor per expert and projection
+// (`mlp.experts.{e}.{gate,up,down}_proj.weight`, the released checkpoints), or transformers
+// 5's fused parameters (`mlp.experts.gate_up_proj` [E, 2I, H], gate rows first, and
+// `mlp.experts.down_proj` [E, H, I]).
+enum class ExpertLayout : uint8_t { kPerExpert, kFused };
+
 // Every weight of the causal LM, in layer order. `lm_head.weight` is listed only when the
-// embeddings are not tied.
-std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c);
+// embeddings are not tied. A MoE layer lists `mlp.gate.weight` [E, H] (the router) and its
+// experts in `layout` instead of the dense MLP.
+std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c,
+                                            ExpertLayout layout = ExpertLayout::kPerExpert);
+
+// The layout `reader`'s checkpoint stores the experts of MoE config `c` in (kPerExpert for
+// a dense config), after checking that the expert count agrees with the config: DataLoss
+// naming the tensor and the file when a fused tensor holds another number of experts, or a
+// per-expert tensor names an expert the config does not have; NotFound naming the first
+// missing expert tensor (with how many experts the checkpoint holds).
+Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
+                                        const TransformerConfig& c);
 
 // OK when every spec is present with its shape and a floating dtype (BF16/F16/F32).
 // DataLoss naming the tensor and the file otherwise; NotFound for a missing tensor.

@@ -1,11 +1,13 @@
 // Test helper: runs the Qwen3 target on the HF transformers goldens made by
-// tests/golden/make_qwen3_golden.py (tiny random Qwen3 saved with save_pretrained, and the
-// float64 reference + bf16 transformers outputs of a packed batch) and compares, on the
-// CPU or a CUDA device. Test-only; expects TANDEM_SOURCE_DIR to be defined.
+// tests/golden/make_qwen3_golden.py and make_qwen3_moe_golden.py (tiny random Qwen3 and
+// Qwen3-MoE saved with save_pretrained, and the float64 reference + bf16 transformers
+// outputs of a packed batch) and compares, on the CPU or a CUDA device; for MoE goldens also
+// the router's choices (RouterAgreement). Test-only; expects TANDEM_SOURCE_DIR to be defined.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -19,16 +21,29 @@
 
 namespace tandem::models::testing {
 
-inline std::string GoldenModelDir() {
-  return std::string(TANDEM_SOURCE_DIR) + "/tests/golden/qwen3_tiny";
+// A golden model directory and its golden file under tests/golden/.
+struct GoldenSet {
+  std::string model_dir, file;
+  const char* missing;  // the skip message while they are not generated
+};
+inline GoldenSet Qwen3Golden() {
+  const std::string g = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/";
+  return {g + "qwen3_tiny", g + "qwen3_tiny_golden.safetensors",
+          "tests/golden/qwen3_tiny{,_golden.safetensors} not generated yet: run "
+          "`python3 tests/golden/make_qwen3_golden.py` where torch + transformers are installed"};
 }
-inline std::string GoldenFile() {
-  return std::string(TANDEM_SOURCE_DIR) + "/tests/golden/qwen3_tiny_golden.safetensors";
+inline GoldenSet Qwen3MoeGolden() {
+  const std::string g = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/";
+  return {g + "qwen3_moe_tiny", g + "qwen3_moe_tiny_golden.safetensors",
+          "tests/golden/qwen3_moe_tiny{,_golden.safetensors} not generated yet: run "
+          "`python3 tests/golden/make_qwen3_moe_golden.py` where torch + transformers are "
+          "installed"};
 }
-inline bool HaveQwen3Golden() {
-  return std::filesystem::exists(GoldenModelDir() + "/config.json") &&
-         std::filesystem::exists(GoldenFile());
+inline bool HaveGolden(const GoldenSet& g) {
+  return std::filesystem::exists(g.model_dir + "/config.json") &&
+         std::filesystem::exists(g.file);
 }
+inline bool HaveQwen3Golden() { return HaveGolden(Qwen3Golden()); }
 inline constexpr char kNoGoldenMessage[] =
     "tests/golden/qwen3_tiny{,_golden.safetensors} not generated yet: run "
     "`python3 tests/golden/make_qwen3_golden.py` where torch + transformers are installed";
@@ -89,11 +104,58 @@ inline ::testing::AssertionResult AsAccurateAsTransformers(const std::vector<flo
   return ::testing::AssertionSuccess();
 }
 
-// Loads tests/golden/qwen3_tiny onto `device`, runs the golden batch capturing every layer
-// with logits, and compares with the goldens.
-inline void CheckQwen3Golden(kernels::Device device, kernels::Stream stream) {
+// The share of tokens whose top-k expert set (order ignored) differs between `got` and
+// `want` (i32 [T, k] each).
+inline double RouterSetsDiffer(std::vector<int32_t> got, std::vector<int32_t> want, int64_t k) {
+  int64_t differ = 0;
+  const int64_t t = static_cast<int64_t>(want.size()) / k;
+  for (int64_t r = 0; r < t; ++r) {
+    std::sort(got.begin() + r * k, got.begin() + (r + 1) * k);
+    std::sort(want.begin() + r * k, want.begin() + (r + 1) * k);
+    differ += !std::equal(got.begin() + r * k, got.begin() + (r + 1) * k, want.begin() + r * k);
+  }
+  return t == 0 ? 0.0 : static_cast<double>(differ) / static_cast<double>(t);
+}
+
+// Router agreement on a MoE golden: for every MoE layer l with `router.{l}.topk` (the float64
+// reference's choices), runs the forward up to l and compares the target's top-k sets with
+// the reference's. Passes when the share of tokens whose set differs is at most
+// max(5%, 2x that of transformers' bf16 model, `bf16_hf.router.{l}.topk`): the routers see
+// bf16 inputs whose rounding flips near-ties; a wrong router (no softmax order, wrong top-k,
+// wrong weight rows) differs on most tokens.
+inline void CheckRouterAgreement(Qwen3Target& target, const SafetensorsReader& reader,
+                                 const PackedBatch& batch, kernels::Allocator& alloc,
+                                 kernels::Device device, kernels::Stream stream) {
+  const TransformerConfig& c = target.config();
+  const int64_t t = batch.input_ids.dim(0), k = c.moe->num_experts_per_tok;
+  kernels::Tensor out = EmptyTensor(alloc, kernels::DType::kBF16, {t, c.hidden_size});
+  int checked = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string name = "router." + std::to_string(l) + ".topk";
+    if (!c.IsMoeLayer(l) || reader.Find(name) == nullptr) continue;
+    const LayerCapture cap{l, out.view()};
+    ASSERT_TRUE(target.Forward(batch, {&cap, 1}).ok());
+    ASSERT_TRUE(kernels::SynchronizeStream(device, stream).ok());
+    const std::vector<int32_t> ours = kernels::testing::ToHost<int32_t>(target.moe()->topk_ids(t));
+    const double differ = RouterSetsDiffer(ours, ReadI32(reader, name), k);
+    const double hf = RouterSetsDiffer(ReadI32(reader, "bf16_hf." + name), ReadI32(reader, name), k);
+    EXPECT_LE(differ, std::max(0.05, 2 * hf))
+        << "layer " << l << ": " << differ << " of the tokens pick another expert set than the "
+        << "float64 reference (transformers bf16: " << hf << ")";
+    std::printf("router layer %d: expert sets differing from the float64 reference: tandem "
+                "%.4f, transformers bf16 %.4f\n", l, differ, hf);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no router.{l}.topk in the golden";
+}
+
+// Loads the golden model of `g` (default tests/golden/qwen3_tiny) onto `device`, runs the
+// golden batch capturing every layer with logits, and compares with the goldens; for a MoE
+// model also the router's choices (CheckRouterAgreement).
+inline void CheckQwen3Golden(kernels::Device device, kernels::Stream stream,
+                             const GoldenSet& g = Qwen3Golden()) {
   using kernels::DType;
-  auto reader = SafetensorsReader::Open(GoldenFile());
+  auto reader = SafetensorsReader::Open(g.file);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const std::vector<int32_t> ids = ReadI32(*reader, "input_ids"),
                              pos = ReadI32(*reader, "position_ids"),
@@ -101,7 +163,7 @@ inline void CheckQwen3Golden(kernels::Device device, kernels::Stream stream) {
   const int64_t t = static_cast<int64_t>(ids.size());
   kernels::DevicePools pools;  // outlives everything below
   kernels::Allocator* alloc = pools.For(device).value();
-  auto target = Qwen3Target::Load(GoldenModelDir(), *alloc, {.max_tokens = t, .stream = stream});
+  auto target = Qwen3Target::Load(g.model_dir, *alloc, {.max_tokens = t, .stream = stream});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   const TransformerConfig& c = (*target)->config();
   using kernels::testing::MakeTensor;
@@ -119,7 +181,7 @@ inline void CheckQwen3Golden(kernels::Device device, kernels::Stream stream) {
     hidden.push_back(EmptyTensor(*alloc, DType::kBF16, {t, c.hidden_size}));
     caps.push_back({l, hidden.back().view()});
   }
-  ASSERT_FALSE(caps.empty()) << "no hidden.{i} in " << GoldenFile();
+  ASSERT_FALSE(caps.empty()) << "no hidden.{i} in " << g.file;
   kernels::Tensor logits = EmptyTensor(*alloc, DType::kF32, {t, c.vocab_size});
   ASSERT_TRUE((*target)->Forward({ids_t, pos_t, cu_t, max_seqlen}, caps, logits).ok());
   ASSERT_TRUE(kernels::SynchronizeStream(device, stream).ok());
@@ -135,6 +197,9 @@ inline void CheckQwen3Golden(kernels::Device device, kernels::Stream stream) {
   EXPECT_TRUE(AsAccurateAsTransformers(kernels::testing::ToHost<float>(logits),
                                        ReadF32(*reader, "logits"),
                                        ReadF32(*reader, "bf16_hf.logits"), "logits"));
+  if (c.moe)
+    CheckRouterAgreement(**target, *reader, {ids_t, pos_t, cu_t, max_seqlen}, *alloc, device,
+                         stream);
 }
 
 }  // namespace tandem::models::testing

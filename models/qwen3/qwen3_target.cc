@@ -68,6 +68,14 @@ Status CheckPrecisionDevice(Device device, TargetPrecision precision) {
   return Status::Ok();
 }
 
+Status CheckMoePrecision(const TransformerConfig& c, TargetPrecision precision) {
+  if (c.moe && precision == TargetPrecision::kFp8)
+    return InvalidArgumentError(
+        "Qwen3Target: precision = \"fp8\" is not implemented for mixture-of-experts targets "
+        "(model_type {}); use precision = \"bf16\"", c.model_type);
+  return Status::Ok();
+}
+
 // Loads or makes the weights through `make(sink)`; with fp8 the sink quantizes each layer's
 // projections into a Qwen3Fp8Projections as they arrive.
 template <typename MakeWeights>
@@ -76,6 +84,7 @@ Result<std::unique_ptr<Qwen3Target>> BuildTarget(const TransformerConfig& config
                                                  const Qwen3TargetOptions& options,
                                                  MakeWeights make) {
   RETURN_IF_ERROR(CheckPrecisionDevice(alloc.device(), options.precision));
+  RETURN_IF_ERROR(CheckMoePrecision(config, options.precision));  // before any weight is read
   if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen3Weights weights, make(ProjectionSink()));
     return Qwen3Target::Create(std::move(weights), options);
@@ -122,6 +131,7 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
           "Qwen3Target: layer {} is {}; only full_attention layers are implemented", i,
           LayerTypeName(c.layer_types[i]));
   }
+  RETURN_IF_ERROR(CheckMoePrecision(c, options.precision));
   if (c.rotary_dim > kernels::kRopeMaxRotaryDim || c.rotary_dim % 2 != 0)
     return InvalidArgumentError("Qwen3Target: rotary_dim {} unsupported (even, <= {})",
                                 c.rotary_dim, kernels::kRopeMaxRotaryDim);
@@ -133,6 +143,10 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
                                 "with a ProjectionSink) and no FP8 form of them was given");
   t->fp8_ = std::move(fp8);
   RETURN_IF_ERROR(t->AllocateWorkspace());
+  if (c.moe) {
+    ASSIGN_OR_RETURN(t->moe_, kernels::MoeLayer::Create(MoeShape(c), options.max_tokens,
+                                                        t->weights_.allocator(), options.stream));
+  }
   if (options.precision == TargetPrecision::kFp8) RETURN_IF_ERROR(t->PrepareFp8());
   if (device.is_cuda()) {
 #ifdef TANDEM_HAVE_CUDA
@@ -146,11 +160,17 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
   return t;
 }
 
+kernels::MoeLayerShape Qwen3Target::MoeShape(const TransformerConfig& c) {
+  return {c.hidden_size, c.moe->num_experts, c.moe->num_experts_per_tok,
+          c.moe->moe_intermediate_size, 0, c.moe->norm_topk_prob};
+}
+
 Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir,
                                                        kernels::Allocator& alloc,
                                                        const Qwen3TargetOptions& options) {
   RETURN_IF_ERROR(CheckPrecisionDevice(alloc.device(), options.precision));
   ASSIGN_OR_RETURN(TransformerConfig config, LoadTransformerConfig(dir));
+
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   return BuildTarget(config, alloc, options, [&](const ProjectionSink& sink) {
     return Qwen3Weights::Load(config, reader, alloc, options.stream, sink);
@@ -169,7 +189,7 @@ int64_t Qwen3Target::ActivationLayout(const TransformerConfig& c, int64_t max_to
                                       int64_t* offsets, int64_t* cols) {
   // Rows padded to 4: an FP8 GEMM writes Fp8PaddedRows(T) rows (kernels/gemm/fp8.h).
   const int64_t t = kernels::Fp8PaddedRows(max_tokens), h = c.hidden_size, qd = c.q_dim(),
-                kvd = c.kv_dim(), ff = c.intermediate_size;
+                kvd = c.kv_dim(), ff = c.HasDenseMlp() ? c.intermediate_size : 0;
   // Activations' members in order: hidden, normed, q_raw, k_raw, q, k, v, attn, gate_up, act.
   const int64_t widths[kActivationSlots] = {h, h, qd, kvd, qd, kvd, kvd, qd, 2 * ff, ff};
   int64_t total = 0;
@@ -186,9 +206,10 @@ int64_t Qwen3Target::WorkspaceBytes(const TransformerConfig& c, int64_t max_toke
                                     TargetPrecision precision) {
   int64_t offsets[kActivationSlots], cols[kActivationSlots], code_bytes = 0, scales = 0;
   const int64_t bf16 = ActivationLayout(c, max_tokens, offsets, cols);
-  return bf16 + (precision == TargetPrecision::kFp8
-                     ? Fp8InputLayout(c, max_tokens, &code_bytes, &scales)
-                     : 0);
+  return bf16 +
+         (precision == TargetPrecision::kFp8 ? Fp8InputLayout(c, max_tokens, &code_bytes, &scales)
+                                             : 0) +
+         (c.moe ? kernels::MoeLayer::WorkspaceBytes(MoeShape(c), max_tokens) : 0);
 }
 
 Status Qwen3Target::AllocateWorkspace() {
@@ -306,6 +327,7 @@ Status Qwen3Target::Layer(const Qwen3LayerWeights& w, const PackedBatch& batch, 
 
   // MLP block.
   RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, w.post_norm, eps, s));
+  if (!w.moe.router.empty()) return moe_->Forward(g, w.moe, normed, hidden, s);
   const TensorView gate_up = rows(act_.gate_up), act = rows(act_.act);
   RETURN_IF_ERROR(kernels::Gemm(g, normed, w.gate_up, gate_up, linear, s));
   const auto [gate, up] = kernels::SplitGateUp(gate_up);

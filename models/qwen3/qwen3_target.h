@@ -8,11 +8,15 @@
 // the residual (fused as the GEMM's beta = 1) -> post-attention RMSNorm -> one GEMM for
 // gate|up -> SwiGLU -> down_proj added to the residual. The forward stops after the last
 // captured layer unless logits are asked for (final norm + LM head).
+// Qwen3-MoE (config.moe): in the MoE layers the post-attention norm feeds a
+// mixture-of-experts block instead (kernels/moe/moe_layer.h: fp32 router, top-k, experts,
+// weighted combine added to the residual); the other layers keep the dense MLP.
 //
 // Device: the weights' device (CPU references or CUDA ops, chosen by the tensors). All
 // activations live in one workspace sized at Create for `max_tokens` and reused layer to
 // layer; on CUDA a Forward allocates nothing and never synchronises the host (it only
-// enqueues work on the stream given at Create).
+// enqueues work on the stream given at Create), except that each MoE layer waits once for
+// the stream (its expert offsets go to the host for the per-expert GEMM loop).
 //
 // Precision: bf16 (default) or fp8. With fp8 every projection (q/k/v/o, gate|up, down) runs
 // as a block-scaled e4m3 GEMM (weights quantized at Create with 128x128 blocks, the bf16
@@ -20,7 +24,8 @@
 // and SwiGLU kernels that produce them, and in one extra pass over the attention output,
 // which cuDNN writes in bf16). Embedding, norms, RoPE, attention, the residual stream and
 // the LM head stay bf16/fp32. fp8 on CUDA needs sm_90 or newer (InvalidArgument otherwise);
-// on the CPU it runs the FP8 reference kernels.
+// on the CPU it runs the FP8 reference kernels. fp8 is not implemented for MoE configs
+// (InvalidArgument naming `precision`).
 //
 // Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
 #pragma once
@@ -128,16 +133,22 @@ class Qwen3Target {
   kernels::Device device() const { return weights_.device(); }
   int64_t max_tokens() const { return options_.max_tokens; }
   int64_t workspace_bytes() const {  // (an unallocated Tensor reports one element's bytes)
-    return workspace_.nbytes() + (fp8_workspace_.data() != nullptr ? fp8_workspace_.nbytes() : 0);
+    return workspace_.nbytes() + (fp8_workspace_.data() != nullptr ? fp8_workspace_.nbytes() : 0) +
+           (moe_ != nullptr ? moe_->workspace_bytes() : 0);
   }
   // What Create allocates as workspace for `max_tokens`, from the config alone: the bf16
-  // activation slots and, with fp8, the e4m3 input buffer (workspace_bytes() of such a target;
+  // activation slots, the MoE block's buffers and, with fp8, the e4m3 input buffer (workspace_bytes() of such a target;
   // the validation's memory bound).
   static int64_t WorkspaceBytes(const TransformerConfig& c, int64_t max_tokens,
                                 TargetPrecision precision = TargetPrecision::kBf16);
   TargetPrecision precision() const { return options_.precision; }
   // The e4m3 projections (precision fp8; else empty).
   const Qwen3Fp8Projections& fp8_projections() const { return fp8_; }
+  // The MoE block's buffers and last routing (null for a dense model): after a Forward that
+  // ran layer L last among MoE layers, moe()->topk_ids(T) holds that layer's choices.
+  const kernels::MoeLayer* moe() const { return moe_.get(); }
+  // The MoE block shape of `c` (REQUIRES c.moe).
+  static kernels::MoeLayerShape MoeShape(const TransformerConfig& c);
   // Bytes of parameters on the device: the weights plus, with fp8, the e4m3 projections.
   int64_t weight_bytes() const { return weights_.nbytes() + fp8_.nbytes(); }
 
@@ -217,6 +228,7 @@ class Qwen3Target {
   Activations act_;
   std::unique_ptr<kernels::GemmContext> gemm_;                   // CUDA only
   std::unique_ptr<kernels::CausalVarlenAttention> attention_;    // CUDA only
+  std::unique_ptr<kernels::MoeLayer> moe_;                       // MoE configs only
   Qwen3Fp8Projections fp8_;                                      // fp8 only
   kernels::Tensor fp8_workspace_;                                // fp8 only: u8
   kernels::Fp8GroupActivation act8_;  // f8 [Tp, max(H, hq*d, I)] as flat storage + scales

@@ -92,8 +92,8 @@ class Qwen3TargetCudaTest : public ::testing::Test {
   kernels::CachingPool* pool_ = nullptr;
 };
 
-// Tiny (head_dim 8) and Qwen3-like (head_dim 128, the cuDNN path) shapes: CUDA vs CPU vs the
-// float64 reference, on documents of odd lengths.
+// Tiny (head_dim 8), Qwen3-like (head_dim 128, the cuDNN path) and tiny Qwen3-MoE shapes:
+// CUDA vs CPU vs the float64 reference, on documents of odd lengths.
 TEST_F(Qwen3TargetCudaTest, MatchesCpuForwardAndFloat64Reference) {
   TransformerConfig wide = testing::TinyConfig(false, false);
   wide.hidden_size = 256;
@@ -104,9 +104,10 @@ TEST_F(Qwen3TargetCudaTest, MatchesCpuForwardAndFloat64Reference) {
     TransformerConfig cfg;
     std::vector<int> docs;
   } cases[] = {{testing::TinyConfig(false, false), {5, 11, 1, 7, 33}},
-               {wide, {100, 257, 31}}};
+               {wide, {100, 257, 31}},
+               {testing::TinyMoeConfig(), {5, 11, 1, 7, 33}}};  // qwen3_moe: 2 MoE layers
   for (const auto& cs : cases) {
-    SCOPED_TRACE("head_dim " + std::to_string(cs.cfg.head_dim));
+    SCOPED_TRACE(cs.cfg.model_type + " head_dim " + std::to_string(cs.cfg.head_dim));
     const testing::HostWeights w = testing::RandomHostWeights(cs.cfg, 21);
     testing::ScratchDir dir;
     ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cs.cfg, w).ok());
@@ -174,6 +175,12 @@ TEST_F(Qwen3TargetCudaTest, SteadyStateAllocatesNothingAndCapturesInAGraph) {
 TEST_F(Qwen3TargetCudaTest, GoldenMatchesTransformers) {
   if (!testing::HaveQwen3Golden()) GTEST_SKIP() << testing::kNoGoldenMessage;
   testing::CheckQwen3Golden(Device::Cuda(0), stream_.get());
+}
+
+TEST_F(Qwen3TargetCudaTest, MoeGoldenMatchesTransformers) {
+  const testing::GoldenSet g = testing::Qwen3MoeGolden();
+  if (!testing::HaveGolden(g)) GTEST_SKIP() << g.missing;
+  testing::CheckQwen3Golden(Device::Cuda(0), stream_.get(), g);
 }
 
 // The real-size check: a Qwen3-8B-shaped random checkpoint written by save_pretrained

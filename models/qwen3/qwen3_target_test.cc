@@ -24,28 +24,9 @@ using testing::HostBatch;
 using testing::HostWeights;
 using testing::ScratchDir;
 
-std::vector<double> ToDouble(const std::vector<bf16>& v) {
-  std::vector<double> out;
-  for (bf16 x : v) out.push_back(x.f());
-  return out;
-}
-
-PackedBatch HostPacked(HostBatch& b) {
-  const int64_t t = static_cast<int64_t>(b.ids.size());
-  return PackedBatch{TensorView(b.ids.data(), DType::kI32, {t}),
-                     TensorView(b.pos.data(), DType::kI32, {t}),
-                     TensorView(b.cu.data(), DType::kI32, {static_cast<int64_t>(b.cu.size())}),
-                     b.max_seqlen};
-}
-
-double RelL2(const std::vector<double>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::HostPacked;
+using testing::RelL2;
+using testing::ToDouble;
 
 struct Variant {
   const char* name;

@@ -1,7 +1,8 @@
 // Test helpers for the Qwen3 target: a tiny random checkpoint written with tandem's own
 // safetensors writer (some tensors stored as fp32 to exercise conversion), a packed batch
 // of documents, and an independent float64 reimplementation of the forward, written
-// naively from the HF modeling code's math. Test-only; not part of the library.
+// naively from the HF modeling code's math (Qwen3-MoE layers too: router, top-k, experts).
+// Test-only; not part of the library.
 #pragma once
 
 #include <cmath>
@@ -15,9 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/core/dtype.h"
+#include "kernels/moe/moe_testing.h"
 #include "models/io/hf_config.h"
 #include "models/io/safetensors_writer.h"
 #include "models/io/weight_spec.h"
+#include "models/qwen3/qwen3_target.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models::testing {
@@ -31,6 +34,21 @@ namespace tandem::models::testing {
 // while the sensitivity check in qwen3_target_test.cc shows that a real mistake (documents
 // attending across boundaries) is far outside them.
 inline constexpr double kAtol = 5e-2, kRtol = 2e-2, kRelL2 = 1e-2;
+
+inline std::vector<double> ToDouble(const std::vector<kernels::bf16>& v) {
+  std::vector<double> out;
+  for (kernels::bf16 x : v) out.push_back(x.f());
+  return out;
+}
+
+inline double RelL2(const std::vector<double>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
 
 inline double Rms(const std::vector<double>& v) {
   double ss = 0;
@@ -61,6 +79,22 @@ inline TransformerConfig TinyConfig(bool llama, bool tied) {
   return c;
 }
 
+// TinyConfig as a qwen3_moe: 6 experts of width 16, top-2 with renormalisation, layer 1
+// dense (mlp_only_layers) with the dense intermediate_size.
+inline TransformerConfig TinyMoeConfig() {
+  TransformerConfig c = TinyConfig(false, false);
+  c.model_type = "qwen3_moe";
+  c.architectures = {"Qwen3MoeForCausalLM"};
+  MoeConfig m;
+  m.num_experts = 6;
+  m.num_experts_per_tok = 2;
+  m.moe_intermediate_size = 16;
+  m.norm_topk_prob = true;
+  m.mlp_only_layers = {1};
+  c.moe = m;
+  return c;
+}
+
 // Every weight as bf16-representable floats (the checkpoint stores exactly these values).
 using HostWeights = std::map<std::string, std::vector<float>>;
 
@@ -87,14 +121,35 @@ inline HostWeights RandomHostWeights(const TransformerConfig& c, uint32_t seed) 
 
 // Writes config.json + model.safetensors into `dir`. Norm weights and every o_proj are
 // stored as F32 (the loader converts), everything else as BF16.
+// The fused tensors of a MoE layer (`name` ends in mlp.experts.gate_up_proj or down_proj)
+// assembled from the per-expert host weights.
+inline std::vector<float> FusedExperts(const TransformerConfig& c, const HostWeights& w,
+                                       const std::string& name) {
+  const std::string prefix = name.substr(0, name.rfind('.') + 1);  // "...mlp.experts."
+  const bool down = name.ends_with("down_proj");
+  std::vector<float> v;
+  for (int64_t x = 0; x < c.moe->num_experts; ++x)
+    for (const char* proj : down ? std::vector<const char*>{"down_proj"}
+                                 : std::vector<const char*>{"gate_proj", "up_proj"}) {
+      const std::vector<float>& e = w.at(prefix + std::to_string(x) + "." + proj + ".weight");
+      v.insert(v.end(), e.begin(), e.end());
+    }
+  return v;
+}
+
 inline Status WriteCheckpoint(const std::string& dir, const TransformerConfig& c,
-                              const HostWeights& w) {
+                              const HostWeights& w,
+                              ExpertLayout layout = ExpertLayout::kPerExpert) {
   std::ofstream(dir + "/config.json") << TransformerConfigToJson(c).dump(2);
   std::vector<std::vector<kernels::bf16>> bf;
+  std::vector<std::vector<float>> fused;
   std::vector<TensorToWrite> out;
-  bf.reserve(w.size());
-  for (const WeightSpec& s : CausalLmWeightSpecs(c)) {
-    const std::vector<float>& v = w.at(s.name);
+  bf.reserve(w.size() + 1);
+  fused.reserve(w.size() + 1);
+  for (const WeightSpec& s : CausalLmWeightSpecs(c, layout)) {
+    if (!w.contains(s.name) && s.shape.size() != 3) continue;  // a test removed it
+    if (s.shape.size() == 3) fused.push_back(FusedExperts(c, w, s.name));
+    const std::vector<float>& v = s.shape.size() == 3 ? fused.back() : w.at(s.name);
     const bool f32 = s.shape.size() == 1 || s.name.find("o_proj") != std::string::npos;
     TensorToWrite t{s.name, f32 ? kernels::DType::kF32 : kernels::DType::kBF16, s.shape, {}};
     if (f32) {
@@ -129,6 +184,16 @@ inline HostBatch MakeBatch(const std::vector<int>& doc_lengths, int64_t vocab, u
     b.max_seqlen = std::max(b.max_seqlen, len);
   }
   return b;
+}
+
+// `b` as a PackedBatch of host views (b must outlive it).
+inline PackedBatch HostPacked(HostBatch& b) {
+  const int64_t t = static_cast<int64_t>(b.ids.size());
+  return PackedBatch{kernels::TensorView(b.ids.data(), kernels::DType::kI32, {t}),
+                     kernels::TensorView(b.pos.data(), kernels::DType::kI32, {t}),
+                     kernels::TensorView(b.cu.data(), kernels::DType::kI32,
+                                         {static_cast<int64_t>(b.cu.size())}),
+                     b.max_seqlen};
 }
 
 // float64 forward. Returns the output of every decoder layer ([T*H] each) and, last, the
@@ -223,6 +288,28 @@ inline RefOutputs ReferenceForward(const TransformerConfig& c, const HostWeights
     std::vector<double> o = linear(attn, weight(p + "self_attn.o_proj.weight"), t, hq * d, h);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     n = rmsnorm(x, weight(p + "post_attention_layernorm.weight"), h);
+    if (c.IsMoeLayer(l)) {  // softmax over the router's logits, top-k, weighted experts
+      const int64_t e = c.moe->num_experts, mi = c.moe->moe_intermediate_size;
+      const std::vector<double> logits = linear(n, weight(p + "mlp.gate.weight"), t, h, e);
+      for (int64_t tok = 0; tok < t; ++tok) {
+        std::vector<int32_t> ids;
+        std::vector<double> rw;
+        kernels::testing::RouteRef({logits.begin() + tok * e, logits.begin() + (tok + 1) * e},
+                                   c.moe->num_experts_per_tok, c.moe->norm_topk_prob, &ids,
+                                   &rw);
+        const std::vector<double> xn(n.begin() + tok * h, n.begin() + (tok + 1) * h);
+        for (size_t j = 0; j < ids.size(); ++j) {
+          const std::string q = p + "mlp.experts." + std::to_string(ids[j]) + ".";
+          std::vector<double> g = linear(xn, weight(q + "gate_proj.weight"), 1, h, mi);
+          const std::vector<double> u = linear(xn, weight(q + "up_proj.weight"), 1, h, mi);
+          for (int64_t i = 0; i < mi; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+          const std::vector<double> y = linear(g, weight(q + "down_proj.weight"), 1, mi, h);
+          for (int64_t i = 0; i < h; ++i) x[tok * h + i] += rw[j] * y[i];
+        }
+      }
+      out.hidden.push_back(x);
+      continue;
+    }
     std::vector<double> g = linear(n, weight(p + "mlp.gate_proj.weight"), t, h, ff);
     std::vector<double> u = linear(n, weight(p + "mlp.up_proj.weight"), t, h, ff);
     for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];

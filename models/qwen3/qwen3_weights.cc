@@ -42,6 +42,25 @@ Shape ToShape(const std::vector<int64_t>& dims) {
   return Shape::FromArray(dims.data(), static_cast<int>(dims.size()));
 }
 
+constexpr std::string_view kExperts = ".mlp.experts.";
+
+// The view a checkpoint expert tensor `name` of layer blocks `moe` fills (either layout).
+TensorView ExpertView(const std::string& name, const kernels::MoeExpertWeights& moe) {
+  const std::string_view rest =
+      std::string_view(name).substr(name.find(kExperts) + kExperts.size());
+  if (rest == "gate_up_proj") return moe.gate_up;
+  if (rest == "down_proj") return moe.down;
+  int64_t x = 0;
+  const size_t dot = rest.find('.');
+  for (char ch : rest.substr(0, dot)) x = x * 10 + (ch - '0');
+  const std::string_view proj = rest.substr(dot + 1);
+  const int64_t i = moe.down.dim(2), h = moe.down.dim(1);
+  if (proj == "down_proj.weight")
+    return moe.down.Narrow(0, x, 1).Reshape({h, i});
+  const TensorView gu = moe.gate_up.Narrow(0, x, 1).Reshape({2 * i, h});
+  return gu.Narrow(0, proj == "gate_proj.weight" ? 0 : i, i);
+}
+
 }  // namespace
 
 Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint64_t seed,
@@ -71,17 +90,19 @@ Status FillRandomWeight(const WeightSpec& s, size_t index, TensorView dst, uint6
 
 Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
                                             kernels::Allocator& alloc, Stream stream,
-                                            bool projections) {
+                                            bool projections, ExpertLayout layout) {
   const Device device = alloc.device();
-  std::vector<WeightSpec> specs = CausalLmWeightSpecs(c);
+  std::vector<WeightSpec> specs = CausalLmWeightSpecs(c, layout);
   if (!projections)
     std::erase_if(specs, [](const WeightSpec& s) { return ParseProjectionName(s.name).has_value(); });
   // Byte offsets: every parameter aligned; up_proj directly after gate_proj (one [2I, H]).
   std::unordered_map<std::string, int64_t> offsets;
   int64_t total = 0;
+  std::vector<std::pair<int64_t, int64_t>> expert_offsets;  // per MoE layer: gate_up, down
   for (const WeightSpec& s : specs) {
     const int64_t bytes = Numel(s.shape) * 2;
     if (EndsWith(s.name, "mlp.up_proj.weight")) continue;  // placed with its gate_proj
+    if (s.name.find(kExperts) != std::string::npos) continue;  // in the layer's expert blocks
     const int64_t off = AlignUp(total, kParamAlignment);
     offsets[s.name] = off;
     total = off + bytes;
@@ -89,6 +110,13 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
       const std::string up = s.name.substr(0, s.name.size() - 16) + "up_proj.weight";
       offsets[up] = total;
       total += bytes;
+    }
+    if (EndsWith(s.name, "mlp.gate.weight")) {  // the router: the layer's experts follow
+      const int64_t e = c.moe->num_experts, i = c.moe->moe_intermediate_size;
+      const int64_t gu = AlignUp(total, kParamAlignment);
+      const int64_t down = AlignUp(gu + e * 2 * i * c.hidden_size * 2, kParamAlignment);
+      expert_offsets.emplace_back(gu, down);
+      total = down + e * c.hidden_size * i * 2;
     }
   }
   Qwen3Weights w;
@@ -98,7 +126,21 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
                                              stream));
   char* base = static_cast<char*>(w.storage_.data());
   std::unordered_map<std::string, TensorView> views;
+  std::unordered_map<std::string, kernels::MoeExpertWeights> experts;  // by layer prefix
+  size_t moe_layers = 0;
   for (const WeightSpec& s : specs) {
+    if (EndsWith(s.name, "mlp.gate.weight")) {
+      const int64_t e = c.moe->num_experts, i = c.moe->moe_intermediate_size,
+                    h = c.hidden_size;
+      const auto [gu, down] = expert_offsets[moe_layers++];
+      experts[s.name.substr(0, s.name.size() - 15)] = {
+          TensorView(base + gu, DType::kBF16, {e, 2 * i, h}, device),
+          TensorView(base + down, DType::kBF16, {e, h, i}, device)};
+    }
+    if (const size_t at = s.name.find(kExperts); at != std::string::npos) {
+      views[s.name] = ExpertView(s.name, experts.at(s.name.substr(0, at + 1)));
+      continue;
+    }
     views[s.name] = TensorView(base + offsets.at(s.name), DType::kBF16, ToShape(s.shape), device);
   }
   auto at = [&](const std::string& name) {
@@ -125,6 +167,10 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
       l.gate_up = TensorView(gate.data(), DType::kBF16,
                              {2 * c.intermediate_size, c.hidden_size}, device);
     l.down_proj = at(p + "mlp.down_proj.weight");
+    if (c.IsMoeLayer(i)) {
+      l.moe.router = at(p + "mlp.gate.weight");
+      l.moe.experts = experts.at(p);
+    }
     w.layers_.push_back(l);
   }
   w.by_name_ = std::move(views);
@@ -181,8 +227,10 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
                                         kernels::Allocator& alloc, Stream stream,
                                         const ProjectionSink& sink) {
   const Device device = alloc.device();
-  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config), config.fp8_block_weights));
-  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, alloc, stream, !sink));
+  ASSIGN_OR_RETURN(const ExpertLayout layout, DetectExpertLayout(reader, config));
+  RETURN_IF_ERROR(CheckWeights(reader, CausalLmWeightSpecs(config, layout),
+                               config.fp8_block_weights));
+  ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, alloc, stream, !sink, layout));
   std::optional<ProjectionStaging> staged;
   if (sink) staged.emplace(config, alloc, sink, stream);
   std::vector<bf16> staging;  // converted fp32/fp16 tensors

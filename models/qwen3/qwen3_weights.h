@@ -1,7 +1,9 @@
 // The frozen weights of a Qwen3 (or Llama-3) causal LM, in one device allocation.
 //
 // Every parameter is a bf16 view carved from a single buffer (CUDA device memory from the
-// caching pool, or host memory), laid out once from the config. `gate_proj` and `up_proj`
+// caching pool, or host memory), laid out once from the config. The experts of a qwen3_moe
+// layer are two [E, ...] matrices whichever layout the checkpoint stores them in
+// (models/io/weight_spec.h: per expert, or transformers 5's fused tensors). `gate_proj` and `up_proj`
 // are packed at load into one [2I, H] matrix (gate rows first), so the MLP's two input
 // projections are one GEMM. Loading reads the checkpoint in one pass over its files, in
 // offset order, converting fp32/fp16 tensors to bf16 on the way; shapes are checked against
@@ -19,8 +21,10 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/core/tensor.h"
+#include "kernels/moe/moe_layer.h"
 #include "models/io/hf_config.h"
 #include "models/io/safetensors.h"
+#include "models/io/weight_spec.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
@@ -37,6 +41,10 @@ struct Qwen3LayerWeights {
   kernels::TensorView post_norm;   // bf16 [H]
   kernels::TensorView gate_up;     // bf16 [2I, H]: rows [0, I) gate_proj, [I, 2I) up_proj
   kernels::TensorView down_proj;   // bf16 [H, I]
+  // A mixture-of-experts layer (config.IsMoeLayer) has these instead of gate_up/down_proj:
+  // the router [E, H] and the experts [E, 2I, H] / [E, H, I] (I = moe_intermediate_size),
+  // each one allocation whatever the checkpoint's expert layout.
+  kernels::MoeLayerWeights moe;
 };
 
 // Receives one layer's bf16 projections (q/k/v/o, gate|up, down) as soon as all of them are
@@ -106,7 +114,8 @@ class Qwen3Weights {
   // Lays out every parameter in one buffer from `alloc` and sets the views.
   // `projections` false: the layers' projection views stay empty (a sink receives them).
   static Result<Qwen3Weights> Allocate(const TransformerConfig& config, kernels::Allocator& alloc,
-                                       kernels::Stream stream, bool projections);
+                                       kernels::Stream stream, bool projections,
+                                       ExpertLayout layout = ExpertLayout::kPerExpert);
   // The view that checkpoint tensor `name` fills, or an empty view when it is not a weight.
   kernels::TensorView Destination(const std::string& name) const;
 

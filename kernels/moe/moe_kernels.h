@@ -1,0 +1,27 @@
+// Raw launchers of the MoE routing and combine kernels (moe.cu) on plain pointers; checks live
+// in routing_cuda.cc / combine_cuda.cc. Internal to kernels/. Thread-safety: asynchronous on
+// `s`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/core/dtype.h"
+
+namespace tandem::kernels {
+
+// logits [t, e] (f32 when logits_f32, else bf16) -> ids i32 [t, k], weights f32 [t, k].
+cudaError_t LaunchMoeRouter(int32_t* ids, float* weights, const void* logits, bool logits_f32,
+                            int64_t t, int64_t e, int64_t k, bool normalize, Stream s);
+// ids i32 [n] in [0, e) -> offsets i32 [e + 1], perm_token i32 [n], assign_row i32 [n];
+// `k` = ids per token.
+cudaError_t LaunchMoePermute(int32_t* offsets, int32_t* perm_token, int32_t* assign_row,
+                             const int32_t* ids, int64_t n, int64_t e, int64_t k, Stream s);
+// out/residual/shared bf16 [t, h], y bf16 [*, h], rows i32 [t * k], w f32 [t, k],
+// shared_gate f32 [t]; shared and shared_gate may be null.
+cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, const int32_t* rows,
+                             const float* w, const void* shared, const float* shared_gate,
+                             int64_t t, int64_t h, int64_t k, Stream s);
+
+}  // namespace tandem::kernels

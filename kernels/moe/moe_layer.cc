@@ -1,0 +1,172 @@
+// MoeLayer (kernels/moe/moe_layer.h): buffers and the block's op sequence.
+#include "kernels/moe/moe_layer.h"
+
+#include <algorithm>
+
+#include "kernels/core/stream.h"
+#include "kernels/elementwise/row_gather.h"
+#include "kernels/mlp/swiglu.h"
+#include "kernels/moe/combine.h"
+#include "kernels/moe/routing.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int64_t kAlign = 256;  // bytes
+
+struct Slot {
+  TensorView* view;
+  DType dtype;
+  int64_t rows, cols;  // cols 0: a vector of `rows` elements
+};
+
+// The slots of a MoeLayer for max_tokens rows, in allocation order; `views` may hold nulls
+// (sizing only).
+std::vector<Slot> Slots(const MoeLayerShape& s, int64_t max_tokens, std::vector<TensorView*> v) {
+  const int64_t t = max_tokens, n = t * s.top_k, p = MoePaddedRows(n);
+  std::vector<Slot> slots = {
+      {v[0], DType::kF32, t, s.experts},         {v[1], DType::kI32, t, s.top_k},
+      {v[2], DType::kF32, t, s.top_k},           {v[3], DType::kI32, s.experts + 1, 0},
+      {v[4], DType::kI32, n, 0},                 {v[5], DType::kI32, n, 0},
+      {v[6], DType::kBF16, p, s.hidden},         {v[7], DType::kBF16, p, 2 * s.expert_size},
+      {v[8], DType::kBF16, p, s.expert_size}};
+  if (s.shared_size > 0) {
+    slots.push_back({v[9], DType::kBF16, t, 2 * s.shared_size});
+    slots.push_back({v[10], DType::kBF16, t, s.shared_size});
+    slots.push_back({v[11], DType::kBF16, t, s.hidden});
+    slots.push_back({v[12], DType::kF32, t, 0});
+  }
+  return slots;
+}
+
+int64_t Layout(const std::vector<Slot>& slots, std::vector<int64_t>* offsets) {
+  int64_t total = 0;
+  for (const Slot& s : slots) {
+    total = (total + kAlign - 1) / kAlign * kAlign;
+    if (offsets != nullptr) offsets->push_back(total);
+    total += s.rows * std::max<int64_t>(s.cols, 1) * DTypeSize(s.dtype);
+  }
+  return total;
+}
+
+}  // namespace
+
+Status MoeLayer::CheckShape(const MoeLayerShape& s) {
+  if (s.hidden <= 0 || s.expert_size <= 0 || s.shared_size < 0)
+    return InvalidArgumentError("MoeLayer: hidden {}, expert size {} and shared size {} must be "
+                                "positive (shared: or 0)", s.hidden, s.expert_size,
+                                s.shared_size);
+  if (s.experts < 1 || s.experts > kMoeMaxExperts)
+    return InvalidArgumentError("MoeLayer: {} experts; 1..{} are supported", s.experts,
+                                kMoeMaxExperts);
+  if (s.top_k < 1 || s.top_k > s.experts || s.top_k > kMoeMaxTopK)
+    return InvalidArgumentError("MoeLayer: top-k {} must be in 1..min(experts {}, {})", s.top_k,
+                                s.experts, kMoeMaxTopK);
+  return Status::Ok();
+}
+
+int64_t MoeLayer::WorkspaceBytes(const MoeLayerShape& shape, int64_t max_tokens) {
+  return Layout(Slots(shape, max_tokens, std::vector<TensorView*>(13, nullptr)), nullptr);
+}
+
+MoeLayer::~MoeLayer() {
+  host_offsets_.Reset();  // before the allocator it came from
+}
+
+Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
+                                                   int64_t max_tokens, Allocator& alloc,
+                                                   Stream stream) {
+  RETURN_IF_ERROR(CheckShape(shape));
+  if (max_tokens <= 0)
+    return InvalidArgumentError("MoeLayer: max_tokens must be positive, got {}", max_tokens);
+  std::unique_ptr<MoeLayer> m(new MoeLayer(shape, max_tokens));
+  const std::vector<Slot> slots =
+      Slots(shape, max_tokens,
+            {&m->logits_, &m->ids_, &m->weights_, &m->offsets_, &m->perm_token_,
+             &m->assign_row_, &m->xp_, &m->gate_up_, &m->act_, &m->shared_gate_up_,
+             &m->shared_act_, &m->shared_out_, &m->shared_logit_});
+  std::vector<int64_t> offsets;
+  const int64_t total = Layout(slots, &offsets);
+  ASSIGN_OR_RETURN(m->workspace_, Tensor::Empty(alloc, DType::kU8, {total}, stream));
+  char* base = static_cast<char*>(m->workspace_.data());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = slots[i];
+    *s.view = s.cols == 0 ? TensorView(base + offsets[i], s.dtype, {s.rows}, alloc.device())
+                          : TensorView(base + offsets[i], s.dtype, {s.rows, s.cols},
+                                       alloc.device());
+  }
+  if (alloc.device().is_cuda()) {
+    m->pinned_ = std::make_unique<PinnedAllocator>();
+    ASSIGN_OR_RETURN(m->host_offsets_,
+                     Tensor::Empty(*m->pinned_, DType::kI32, {shape.experts + 1}));
+  }
+  return m;
+}
+
+Status MoeLayer::CheckWeights(const MoeLayerWeights& w) const {
+  const MoeLayerShape& s = shape_;
+  const auto expect = [](const char* what, const TensorView& v, const Shape& shape) -> Status {
+    if (v.dtype() != DType::kBF16 || !(v.shape() == shape) || !v.is_contiguous())
+      return InvalidArgumentError("MoeLayer: {} must be a contiguous bf16 {}, got {}", what,
+                                  shape.ToString(), v.ToString());
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(expect("router", w.router, {s.experts, s.hidden}));
+  RETURN_IF_ERROR(expect("experts' gate_up", w.experts.gate_up,
+                         {s.experts, 2 * s.expert_size, s.hidden}));
+  RETURN_IF_ERROR(expect("experts' down", w.experts.down, {s.experts, s.hidden, s.expert_size}));
+  if (s.shared_size > 0) {
+    RETURN_IF_ERROR(expect("shared gate_up", w.shared_gate_up, {2 * s.shared_size, s.hidden}));
+    RETURN_IF_ERROR(expect("shared down", w.shared_down, {s.hidden, s.shared_size}));
+    RETURN_IF_ERROR(expect("shared gate", w.shared_gate, {1, s.hidden}));
+  }
+  return Status::Ok();
+}
+
+Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const TensorView& x,
+                         const TensorView& hidden, Stream stream) {
+  RETURN_IF_ERROR(CheckWeights(w));
+  const int64_t t = x.ndim() == 2 ? x.dim(0) : -1, k = shape_.top_k;
+  if (t < 1 || t > max_tokens_ || !(x.shape() == Shape{t, shape_.hidden}) ||
+      !(hidden.shape() == x.shape()))
+    return InvalidArgumentError("MoeLayer::Forward: x {} and hidden {} must be [T, {}] with T in "
+                                "1..{}", x.ToString(), hidden.ToString(), shape_.hidden,
+                                max_tokens_);
+  NvtxRange range("MoeLayer::Forward");
+  GemmOptions linear;
+  linear.trans_b = true;
+  const TensorView logits = logits_.Narrow(0, 0, t), ids = ids_.Narrow(0, 0, t),
+                   weights = weights_.Narrow(0, 0, t);
+  const TensorView perm_token = perm_token_.Narrow(0, 0, t * k),
+                   assign_row = assign_row_.Narrow(0, 0, t * k);
+  RETURN_IF_ERROR(Gemm(gemm, x, w.router, logits, linear, stream));
+  RETURN_IF_ERROR(MoeRouterForward(ids, weights, logits, shape_.normalize, stream));
+  RETURN_IF_ERROR(MoePermute(offsets_, perm_token, assign_row, ids, stream));
+  RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
+  std::span<const int32_t> offsets;
+  if (x.device().is_cuda()) {
+    RETURN_IF_ERROR(CopyToHost(host_offsets_.data(), offsets_, stream));
+    RETURN_IF_ERROR(SynchronizeStream(x.device(), stream));
+    offsets = {host_offsets_.view().data_as<const int32_t>(),
+               static_cast<size_t>(shape_.experts + 1)};
+  } else {
+    offsets = {offsets_.data_as<const int32_t>(), static_cast<size_t>(shape_.experts + 1)};
+  }
+  // y reuses xp's rows: xp is read only by the gate_up GEMMs, which run before any down GEMM.
+  RETURN_IF_ERROR(MoeExpertsForward(gemm, w.experts, offsets, xp_, gate_up_, act_, xp_, stream));
+  MoeCombineArgs combine{hidden, hidden, xp_, assign_row, weights, {}, {}};
+  if (shape_.shared_size > 0) {
+    const TensorView gu = shared_gate_up_.Narrow(0, 0, t), act = shared_act_.Narrow(0, 0, t);
+    RETURN_IF_ERROR(Gemm(gemm, x, w.shared_gate_up, gu, linear, stream));
+    const auto [gate, up] = SplitGateUp(gu);
+    RETURN_IF_ERROR(SwiGluForward(act, gate, up, stream));
+    combine.shared = shared_out_.Narrow(0, 0, t);
+    RETURN_IF_ERROR(Gemm(gemm, act, w.shared_down, combine.shared, linear, stream));
+    combine.shared_gate = shared_logit_.Narrow(0, 0, t);
+    RETURN_IF_ERROR(Gemm(gemm, x, w.shared_gate, combine.shared_gate.Reshape({t, 1}), linear,
+                         stream));
+  }
+  return MoeCombine(combine, stream);
+}
+
+}  // namespace tandem::kernels
