@@ -31,6 +31,7 @@ struct LineOut {
   std::string bad_reason;  // a bad line
   std::string message;     // for bad_examples: a bad line, or the encoder's error
   std::map<std::string, int64_t> events;
+  std::map<std::string, int64_t> warnings;
   bool failed = false;     // the template or tokenizer failed (counted in events)
   size_t examples = 0;
 };
@@ -102,6 +103,7 @@ void EncodeChunk(std::span<const Line> lines, ChatFormat format, const ChatEncod
     lo.conversation = true;
     EncodeOutcome o = enc.Encode(c, scratch);
     lo.events = std::move(o.events);
+    lo.warnings = std::move(o.warnings);
     if (!o.error.empty()) {
       lo.message = fmt::format("{}:{}: {}", path, line.number, o.error);
       lo.failed = true;
@@ -216,6 +218,7 @@ class ShardBuilder {
     if (lo.conversation) ++r_->conversations;
     if (!lo.bad_reason.empty()) ++r_->bad[lo.bad_reason];
     for (const auto& [k, v] : lo.events) r_->events[k] += v;
+    for (const auto& [k, v] : lo.warnings) r_->warnings[k] += v;
     if (!lo.message.empty() && r_->bad_examples.size() < kMaxBadExamples) {
       r_->bad_examples.push_back(lo.message);
     }
@@ -447,6 +450,14 @@ std::string ConvertResult::Summary() const {
   }
   s += fmt::format("dropped or cut: {}\n", drops.empty() ? "none" : drops);
   for (const auto& e : bad_examples) s += "  " + e + "\n";
+  if (auto it = warnings.find("no_end_token"); it != warnings.end()) {
+    s += fmt::format(
+        "warning: {} assistant spans hold no end-of-turn token (eos_token of "
+        "tokenizer_config.json); they end where the template's rendering of their turn ends. "
+        "A base model's eos_token (e.g. <|endoftext|>) with a chat template does this: check "
+        "that the config is the chat model's\n",
+        it->second);
+  }
   const double mb = double(bytes) / 1e6;
   s += fmt::format("throughput: {:.1f} MB in {:.2f} s = {:.1f} MB/s\n", mb, seconds,
                    seconds > 0 ? mb / seconds : 0.0);

@@ -75,6 +75,7 @@ struct ConvertResult {
   std::map<std::string, int64_t> bad;     // reason -> lines
   std::vector<std::string> bad_examples;  // first few "path:line: message"
   std::map<std::string, int64_t> events;  // from ChatEncoder (too_long, truncated, ...)
+  std::map<std::string, int64_t> warnings;  // from ChatEncoder (no_end_token): spans kept
   // This run: where it started (resumed) and how much it read.
   int64_t start_line = 0;
   int64_t start_byte = 0;

@@ -74,6 +74,7 @@ Status DecodeInto(const ordered_json& j, ConvertResult* r, InputPosition* at, In
   }
   RETURN_IF_ERROR(ReadCounts(j, "bad", &r->bad));
   RETURN_IF_ERROR(ReadCounts(j, "events", &r->events));
+  RETURN_IF_ERROR(ReadCounts(j, "warnings", &r->warnings));
   if (j.contains("bad_examples") && j["bad_examples"].is_array()) {
     for (const auto& e : j["bad_examples"]) {
       if (e.is_string()) r->bad_examples.push_back(e.get<std::string>());
@@ -111,6 +112,7 @@ std::string EncodeState(const ConvertResult& r, const InputPosition& at,
   for (const char* key : kCountKeys) j[key] = *CountField(&r, key);
   j["bad"] = r.bad;
   j["events"] = r.events;
+  j["warnings"] = r.warnings;
   j["bad_examples"] = r.bad_examples;
   return j.dump();
 }
