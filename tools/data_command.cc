@@ -124,6 +124,14 @@ void AddChatDataOptions(CLI::App* data, ChatDataArgs* a) {
   data->add_option("--shard-tokens", a->shard_tokens,
                    "chat JSONL: tokens per output shard at most (a longer conversation is a "
                    "shard alone)");
+  data->add_option("--max-line-bytes", a->max_line_bytes,
+                   "chat JSONL: longer lines are bad lines, skipped unparsed (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  data->add_option("--max-turns", a->max_turns,
+                   "chat JSONL: conversations of more messages are bad lines (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   data->add_flag("--resume", a->resume,
                  "chat JSONL: continue an interrupted conversion after its last complete shard");
 }
@@ -151,6 +159,8 @@ int ChatData(const std::string& input, const std::string& output, const ChatData
   co.vocab = args.vocab;
   co.vocab_origin = args.vocab > 0 ? "--vocab" : "";
   co.shard_tokens = args.shard_tokens;
+  co.max_line_bytes = args.max_line_bytes;
+  co.max_turns = args.max_turns;
   co.progress = ::isatty(STDERR_FILENO) ? ProgressBar : ProgressLines();
   auto run = [&]() -> Result<chat_data::ConvertResult> {
     if (output.empty()) {

@@ -34,6 +34,8 @@ struct ChatDataArgs {
   bool resume = false;                      // --resume
   int64_t vocab = 0;                        // --vocab (shared with the JSONL path)
   bool skip_bad = false;                    // --skip-bad (shared with the JSONL path)
+  int64_t max_line_bytes = int64_t{4} << 20;  // --max-line-bytes
+  int64_t max_turns = 512;                    // --max-turns
 };
 
 // Adds the chat options to the `data` subcommand.

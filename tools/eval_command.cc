@@ -38,6 +38,10 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
   eval->add_flag("--skip-bad", q.skip_bad,
                  "skip and count bad prompt lines (malformed, empty, too long, bad token id) "
                  "instead of failing on the first");
+  eval->add_option("--max-line-bytes", q.max_line_bytes,
+                   "longer prompt lines are bad lines, neither parsed nor tokenized (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   eval->add_option("--batch", q.batch,
                    "prompts decoded at once (one drafter and one target forward per step for "
                    "all of them)")

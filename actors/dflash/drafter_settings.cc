@@ -16,6 +16,7 @@
 #include "models/dflash/dflash_warm_start.h"
 #include "runtime/actor/system.h"
 #include "runtime/core/clock.h"
+#include "runtime/core/dir_lock.h"
 
 namespace tandem::dflash {
 namespace {
@@ -134,6 +135,9 @@ Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
     if (fs::is_directory(s.metrics_file, ec))
       return InvalidArgumentError("{}: '{}' is a directory, not a file", at("metrics_file"),
                                   s.metrics_file);
+    // Another running job's checkpoint dir is that job's alone (its lock says whose).
+    RETURN_IF_ERROR(DirLock::CheckNotInHeldDir(s.metrics_file, at("metrics_file"),
+                                               s.checkpoint_dir));
   }
   if (!s.checkpoint_dir.empty() && fs::exists(s.checkpoint_dir, ec) &&
       !fs::is_directory(s.checkpoint_dir, ec))

@@ -66,9 +66,16 @@ Result<ChatEncoder> ChatEncoder::Load(const std::string& dir, const ChatEncodeOp
 
 Result<std::string> ChatEncoder::Render(const Conversation& c, size_t count,
                                         bool generation_prompt) const {
+  return RenderMessages(ordered_json(std::vector<ordered_json>(c.messages.begin(),
+                                                               c.messages.begin() + long(count))),
+                        c, generation_prompt);
+}
+
+Result<std::string> ChatEncoder::RenderMessages(const ordered_json& messages,
+                                                const Conversation& c,
+                                                bool generation_prompt) const {
   ordered_json ctx = special_;
-  ctx["messages"] = ordered_json(std::vector<ordered_json>(c.messages.begin(),
-                                                           c.messages.begin() + long(count)));
+  ctx["messages"] = messages;
   ctx["tools"] = c.tools;
   ctx["add_generation_prompt"] = generation_prompt;
   if (options_.enable_thinking) ctx["enable_thinking"] = *options_.enable_thinking;
@@ -106,14 +113,35 @@ size_t ChatEncoder::TurnStart(const std::string& prompt, const std::string& text
   return j + s;
 }
 
+size_t ChatEncoder::TurnEnd(const Conversation& c, size_t i, const std::string& text,
+                            const std::vector<uint32_t>& ids, Scratch& scratch) const {
+  if (i + 1 >= c.messages.size()) return ids.size();
+  // A user message no conversation holds, so that its rendering is told apart.
+  const ordered_json probe = {{"role", "user"}, {"content", "\x1f\x1e probe \x1e\x1f"}};
+  ordered_json messages(std::vector<ordered_json>(c.messages.begin(),
+                                                  c.messages.begin() + long(i + 1)));
+  messages.push_back(probe);
+  Result<std::string> p = RenderMessages(messages, c, /*generation_prompt=*/false);
+  messages.push_back(probe);
+  Result<std::string> q = p.ok() ? RenderMessages(messages, c, false) : p;
+  if (!q.ok() || q->size() <= p->size() || q->compare(0, p->size(), *p) != 0) return ids.size();
+  const std::string_view user = std::string_view(*q).substr(p->size());
+  if (!std::string_view(*p).ends_with(user)) return ids.size();
+  const size_t end = p->size() - user.size();  // characters of the render through turn i
+  if (end > text.size() || text.compare(0, end, *p, 0, end) != 0) return ids.size();
+  return TurnStart(p->substr(0, end), text, ids, scratch);
+}
+
 Status ChatEncoder::MaskTurn(const Conversation& c, size_t i, const std::string& text,
                              const std::vector<uint32_t>& ids, Scratch& scratch,
-                             std::vector<uint8_t>* mask) const {
+                             std::vector<uint8_t>* mask, bool* ended) const {
   ASSIGN_OR_RETURN(std::string prompt, Render(c, i, /*generation_prompt=*/true));
   const size_t s = TurnStart(prompt, text, ids, scratch);
+  const size_t limit = std::max(s, TurnEnd(c, i, text, ids, scratch));
   size_t e = s;
-  while (e < ids.size() && ids[e] != eot_) ++e;
-  const size_t end = std::min(e + 1, ids.size());
+  while (e < limit && ids[e] != eot_) ++e;
+  *ended = e < limit;
+  const size_t end = *ended ? e + 1 : limit;
   for (size_t k = s; k < end; ++k) (*mask)[k] = 1;
   if (options_.train_reasoning || think_open_ < 0 || think_close_ < 0) return Status::Ok();
   // Clear <think> .. </think> and the tokens made only of newlines after it.
@@ -187,10 +215,12 @@ EncodeOutcome ChatEncoder::Encode(const Conversation& c, Scratch& scratch) const
     }
     ex.mask.assign(ex.ids.size(), 0);
     for (size_t i : turns) {
-      if (Status st = MaskTurn(c, i, *text, ex.ids, scratch, &ex.mask); !st.ok()) {
+      bool ended = true;
+      if (Status st = MaskTurn(c, i, *text, ex.ids, scratch, &ex.mask, &ended); !st.ok()) {
         fail("template_error", st);
         return out;
       }
+      if (!ended) ++out.warnings["no_end_token"];
     }
     Finish(std::move(ex), &out);
   }

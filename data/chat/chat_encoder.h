@@ -5,7 +5,13 @@
 // up to i rendered with add_generation_prompt=True is tokenized, and where its tokens stop
 // agreeing with the example's tokens is where the assistant's turn starts; it ends with the
 // first end-of-turn token (tokenizer_config's eos_token, e.g. <|im_end|>) at or after that
-// point, which is included. Options:
+// point, which is included, and never later than where the template's rendering of that turn
+// ends. That end is found the same way, from renders: the conversation up to the turn
+// followed by one user message (P) and by two (Q); Q minus P is the rendering of a user
+// message U, and P without U ends where the turn does (when P ends with U and agrees with the
+// example up to there; otherwise only the end token bounds the span). An assistant span that
+// ends without the end token (a base model's config, whose eos_token <|endoftext|> a chat
+// template never writes) is counted in EncodeOutcome::warnings (no_end_token). Options:
 //   turns          all assistant turns, or the last only
 //   reasoning      train on <think>...</think> (and the newlines after it) or not
 //   split_turns    off; on (one example per assistant turn, the conversation up to that turn
@@ -56,6 +62,9 @@ struct EncodeOutcome {
   // template_error, tokenize_error.
   std::map<std::string, int64_t> events;
   std::string error;  // the first template or tokenizer message, for the report
+  // Reason code -> assistant spans: no_end_token (the span ended where the template's
+  // rendering of its turn ends, without the configured end-of-turn token).
+  std::map<std::string, int64_t> warnings;
 };
 
 class ChatEncoder {
@@ -90,9 +99,16 @@ class ChatEncoder {
   Result<std::string> Render(const Conversation& c, size_t count, bool generation_prompt) const;
   // Sets the mask of assistant message `i` of `c` in *mask for `ids`, the tokens of `text`
   // (a render of c.messages[:count]).
+  // *ended: whether the span ended with the end-of-turn token.
   Status MaskTurn(const Conversation& c, size_t i, const std::string& text,
-                  const std::vector<uint32_t>& ids, Scratch& scratch,
-                  std::vector<uint8_t>* mask) const;
+                  const std::vector<uint32_t>& ids, Scratch& scratch, std::vector<uint8_t>* mask,
+                  bool* ended) const;
+  // The token of `ids` where the rendering of assistant message `i` ends (see the top of this
+  // file), or ids.size() when it cannot be told or the turn is the last message.
+  size_t TurnEnd(const Conversation& c, size_t i, const std::string& text,
+                 const std::vector<uint32_t>& ids, Scratch& scratch) const;
+  Result<std::string> RenderMessages(const nlohmann::ordered_json& messages, const Conversation& c,
+                                     bool generation_prompt) const;
   size_t TurnStart(const std::string& prompt, const std::string& text,
                    const std::vector<uint32_t>& ids, Scratch& scratch) const;
   void Finish(Example ex, EncodeOutcome* out) const;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -167,6 +169,61 @@ TEST(ChatEncoderTest, LastTurnOnlyMasksOneSpan) {
     if (ex.mask[k]) masked.push_back(ex.ids[k]);
   }
   EXPECT_EQ(Qwen3Encoder().tokenizer().Decode(masked), "<think>\n\n</think>\n\ngoodbye<|im_end|>");
+}
+
+// The Qwen3 fixture with a base model's tokenizer_config: eos_token <|endoftext|>, which the
+// chat template never writes.
+const ChatEncoder& BaseConfigEncoder() {
+  static const ChatEncoder* enc = [] {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("tandem_base_config_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string fixture = tokenizer::Qwen3FixtureDir();
+    std::filesystem::copy_file(fixture + "/tokenizer.json", dir / "tokenizer.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::ifstream in(fixture + "/tokenizer_config.json");
+    ordered_json cfg = ordered_json::parse(in);
+    cfg["eos_token"] = "<|endoftext|>";
+    std::ofstream(dir / "tokenizer_config.json") << cfg.dump();
+    auto e = ChatEncoder::Load(dir.string(), {});
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return new ChatEncoder(std::move(e).value());
+  }();
+  return *enc;
+}
+
+std::string MaskedText(const ChatEncoder& enc, const Example& ex) {
+  std::vector<uint32_t> masked;
+  for (size_t k = 0; k < ex.ids.size(); ++k) {
+    if (ex.mask[k]) masked.push_back(ex.ids[k]);
+  }
+  return enc.tokenizer().Decode(masked);
+}
+
+TEST(ChatEncoderTest, AssistantSpansEndWithTheirTurnWhenTheEndTokenNeverComes) {
+  // With eos_token <|endoftext|> the span of the first answer once ran on through the next
+  // user turn to the end of the example.
+  Conversation c;
+  c.messages = ordered_json::parse(
+      R"([{"role": "user", "content": "first question"}, {"role": "assistant", "content": "A1"},
+          {"role": "user", "content": "second question"}, {"role": "assistant", "content": "A2"}])");
+  ChatEncoder::Scratch scratch;
+  ChatEncodeOptions o;
+  o.split_turns = SplitTurns::kOff;
+  const ChatEncoder base = BaseConfigEncoder().WithOptions(o);
+  EncodeOutcome r = base.Encode(c, scratch);
+  ASSERT_EQ(r.examples.size(), 1u) << r.error;
+  const std::string masked = MaskedText(base, r.examples[0]);
+  EXPECT_EQ(masked.find("question"), std::string::npos) << masked;
+  EXPECT_EQ(masked, "A1<|im_end|>\n<think>\n\n</think>\n\nA2<|im_end|>\n");
+  EXPECT_EQ(r.warnings.at("no_end_token"), 2);
+  // The chat config's spans are unchanged, with no warning: the end token comes first.
+  const ChatEncoder chat = Qwen3Encoder().WithOptions(o);
+  EncodeOutcome q = chat.Encode(c, scratch);
+  ASSERT_EQ(q.examples.size(), 1u);
+  EXPECT_EQ(q.examples[0].ids, r.examples[0].ids);
+  EXPECT_EQ(MaskedText(chat, q.examples[0]), "A1<|im_end|><think>\n\n</think>\n\nA2<|im_end|>");
+  EXPECT_TRUE(q.warnings.empty());
 }
 
 TEST(ChatEncoderTest, OverlongExamplesAreTruncatedOrDroppedAndCounted) {

@@ -19,6 +19,8 @@ std::vector<ChatSetting> AllSettings(const ChatSetOptions& o) {
   all.push_back({"--format", chat_data::ChatFormatName(o.convert.format)});
   all.push_back({"--vocab", std::to_string(o.convert.vocab)});
   all.push_back({"--skip-bad", o.convert.skip_bad ? "true" : "false"});
+  all.push_back({"--max-line-bytes", std::to_string(o.convert.max_line_bytes)});
+  all.push_back({"--max-turns", std::to_string(o.convert.max_turns)});
   return all;
 }
 
@@ -97,8 +99,22 @@ Result<chat_data::ConvertResult> WriteChatSet(const std::string& input, const st
     if (options.fault) options.fault("shard_recorded", int64_t(writer->manifest().shards.size()) - 1);
     return Status::Ok();
   };
-  ASSIGN_OR_RETURN(chat_data::ConvertResult r, chat_data::ConvertChatFile(input, encoder, co));
-  RETURN_IF_ERROR(writer->Finish(ProducerState(settings, r.final_state)));
+  Result<chat_data::ConvertResult> r = chat_data::ConvertChatFile(input, encoder, co);
+  // A new set that cannot be completed is removed, so the rerun starts afresh instead of
+  // having to resume or remove it: a line refused without --skip-bad (the same line would
+  // stop a resume), or an input with no examples at all. A sink's failure (disk full) or a
+  // resumed set keeps its shards for --resume.
+  const bool refused = !r.ok() && r.status().code() == StatusCode::kInvalidArgument;
+  if (!options.resume && (refused || (r.ok() && r->examples == 0))) {
+    RETURN_IF_ERROR(writer->Discard());
+    if (!r.ok()) return r.status();
+    return InvalidArgumentError("{}: no examples to write ({} lines, none usable{}); {} not written",
+                                input, r->lines,
+                                r->bad_examples.empty() ? "" : "; first: " + r->bad_examples[0],
+                                dir);
+  }
+  if (!r.ok()) return r.status();
+  RETURN_IF_ERROR(writer->Finish(ProducerState(settings, r->final_state)));
   return r;
 }
 

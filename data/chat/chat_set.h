@@ -35,8 +35,10 @@ struct ChatSetOptions {
 };
 
 // Converts `input` into the sharded set `dir` and marks it complete. Errors: those of
-// ConvertChatFile and ShardedSetWriter, and InvalidArgument for a resume whose settings differ
-// (naming each one that does, with its value when the conversion began and now).
+// ConvertChatFile and ShardedSetWriter, InvalidArgument for a resume whose settings differ
+// (naming each one that does, with its value when the conversion began and now), and
+// InvalidArgument when the input gives no example. A new conversion that ends with a bad
+// line (no skip_bad) or no example removes the set it began, so a rerun is not blocked.
 Result<chat_data::ConvertResult> WriteChatSet(const std::string& input, const std::string& dir,
                                               const chat_data::ChatEncoder& encoder,
                                               const ChatSetOptions& options);

@@ -214,5 +214,77 @@ TEST(ChatSetTest, ResumeRefusesOtherOptionsAndAChangedInput) {
   EXPECT_NE(fresh.status().message().find("--resume"), std::string::npos);
 }
 
+TEST(ChatSetTest, AFailedStrictRunOrNoExamplesLeavesNoSetBlockingTheRerun) {
+  const std::string input = WriteInput("strict.jsonl");  // a bad line every 17th
+  const std::string dir = (TestDir() / "strict.tdata").string();
+  fs::remove_all(dir);
+  ChatSetOptions strict = Options();
+  strict.convert.skip_bad = false;
+  auto r = WriteChatSet(input, dir, Encoder(), strict);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--skip-bad"), std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(fs::exists(dir));
+  // The rerun with --skip-bad is a fresh conversion, not refused as an unfinished one.
+  auto again = WriteChatSet(input, dir, Encoder(), Options());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_GT(again->examples, 0);
+
+  // An input with no usable line: an error, and no complete set of 0 shards left behind.
+  const std::string none = (TestDir() / "none.jsonl").string();
+  std::ofstream(none) << R"({"messages": [{"role": "user", "content": "no answer"}]})" "\n";
+  const std::string empty_dir = (TestDir() / "none.tdata").string();
+  fs::remove_all(empty_dir);
+  auto nothing = WriteChatSet(none, empty_dir, Encoder(), Options());
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_NE(nothing.status().message().find("no examples to write"), std::string::npos)
+      << nothing.status().ToString();
+  EXPECT_NE(nothing.status().message().find("none.jsonl:1: "), std::string::npos);
+  EXPECT_FALSE(fs::exists(empty_dir));
+}
+
+TEST(ChatSetTest, TamperedResumeStateIsDataLossNamingTheField) {
+  const std::string input = WriteInput("tamper.jsonl");
+  const std::string dir = (TestDir() / "tamper.tdata").string();
+  fs::remove_all(dir);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ChatSetOptions o = Options();
+    o.fault = [](std::string_view at, int64_t k) {
+      if (at == "shard_recorded" && k == 1) ::raise(SIGKILL);
+    };
+    (void)WriteChatSet(input, dir, Encoder(), o);
+    ::_exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  const std::string manifest = dir + "/shards.json";
+  std::string text;
+  {
+    std::ifstream in(manifest);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // Fields of the wrong type threw nlohmann::type_error (rc 134).
+  const std::pair<std::string, std::string> edits[] = {
+      {"\"version\": 1", "\"version\": \"1\""},
+      {"\"format\": \"openai\"", "\"format\": 7"},
+      {"\"lines\": ", "\"lines\": -"},
+  };
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from, text.find("\"convert\""));
+    ASSERT_NE(at, std::string::npos) << from << " in " << text;
+    std::string bad = text;
+    bad.replace(at, from.size(), to);
+    std::ofstream(manifest, std::ios::trunc) << bad;
+    ChatSetOptions o = Options();
+    o.resume = true;
+    auto r = WriteChatSet(input, dir, Encoder(), o);
+    ASSERT_FALSE(r.ok()) << to;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+    const std::string field = from.substr(0, from.find(':'));
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::chat_data

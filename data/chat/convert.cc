@@ -31,6 +31,7 @@ struct LineOut {
   std::string bad_reason;  // a bad line
   std::string message;     // for bad_examples: a bad line, or the encoder's error
   std::map<std::string, int64_t> events;
+  std::map<std::string, int64_t> warnings;
   bool failed = false;     // the template or tokenizer failed (counted in events)
   size_t examples = 0;
 };
@@ -58,23 +59,51 @@ std::string FindOutOfVocab(const EncodeOutcome& o, const ConvertOptions& options
   return "";
 }
 
+void MarkBad(LineOut* lo, const std::string& path, const char* reason, const std::string& what) {
+  lo->bad_reason = reason;
+  lo->message = fmt::format("{}:{}: {} ({})", path, lo->number, what, reason);
+}
+
+// A line over options.max_line_bytes: `bytes` long, ending at input byte `end`.
+LineOut TooLongLine(const std::string& path, int64_t number, int64_t end, int64_t bytes,
+                    const ConvertOptions& options) {
+  LineOut lo;
+  lo.number = number;
+  lo.end = end;
+  MarkBad(&lo, path, "line_too_long",
+          fmt::format("{} bytes, over the limit of {} (--max-line-bytes); not parsed", bytes,
+                      options.max_line_bytes));
+  return lo;
+}
+
 void EncodeChunk(std::span<const Line> lines, ChatFormat format, const ChatEncoder& enc,
                  const ConvertOptions& options, ChatEncoder::Scratch& scratch,
                  const std::string& path, ChunkOut* out) {
   for (const Line& line : lines) {
+    if (options.max_line_bytes > 0 && int64_t(line.text.size()) > options.max_line_bytes) {
+      out->lines.push_back(
+          TooLongLine(path, line.number, line.end, int64_t(line.text.size()), options));
+      continue;
+    }
     LineOut& lo = out->lines.emplace_back();
     lo.number = line.number;
     lo.end = line.end;
     Conversation c;
     BadLine bad;
     if (!ParseConversation(line.text, format, &c, &bad)) {
-      lo.bad_reason = bad.reason;
-      lo.message = fmt::format("{}:{}: {} ({})", path, line.number, bad.message, bad.reason);
+      MarkBad(&lo, path, bad.reason.c_str(), bad.message);
+      continue;
+    }
+    if (options.max_turns > 0 && int64_t(c.messages.size()) > options.max_turns) {
+      MarkBad(&lo, path, "too_many_turns",
+              fmt::format("{} messages, over the limit of {} (--max-turns)", c.messages.size(),
+                          options.max_turns));
       continue;
     }
     lo.conversation = true;
     EncodeOutcome o = enc.Encode(c, scratch);
     lo.events = std::move(o.events);
+    lo.warnings = std::move(o.warnings);
     if (!o.error.empty()) {
       lo.message = fmt::format("{}:{}: {}", path, line.number, o.error);
       lo.failed = true;
@@ -94,12 +123,33 @@ void EncodeChunk(std::span<const Line> lines, ChatFormat format, const ChatEncod
   }
 }
 
-// The format of the first line that has one, reading from the start of the file.
-Result<ChatFormat> DetectFileFormat(const std::string& path) {
+// Reads the next line of `in` into *line, keeping at most `max` bytes of it (0: all); *whole
+// is false when the line was longer. False at the end of the input.
+bool ReadLineBounded(std::istream& in, size_t max, std::string* line, bool* whole) {
+  line->clear();
+  *whole = true;
+  std::streambuf* sb = in.rdbuf();
+  int ch = sb->sbumpc();
+  if (ch == std::char_traits<char>::eof()) return false;
+  for (; ch != std::char_traits<char>::eof() && ch != '\n'; ch = sb->sbumpc()) {
+    if (max == 0 || line->size() < max) {
+      line->push_back(char(ch));
+    } else {
+      *whole = false;
+    }
+  }
+  return true;
+}
+
+// The format of the first line that has one, reading from the start of the file (lines over
+// `max_line_bytes` are passed over unparsed).
+Result<ChatFormat> DetectFileFormat(const std::string& path, int64_t max_line_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("{}: cannot open the chat file", path);
-  for (std::string line; std::getline(in, line);) {
-    const ChatFormat f = DetectFormat(line);
+  std::string line;
+  for (bool whole; ReadLineBounded(in, size_t(std::max<int64_t>(max_line_bytes, 0)), &line,
+                                   &whole);) {
+    const ChatFormat f = whole ? DetectFormat(line) : ChatFormat::kAuto;
     if (f != ChatFormat::kAuto) return f;
   }
   return InvalidArgumentError(
@@ -168,6 +218,7 @@ class ShardBuilder {
     if (lo.conversation) ++r_->conversations;
     if (!lo.bad_reason.empty()) ++r_->bad[lo.bad_reason];
     for (const auto& [k, v] : lo.events) r_->events[k] += v;
+    for (const auto& [k, v] : lo.warnings) r_->warnings[k] += v;
     if (!lo.message.empty() && r_->bad_examples.size() < kMaxBadExamples) {
       r_->bad_examples.push_back(lo.message);
     }
@@ -238,6 +289,30 @@ std::vector<ChunkOut> EncodeBatch(const std::vector<Line>& lines, ChatFormat for
   return out;
 }
 
+// Reads past the rest of a line whose first bytes are all of *buf (no newline among them):
+// on return *buf holds the bytes after its newline. Returns the line's length in bytes
+// (without the newline) and sets *newline when one ended it (else the input ended).
+int64_t DropRestOfLine(std::istream& in, size_t batch, std::string* buf, bool* newline) {
+  int64_t bytes = int64_t(buf->size());
+  for (;;) {
+    buf->resize(batch);
+    in.read(buf->data(), std::streamsize(batch));
+    const size_t got = size_t(in.gcount());
+    buf->resize(got);
+    if (const size_t nl = buf->find('\n'); nl != std::string::npos) {
+      buf->erase(0, nl + 1);
+      *newline = true;
+      return bytes + int64_t(nl);
+    }
+    bytes += int64_t(got);
+    if (got < batch) {
+      buf->clear();
+      *newline = false;
+      return bytes;
+    }
+  }
+}
+
 // Splits buf[0, cut) into non-blank lines; `first` is the input byte of buf[0], `*number` the
 // lines before it (advanced).
 std::vector<Line> SplitLines(std::string_view buf, int64_t first, int64_t* number) {
@@ -300,7 +375,7 @@ Result<ConvertResult> ConvertChatFile(const std::string& path, const ChatEncoder
   if (!options.resume_state.empty()) {
     RETURN_IF_ERROR(Restore(path, options, size, &r, &at));
   } else if (options.format == ChatFormat::kAuto) {
-    ASSIGN_OR_RETURN(r.format, DetectFileFormat(path));
+    ASSIGN_OR_RETURN(r.format, DetectFileFormat(path, options.max_line_bytes));
   } else {
     r.format = options.format;
   }
@@ -320,7 +395,18 @@ Result<ConvertResult> ConvertChatFile(const std::string& path, const ChatEncoder
     buf.resize(kept + size_t(in.gcount()));
     eof = size_t(in.gcount()) < batch;
     const size_t last_nl = buf.rfind('\n');
-    if (!eof && last_nl == std::string::npos) continue;  // a line longer than a batch
+    if (!eof && last_nl == std::string::npos) {  // a line longer than a batch
+      if (options.max_line_bytes > 0 && int64_t(buf.size()) > options.max_line_bytes) {
+        bool newline = false;
+        const int64_t bytes = DropRestOfLine(in, batch, &buf, &newline);
+        const int64_t end = buf_first + bytes + (newline ? 1 : 0);
+        ChunkOut c;
+        c.lines.push_back(TooLongLine(path, ++number, end, bytes, options));
+        RETURN_IF_ERROR(builder.AddChunk(c));
+        buf_first = end;
+      }
+      continue;
+    }
     const size_t cut = eof ? buf.size() : last_nl + 1;
     std::vector<Line> lines = SplitLines(std::string_view(buf).substr(0, cut), buf_first, &number);
     std::function<void(size_t)> progress;
@@ -364,6 +450,14 @@ std::string ConvertResult::Summary() const {
   }
   s += fmt::format("dropped or cut: {}\n", drops.empty() ? "none" : drops);
   for (const auto& e : bad_examples) s += "  " + e + "\n";
+  if (auto it = warnings.find("no_end_token"); it != warnings.end()) {
+    s += fmt::format(
+        "warning: {} assistant spans hold no end-of-turn token (eos_token of "
+        "tokenizer_config.json); they end where the template's rendering of their turn ends. "
+        "A base model's eos_token (e.g. <|endoftext|>) with a chat template does this: check "
+        "that the config is the chat model's\n",
+        it->second);
+  }
   const double mb = double(bytes) / 1e6;
   s += fmt::format("throughput: {:.1f} MB in {:.2f} s = {:.1f} MB/s\n", mb, seconds,
                    seconds > 0 ? mb / seconds : 0.0);

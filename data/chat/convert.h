@@ -45,6 +45,14 @@ struct ConvertOptions {
   // "path:line: what (reason)".
   bool skip_bad = true;
   int64_t vocab = 0;  // > 0: every id of an example must be below it (reason id_out_of_range)
+  // A line longer than this many bytes (newline excluded) is a bad line (line_too_long),
+  // read past without being kept whole, parsed or tokenized: memory stays within about
+  // 2 * batch_bytes + max_line_bytes whatever the file holds. 0: no limit.
+  int64_t max_line_bytes = int64_t{4} << 20;
+  // A conversation of more messages than this is a bad line (too_many_turns): the masks
+  // render the conversation once per assistant turn, so the cost grows with the square of
+  // its turns. 0: no limit.
+  int64_t max_turns = 512;
   std::string vocab_origin;  // where `vocab` came from, for messages ("--vocab")
   // Called now and then with (bytes done, bytes total) of the whole file, and once at the end.
   std::function<void(int64_t, int64_t)> progress;
@@ -67,6 +75,7 @@ struct ConvertResult {
   std::map<std::string, int64_t> bad;     // reason -> lines
   std::vector<std::string> bad_examples;  // first few "path:line: message"
   std::map<std::string, int64_t> events;  // from ChatEncoder (too_long, truncated, ...)
+  std::map<std::string, int64_t> warnings;  // from ChatEncoder (no_end_token): spans kept
   // This run: where it started (resumed) and how much it read.
   int64_t start_line = 0;
   int64_t start_byte = 0;

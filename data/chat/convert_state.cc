@@ -39,10 +39,13 @@ Status ReadCounts(const ordered_json& j, const char* key, std::map<std::string, 
 
 Status DecodeInto(const ordered_json& j, ConvertResult* r, InputPosition* at, InputIdentity* in) {
   if (!j.is_object()) return InvalidArgumentError("not a JSON object");
-  if (j.value("version", 0) != kStateVersion) {
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<int64_t>() != kStateVersion) {
     return InvalidArgumentError("\"version\" is not {}", kStateVersion);
   }
-  auto format = ParseChatFormat(j.value("format", ""));
+  auto format = j.contains("format") && j["format"].is_string()
+                    ? ParseChatFormat(j["format"].get<std::string>())
+                    : Result<ChatFormat>(InvalidArgumentError("no format"));
   if (!format.ok() || *format == ChatFormat::kAuto) {
     return InvalidArgumentError("\"format\" is not \"openai\" or \"sharegpt\"");
   }
@@ -64,13 +67,14 @@ Status DecodeInto(const ordered_json& j, ConvertResult* r, InputPosition* at, In
     return InvalidArgumentError("\"tail_hash\" is not hexadecimal");
   }
   for (const char* key : kCountKeys) {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
-      return InvalidArgumentError("\"{}\" is not an integer", key);
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 0) {
+      return InvalidArgumentError("\"{}\" is not a non-negative integer", key);
     }
     *CountField(r, key) = j[key].get<int64_t>();
   }
   RETURN_IF_ERROR(ReadCounts(j, "bad", &r->bad));
   RETURN_IF_ERROR(ReadCounts(j, "events", &r->events));
+  RETURN_IF_ERROR(ReadCounts(j, "warnings", &r->warnings));
   if (j.contains("bad_examples") && j["bad_examples"].is_array()) {
     for (const auto& e : j["bad_examples"]) {
       if (e.is_string()) r->bad_examples.push_back(e.get<std::string>());
@@ -108,6 +112,7 @@ std::string EncodeState(const ConvertResult& r, const InputPosition& at,
   for (const char* key : kCountKeys) j[key] = *CountField(&r, key);
   j["bad"] = r.bad;
   j["events"] = r.events;
+  j["warnings"] = r.warnings;
   j["bad_examples"] = r.bad_examples;
   return j.dump();
 }
@@ -117,7 +122,7 @@ Status DecodeState(const std::string& json, const std::string& origin, ConvertRe
   Result<ordered_json> j = ParseOrderedJson(json, "state");
   Status st = !j.ok() ? j.status() : DecodeInto(*j, counts, at, input);
   if (!st.ok()) {
-    return InvalidArgumentError("{}: the resume state is malformed: {}", origin, st.message());
+    return DataLossError("{}: the resume state is malformed: {}", origin, st.message());
   }
   return Status::Ok();
 }

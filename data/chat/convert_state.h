@@ -29,8 +29,8 @@ Result<uint64_t> TailHash(const std::string& path, int64_t byte);
 std::string EncodeState(const ConvertResult& counts, const InputPosition& at,
                         const InputIdentity& input);
 
-// Restores the counts into *counts (format, lines, ..., shards) and the position. Errors are
-// InvalidArgument naming `origin` (where the state came from) and what is wrong.
+// Restores the counts into *counts (format, lines, ..., shards) and the position. A
+// malformed state is DataLoss naming `origin` (where the state came from) and the field.
 Status DecodeState(const std::string& json, const std::string& origin, ConvertResult* counts,
                    InputPosition* at, InputIdentity* input);
 

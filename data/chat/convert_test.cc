@@ -247,6 +247,82 @@ TEST(ConvertTest, IntegersBeyondSixtyFourBitsAreRefusedLines) {
       << r->bad_examples[1];
 }
 
+std::string Turns(int messages, const std::string& text) {
+  std::string line = R"({"messages": [)";
+  for (int k = 0; k < messages; ++k) {
+    line += fmt::format(R"({}{{"role": "{}", "content": "{}"}})", k ? ", " : "",
+                        k % 2 ? "assistant" : "user", text);
+  }
+  return line + "]}";
+}
+
+TEST(ConvertTest, OverlongLinesAreSkippedUnparsedAndNamed) {
+  const std::string good = Turns(2, "hi");
+  const std::string huge = Turns(2, std::string(300000, 'x'));  // valid, and 300 KB
+  // The first line (read to detect the format) and the last (no newline) are over the limit.
+  const std::string body = huge + "\n" + good + "\n\n" + huge + "\n" + good + "\n" + huge;
+  const std::string path = WriteFile("long.jsonl", body);
+  for (int64_t batch : {int64_t{32} << 20, int64_t{4096}}) {  // within a batch, across many
+    ConvertOptions o;
+    o.max_line_bytes = 100000;
+    o.batch_bytes = batch;
+    o.threads = 2;
+    auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->examples, 2) << batch;
+    EXPECT_EQ(r->lines, 5) << batch;
+    EXPECT_EQ(r->bad.at("line_too_long"), 3) << batch;
+    ASSERT_EQ(r->bad_examples.size(), 3u);
+    EXPECT_NE(r->bad_examples[0].find(fmt::format("long.jsonl:1: {} bytes, over the limit of "
+                                                  "100000 (--max-line-bytes)",
+                                                  huge.size())),
+              std::string::npos)
+        << r->bad_examples[0];
+    EXPECT_NE(r->bad_examples[1].find("long.jsonl:4: "), std::string::npos) << r->bad_examples[1];
+    EXPECT_NE(r->bad_examples[2].find("long.jsonl:6: "), std::string::npos) << r->bad_examples[2];
+    EXPECT_EQ(r->bytes, int64_t(body.size()));
+    // The examples are those of the good lines alone.
+    auto alone = ConvertChatFile(WriteFile("short.jsonl", good + "\n" + good + "\n"),
+                                 Qwen3Encoder(), {});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(r->tokens, alone->tokens);
+    EXPECT_EQ(r->mask, alone->mask);
+    // Without --skip-bad the first one is an error naming its line.
+    o.skip_bad = false;
+    auto strict = ConvertChatFile(path, Qwen3Encoder(), o);
+    ASSERT_FALSE(strict.ok());
+    EXPECT_NE(strict.status().message().find("long.jsonl:1: "), std::string::npos)
+        << strict.status().ToString();
+  }
+  // The limit off: the same file converts whole.
+  ConvertOptions off;
+  off.max_line_bytes = 0;
+  auto all = ConvertChatFile(path, Qwen3Encoder(), off);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->examples, 5);
+}
+
+TEST(ConvertTest, ConversationsOfTooManyTurnsAreCountedSkips) {
+  const std::string path = WriteFile(
+      "turns.jsonl", Turns(6, "a") + "\n" + Turns(8, "b") + "\n" + Turns(2000, "c") + "\n");
+  ConvertOptions o;
+  o.max_turns = 6;
+  auto r = ConvertChatFile(path, Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->examples, 1);
+  EXPECT_EQ(r->bad.at("too_many_turns"), 2);
+  ASSERT_EQ(r->bad_examples.size(), 2u);
+  EXPECT_NE(r->bad_examples[0].find("turns.jsonl:2: 8 messages, over the limit of 6 "
+                                    "(--max-turns)"),
+            std::string::npos)
+      << r->bad_examples[0];
+  // The default (512) takes the 2,000-message line out too, before any rendering.
+  auto d = ConvertChatFile(path, Qwen3Encoder(), {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->examples, 2);
+  EXPECT_EQ(d->bad.at("too_many_turns"), 1);
+}
+
 TEST(ConvertTest, NoKnownFormatIsAClearError) {
   auto r = ConvertChatFile(WriteFile("x.jsonl", "{\"text\": \"hello\"}\n"), Qwen3Encoder(), {});
   ASSERT_FALSE(r.ok());

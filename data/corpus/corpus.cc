@@ -277,6 +277,14 @@ bool IsBinarySet(const std::string& path) {
          std::filesystem::is_regular_file(Join(path, kHeaderFile), ec);
 }
 
+bool HasBinarySetMagic(const std::string& path) {
+  char magic[sizeof(kMagic)] = {};
+  std::ifstream in(Join(path, kHeaderFile), std::ios::binary);
+  in.read(magic, sizeof(magic));
+  return in.gcount() == std::streamsize(sizeof(magic)) &&
+         std::memcmp(magic, kMagic, sizeof(kMagic)) == 0;
+}
+
 Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check) {
   const std::string header_path = Join(dir, kHeaderFile);
   ASSIGN_OR_RETURN(auto header_map, Mapping::Open(header_path));

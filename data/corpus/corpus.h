@@ -122,6 +122,8 @@ Result<Corpus> OpenBinary(const std::string& dir, BinaryCheck check);
 
 // True when `path` is a directory holding a binary set's header.
 bool IsBinarySet(const std::string& path);
+// True when `path`/header starts with a binary set's magic (a set this code wrote).
+bool HasBinarySetMagic(const std::string& path);
 
 // A token id at or above a vocabulary size: where it is, for messages.
 struct OutOfVocab {

@@ -49,6 +49,7 @@ Status RunDataCommand(const DataCommandOptions& options) {
   if (options.vocab < 0) {
     return InvalidArgumentError("tandem data: --vocab must be >= 0, got {}", options.vocab);
   }
+  if (!options.output.empty()) RETURN_IF_ERROR(CheckDataSetOutput(options.output));
   ASSIGN_OR_RETURN(Corpus corpus,
                    LoadCorpus(options.input, LoadOptions{.vocab = options.vocab,
                                                          .skip_bad = options.skip_bad,

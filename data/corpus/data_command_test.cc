@@ -2,6 +2,8 @@
 // conversion, counts, validation against --vocab, and the inputs it refuses.
 #include "data/corpus/data_command.h"
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -66,6 +68,26 @@ TEST(DataCommandTest, RefusesBadUsage) {
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.message().find("is already a binary set"), std::string::npos)
       << again.ToString();
+}
+
+TEST(DataCommandTest, RefusesAnOutputDirectoryHoldingNoDataSet) {
+  ScratchDir dir;
+  const std::string jsonl = dir.Path("d.jsonl"), out = dir.Path("mine");
+  WriteText(jsonl, "{\"input_ids\": [1, 2, 3]}\n");
+  std::filesystem::create_directories(out);
+  WriteText(out + "/header", "not a data set header");
+  std::ostringstream printed;
+  Status st = RunDataCommand({.input = jsonl, .output = out, .out = &printed});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(out + ": is not empty and holds no tandem data set"),
+            std::string::npos)
+      << st.ToString();
+  std::ifstream kept(out + "/header");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "not a data set header");
+  // A set written before is replaced.
+  const std::string set = dir.Path("d.bin");
+  ASSERT_TRUE(RunDataCommand({.input = jsonl, .output = set, .out = &printed}).ok());
+  EXPECT_TRUE(RunDataCommand({.input = jsonl, .output = set, .out = &printed}).ok());
 }
 
 TEST(LoadCorpusTest, JsonlAndBinarySetHoldTheSameDocuments) {

@@ -70,7 +70,9 @@ Result<ShardManifest> ParseManifest(const std::string& path, const std::string& 
   if (!parsed.ok()) return DataLossError("{}", parsed.status().message());
   const ordered_json j = std::move(*parsed);
   if (!j.is_object()) return bad("not a JSON object");
-  if (j.value("kind", "") != kManifestKind) return bad(fmt::format("\"kind\" is not \"{}\"", kManifestKind));
+  if (!j.contains("kind") || !j["kind"].is_string() || j["kind"].get<std::string>() != kManifestKind) {
+    return bad(fmt::format("\"kind\" is not \"{}\"", kManifestKind));
+  }
   if (!j.contains("version") || !j["version"].is_number_integer() ||
       j["version"].get<int>() != kManifestVersion) {
     return bad(fmt::format("\"version\" is not {}", kManifestVersion));
@@ -91,6 +93,11 @@ Result<ShardManifest> ParseManifest(const std::string& path, const std::string& 
     if (e.name != ShardName(k)) {
       return bad(fmt::format("shards[{}] is named '{}', expected '{}'", k, e.name, ShardName(k)));
     }
+    if (e.documents <= 0 || e.tokens < 0) {
+      return bad(fmt::format("shards[{}] has {} documents and {} tokens (a shard holds at least "
+                             "one document)",
+                             k, s["documents"].dump(), s["tokens"].dump()));
+    }
     m.shards.push_back(std::move(e));
   }
   m.producer_state = j.contains("producer") ? j["producer"].dump() : "{}";
@@ -102,6 +109,22 @@ Result<ShardManifest> ParseManifest(const std::string& path, const std::string& 
 bool IsShardedSet(const std::string& path) {
   std::error_code ec;
   return fs::is_directory(path, ec) && fs::is_regular_file(Join(path, kManifest), ec);
+}
+
+Status CheckDataSetOutput(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return Status::Ok();
+  if (!fs::is_directory(dir, ec)) return InvalidArgumentError("{}: exists and is not a directory", dir);
+  auto it = fs::directory_iterator(dir, ec);
+  if (ec) return InvalidArgumentError("{}: cannot list: {}", dir, ec.message());
+  if (it == fs::directory_iterator()) return Status::Ok();
+  if (HasBinarySetMagic(dir) || (IsShardedSet(dir) && ReadShardManifest(dir).ok())) {
+    return Status::Ok();
+  }
+  return InvalidArgumentError(
+      "{}: is not empty and holds no tandem data set (it has '{}'); give an empty or new "
+      "directory",
+      dir, it->path().filename().string());
 }
 
 Result<ShardManifest> ReadShardManifest(const std::string& dir) {
@@ -143,8 +166,8 @@ Result<Corpus> OpenShardedSet(const std::string& dir, BinaryCheck check) {
 Result<ShardedSetWriter> ShardedSetWriter::Create(const std::string& dir,
                                                   std::string producer_state) {
   std::error_code ec;
+  RETURN_IF_ERROR(CheckDataSetOutput(dir));
   if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) return InvalidArgumentError("{}: exists and is not a directory", dir);
     if (IsShardedSet(dir)) {
       ASSIGN_OR_RETURN(ShardManifest old, ReadShardManifest(dir));
       if (!old.complete) {
@@ -221,6 +244,18 @@ Status ShardedSetWriter::Finish(std::string producer_state) {
   manifest_.complete = true;
   manifest_.producer_state = std::move(producer_state);
   return WriteManifest();
+}
+
+Status ShardedSetWriter::Discard() {
+  RETURN_IF_ERROR(RemoveAll(Join(dir_, kManifest)));
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (IsOwnName(name)) RETURN_IF_ERROR(RemoveAll(entry.path().string()));
+  }
+  if (fs::is_empty(dir_, ec) && !ec) fs::remove(dir_, ec);
+  manifest_ = ShardManifest();
+  return Status::Ok();
 }
 
 Status ShardedSetWriter::WriteManifest() {

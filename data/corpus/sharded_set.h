@@ -41,7 +41,14 @@ struct ShardManifest {
 // True when `path` is a directory holding a `shards.json`.
 bool IsShardedSet(const std::string& path);
 
-// Reads dir/shards.json. NotFound when it is missing; DataLoss when it is not a manifest.
+// Whether a data set may be written to `dir`: it does not exist, is an empty directory, or
+// holds a tandem data set (a sharded set's manifest, or a binary set's header with its
+// magic), which the writer may replace. Anything else is InvalidArgument naming an entry
+// of it, so a mistyped -o never overwrites or removes someone's files.
+Status CheckDataSetOutput(const std::string& dir);
+
+// Reads dir/shards.json. NotFound when it is missing; DataLoss naming the field when it is
+// not a manifest.
 Result<ShardManifest> ReadShardManifest(const std::string& dir);
 
 // All shards of a complete set as one corpus (Corpus::Concat). An unfinished set is
@@ -69,6 +76,10 @@ class ShardedSetWriter {
   Status AddShard(const Corpus& shard, std::string producer_state);
   // Marks the set complete, with the final state.
   Status Finish(std::string producer_state);
+  // Removes what this writer wrote (the manifest first, then its shards) and the directory
+  // itself when that leaves it empty: a conversion that failed or produced nothing leaves no
+  // set that a rerun would have to resume or remove.
+  Status Discard();
 
   // Test seam (fault injection): called with "shard_renamed" once a shard is in place and
   // before the manifest lists it.

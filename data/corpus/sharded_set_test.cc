@@ -110,6 +110,74 @@ TEST(ShardedSetTest, ForeignFilesAreNeverRemoved) {
   EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
 }
 
+TEST(ShardedSetTest, ADirectoryHoldingNoDataSetIsRefusedUntouched) {
+  // Names a data set uses, but no set: a mistyped -o must neither remove nor overwrite them.
+  const std::string dir = FreshDir("not_a_set");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/header") << "my header";
+  std::ofstream(dir + "/tokens.u32") << "my tokens";
+  auto w = ShardedSetWriter::Create(dir);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("holds no tandem data set"), std::string::npos)
+      << w.status().ToString();
+  EXPECT_TRUE(fs::exists(dir + "/header") && fs::exists(dir + "/tokens.u32"));
+  EXPECT_FALSE(CheckDataSetOutput(dir).ok());
+  // An empty directory, a binary set and a sharded set may be written over.
+  const std::string empty = FreshDir("empty_out");
+  fs::create_directories(empty);
+  EXPECT_TRUE(CheckDataSetOutput(empty).ok());
+  const std::string binary = FreshDir("binary_out");
+  ASSERT_TRUE(WriteBinary(Make(0, {2}), binary).ok());
+  EXPECT_TRUE(CheckDataSetOutput(binary).ok());
+  EXPECT_TRUE(ShardedSetWriter::Create(binary).ok());
+  EXPECT_TRUE(CheckDataSetOutput(binary).ok());  // now a sharded set
+}
+
+TEST(ShardedSetTest, TamperedManifestIsDataLossNamingTheField) {
+  const std::string dir = FreshDir("tampered");
+  auto w = ShardedSetWriter::Create(dir);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->AddShard(Make(0, {2, 2}), "{}").ok());
+  const std::string shard =
+      R"({"name": "shard-00000", "documents": 2, "tokens": 4})";
+  const std::pair<std::string, std::string> cases[] = {
+      // A field of the wrong type threw nlohmann::type_error (an abort).
+      {R"({"kind": 5, "version": 1, "complete": true, "shards": []})", "\"kind\""},
+      {R"({"kind": "tandem sharded set", "version": "1", "complete": true, "shards": []})",
+       "\"version\""},
+      {R"({"kind": "tandem sharded set", "version": 1, "complete": 1, "shards": []})",
+       "\"complete\""},
+      {R"({"kind": "tandem sharded set", "version": 1, "complete": true, "shards": {}})",
+       "\"shards\""},
+      {R"({"kind": "tandem sharded set", "version": 1, "complete": true, "shards": [)" +
+           std::string(R"({"name": "shard-00000", "documents": -3, "tokens": 4})") + "]}",
+       "shards[0] has -3 documents"},
+      {R"({"kind": "tandem sharded set", "version": 1, "complete": true, "shards": [)" + shard +
+           ", " + shard + "]}",
+       "shards[1] is named 'shard-00000'"},
+      {"[" + std::string(100000, '[') + std::string(100000, ']') + "]", "nested deeper"},
+  };
+  for (const auto& [text, field] : cases) {
+    std::ofstream(dir + "/shards.json", std::ios::trunc) << text;
+    auto m = ReadShardManifest(dir);
+    ASSERT_FALSE(m.ok()) << text.substr(0, 80);
+    EXPECT_EQ(m.status().code(), StatusCode::kDataLoss) << m.status().ToString();
+    EXPECT_NE(m.status().message().find(field), std::string::npos) << m.status().ToString();
+    EXPECT_FALSE(OpenShardedSet(dir, BinaryCheck::kStructure).ok());
+    EXPECT_FALSE(ShardedSetWriter::Resume(dir).ok());
+  }
+}
+
+TEST(ShardedSetTest, DiscardRemovesTheSetAndTheDirectoryItMade) {
+  const std::string dir = FreshDir("discard");
+  auto w = ShardedSetWriter::Create(dir);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->AddShard(Make(0, {2}), "{}").ok());
+  ASSERT_TRUE(w->Discard().ok());
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_TRUE(ShardedSetWriter::Create(dir).ok());  // nothing blocks a new one
+}
+
 TEST(ShardedSetTest, ManifestAndShardDisagreeingIsDataLoss) {
   const std::string dir = FreshDir("disagree");
   auto w = ShardedSetWriter::Create(dir);

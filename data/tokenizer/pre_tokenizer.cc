@@ -67,7 +67,12 @@ struct RegexScratch::Impl {
   pcre2_match_data* match = nullptr;
   pcre2_jit_stack* stack = nullptr;
   pcre2_match_context* context = nullptr;
+  int64_t budget = RegexScratch::kTextBudget;  // match steps left for retries (see the header)
 };
+
+void RegexScratch::StartText(size_t bytes) {
+  impl_->budget = kTextBudget + kBudgetPerByte * static_cast<int64_t>(bytes);
+}
 
 RegexScratch::RegexScratch() : impl_(std::make_unique<Impl>()) {
   impl_->match = pcre2_match_data_create(4, nullptr);
@@ -120,17 +125,39 @@ Result<Regex> Regex::Compile(const std::string& pattern) {
   return r;
 }
 
-Status Regex::SplitIsolated(std::string_view text, RegexScratch& scratch,
-                            std::vector<std::pair<size_t, size_t>>* pieces) const {
+// One match at `pos`, within the scratch's budget: PCRE2's return code, or
+// PCRE2_ERROR_MATCHLIMIT once the budget is spent.
+int Regex::Match(std::string_view text, size_t pos, RegexScratch& scratch) const {
   auto* s = scratch.impl();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t pos = 0, gap = 0;
-  while (pos < text.size()) {
+  for (uint32_t limit = RegexScratch::kFirstLimit;; limit *= 2) {
+    pcre2_set_match_limit(s->context, limit);
     const int rc = code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), pos, 0,
                                                 s->match, s->context)
                               : pcre2_match(code_->code, subject, text.size(), pos,
                                             PCRE2_NO_UTF_CHECK, s->match, s->context);
+    if (rc != PCRE2_ERROR_MATCHLIMIT) return rc;
+    // The next try may take up to twice the steps: charge them first.
+    s->budget -= int64_t{limit} * 2;
+    if (s->budget < 0 || limit > (uint32_t{1} << 30)) return PCRE2_ERROR_MATCHLIMIT;
+  }
+}
+
+Status Regex::SplitIsolated(std::string_view text, RegexScratch& scratch,
+                            std::vector<std::pair<size_t, size_t>>* pieces) const {
+  auto* s = scratch.impl();
+  size_t pos = 0, gap = 0;
+  while (pos < text.size()) {
+    const int rc = Match(text, pos, scratch);
     if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc == PCRE2_ERROR_MATCHLIMIT) {
+      return InvalidArgumentError(
+          "tokenizer: pattern '{}' backtracks too much on this text (its match budget of {} "
+          "steps for {} bytes ran out at byte {})",
+          code_->pattern,
+          RegexScratch::kTextBudget + RegexScratch::kBudgetPerByte * int64_t(text.size()),
+          text.size(), pos);
+    }
     if (rc < 0) {
       return InternalError("tokenizer: pattern '{}' failed at byte {}: {}", code_->pattern, pos,
                            PcreMessage(rc));

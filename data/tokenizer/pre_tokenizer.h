@@ -8,6 +8,7 @@
 // passes its own RegexScratch.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,15 +20,32 @@
 
 namespace tandem::tokenizer {
 
-// Per-thread PCRE2 match data and JIT stack. Move-only.
+// Per-thread PCRE2 match data and JIT stack, and the match budget of the text being split.
+//
+// PCRE2's match limit holds per call, and splitting makes a call per piece, so a pattern that
+// backtracks heavily at every position costs the per-call limit times the text's length (a
+// catastrophic pattern took minutes on a 5 KB line). The budget bounds the whole text
+// instead: every call starts with a small limit (kFirstLimit) and retries with twice the limit
+// while it runs out; each limit beyond the first that a call needed is charged to the budget.
+// A text whose calls exhaust it is an error. A text of n bytes so costs at most about
+// n * kFirstLimit + StartText's budget match steps; ordinary patterns (GPT-2's, Llama-3's,
+// Qwen's) never retry.
 class RegexScratch {
  public:
+  static constexpr uint32_t kFirstLimit = 10'000;         // match steps per call at first
+  static constexpr int64_t kTextBudget = 10'000'000;      // per text, plus kBudgetPerByte * n
+  static constexpr int64_t kBudgetPerByte = 64;
+
   RegexScratch();
   ~RegexScratch();
   RegexScratch(RegexScratch&&) noexcept;
   RegexScratch& operator=(RegexScratch&&) noexcept;
   RegexScratch(const RegexScratch&) = delete;
   RegexScratch& operator=(const RegexScratch&) = delete;
+
+  // Starts the budget of a text of `bytes` bytes: kTextBudget + kBudgetPerByte * bytes match
+  // steps beyond kFirstLimit per call. Until the first call, the budget is kTextBudget.
+  void StartText(size_t bytes);
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }
@@ -46,12 +64,14 @@ class Regex {
   ~Regex();
 
   // Appends [begin, end) byte ranges of `text` split "Isolated": matches and the gaps
-  // between them, in order, covering `text`. REQUIRES: text is valid UTF-8.
+  // between them, in order, covering `text`. InvalidArgument naming the pattern when the
+  // scratch's match budget runs out (RegexScratch). REQUIRES: text is valid UTF-8.
   Status SplitIsolated(std::string_view text, RegexScratch& scratch,
                        std::vector<std::pair<size_t, size_t>>* pieces) const;
 
  private:
   Regex() = default;
+  int Match(std::string_view text, size_t pos, RegexScratch& scratch) const;
   struct Code;
   std::unique_ptr<Code> code_;
 };

@@ -190,6 +190,7 @@ Status Tokenizer::Encode(std::string_view text, EncodeScratch& scratch,
   if (int64_t bad = FindInvalidUtf8(text); bad >= 0) {
     return InvalidArgumentError("tokenizer: text is not valid UTF-8 at byte {}", bad);
   }
+  scratch.regex.StartText(text.size());  // one match budget for the whole text
   size_t pos = 0, at = 0;
   while (pos < text.size()) {
     const int k = added_.empty() ? -1 : FindAdded(text, pos, &at);

@@ -223,6 +223,38 @@ TEST(TokenizerTest, IdsAreBoundedByTheNumberOfEntries) {
   EXPECT_TRUE(Tokenizer::FromJson(base, "t.json").ok());
 }
 
+TEST(TokenizerTest, CatastrophicPatternRunsOutOfItsBudgetPerText) {
+  // Each match of this pattern at a run of a's backtracks through ~2 million steps before it
+  // takes one "a": under PCRE2's per-call limit, so 5,000 calls once took about 10 s for
+  // 5 KB. The budget bounds the whole text: the third or fourth call exhausts it.
+  json j = Qwen3Json();
+  j["pre_tokenizer"] = json::parse(
+      R"({"type": "Split", "pattern": {"Regex": "(?:a|aa){0,18}b|a"}, "behavior": "Isolated",
+          "invert": false})");
+  auto tok = Tokenizer::FromJson(j, "t.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EncodeScratch scratch;
+  auto ids = tok->Encode(std::string(5000, 'a'), scratch);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_NE(ids.status().message().find("backtracks too much on this text"), std::string::npos)
+      << ids.status().ToString();
+  // The budget is per text: the next text starts with a full one.
+  EXPECT_TRUE(tok->Encode("ab ab", scratch).ok());
+}
+
+TEST(TokenizerTest, LongPiecesStayWithinTheBudget) {
+  // Ordinary patterns on long pieces (a 512 KB word, 256 KB runs of spaces, digits,
+  // punctuation, newlines) may need retries with larger limits, never the whole budget.
+  EncodeScratch scratch;
+  for (const std::string& text :
+       {std::string(1 << 19, 'x'), std::string(1 << 18, ' ') + "x", std::string(1 << 18, '7'),
+        std::string(1 << 18, '!'), "hello" + std::string(1 << 18, '\n') + "world"}) {
+    auto ids = Qwen3().Encode(text, scratch);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(Qwen3().Decode(*ids), text);
+  }
+}
+
 TEST(TokenizerTest, DeeplyNestedFileIsAnErrorNotACrash) {
   // 50,000 levels: copying or printing such a value recurses once per level.
   const std::string path = ::testing::TempDir() + "/tandem_deep_tokenizer.json";

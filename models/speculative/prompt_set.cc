@@ -207,6 +207,10 @@ bool Blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+bool TooLong(std::string_view line, const PromptLoadOptions& o) {
+  return o.max_line_bytes > 0 && static_cast<int64_t>(line.size()) > o.max_line_bytes;
+}
+
 // Calls f(line_no, line) for every non-blank line until it returns false.
 template <typename F>
 void ForEachLine(std::string_view text, F f) {
@@ -260,6 +264,7 @@ Result<PromptSet> ReadPromptSet(std::string_view text, const std::string& source
   std::string how = fmt::format("given as {}", PromptFormatName(o.format));
   if (set.format == PromptFormat::kAuto) {
     ForEachLine(text, [&](int64_t no, std::string_view line) {
+      if (TooLong(line, o)) return true;  // not parsed, not even to detect the layout
       set.format = DetectPromptFormat(line);
       how = fmt::format("detected from line {}", no);
       return set.format == PromptFormat::kAuto;
@@ -271,7 +276,10 @@ Result<PromptSet> ReadPromptSet(std::string_view text, const std::string& source
   ForEachLine(text, [&](int64_t no, std::string_view line) {
     ++set.lines;
     std::optional<Bad> bad;
-    if (set.format == PromptFormat::kAuto)
+    if (TooLong(line, o))
+      bad = Bad{"line_too_long", fmt::format("{} bytes, over the limit of {} (--max-line-bytes); "
+                                             "not parsed", line.size(), o.max_line_bytes)};
+    else if (set.format == PromptFormat::kAuto)
       bad = Bad{"malformed", "no prompt field (input_ids, messages, conversations, turns, "
                              "question, problem, prompt or text)"};
     else

@@ -17,7 +17,8 @@
 // Bad lines, each with a reason code: malformed (not JSON, not an object, no field of the
 // file's layout, a wrong type), empty (no ids, empty text), bad_token_id (an id outside
 // [0, vocab)), too_long (more tokens than max_tokens; the limit's origin is named),
-// template_error (template or tokenizer failure). Without skip_bad the first one is an
+// template_error (template or tokenizer failure), line_too_long (more bytes than
+// max_line_bytes: neither parsed nor tokenized). Without skip_bad the first one is an
 // InvalidArgument naming file:line and why; with skip_bad it is skipped and counted. A file
 // with no line at all, or no usable prompt, is an InvalidArgument naming the file.
 //
@@ -52,6 +53,7 @@ struct PromptLoadOptions {
   bool skip_bad = false;
   int64_t vocab = 0;       // ids must be in [0, vocab)
   int64_t max_tokens = 0;  // longest prompt; 0: no limit
+  int64_t max_line_bytes = int64_t{4} << 20;  // longer lines are bad, unparsed; 0: no limit
   std::string max_tokens_origin;  // what sets max_tokens, for messages ("" = "the limit")
   // The tokenizer and chat template, needed by every layout but ids: `encoder` when set,
   // else loaded from `tokenizer_dir` (tokenizer.json + tokenizer_config.json, usually the

@@ -209,6 +209,24 @@ TEST_F(PromptSetTest, BadLinesFailOrAreSkippedAndCounted) {
   }
 }
 
+TEST_F(PromptSetTest, OverlongLinesAreBadLinesNeverParsed) {
+  // The first line is over the limit too: the layout comes from the next one.
+  options_.max_line_bytes = 1000;
+  const std::string huge = "{\"question\": \"" + std::string(5000, 'x') + "\"}";
+  const std::string text = huge + "\n{\"question\": \"Q\"}\n" + huge + "\n";
+  options_.skip_bad = false;
+  Status s = Load(text).status();
+  EXPECT_NE(s.ToString().find("p.jsonl:1: 5016 bytes, over the limit of 1000 (--max-line-bytes)"),
+            std::string::npos)
+      << s.ToString();
+  options_.skip_bad = true;
+  auto set = Load(text);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->format, PromptFormat::kGsm8k);
+  EXPECT_EQ(set->line_numbers, (std::vector<int64_t>{2}));
+  EXPECT_EQ(set->skipped_by_reason, (std::map<std::string, int64_t>{{"line_too_long", 2}}));
+}
+
 TEST_F(PromptSetTest, BadTextAndChatLines) {
   options_.skip_bad = true;
   options_.max_tokens = 12;

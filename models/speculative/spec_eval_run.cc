@@ -47,6 +47,7 @@ Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const DecodeTargetSh
   PromptLoadOptions po;
   po.format = q.prompt_format;
   po.skip_bad = q.skip_bad;
+  po.max_line_bytes = q.max_line_bytes;
   po.vocab = tc.vocab_size;
   po.max_tokens = q.max_prompt_tokens;
   po.max_tokens_origin = "--max-prompt-tokens";

@@ -32,6 +32,7 @@ struct SpecEvalRequest {
                                      // - block_size + 1
   PromptFormat prompt_format = PromptFormat::kAuto;
   bool skip_bad = false;       // skip and count bad prompt lines instead of failing
+  int64_t max_line_bytes = int64_t{4} << 20;  // longer prompt lines are bad (0: no limit)
   std::string tokenizer_dir;   // for text and chat prompts; "": the target's directory
   std::optional<bool> enable_thinking;  // the chat template's enable_thinking, when set
   int64_t batch = 1;           // sequences decoded at once (DFlashBatchDecoder when > 1)

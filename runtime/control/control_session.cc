@@ -41,9 +41,19 @@ class Session : public std::enable_shared_from_this<Session<Socket>> {
         needs_token_(needs_token),
         deadline_(socket_.get_executor()),
         penalty_(socket_.get_executor()) {}
-  ~Session() { core_->Release(reserved_); }
+  ~Session() {
+    core_->Release(reserved_);
+    Authenticated();
+  }
 
   void Begin() {
+    if (needs_token_) {  // TCP: counted as waiting for the token until a request shows it
+      unauthenticated_id_ = ++core_->next_unauthenticated;
+      std::weak_ptr<Session> weak = this->shared_from_this();
+      core_->unauthenticated[unauthenticated_id_] = [weak] {
+        if (auto self = weak.lock()) self->Close();
+      };
+    }
     ArmDeadline();
     ReadHeader();
   }
@@ -115,6 +125,7 @@ class Session : public std::enable_shared_from_this<Session<Socket>> {
     if (!req.ok()) return Write(ControlResponse::Error(req.status()), /*close=*/true);
     if (needs_token_ && !SameToken(req->token, core_->token)) return RejectToken();
     authenticated_ = true;
+    Authenticated();
     auto self = this->shared_from_this();
     core_->waiting[this] = self;
     std::weak_ptr<Session> weak = self;
@@ -200,6 +211,12 @@ class Session : public std::enable_shared_from_this<Session<Socket>> {
     });
   }
 
+  // No longer counted as waiting for the token (or evicted already).
+  void Authenticated() {
+    if (unauthenticated_id_ != 0) core_->unauthenticated.erase(unauthenticated_id_);
+    unauthenticated_id_ = 0;
+  }
+
   void DisarmDeadline() {
     ++deadline_gen_;
     deadline_.cancel();
@@ -216,6 +233,7 @@ class Session : public std::enable_shared_from_this<Session<Socket>> {
   Socket socket_;
   ServerCore* const core_;
   ConnectionSlot slot_;
+  uint64_t unauthenticated_id_ = 0;  // its entry in core_->unauthenticated, 0: none
   const bool needs_token_;
   bool authenticated_ = false;
   asio::steady_timer deadline_;

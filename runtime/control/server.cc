@@ -62,6 +62,16 @@ class Listener {
         ++core_->refused_connections;
         RefuseConnection(s, refusal_);
       } else {
+        // The oldest connection still without the token makes room: peers that never show it
+        // cannot hold the slots, and a client that sends its request at once is not kept out.
+        while (id_ == kTcpListener &&
+               core_->unauthenticated.size() >= core_->limits.max_unauthenticated) {
+          auto oldest = core_->unauthenticated.begin();
+          std::function<void()> close = std::move(oldest->second);
+          core_->unauthenticated.erase(oldest);
+          ++core_->evicted_unauthenticated;
+          close();
+        }
         serve_(std::move(s), ConnectionSlot(&core_->connections[id_]));
       }
       Accept();
@@ -112,6 +122,8 @@ size_t ConnectionsThatFit(size_t listeners) {
 
 Status ServerLimits::Check() const {
   if (max_connections == 0) return InvalidArgumentError("max_connections must be at least 1");
+  if (max_unauthenticated == 0)
+    return InvalidArgumentError("max_unauthenticated must be at least 1");
   if (max_request_bytes == 0 || max_request_bytes > kMaxFrameBytes)
     return InvalidArgumentError("max_request_bytes must be in [1, {}], got {}", kMaxFrameBytes,
                                 max_request_bytes);
@@ -153,6 +165,10 @@ class ControlServer::Impl {
                 "(ulimit -n)", core_.limits.max_connections, fit);
       core_.limits.max_connections = fit;
     }
+    // At most a quarter of the TCP slots wait for a token; the rest stay for clients with it.
+    core_.limits.max_unauthenticated =
+        std::min(core_.limits.max_unauthenticated,
+                 std::max<size_t>(1, core_.limits.max_connections / 4));
     const std::string busy = EncodeResponse(ControlResponse::Error(UnavailableError(
         "server busy: {} connections open (the limit); retry later", core_.limits.max_connections)));
     if (!options_.unix_path.empty()) {
@@ -222,6 +238,8 @@ class ControlServer::Impl {
     auto take = [this] {
       ServerStats st;
       st.connections = core_.connections[kUnixListener] + core_.connections[kTcpListener];
+      st.unauthenticated = core_.unauthenticated.size();
+      st.evicted_unauthenticated = core_.evicted_unauthenticated;
       st.pending_bytes = core_.pending_bytes;
       st.refused_connections = core_.refused_connections;
       st.accept_failures = core_.accept_failures;

@@ -12,7 +12,9 @@
 // the first request of a connection must carry the token and be at most
 // kMaxUnauthenticatedFrameBytes, so nothing large is buffered for a client that has not
 // proven it holds the token. Each listener takes at most max_connections connections (more
-// get an error reply and are closed), and a connection that does not complete a request (or
+// get an error reply and are closed); of the TCP ones at most max_unauthenticated may wait
+// for their first request to prove the token (a newer one closes the oldest), so peers
+// without it cannot hold every slot, and a connection that does not complete a request (or
 // read its reply) within idle_timeout is closed. Failed token checks are logged and their
 // replies delayed more the more of them there were in the last minute. When accept() fails
 // (EMFILE) the listener backs off instead of spinning.
@@ -39,6 +41,10 @@ namespace tandem {
 
 struct ServerLimits {
   size_t max_connections = 64;             // per listener (Unix, TCP, metrics)
+  // TCP control connections that have not yet sent a request with the token (at most a
+  // quarter of max_connections): a new connection past it closes the oldest of them, so the
+  // rest of the TCP slots stay for clients that have shown the token.
+  size_t max_unauthenticated = 16;
   size_t max_request_bytes = kMaxFrameBytes;  // one request's payload
   size_t max_pending_bytes = 64u << 20;     // request bytes buffered over all connections
   Duration idle_timeout = std::chrono::seconds(30);  // to complete a request or read a reply
@@ -52,6 +58,8 @@ struct ServerLimits {
 // Counters for `tandem status`-style views and tests.
 struct ServerStats {
   size_t connections = 0;         // open control connections (Unix and TCP)
+  size_t unauthenticated = 0;     // TCP ones of them that have not yet shown the token
+  uint64_t evicted_unauthenticated = 0;  // closed to make room for a newer one
   size_t pending_bytes = 0;       // request bytes buffered now
   uint64_t refused_connections = 0;  // turned away at max_connections
   uint64_t accept_failures = 0;   // accept() errors (EMFILE, ...)

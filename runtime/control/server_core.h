@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,6 +76,11 @@ struct ServerCore {
   std::string token;  // TCP only
   std::shared_ptr<ReplyGate> gate;
   size_t connections[kListeners] = {0, 0, 0};
+  // TCP control connections before their token was checked, oldest first: each one's
+  // closer, by the order it was accepted in.
+  std::map<uint64_t, std::function<void()>> unauthenticated;
+  uint64_t next_unauthenticated = 0;
+  uint64_t evicted_unauthenticated = 0;
   size_t pending_bytes = 0;  // request bytes buffered over every connection
   uint64_t refused_connections = 0;
   uint64_t accept_failures = 0;

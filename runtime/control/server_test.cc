@@ -217,6 +217,22 @@ TEST(ControlServerTest, ConnectionsOverTheLimitAreRefusedWithAReason) {
   EXPECT_TRUE(WaitFor([&] { return Pings(s->unix_ep()); }));
 }
 
+TEST(ControlServerTest, PeersWithoutTheTokenCannotHoldTheTcpSlots) {
+  // 8 TCP slots, at most 2 of them waiting for a token. Silent peers once held all 8.
+  ServerLimits lim;
+  lim.max_connections = 8;
+  auto s = Serve(lim, /*tcp=*/true);
+  std::vector<RawClient> silent;
+  for (int i = 0; i < 8; ++i) silent.push_back(RawClient::Tcp(s->server->tcp_port()));
+  ASSERT_TRUE(WaitFor([&] { return s->server->Stats().evicted_unauthenticated == 6; }));
+  EXPECT_EQ(s->server->Stats().unauthenticated, 2u);
+  EXPECT_TRUE(silent[0].ClosedByPeer());  // the oldest made room first
+  // A client with the token gets in, and its connection no longer counts as waiting.
+  EXPECT_TRUE(Pings(s->tcp_ep("s3cret")));
+  EXPECT_TRUE(silent[6].ClosedByPeer());  // the ping's connection evicted the oldest left
+  EXPECT_TRUE(Pings(s->unix_ep()));
+}
+
 TEST(ControlServerTest, IdleAndSlowConnectionsAreClosed) {
   ServerLimits lim;
   lim.idle_timeout = 300ms;

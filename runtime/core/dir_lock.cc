@@ -84,6 +84,31 @@ void DirLock::Release() {
   fd_ = -1;
 }
 
+Status DirLock::CheckNotInHeldDir(const std::string& path, const std::string& what,
+                                  const std::string& own) {
+  std::error_code ec;
+  const fs::path own_dir = own.empty() ? fs::path() : fs::weakly_canonical(own, ec);
+  fs::path dir = fs::weakly_canonical(fs::absolute(path, ec), ec).parent_path();
+  for (; !dir.empty(); dir = dir.parent_path()) {
+    const std::string lock = (dir / kFileName).string();
+    if (dir != own_dir) {
+      const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        const std::string record = held ? ReadAll(fd) : "";
+        ::close(fd);  // drops the probe's lock, if it took one
+        if (held)
+          return UnavailableError(
+              "{} '{}' is inside '{}', a directory another job holds: {} (lock file {}); "
+              "write it elsewhere",
+              what, path, dir.string(), Describe(record), lock);
+      }
+    }
+    if (dir == dir.root_path()) break;
+  }
+  return Status::Ok();
+}
+
 Result<DirLock> DirLock::Acquire(const std::string& dir, const std::string& holder,
                                  const std::string& what, std::string* took_over) {
   if (took_over != nullptr) took_over->clear();

@@ -29,6 +29,13 @@ class DirLock {
                                  const std::string& what = "directory",
                                  std::string* took_over = nullptr);
 
+  // Whether `path` (a file to write, e.g. a metrics file) lies in a directory, or below one,
+  // that another live DirLock holds: Unavailable naming `what`, the directory and the
+  // holder's record; Ok otherwise. `own` (may be empty) is a directory of the caller's, not
+  // reported. Nothing is created or kept locked.
+  static Status CheckNotInHeldDir(const std::string& path, const std::string& what,
+                                  const std::string& own = "");
+
   DirLock() = default;
   ~DirLock() { Release(); }
   DirLock(DirLock&& o) noexcept : fd_(o.fd_), dir_(std::move(o.dir_)) { o.fd_ = -1; }

@@ -57,6 +57,28 @@ TEST_F(DirLockTest, SecondHolderInOneProcessIsRefusedUntilTheFirstReleases) {
   EXPECT_FALSE(DirLock::Acquire(dir_, "j4").ok()) << "the moved lock still holds";
 }
 
+TEST_F(DirLockTest, AFileInsideAHeldDirectoryIsReportedWithItsHolder) {
+  EXPECT_TRUE(DirLock::CheckNotInHeldDir(dir_ + "/metrics.jsonl", "metrics_file").ok());
+  Result<DirLock> a = DirLock::Acquire(dir_, "job 'tiny' (j1)", "checkpoint dir");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  fs::create_directories(dir_ + "/step-10");
+  for (const std::string& file : {dir_ + "/metrics.jsonl", dir_ + "/step-10/m.jsonl"}) {
+    Status st = DirLock::CheckNotInHeldDir(file, "metrics_file");
+    ASSERT_FALSE(st.ok()) << file;
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+    EXPECT_TRUE(Contains(st.message(), "metrics_file '" + file + "' is inside '" + dir_ + "'"))
+        << st.message();
+    EXPECT_TRUE(Contains(st.message(), "job 'tiny' (j1)")) << st.message();
+  }
+  // The caller's own directory, and files beside the held one, are fine.
+  EXPECT_TRUE(DirLock::CheckNotInHeldDir(dir_ + "/metrics.jsonl", "metrics_file", dir_).ok());
+  EXPECT_TRUE(DirLock::CheckNotInHeldDir(root_ + "/metrics.jsonl", "metrics_file").ok());
+  // The probe took nothing: the holder keeps its lock and, released, the dir is free.
+  EXPECT_FALSE(DirLock::Acquire(dir_, "j2").ok());
+  a->Release();
+  EXPECT_TRUE(DirLock::CheckNotInHeldDir(dir_ + "/metrics.jsonl", "metrics_file").ok());
+}
+
 TEST_F(DirLockTest, AFileIsNotADirectory) {
   std::ofstream(root_ + "/file") << "x";
   Result<DirLock> l = DirLock::Acquire(root_ + "/file", "j1", "checkpoint dir");
