@@ -70,16 +70,7 @@ class ThreeNodesTest(base.ClusterCase):
         port = base.free_port()
         procs = [self.start(job, self.node_args(port, r)) for r in range(3)]
         victim = procs[1]
-        lines = []
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            line = victim.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if re.search(r"drafter/0.*step", line):
-                break
-        self.assertTrue(lines and re.search(r"drafter/0.*step", lines[-1]), "".join(lines))
+        self.wait_for_line(victim, r"drafter/0.*step")  # mid-run
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         t0 = time.monotonic()
