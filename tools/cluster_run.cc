@@ -84,13 +84,12 @@ ClusterPart::~ClusterPart() {
   if (session_) (void)session_->Finish(CancelledError("tandem run ended"));
 }
 
-RunOptions ClusterPart::Options() const {
+RunOptions ClusterPart::Options() {
   RunOptions o;
   o.registry = registry_;
   o.placement = session_->mine();
   o.fake_gpus = std::getenv("TANDEM_FAKE_GPUS") != nullptr;
-  ClusterPart* self = const_cast<ClusterPart*>(this);
-  o.attach = [self](BuiltJob& built) { return self->AttachLinks(built); };
+  o.attach = [this](BuiltJob& built) { return AttachLinks(built); };
   return o;
 }
 

@@ -48,7 +48,7 @@ class ClusterPart {
 
   // The runner options of this node's part (placement, registry with the cluster link, and
   // the object links to other nodes attached to the built job).
-  RunOptions Options() const;
+  RunOptions Options();
   const cluster::NodePlace& place() const { return place_; }
   // Heartbeats carry `step` from now on.
   void Progress(int64_t step);
