@@ -11,13 +11,15 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/dp_positions.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce_nodes.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/hidden_batch_wire.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/synthetic_source.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_actor.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline_cuda.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_pipeline.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/target_settings.cc)
-target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative tandem::cluster)
+target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative tandem::cluster
+                                           tandem::transfer)
 
 # The job tests train the tiny job end to end, several times each: 10-75 s on an idle machine,
 # 75-300 s measured on a loaded 2-core machine under ctest -j4. Their timeout is
@@ -46,3 +48,6 @@ target_compile_definitions(dflash_hybrid_job_test PRIVATE TANDEM_SOURCE_DIR="${P
 tandem_add_test(dflash_moe_job_test SOURCES dflash/dflash_moe_job_test.cc
                 LIBS tandem::actors_whole TIMEOUT ${job_test_timeout})
 include(${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint/checkpoint.cmake)
+# A HiddenBatch across nodes: its wire codec, without the actors archive.
+tandem_add_test(hidden_batch_wire_test SOURCES dflash/hidden_batch_wire_test.cc
+                LIBS tandem::transfer tandem::corpus)

@@ -51,6 +51,7 @@ Result<std::unique_ptr<ClusterPart>> ClusterPart::Join(const ClusterFlags& flags
   part->place_ = place;
   cluster::ClusterConfig cfg;
   cfg.place = place;
+  part->token_ = token;
   cfg.token = std::move(token);
   cfg.job = &job;
   cfg.job_text = job_text;
@@ -83,18 +84,32 @@ ClusterPart::~ClusterPart() {
   if (session_) (void)session_->Finish(CancelledError("tandem run ended"));
 }
 
-RunOptions ClusterPart::Options() const {
+RunOptions ClusterPart::Options() {
   RunOptions o;
   o.registry = registry_;
   o.placement = session_->mine();
   o.fake_gpus = std::getenv("TANDEM_FAKE_GPUS") != nullptr;
+  o.attach = [this](BuiltJob& built) { return AttachLinks(built); };
   return o;
 }
 
 void ClusterPart::Progress(int64_t step) { session_->node().SetProgress(step); }
 
-Status ClusterPart::failure() const { return session_->node().failure(); }
+Status ClusterPart::failure() const {
+  Status cluster = session_->node().failure();
+  if (!cluster.ok()) return cluster;
+  std::lock_guard lock(link_mu_);
+  return link_failure_;
+}
 
-Status ClusterPart::Finish(const Status& result) { return session_->Finish(result); }
+Status ClusterPart::Finish(const Status& result) {
+  Status link;
+  {
+    std::lock_guard lock(link_mu_);
+    link = link_failure_;
+  }
+  Status s = session_->Finish(link.ok() ? result : link);
+  return s.ok() ? link : s;
+}
 
 }  // namespace tandem::cli

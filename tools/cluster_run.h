@@ -9,14 +9,17 @@
 // part's RunOptions then run exactly the replicas placed on this node, and the job's
 // registry carries the cluster link (runtime/cluster/node_link.h) the drafters' gradient
 // all-reduce uses. While the job runs, Progress() feeds the heartbeats and failed() says
-// when the cluster failed (a node died, hung or failed; the head is gone): the caller stops
-// the job, and Finish() returns the cluster's verdict naming the node.
+// when the cluster failed (a node died, hung or failed; the head is gone; an object link
+// to another node broke): the caller stops the job, and Finish() returns the cluster's
+// verdict naming the node. Hidden batches whose consumer runs on another node cross over the
+// object links (runtime/transfer) that Options() attaches to the built job.
 //
 // Thread-safety: one owner thread; failed() may be read from any thread.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -43,8 +46,9 @@ class ClusterPart {
                                                    const std::string& token_file);
   ~ClusterPart();
 
-  // The runner options of this node's part (placement, registry with the cluster link).
-  RunOptions Options() const;
+  // The runner options of this node's part (placement, registry with the cluster link, and
+  // the object links to other nodes attached to the built job).
+  RunOptions Options();
   const cluster::NodePlace& place() const { return place_; }
   // Heartbeats carry `step` from now on.
   void Progress(int64_t step);
@@ -61,6 +65,12 @@ class ClusterPart {
   std::shared_ptr<JobRegistry> registry_;
   std::unique_ptr<cluster::ClusterSession> session_;
   std::atomic<bool> failed_{false};
+  std::string token_;  // the object links' token
+  // The object links' part (cluster_links.cc).
+  Result<std::shared_ptr<void>> AttachLinks(BuiltJob& built);
+  void LinkFailed(const Status& why);
+  mutable std::mutex link_mu_;
+  Status link_failure_;  // a broken object link (also reported to the head)
 };
 
 }  // namespace tandem::cli

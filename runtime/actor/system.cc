@@ -130,6 +130,9 @@ const KeyTable& ActorGroupKeys() {
     // No fixed default: a class may size it when absent (KeyTable::SetPinnedDefault).
     t->Int("pinned_bytes", "pinned host memory per replica, for placement")
         .Min(0).DefaultIs("0, or the class's (a dflash.drafter's: its checkpoint snapshot)");
+    t->IntArray("nodes", "in a job across several nodes: the node ranks its replicas may run "
+                "on (e.g. [0]); a job in one process ignores it")
+        .Min(0).Max(65535).DefaultIs("every node");
     t->Int("max_restarts", "restarts allowed after a failure before the job fails")
         .Default(0).Range(0, 1000000);
     t->Number("restart_backoff_s", "delay before the first restart in seconds; it doubles per "

@@ -112,11 +112,53 @@ class Channel final : public ChannelBase {
   // InvalidArgument for an index out of range, kAnyReplica with several producers under
   // "replica", or a producer already finished.
   Status PushFrom(int producer, T&& item, Duration timeout = kWaitForever) {
+    return PushImpl(producer, std::nullopt, std::move(item), timeout);
+  }
+  // Under "replica": pushes `item` as producer `producer`'s item number `seq` (0, 1, ...),
+  // for a producer in another process whose items reach this one over a network link
+  // (runtime/transfer): its items numbered below `seq` went to consumers that this process
+  // does not run, so `seq` decides the consumer exactly as if the producer pushed here. Each
+  // process must receive all of a producer's items for its own consumers that the producer
+  // feeds, in order. InvalidArgument when `seq` goes backwards; otherwise as PushFrom. Under
+  // "any", the same as PushFrom.
+  Status PushAt(int producer, uint64_t seq, T&& item, Duration timeout = kWaitForever) {
+    return PushImpl(producer, seq, std::move(item), timeout);
+  }
+
+  // An item with where it came from: the producer and its number among that producer's
+  // items (under "any": producer 0 and the channel's pop count).
+  struct Tagged {
+    T item;
+    int producer = 0;
+    uint64_t seq = 0;
+  };
+  // As PopAs, with the item's producer and number (what a link to another process sends on).
+  Result<Tagged> PopTaggedAs(int consumer, Duration timeout = kWaitForever) {
+    std::unique_lock lock(mu_);
+    ASSIGN_OR_RETURN(const int c, ResolveLocked(consumer, options_.consumers, "consumer"));
+    RETURN_IF_ERROR(WaitForItemsLocked(lock, c, ReadyThreshold(), timeout));
+    int producer = 0;
+    uint64_t seq = 0;
+    T item = TakeNextLocked(c, &producer, &seq);
+    lock.unlock();
+    Tagged t{std::move(item), producer, seq};
+    not_full_.notify_all();
+    return t;
+  }
+
+ private:
+  Status PushImpl(int producer, std::optional<uint64_t> seq, T&& item, Duration timeout) {
     std::unique_lock lock(mu_);
     ASSIGN_OR_RETURN(const int p, ResolveLocked(producer, options_.producers, "producer"));
     if (router_ && router_->finished(p) && !closed_)
       return InvalidArgumentError("channel '{}': producer {} already finished; push refused", name_,
                                   p);
+    if (seq && router_ && !router_->finished(p)) {
+      if (*seq < router_->sent(p))
+        return InvalidArgumentError("channel '{}': producer {}'s item {} arrived after item {}",
+                                    name_, p, *seq, router_->sent(p) - 1);
+      router_->SkipTo(p, *seq);
+    }
     RETURN_IF_ERROR(WaitLocked(lock, timeout, /*producer=*/true, [&] {
       return closed_ || (router_ && router_->finished(p)) || FitsLocked(p);
     }));
@@ -133,6 +175,8 @@ class Channel final : public ChannelBase {
     ready_.notify_all();  // consumers may wait for different thresholds
     return Status::Ok();
   }
+
+ public:
 
   // One item, waiting for min_ready items (or close).
   Result<T> Pop() { return PopAs(kAnyReplica, kWaitForever); }
@@ -341,9 +385,15 @@ class Channel final : public ChannelBase {
   }
 
   // Consumer c's next item. REQUIRES: QueuedLocked(c, 1) == 1.
-  T TakeNextLocked(int c) REQUIRES(mu_) {
-    if (!router_) return TakeLocked(lanes_[0]);
-    const int p = router_->Take(c);
+  // `producer` and `seq` (optional) get the item's producer and number (Tagged).
+  T TakeNextLocked(int c, int* producer = nullptr, uint64_t* seq = nullptr) REQUIRES(mu_) {
+    if (!router_) {
+      if (producer != nullptr) *producer = 0;
+      if (seq != nullptr) *seq = total_popped_;
+      return TakeLocked(lanes_[0]);
+    }
+    const int p = router_->Take(c, seq);
+    if (producer != nullptr) *producer = p;
     return TakeLocked(lanes_[router_->Lane(p, c)]);
   }
 

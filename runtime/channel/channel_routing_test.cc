@@ -324,5 +324,37 @@ TEST(ChannelRoutingTest, RejectsCapacityThatLeavesAConsumerNoRoom) {
   EXPECT_TRUE(any.ok()) << "route any ignores the replica counts";
 }
 
+
+// A lane fed over the network: one producer feeds two consumers; a process running only
+// consumer 1 receives that consumer's items with their numbers (PopTaggedAs on the
+// producer's side, PushAt on the consumer's) and sees the one-process sequence.
+TEST(ChannelRoutingTest, TaggedPopsPushedAtTheirNumbersKeepTheOrder) {
+  auto sender = MakeRouted(1, 2, 8);
+  auto receiver = MakeRouted(1, 2, 8);
+  for (int s = 0; s < 6; ++s) ASSERT_TRUE(sender->PushFrom(0, Routed{0, s}, 1s).ok());
+  ASSERT_TRUE(sender->FinishProducer(0).ok());
+  std::vector<int> got;
+  while (true) {
+    auto t = sender->PopTaggedAs(1, 1s);
+    if (!t.ok()) break;
+    EXPECT_EQ(t->producer, 0);
+    EXPECT_EQ(static_cast<int>(t->seq), t->item.seq);
+    ASSERT_TRUE(receiver->PushAt(t->producer, t->seq, std::move(t->item), 1s).ok());
+  }
+  ASSERT_TRUE(receiver->FinishProducer(0).ok());
+  while (true) {
+    auto item = receiver->PopAs(1, 1s);
+    if (!item.ok()) break;
+    got.push_back(item->seq);
+  }
+  EXPECT_EQ(got, (std::vector<int>{1, 3, 5}));
+  // A number that goes backwards is refused, naming it.
+  auto again = MakeRouted(1, 2, 4);
+  ASSERT_TRUE(again->PushAt(0, 3, Routed{0, 3}, 1s).ok());
+  Status back = again->PushAt(0, 1, Routed{0, 1}, 1s);
+  EXPECT_EQ(back.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(back.message().find("item 1 arrived after item 3"), std::string::npos) << back.ToString();
+}
+
 }  // namespace
 }  // namespace tandem

@@ -66,6 +66,13 @@ void LaneRouter::Pushed(int producer) {
   ++sent_[p];
 }
 
+void LaneRouter::SkipTo(int producer, uint64_t seq) {
+  const size_t p = static_cast<size_t>(producer);
+  TANDEM_CHECK_MSG(!finished_[p] && seq >= sent_[p], "LaneRouter::SkipTo({}, {}) after {} items{}",
+                   producer, seq, sent_[p], finished_[p] ? " (finished)" : "");
+  sent_[p] = seq;
+}
+
 void LaneRouter::Finish(int producer) {
   const size_t p = static_cast<size_t>(producer);
   if (finished_[p]) return;
@@ -96,7 +103,7 @@ size_t LaneRouter::Ready(int consumer, size_t limit) const {
   return n;
 }
 
-int LaneRouter::Take(int consumer) {
+int LaneRouter::Take(int consumer, uint64_t* seq) {
   const size_t c = static_cast<size_t>(consumer);
   for (int64_t g = next_[c];; g += consumers_) {
     const Slot slot = At(g);
@@ -105,6 +112,7 @@ int LaneRouter::Take(int consumer) {
         "LaneRouter::Take({}) with nothing ready", consumer);
     if (slot == Slot::kPushed) {
       next_[c] = g + consumers_;
+      if (seq != nullptr) *seq = static_cast<uint64_t>(g / producers_);
       return static_cast<int>(g % producers_);
     }
   }

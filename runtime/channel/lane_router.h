@@ -60,6 +60,10 @@ class LaneRouter {
   bool Admits(int producer) const;
   // Producer p pushed its next item. REQUIRES: Admits(p), !finished(p).
   void Pushed(int producer);
+  // Producer p's next item is its item number `seq` (>= sent(p)): the items before it went to
+  // consumers in another process, whose positions this router never hands out (a lane fed
+  // over the network: channel.h, PushAt). REQUIRES: !finished(p).
+  void SkipTo(int producer, uint64_t seq);
   // Producer p produces no more: its later positions are void. Idempotent.
   void Finish(int producer);
   void FinishAll();
@@ -73,8 +77,9 @@ class LaneRouter {
   // feeds it finished).
   bool Exhausted(int consumer) const { return live_feeders_[static_cast<size_t>(consumer)] == 0; }
   // Consumer c takes its next item: returns the producer whose lane (p, c) holds it and
-  // moves c's cursor past it. REQUIRES: Ready(c, 1) == 1.
-  int Take(int consumer);
+  // moves c's cursor past it; `seq` (optional) gets the item's number among that producer's
+  // items. REQUIRES: Ready(c, 1) == 1.
+  int Take(int consumer, uint64_t* seq = nullptr);
 
  private:
   // The state of position g of some consumer's sequence.

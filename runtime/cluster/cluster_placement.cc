@@ -2,7 +2,6 @@
 #include "runtime/cluster/cluster_placement.h"
 
 #include <algorithm>
-#include <set>
 #include <numeric>
 #include <map>
 #include <utility>
@@ -76,15 +75,28 @@ size_t BlockNode(int i, int count, size_t n) {
 // Contiguous blocks of each group's positions (by default its replica indices; for groups
 // on a channel, their replicas' producer or consumer indices among all the channel's
 // writers or readers, so producer p and consumer p land on one node).
+// The nodes group g may run on: allowed[g], or all n.
+std::vector<size_t> NodesFor(const AllowedNodes& allowed, size_t g, size_t n) {
+  std::vector<size_t> out;
+  if (g < allowed.size() && !allowed[g].empty()) {
+    for (int k : allowed[g]) out.push_back(static_cast<size_t>(k));
+  } else {
+    for (size_t k = 0; k < n; ++k) out.push_back(k);
+  }
+  return out;
+}
+
 std::vector<NodeLoad> BlockSpread(const std::vector<sched::GroupRequest>& groups,
-                                  const ReplicaPositions& positions, size_t n) {
+                                  const ReplicaPositions& positions, const AllowedNodes& allowed,
+                                  size_t n) {
   std::vector<NodeLoad> loads(n);
   for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<size_t> on = NodesFor(allowed, g, n);
     for (int rep = 0; rep < groups[g].replicas; ++rep) {
       std::pair<int, int> at{rep, groups[g].replicas};
       if (g < positions.size() && rep < static_cast<int>(positions[g].size()))
         at = positions[g][static_cast<size_t>(rep)];
-      loads[BlockNode(at.first, at.second, n)].Add(g, rep);
+      loads[on[BlockNode(at.first, at.second, on.size())]].Add(g, rep);
     }
   }
   return loads;
@@ -94,7 +106,8 @@ std::vector<NodeLoad> BlockSpread(const std::vector<sched::GroupRequest>& groups
 // node of the same-numbered replica of a linked group placed earlier, else replica 0's).
 Result<ClusterPlacement> FirstFit(const std::vector<sched::GroupRequest>& groups,
                                   const std::vector<std::vector<int>>& links,
-                                  const std::vector<sched::NodeResources>& nodes) {
+                                  const std::vector<sched::NodeResources>& nodes,
+                                  const AllowedNodes& allowed) {
   const size_t n = nodes.size();
   std::vector<NodeLoad> loads(n);
   std::map<std::pair<size_t, int>, size_t> where;  // (group, replica) -> node
@@ -111,6 +124,8 @@ Result<ClusterPlacement> FirstFit(const std::vector<sched::GroupRequest>& groups
       }
       for (size_t k = 0; k < n; ++k)
         if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+      const std::vector<size_t> on = NodesFor(allowed, g, n);
+      std::erase_if(order, [&](size_t k) { return std::find(on.begin(), on.end(), k) == on.end(); });
       std::vector<std::string> why;
       bool placed = false;
       for (size_t k : order) {
@@ -183,15 +198,22 @@ Result<std::vector<sched::GroupRequest>> GroupRequestsOf(const JobSpec& job) {
 Result<ClusterPlacement> PlaceAcrossNodes(const std::vector<sched::GroupRequest>& groups,
                                           const std::vector<std::vector<int>>& links,
                                           const std::vector<sched::NodeResources>& nodes,
-                                          const ReplicaPositions& positions) {
+                                          const ReplicaPositions& positions,
+                                          const AllowedNodes& allowed) {
   if (nodes.empty()) return InvalidArgumentError("placement across nodes: no nodes");
   if (links.size() != groups.size())
     return InternalError("placement across nodes: {} link lists for {} groups", links.size(),
                          groups.size());
+  for (size_t g = 0; g < allowed.size() && g < groups.size(); ++g)
+    for (int k : allowed[g])
+      if (k < 0 || k >= static_cast<int>(nodes.size()))
+        return InvalidArgumentError("actors.{}.nodes: node {} is not one of the cluster's {} "
+                                    "nodes (ranks 0..{})", groups[g].name, k, nodes.size(),
+                                    nodes.size() - 1);
   Result<ClusterPlacement> spread =
-      PlaceAll(BlockSpread(groups, positions, nodes.size()), groups, nodes);
+      PlaceAll(BlockSpread(groups, positions, allowed, nodes.size()), groups, nodes);
   if (spread.ok()) return spread;
-  return FirstFit(groups, links, nodes);
+  return FirstFit(groups, links, nodes, allowed);
 }
 
 Result<ClusterPlacement> PlaceAcrossNodes(const JobSpec& job,
@@ -229,51 +251,19 @@ Result<ClusterPlacement> PlaceAcrossNodes(const JobSpec& job,
     for (int r = 0; r < static_cast<int>(a.replicas); ++r)
       positions[i].push_back({job.PortIndex(side, ch, a.name, r), count});
   }
-  return PlaceAcrossNodes(groups, links, nodes, positions);
-}
-
-Status CheckChannelsNodeLocal(const JobSpec& job, const ClusterPlacement& placement) {
-  struct End {
-    std::string group;
-    int replica;
-    int node;
-  };
-  for (const ChannelSpec& ch : job.channels) {
-    std::vector<End> writers, readers;  // in port-index order
-    for (const ActorGroupSpec& a : job.actors) {
-      for (const char* side : {"out", "in"}) {
-        Result<std::string> v = a.settings.GetString(side, "");
-        if (!v.ok() || *v != ch.name) continue;
-        for (int r = 0; r < static_cast<int>(a.replicas); ++r)
-          (std::string(side) == "out" ? writers : readers)
-              .push_back({a.name, r, placement.NodeOf(a.name, r)});
-      }
+  // Pins: the groups' `nodes` keys, ascending and without repeats.
+  AllowedNodes allowed(groups.size());
+  for (size_t i = 0; i < job.actors.size(); ++i) {
+    const ConfigValue* v = job.actors[i].settings.Find("nodes");
+    if (v == nullptr || !v->is_array()) continue;
+    for (const ConfigValue& e : v->array()) {
+      ASSIGN_OR_RETURN(int64_t k, e.AsInt());
+      allowed[i].push_back(static_cast<int>(k));
     }
-    if (writers.empty() || readers.empty()) continue;
-    if (ch.route == "replica") {
-      const int P = static_cast<int>(writers.size()), C = static_cast<int>(readers.size());
-      const int g = std::gcd(P, C);
-      for (int p = 0; p < P; ++p)
-        for (int c = p % g; c < C; c += g)
-          if (writers[p].node != readers[c].node)
-            return InvalidArgumentError(
-                "{}: channel '{}': {}/{} on node {} feeds {}/{} on node {}, and hidden batches "
-                "do not cross nodes yet; give each node whole pipelines (writers and the "
-                "readers they feed; docs/scaling.md)",
-                job.path, ch.name, writers[p].group, writers[p].replica, writers[p].node,
-                readers[c].group, readers[c].replica, readers[c].node);
-      continue;
-    }
-    std::set<int> wn, rn;
-    for (const End& e : writers) wn.insert(e.node);
-    for (const End& e : readers) rn.insert(e.node);
-    if (wn != rn)
-      return InvalidArgumentError(
-          "{}: channel '{}': its writers run on nodes {} and its readers on nodes {}; hidden "
-          "batches do not cross nodes yet, so every node needs both (docs/scaling.md)",
-          job.path, ch.name, fmt::join(wn, ","), fmt::join(rn, ","));
+    std::sort(allowed[i].begin(), allowed[i].end());
+    allowed[i].erase(std::unique(allowed[i].begin(), allowed[i].end()), allowed[i].end());
   }
-  return Status::Ok();
+  return PlaceAcrossNodes(groups, links, nodes, positions, allowed);
 }
 
 }  // namespace tandem::cluster

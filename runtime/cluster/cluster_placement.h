@@ -9,7 +9,10 @@
 // 1), so with proportional counts each node runs whole pipelines and hidden states never
 // cross a node. When that spread does not fit, replicas are placed one at a
 // time (groups in job order, replicas ascending) on the first node that still fits them,
-// preferring the node of the replica's pipeline partner. The result is deterministic: the
+// preferring the node of the replica's pipeline partner. A group's `nodes` key pins it to
+// those node ranks (e.g. both targets on node 0, the drafters on nodes 1 and 2): its
+// positions spread in blocks over those nodes only, and first fit tries only them; a
+// job in one process ignores the key. The result is deterministic: the
 // same job and inventories give the same placement on every node.
 //
 // Replica indices in the result are the group's global ones (0..replicas-1), so a node runs
@@ -57,18 +60,17 @@ Result<ClusterPlacement> PlaceAcrossNodes(const JobSpec& job,
 // their own replica indices.
 using ReplicaPositions = std::vector<std::vector<std::pair<int, int>>>;
 
+// allowed[g]: the node ranks group g may run on (a group's `nodes` key), ascending; empty or
+// absent: every node.
+using AllowedNodes = std::vector<std::vector<int>>;
+
 // The same from requests and the groups' pipeline partners: `links[i]` lists the indices of
-// groups joined to group i by a channel.
+// groups joined to group i by a channel. InvalidArgument naming the group for an allowed
+// node rank that is not one of `nodes`.
 Result<ClusterPlacement> PlaceAcrossNodes(const std::vector<sched::GroupRequest>& groups,
                                           const std::vector<std::vector<int>>& links,
                                           const std::vector<sched::NodeResources>& nodes,
-                                          const ReplicaPositions& positions = {});
-
-// Hidden batches do not cross nodes yet: every channel must be node-local under
-// `placement`. With route = "replica", producer p feeds consumer c when c = p (mod gcd(P, C)),
-// and each such pair must share a node; with route = "any" every node that runs a reader of
-// a channel must also run a writer of it and the other way round. InvalidArgument naming the
-// channel, the replicas and their nodes otherwise.
-Status CheckChannelsNodeLocal(const JobSpec& job, const ClusterPlacement& placement);
+                                          const ReplicaPositions& positions = {},
+                                          const AllowedNodes& allowed = {});
 
 }  // namespace tandem::cluster

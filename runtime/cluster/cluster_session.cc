@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "runtime/cluster/channel_links.h"
 #include "runtime/cluster/identity.h"
 
 namespace tandem::cluster {
@@ -33,7 +34,7 @@ Result<std::unique_ptr<ClusterSession>> ClusterSession::Start(const ClusterConfi
     ho.place = [job](const std::vector<sched::NodeResources>& inv)
         -> Result<ClusterPlacement> {
       ASSIGN_OR_RETURN(ClusterPlacement placed, PlaceAcrossNodes(*job, inv));
-      RETURN_IF_ERROR(CheckChannelsNodeLocal(*job, placed));
+      RETURN_IF_ERROR(CheckChannelLinks(*job, placed));
       return placed;
     };
     ho.join_timeout = c.join_timeout;

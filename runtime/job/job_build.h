@@ -22,7 +22,7 @@
 //
 // A channel is closed once every writer of it that this BuiltJob runs has finished
 // (`local_writers`): the replicas of one node see end-of-input when their own writers are
-// done.
+// done; unless producers on other nodes feed it too (`fed_from_other_nodes`).
 //
 // Thread-safety: PlaceJob and BuildJob are reentrant. A BuiltJob is owned by one thread (the
 // one that supervises it); its store, channels, profile, metrics and actor system are
@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,10 @@ struct BuiltJob {
   std::unique_ptr<ActorSystem> system;
   std::vector<JobReplica> replicas;         // groups in job order, replicas as placed
   std::map<std::string, int> local_writers;  // channel -> replicas here that write it
+  // Channels that producers in other processes also feed (a cluster node's links,
+  // runtime/transfer): not closed when this node's writers are done; each producer's end of
+  // stream ends its lanes instead.
+  std::set<std::string> fed_from_other_nodes;
 };
 
 // Places `job`'s actor groups on `node` (all or nothing); replicas get the GpuInfo::index of

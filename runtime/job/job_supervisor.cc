@@ -70,7 +70,7 @@ void JobSupervisor::Settle(size_t index, Result<std::string> r) {
     Status done = built_->channels->FinishProducer(
         *out, built_->job->PortIndex("out", *out, d.group->name, d.replica));
     if (!done.ok()) FailJob(done);
-    if (--built_->local_writers[*out] == 0) {
+    if (--built_->local_writers[*out] == 0 && !built_->fed_from_other_nodes.contains(*out)) {
       TLOG_DEBUG("all writers of channel '{}' finished: closing it", *out);
       Status closed = built_->channels->Close(*out);
       if (!closed.ok()) FailJob(closed);

@@ -78,6 +78,10 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
                             {.registry = options_.registry,
                              .make_device_current = !fake_gpus,
                              .start = start}));
+  std::shared_ptr<void> attached;
+  if (options_.attach) {
+    ASSIGN_OR_RETURN(attached, options_.attach(*built));
+  }
   JobSupervisor supervisor(built.get(), options_.progress_interval_s);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,6 +95,7 @@ Result<JobReport> JobRunner::Run(const JobSpec& job) {
     live_ = nullptr;
     supervisor_ = nullptr;
   }
+  attached.reset();  // after the actors, before the report's store check
   JobStatus final_status;
   JobReport report = FinishJob(*built, std::move(status), stop_requested_.load(), &final_status);
   {

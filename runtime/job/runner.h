@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,11 @@ struct RunOptions {
   // are TANDEM_FAKE_GPUS declarations (no device is made current).
   std::optional<sched::Placement> placement{};
   bool fake_gpus = false;
+  // Called once the job is built, before its actors run, with the built job (its store and
+  // channels): what a node of a cluster attaches to them (the object links to other nodes,
+  // runtime/transfer). What it returns is destroyed after the actors have stopped and
+  // before the report (which checks that the store is empty). An error fails the start.
+  std::function<Result<std::shared_ptr<void>>(BuiltJob&)> attach{};
 };
 
 class JobRunner {

@@ -11,7 +11,12 @@ std::string ObjectId::ToString() const {
 }
 
 std::string_view HolderKindName(HolderKind kind) {
-  return kind == HolderKind::kLocal ? "local" : "channel";
+  switch (kind) {
+    case HolderKind::kLocal: return "local";
+    case HolderKind::kChannel: return "channel";
+    case HolderKind::kInFlight: break;
+  }
+  return "in flight";
 }
 
 MutableObject::~MutableObject() {

@@ -8,7 +8,8 @@
 // Each ObjectRef knows which kind of holder it counts as (HolderKind); the store reports
 // counts by kind so `tandem status` can show where memory is held. A channel calls
 // SetHolder(HolderKind::kChannel) when a ref enters it and SetHolder(HolderKind::kLocal)
-// when the ref leaves it.
+// when the ref leaves it; an object link to another node holds what it sent as kInFlight
+// until the receiver acknowledges the copy (runtime/transfer).
 //
 // Thread-safety: distinct ObjectRef values may be used from different threads at once, even
 // when they name the same object (like std::shared_ptr). One ObjectRef value must not be
@@ -27,8 +28,10 @@
 namespace tandem {
 
 enum class HolderKind : uint8_t {
-  kLocal,    // a variable in some actor or thread
-  kChannel,  // sitting in a channel between actors
+  kLocal,     // a variable in some actor or thread
+  kChannel,   // sitting in a channel between actors
+  kInFlight,  // an outgoing copy to another node, held until the receiver acknowledges it
+              // (counted with the in-flight copies: the fence extends over the wire)
 };
 std::string_view HolderKindName(HolderKind kind);
 
@@ -77,8 +80,12 @@ class ObjectRef {
   ObjectRef(store_internal::ObjectEntry* adopted, HolderKind kind)
       : entry_(adopted), holder_(kind) {}
   static store_internal::RefPart Part(HolderKind kind) {
-    return kind == HolderKind::kLocal ? store_internal::RefPart::kLocal
-                                      : store_internal::RefPart::kChannel;
+    switch (kind) {
+      case HolderKind::kLocal: return store_internal::RefPart::kLocal;
+      case HolderKind::kChannel: return store_internal::RefPart::kChannel;
+      case HolderKind::kInFlight: break;
+    }
+    return store_internal::RefPart::kInflight;
   }
 
   store_internal::ObjectEntry* entry_ = nullptr;

@@ -92,6 +92,19 @@ class ClusterCase(unittest.TestCase):
     def hashes(self, out):
         return HASH_RE.findall(out)
 
+    def wait_for_line(self, p, pattern, deadline_s=600):
+        """Reads p's output until a line matches `pattern`; fails with what it read."""
+        lines = []
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if re.search(pattern, line):
+                return
+        self.fail("no line matching %r:\n%s" % (pattern, "".join(lines)))
+
 
 class TwoNodesTest(ClusterCase):
     def one_process_hash(self, job):
