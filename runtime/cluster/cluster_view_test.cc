@@ -8,36 +8,10 @@
 #include <future>
 #include <thread>
 
+#include "runtime/cluster/cluster_test_fixture.h"
+
 namespace tandem::cluster {
 namespace {
-
-constexpr char kToken[] = "cluster-view-token";
-
-HeadOptions Head() {
-  HeadOptions o;
-  o.nodes = 2;
-  o.job_hash = "hash-a";
-  o.version = "v1";
-  o.place = [](const std::vector<sched::NodeResources>& inv) {
-    return PlaceAcrossNodes({{"worker", 2, 0, 1, 0}}, {{}}, inv);
-  };
-  return o;
-}
-
-NodeOptions Node(int rank, int port) {
-  NodeOptions o;
-  o.place.node_rank = rank;
-  o.place.nodes = 2;
-  o.place.head_port = port;
-  o.token = kToken;
-  o.host = "host" + std::to_string(rank);
-  o.job_hash = "hash-a";
-  o.version = "v1";
-  o.inventory = sched::FakeResources(0, 4);
-  o.heartbeat_interval = std::chrono::milliseconds(50);
-  o.poll = std::chrono::milliseconds(200);
-  return o;
-}
 
 // What node 1's job manager would answer: its status, and three log lines.
 ControlResponse Node1(const ControlRequest& req) {
@@ -66,25 +40,22 @@ ControlResponse Node1(const ControlRequest& req) {
 }
 
 TEST(ClusterViewTest, TheHeadShowsAReportingNodeAndItsLogs) {
-  HeadListen l;
-  l.token = kToken;
-  auto head = ClusterHead::Start(Head(), l);
-  ASSERT_TRUE(head.ok()) << head.status().ToString();
-  const int port = (*head)->port();
-  ClusterNode a(Node(0, port), nullptr), b(Node(1, port), nullptr);
+  HeadFixture f(2);
+  ASSERT_NE(f.head, nullptr);
+  ClusterNode a(f.Options(0), nullptr), b(f.Options(1), nullptr);
   auto ja = std::async(std::launch::async, [&] { return a.Join(); });
   ASSERT_TRUE(b.Join().ok());
   ASSERT_TRUE(ja.get().ok());
 
   NodeReporter reporter(&b, Node1, "j1", std::chrono::milliseconds(50));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!(*head)->Peek("view/logs/1") && std::chrono::steady_clock::now() < deadline)
+  while (!f.head->Peek("view/logs/1") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::yield();  // polls a condition, with a deadline
-  ASSERT_TRUE((*head)->Peek("view/logs/1").has_value()) << "node 1 never reported";
+  ASSERT_TRUE(f.head->Peek("view/logs/1").has_value()) << "node 1 never reported";
 
   JobStatus local;
   local.actors.emplace_back().name = "worker/0";
-  const std::vector<NodeStatus> nodes = NodesView(**head, 0, local);
+  const std::vector<NodeStatus> nodes = NodesView(*f.head, 0, local);
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_EQ(nodes[0].host, "host0");
   EXPECT_EQ(nodes[0].actors[0].name, "worker/0");
@@ -98,17 +69,17 @@ TEST(ClusterViewTest, TheHeadShowsAReportingNodeAndItsLogs) {
   ControlRequest logs;
   logs.kind = ControlRequest::Kind::kLogs;
   logs.actor = "worker/1";
-  auto got = RemoteLogs(**head, 1, logs);
+  auto got = RemoteLogs(*f.head, 1, logs);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->lines.size(), 2u);
   EXPECT_EQ(got->lines[1].text, "step 2");
   EXPECT_EQ(got->last, 3u);
   logs.after = 1;  // the cursor: only what came after line 1
-  got = RemoteLogs(**head, 1, logs);
+  got = RemoteLogs(*f.head, 1, logs);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->lines.size(), 1u);
   EXPECT_EQ(got->lines[0].seq, 3u);
-  EXPECT_EQ(RemoteLogs(**head, 0, logs).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(RemoteLogs(*f.head, 0, logs).status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace
