@@ -438,6 +438,13 @@ Result<std::unique_ptr<ClusterHead>> ClusterHead::Start(HeadOptions options, Hea
   State* state = head->state_.get();
   Result<std::unique_ptr<ControlServer>> server = ControlServer::Start(
       std::move(so), [state](ControlRequest req, ControlServer::Reply reply) {
+        // A client sends a ping first to authenticate a request over 64 KiB (client.h).
+        if (req.kind == Kind::kPing) {
+          ControlResponse pong;
+          pong.kind = ControlResponse::Kind::kPong;
+          pong.server = "cluster head";
+          return reply(std::move(pong));
+        }
         if (!IsClusterRequest(req))
           return reply(ControlResponse::Error(InvalidArgumentError(
               "this port serves only a tandem cluster's nodes (use the run's control port)")));

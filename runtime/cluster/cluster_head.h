@@ -84,8 +84,8 @@ class ClusterHead {
   // Starts the head's logic and monitor thread without a server of its own: requests come
   // through Handle (e.g. from a ControlServer that serves other requests too).
   static Result<std::unique_ptr<ClusterHead>> Create(HeadOptions options);
-  // The same plus a ControlServer on `listen` that hands cluster requests to Handle and
-  // refuses the others.
+  // The same plus a ControlServer on `listen` that hands cluster requests to Handle, answers
+  // a ping (how a client authenticates before a request over 64 KiB) and refuses the others.
   static Result<std::unique_ptr<ClusterHead>> Start(HeadOptions options, HeadListen listen);
   ~ClusterHead();  // Stop()
   ClusterHead(const ClusterHead&) = delete;

@@ -1,6 +1,7 @@
 // The cluster view over real TCP sockets on 127.0.0.1: a node's reporter delivers its status
 // and log tail to the head, which shows every node (health and parts) and answers a logs
-// request for that node's actors, filtered by actor and cursor.
+// request for that node's actors, filtered by actor and cursor (a report larger than a
+// connection's unauthenticated first frame included).
 #include "runtime/cluster/cluster_view.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +29,10 @@ ControlResponse Node1(const ControlRequest& req) {
     return r;
   }
   r.kind = ControlResponse::Kind::kLogs;
-  const std::vector<LogLine> all = {{1, "worker/1", "step 1"}, {2, "", "runner line"},
+  // The long line makes the report larger than a connection's first frame may be, so the
+  // put authenticates with a ping first.
+  const std::vector<LogLine> all = {{1, "worker/1", "step 1"},
+                                    {2, "", std::string(100000, 'x')},
                                     {3, "worker/1", "step 2"}};
   r.last = req.after;
   for (const LogLine& l : all) {
