@@ -9,6 +9,7 @@ target_sources(tandem_actors PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_device.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/drafter_settings.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/dp_positions.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/dflash/dp_positions_nodes.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/grad_allreduce_nodes.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/dflash/hidden_batch_wire.cc

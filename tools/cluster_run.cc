@@ -8,6 +8,7 @@
 #include "runtime/cluster/identity.h"
 #include "runtime/cluster/node_link.h"
 #include "runtime/cluster/node_place.h"
+#include "runtime/cluster/shared_dirs.h"
 #include "runtime/control/home.h"
 #include "runtime/core/logging.h"
 #include "runtime/sched/resources.h"
@@ -77,6 +78,12 @@ Result<std::unique_ptr<ClusterPart>> ClusterPart::Join(const ClusterFlags& flags
   // heartbeats within node_timeout, so the collective's own bound only has to end a wait the
   // heartbeats cannot (a peer that hangs inside the collective itself).
   link.collective_timeout_s = std::max(60.0, 6 * job.node_timeout_s);
+  // Checkpoints are written once, to a directory every node must see (shared_dirs.h).
+  if (Status st = cluster::CheckSharedDirs(part->session_->node(), job,
+                                           part->session_->joined().placement,
+                                           Seconds(link.collective_timeout_s));
+      !st.ok())
+    return part->session_->Finish(st);
   return part;
 }
 
@@ -110,6 +117,44 @@ Status ClusterPart::Finish(const Status& result) {
   }
   Status s = session_->Finish(link.ok() ? result : link);
   return s.ok() ? link : s;
+}
+
+void ClusterPart::Decorate(std::vector<JobStatus>* jobs) const {
+  for (JobStatus& j : *jobs) {
+    j.node = place_.node_rank;
+    if (cluster::ClusterHead* head = session_->head(); head != nullptr)
+      j.nodes = cluster::NodesView(*head, place_.node_rank, j);
+  }
+}
+
+std::optional<ControlResponse> ClusterPart::RemoteLogs(const ControlRequest& req) const {
+  cluster::ClusterHead* head = session_->head();
+  if (req.kind != ControlRequest::Kind::kLogs || head == nullptr || req.actor.empty())
+    return std::nullopt;
+  const cluster::ClusterPlacement& placement = session_->joined().placement;
+  const size_t slash = req.actor.find('/');
+  const std::string group = req.actor.substr(0, slash);
+  int node = -1;
+  if (slash != std::string::npos) {
+    char* end = nullptr;
+    const long replica = std::strtol(req.actor.c_str() + slash + 1, &end, 10);
+    if (end != req.actor.c_str() + slash + 1 && *end == '\0')
+      node = placement.NodeOf(group, static_cast<int>(replica));
+  } else if (placement.ReplicasOn(place_.node_rank, group).empty()) {
+    for (int k = 0; k < static_cast<int>(placement.nodes.size()) && node < 0; ++k)
+      if (!placement.ReplicasOn(k, group).empty()) node = k;
+  }
+  if (node < 0 || node == place_.node_rank) return std::nullopt;
+  Result<ControlResponse> r = cluster::RemoteLogs(*head, node, req);
+  if (!r.ok()) return ControlResponse::Error(r.status());
+  return std::move(*r);
+}
+
+std::unique_ptr<cluster::NodeReporter> ClusterPart::Report(cluster::NodeReporter::Ask ask,
+                                                           const std::string& id) {
+  if (session_->head() != nullptr) return nullptr;
+  return std::make_unique<cluster::NodeReporter>(&session_->node(), std::move(ask), id,
+                                                 std::chrono::seconds(1));
 }
 
 }  // namespace tandem::cli

@@ -8,11 +8,12 @@
 // refuses a mismatch, naming the node, and answers with the placement of the whole job. The
 // part's RunOptions then run exactly the replicas placed on this node, and the job's
 // registry carries the cluster link (runtime/cluster/node_link.h) the drafters' gradient
-// all-reduce uses. While the job runs, Progress() feeds the heartbeats and failed() says
-// when the cluster failed (a node died, hung or failed; the head is gone; an object link
-// to another node broke): the caller stops the job, and Finish() returns the cluster's
-// verdict naming the node. Hidden batches whose consumer runs on another node cross over the
-// object links (runtime/transfer) that Options() attaches to the built job.
+// all-reduce uses. Every node checks that it sees the job's checkpoint directories as the
+// node writing them does (runtime/cluster/shared_dirs.h). While the job runs, Progress() feeds
+// the heartbeats and failed() says when the cluster failed (a node died, hung or failed; the
+// head is gone; an object link to another node broke): the caller stops the job, and Finish()
+// returns the cluster's verdict naming the node. Hidden batches whose consumer runs on another
+// node cross over the object links (runtime/transfer) that Options() attaches to the built job.
 //
 // Thread-safety: one owner thread; failed() may be read from any thread.
 #pragma once
@@ -24,6 +25,8 @@
 #include <string>
 
 #include "runtime/cluster/cluster_session.h"
+#include "runtime/cluster/cluster_view.h"
+#include "runtime/control/messages.h"
 #include "runtime/core/status.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/runner.h"
@@ -58,6 +61,16 @@ class ClusterPart {
   // Leaves the cluster with this node's result; returns the cluster's failure if there was
   // one (naming the node), else `result`.
   Status Finish(const Status& result);
+
+  // What the node's control port shows (runtime/cluster/cluster_view.h). Decorate: statuses
+  // carry this node's rank and, at the head, every node. RemoteLogs: at the head, the answer
+  // to a logs request for an actor (or group) placed on another node only; nullopt when it
+  // runs here. Report: on the other nodes, reports job `id` (asking `ask`) to the head about
+  // once a second until the result is destroyed; null at the head.
+  void Decorate(std::vector<JobStatus>* jobs) const;
+  std::optional<ControlResponse> RemoteLogs(const ControlRequest& req) const;
+  std::unique_ptr<cluster::NodeReporter> Report(cluster::NodeReporter::Ask ask,
+                                                const std::string& id);
 
  private:
   ClusterPart() = default;

@@ -17,6 +17,7 @@
 #include "runtime/control/daemon.h"
 #include "runtime/control/home.h"
 #include "runtime/control/job_manager.h"
+#include "runtime/control/metrics.h"
 #include "runtime/actor/plugin.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_spec_keys.h"
@@ -146,13 +147,35 @@ int Run(const Common& c, const std::string& path, int metrics_port, const Cluste
   ServerOptions so;
   so.unix_path = RunSocketPath(*home, static_cast<int>(::getpid()));
   so.metrics_port = metrics_port;
-  auto server = ControlServer::Start(
-      so, ControlServer::Inline([&manager](const ControlRequest& r) { return manager.Handle(r); }),
-      [&manager] { return manager.Metrics(); });
+  // On several nodes statuses and metrics name the node, and the head shows every node and
+  // answers logs of actors on other nodes (tools/cluster_run.h).
+  ClusterPart* cluster_part = *part ? part->get() : nullptr;
+  auto handle = [&manager, cluster_part](const ControlRequest& r) {
+    if (cluster_part != nullptr)
+      if (std::optional<ControlResponse> remote = cluster_part->RemoteLogs(r)) return *remote;
+    ControlResponse resp = manager.Handle(r);
+    if (cluster_part != nullptr && resp.kind == ControlResponse::Kind::kJobs)
+      cluster_part->Decorate(&resp.jobs);
+    return resp;
+  };
+  auto metrics = [&manager, cluster_part] {
+    if (cluster_part == nullptr) return manager.Metrics();
+    auto all = manager.Statuses("");
+    std::vector<JobStatus> jobs = all.ok() ? *all : std::vector<JobStatus>{};
+    cluster_part->Decorate(&jobs);
+    return FormatPrometheus(jobs);
+  };
+  auto server = ControlServer::Start(so, ControlServer::Inline(handle), metrics);
   if (!server.ok()) return Fail(c, "run", server.status(), kExitFailed);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   const std::string id = manager.Submit(std::move(*job), *part ? (*part)->Options() : RunOptions{});
+  // The other nodes report to the head until the job ends (declared after the manager: it
+  // stops before the manager goes).
+  std::unique_ptr<cluster::NodeReporter> reporter;
+  if (cluster_part != nullptr)
+    reporter = cluster_part->Report(
+        [&manager](const ControlRequest& r) { return manager.Handle(r); }, id);
   bool stopping = false;
   while (true) {
     auto st = manager.Statuses(id);
@@ -178,6 +201,7 @@ int Run(const Common& c, const std::string& path, int metrics_port, const Cluste
   if (tty) std::printf("\r\033[K");
   auto report = manager.Wait(id);
   auto final_status = manager.Statuses(id);
+  reporter.reset();  // a last report with the job's end, before this node leaves
   (*server)->Stop();
   if (!report.ok()) return Fail(c, "run", report.status(), kExitUsage);
   if (c.json && final_status.ok()) {

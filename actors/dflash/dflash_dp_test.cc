@@ -3,7 +3,9 @@
 // loss falls; a replica whose channel closes before max_steps fails the job with a clear
 // error instead of leaving the other one waiting; with route = "replica" two runs (one or
 // two targets) end with the same weights; the checkpoint's data positions cover the batches
-// every replica trained, not only those of the replica that writes it.
+// every replica trained, not only those of the replica that writes it; a run of two target
+// groups stopped and resumed ends with the uninterrupted run's weights (each target group
+// resumes from its own position).
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -55,14 +57,18 @@ TEST(DFlashDataParallelTest, TwoReplicasEndWithBitIdenticalWeightsAndLossFalls) 
 // route = "replica", fed by one target, or by two (a second target group, "target2", with
 // its own random weights: two replicas of one CPU target would share one model, and one
 // model runs one forward at a time), or the error.
-Result<std::vector<std::string>> ReplicaRoutedHashes(const std::string& dir, bool two_targets) {
+// `max_steps` and `drafter_extra` (more drafter keys) vary the run.
+Result<std::vector<std::string>> ReplicaRoutedHashes(const std::string& dir, bool two_targets,
+                                                     int max_steps = 20,
+                                                     const std::string& drafter_extra = "") {
   std::string text = dflash::testing::TinyJobText({.name = "tiny-dp-routed",
                                                    .batches_per_epoch = 100,
-                                                   .max_steps = 20,
+                                                   .max_steps = max_steps,
                                                    .checkpoint_dir = dir,
                                                    .checkpoint_every = 100,
                                                    .target_extra = "epochs = 1\n",
-                                                   .drafter_extra = "replicas = 2\n",
+                                                   .drafter_extra = "replicas = 2\n" +
+                                                                    drafter_extra,
                                                    .channel_extra = "route = \"replica\"\n"});
   if (two_targets) {
     const size_t begin = text.find("[actors.target]\n");
@@ -100,6 +106,27 @@ TEST(DFlashDataParallelTest, ReplicaRoutingMakesTwoRunsBitIdentical) {
     EXPECT_EQ((*first)[0], (*first)[1]) << "replicas of one run";
     EXPECT_EQ(*first, *second) << "two runs";
   }
+}
+
+// Two target groups (target/0 and target2/0, writers 0 and 1 of the channel) feed two
+// drafter replicas. 10 steps, then a resume to 20, must end bit for bit where 20 steps in one
+// run end: each target group continues from its own saved position. (Positions keyed by
+// target replica put both groups under replica 0, so target2 restarted from its first batch
+// and the weights differed.)
+TEST(DFlashDataParallelTest, TwoTargetGroupsResumeEachFromItsOwnPosition) {
+  const std::string sched = "total_steps = 20\n";
+  auto full = ReplicaRoutedHashes(FreshDir("resume2_full"), true, 20, sched);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const std::string split = FreshDir("resume2_split");
+  auto first = ReplicaRoutedHashes(split, true, 10, sched);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto state = dflash::ReadStepState(split, "step_00000010");
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(state->positions.size(), 2u) << "one position per channel writer";
+  auto resumed = ReplicaRoutedHashes(split, true, 20, sched + "resume = true\n");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  ASSERT_EQ(full->size(), 2u);
+  EXPECT_EQ(*resumed, *full);
 }
 
 TEST(DFlashDataParallelTest, AReplicaRunningOutOfBatchesFailsTheJobInsteadOfHanging) {

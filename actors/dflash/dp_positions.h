@@ -1,6 +1,8 @@
 // DataParallelPositions: the data positions that the data-parallel replicas of one drafter
 // group trained through, merged so that a checkpoint holds every target replica's own
-// position whichever drafter replica trained its batches.
+// position whichever drafter replica trained its batches. Positions are keyed by the
+// batch's writer index on the channel (HiddenBatch::writer), so the replicas of several
+// target groups feeding one channel never share a key.
 //
 // The replicas of a group pop batches from one shared channel, so each replica sees only
 // some batches of each target replica. In each step, before the gradient all-reduce, every
@@ -31,7 +33,7 @@
 
 namespace tandem::dflash {
 
-using TargetPositions = std::map<int, data::DataPosition>;  // target replica -> position
+using TargetPositions = std::map<int, data::DataPosition>;  // channel writer -> position
 
 class DataParallelPositions {
  public:

@@ -27,8 +27,8 @@
 // (grad_allreduce.h: in-process on the CPU, NCCL on distinct GPUs), so all replicas apply
 // the same update and keep bit-identical weights; the summary then ends with an FNV-1a
 // hash of the fp32 master weights to show it. Replica 0 alone writes checkpoints (every
-// replica resumes from them; the data positions saved cover every replica's batches:
-// dp_positions.h). All replicas stop
+// replica resumes from them; the data positions saved cover every replica's batches, on
+// one node or several: dp_positions.h, dp_positions_nodes.h). All replicas stop
 // at max_steps; a replica that cannot (its channel closed early, an error) leaves the
 // all-reduce, and every replica then fails with an error naming it, the job with them.
 // Each replica pops as consumer JobSpec::PortIndex("in", ...): with the channel's
@@ -125,6 +125,15 @@ class DrafterActor final : public JobActor {
     return false;
   }
 
+  // The number of producers of channel `channel` (the writers the saved positions are keyed
+  // by, hidden_batch.h).
+  static int ChannelWriters(const JobSpec& job, const std::string& channel) {
+    int writers = 0;
+    for (const ActorGroupSpec& g : job.actors)
+      if (job.PortIndex("out", channel, g.name, 0) >= 0) writers += static_cast<int>(g.replicas);
+    return writers;
+  }
+
   Result<std::string> Train(JobEnv* env, std::unique_ptr<GradientAllReduce>& ar) {
     const int restarts = context().restarts;
     ASSIGN_OR_RETURN(const DrafterSettings ds, ParseDrafterSettings(
@@ -132,6 +141,7 @@ class DrafterActor final : public JobActor {
     int nranks = 1;
     ASSIGN_OR_RETURN(const TargetModelSpec spec, TargetOf(*env, ds, &nranks));
     const kernels::Device device = ActorDevice(context().gpu);
+    std::unique_ptr<DataPositionsAcrossNodes> dp_nodes;  // replicas on several nodes
     if (nranks > 1) {
       if (const ChannelSpec* in = env->job->FindChannel(ds.in);
           in != nullptr && in->route != "replica" && context().replica == 0)
@@ -141,11 +151,14 @@ class DrafterActor final : public JobActor {
       // A job on several nodes (runtime/cluster): the group's replicas meet across processes.
       const cluster::NodeLink& link = env->registry->Get<cluster::NodeLink>();
       if (link.node != nullptr) {
-        ASSIGN_OR_RETURN(ar, JoinGradientAllReduceAcrossNodes(
-                                 *link.node, context().group, nranks, context().replica, device,
-                                 link.address,
-                                 std::chrono::duration_cast<Duration>(std::chrono::duration<double>(
-                                     link.collective_timeout_s))));
+        const Duration timeout = std::chrono::duration_cast<Duration>(
+            std::chrono::duration<double>(link.collective_timeout_s));
+        ASSIGN_OR_RETURN(ar, JoinGradientAllReduceAcrossNodes(*link.node, context().group,
+                                                              nranks, context().replica,
+                                                              device, link.address, timeout));
+        ASSIGN_OR_RETURN(dp_nodes, DataPositionsAcrossNodes::Join(
+                                       *link.node, context().group, nranks, context().replica,
+                                       ChannelWriters(*env->job, ds.in), link.address, timeout));
       } else {
         ASSIGN_OR_RETURN(ar, JoinGradientAllReduce(*env->registry, context().group, nranks,
                                                    context().replica, device));
@@ -239,17 +252,10 @@ class DrafterActor final : public JobActor {
     parts.trainer = trainer.get();
     parts.dev = dev.get();
     parts.allreduce = ar.get();
-    if (ar != nullptr) {
+    parts.dp_nodes = dp_nodes.get();
+    if (ar != nullptr && dp_nodes == nullptr) {
       parts.dp_positions = &DataParallelPositions::ForGroup(*env->registry, context().group);
-      // On several nodes the board holds this process's replicas only: positions of the
-      // targets on other nodes are not gathered (docs/scaling.md).
-      const cluster::NodeLink& link = env->registry->Get<cluster::NodeLink>();
-      if (auto it = link.local_replicas.find(context().group); link.node != nullptr &&
-                                                                it != link.local_replicas.end()) {
-        parts.board_ranks = it->second;
-      } else {
-        for (int r = 0; r < ar->size(); ++r) parts.board_ranks.push_back(r);
-      }
+      for (int r = 0; r < ar->size(); ++r) parts.board_ranks.push_back(r);
     }
     parts.checkpointer = &checkpointer;
     parts.eval = eval.get();

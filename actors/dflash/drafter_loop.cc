@@ -83,11 +83,12 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
     models::PackedBatchMeta meta{b.input_ids, b.position_ids, b.cu_seqlens, b.loss_mask};
     RETURN_IF_ERROR(trainer.ForwardBackward(p_.head, meta, ctx));
   }
+  TargetPositions mine = state_.positions;  // through this step's batch
+  mine[hb.writer] = hb.next_position;
   if (p_.allreduce != nullptr) {
-    // This step's positions, before the all-reduce: once it returns, every replica's are in.
-    TargetPositions mine = state_.positions;
-    mine[hb.source_replica] = hb.next_position;
-    p_.dp_positions->Publish(p_.allreduce->rank(), state_.step + 1, mine);
+    // On the board before the all-reduce: once it returns, every replica's are in.
+    if (p_.dp_nodes == nullptr)
+      p_.dp_positions->Publish(p_.allreduce->rank(), state_.step + 1, mine);
     p_.set_stage("drafter.allreduce");
     ScopedTimer timer(*ar_stage_);
     RETURN_IF_ERROR(p_.allreduce->AllReduceAvg(trainer.drafter().params().grads.view(),
@@ -107,11 +108,12 @@ Status DrafterLoop::TrainOn(HiddenBatch& hb) {
   ++state_.step;
   state_.tokens += t;
   run_tokens_ += t;
-  state_.positions[hb.source_replica] = hb.next_position;
-  if (p_.allreduce != nullptr) {
-    // Every replica's batches of this step, so the checkpoint covers all of them.
-    ASSIGN_OR_RETURN(state_.positions,
-                     p_.dp_positions->Merged(state_.step, p_.board_ranks));
+  state_.positions = std::move(mine);
+  // Every replica's batches of this step, so the checkpoint covers all of them.
+  if (p_.dp_nodes != nullptr) {
+    ASSIGN_OR_RETURN(state_.positions, p_.dp_nodes->Exchange(state_.positions));
+  } else if (p_.allreduce != nullptr) {
+    ASSIGN_OR_RETURN(state_.positions, p_.dp_positions->Merged(state_.step, p_.board_ranks));
   }
   RETURN_IF_ERROR(p_.dev->AfterStep(state_.step, trainer.drafter()));
   metrics_.SetStep(state_.step);

@@ -29,6 +29,7 @@
 #include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/drafter_metrics.h"
 #include "actors/dflash/dp_positions.h"
+#include "actors/dflash/dp_positions_nodes.h"
 #include "actors/dflash/drafter_settings.h"
 #include "actors/dflash/grad_allreduce.h"
 #include "actors/dflash/hidden_batch.h"
@@ -50,8 +51,11 @@ struct DrafterParts {
   models::DFlashTrainer* trainer = nullptr;
   DrafterDevice* dev = nullptr;
   GradientAllReduce* allreduce = nullptr;  // null: a single replica
-  DataParallelPositions* dp_positions = nullptr;  // with allreduce: the group's board
-  std::vector<int> board_ranks;  // the group's replicas in this process (they share the board)
+  // With allreduce, how the replicas' data positions are merged: across the nodes' processes
+  // when `dp_nodes` is set, else on the in-process board `dp_positions` of `board_ranks`.
+  DataParallelPositions* dp_positions = nullptr;
+  std::vector<int> board_ranks;
+  DataPositionsAcrossNodes* dp_nodes = nullptr;
   DrafterCheckpointer* checkpointer = nullptr;
   DrafterEval* eval = nullptr;             // null: no `eval` table, or not replica 0
   std::function<void(std::string)> set_stage;  // Actor::SetStage

@@ -20,6 +20,10 @@ struct HiddenBatch {
   data::TokenBatch tokens;           // metadata; tokens.index is the source's batch number
   uint64_t checksum = 0;             // tokens.Checksum() as the target computed it
   int32_t source_replica = 0;        // which target replica (data shard) produced it
+  // Its producer's index on the channel (JobSpec::PortIndex "out": the writer groups' replicas
+  // in file order), unique among the channel's writers: the key of the drafter's saved data
+  // positions, so two target groups feeding one channel keep positions of their own.
+  int32_t writer = 0;
   int64_t hidden_size = 0;           // H
   std::vector<int64_t> layer_ids;    // [k] DFlash layer ids, in the order of `layers`
   std::vector<ObjectRef> layers;     // [k] objects of bf16 [T, H]

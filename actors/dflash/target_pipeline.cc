@@ -9,12 +9,13 @@
 namespace tandem::dflash {
 namespace internal {
 
-HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica,
+HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica, int writer,
                       const TargetModelSpec& spec) {
   HiddenBatch hb;
   hb.checksum = batch.Checksum();
   hb.tokens = std::move(batch);
   hb.source_replica = replica;
+  hb.writer = writer;
   hb.hidden_size = spec.config.hidden_size;
   hb.layer_ids = spec.layer_ids;
   hb.next_position = next;
@@ -35,7 +36,7 @@ class CpuPipeline final : public TargetPipeline {
         push_wait_(env->profile->Stage("target.push_wait")) {}
 
   Status Submit(data::TokenBatch batch, data::DataPosition next, int replica) override {
-    HiddenBatch hb = internal::MakeShell(std::move(batch), next, replica, spec_);
+    HiddenBatch hb = internal::MakeShell(std::move(batch), next, replica, producer_, spec_);
     const int64_t t = hb.tokens.tokens(), h = hb.hidden_size;
     const uint64_t bytes = static_cast<uint64_t>(t * h) * sizeof(kernels::bf16);
     std::vector<MutableObject> objs;

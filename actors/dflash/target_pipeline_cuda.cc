@@ -121,7 +121,7 @@ class CudaPipeline final : public TargetPipeline {
     }
     s.used = true;
     Entry e;
-    e.batch = MakeShell(std::move(batch), next, replica, spec_);
+    e.batch = MakeShell(std::move(batch), next, replica, producer_, spec_);
     const data::TokenBatch& b = e.batch.tokens;
     const int64_t t = b.tokens(), h = spec_.config.hidden_size;
     const int64_t docs = b.documents();

@@ -11,9 +11,10 @@
 
 namespace tandem::dflash::internal {
 
-// The HiddenBatch shell of `batch` (metadata, its checksum, where it came from), without
-// layers: both pipelines fill those in.
-HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica,
+// The HiddenBatch shell of `batch` (metadata, its checksum, where it came from: target
+// replica `replica`, producer `writer` on the channel), without layers: both pipelines fill
+// those in.
+HiddenBatch MakeShell(data::TokenBatch batch, data::DataPosition next, int replica, int writer,
                       const TargetModelSpec& spec);
 
 // The CUDA pipeline on the target's device (Unavailable in a build without CUDA).

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -34,6 +35,7 @@ struct NodeState {
   bool joined = false;
   bool left = false;  // left after finishing: no longer watched
   bool told = false;  // has been sent the cluster's failure
+  bool failed = false;  // reported a failure (heartbeat or leave)
   std::string host;
   std::string nonce;
   sched::NodeResources inventory;
@@ -76,6 +78,29 @@ class ClusterHead::State {
   }
 
   int nodes() const { return o_.nodes; }
+
+  std::vector<NodeHealth> Nodes() const {
+    std::lock_guard lock(mu_);
+    const TimePoint now = o_.clock->Now();
+    std::vector<NodeHealth> out;
+    for (int r = 0; r < o_.nodes; ++r) {
+      const NodeState& n = nodes_[r];
+      NodeHealth h{r, n.host, "running", n.joined ? Seconds(now - n.last_seen) : 0.0, n.step};
+      if (!n.joined) h.state = "joining";
+      else if (n.left) h.state = "left";
+      else if (n.failed) h.state = "failed";
+      else if (now - n.last_seen >= o_.node_timeout) h.state = "lost";
+      out.push_back(std::move(h));
+    }
+    return out;
+  }
+
+  std::optional<std::pair<std::string, double>> Peek(const std::string& key) const {
+    std::lock_guard lock(mu_);
+    auto it = kv_.find(key);
+    if (it == kv_.end()) return std::nullopt;
+    return std::make_pair(it->second, Seconds(o_.clock->Now() - put_at_.at(key)));
+  }
 
   Status failure() const {
     std::lock_guard lock(mu_);
@@ -157,6 +182,7 @@ class ClusterHead::State {
     switch (req.kind) {
       case Kind::kClusterHeartbeat: {
         n.step = c.step;
+        if (!c.failure.empty()) n.failed = true;
         if (!c.failure.empty())
           FailLocked(fmt::format("{} failed at step {}: {}", n.Name(c.node_rank), c.step,
                                  c.failure), out);
@@ -175,6 +201,7 @@ class ClusterHead::State {
           n.left = true;
           cv_.notify_all();
         } else {
+          n.failed = true;
           FailLocked(fmt::format("{} left at step {}: {}", n.Name(c.node_rank), n.step,
                                  c.failure), out);
         }
@@ -183,6 +210,7 @@ class ClusterHead::State {
       }
       case Kind::kKvPut:
         kv_[c.key] = c.value;
+        put_at_[c.key] = n.last_seen;
         out->emplace_back(std::move(reply), ControlResponse{});
         Wake(out);
         return;
@@ -371,6 +399,7 @@ class ClusterHead::State {
   std::string failure_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> kv_ GUARDED_BY(mu_);
+  std::map<std::string, TimePoint> put_at_ GUARDED_BY(mu_);  // when each key was last put
   std::map<std::string, Barrier> barriers_ GUARDED_BY(mu_);
   std::vector<Parked> parked_ GUARDED_BY(mu_);
   std::thread monitor_;
@@ -409,6 +438,13 @@ Result<std::unique_ptr<ClusterHead>> ClusterHead::Start(HeadOptions options, Hea
   State* state = head->state_.get();
   Result<std::unique_ptr<ControlServer>> server = ControlServer::Start(
       std::move(so), [state](ControlRequest req, ControlServer::Reply reply) {
+        // A client sends a ping first to authenticate a request over 64 KiB (client.h).
+        if (req.kind == Kind::kPing) {
+          ControlResponse pong;
+          pong.kind = ControlResponse::Kind::kPong;
+          pong.server = "cluster head";
+          return reply(std::move(pong));
+        }
         if (!IsClusterRequest(req))
           return reply(ControlResponse::Error(InvalidArgumentError(
               "this port serves only a tandem cluster's nodes (use the run's control port)")));
@@ -439,6 +475,10 @@ void ClusterHead::Handle(ControlRequest req, ControlServer::Reply reply) {
 
 int ClusterHead::port() const { return server_ ? server_->tcp_port() : -1; }
 Status ClusterHead::failure() const { return state_->failure(); }
+std::vector<NodeHealth> ClusterHead::Nodes() const { return state_->Nodes(); }
+std::optional<std::pair<std::string, double>> ClusterHead::Peek(const std::string& key) const {
+  return state_->Peek(key);
+}
 Status ClusterHead::Drain(Duration timeout) { return state_->Drain(timeout); }
 void ClusterHead::Fail(std::string why) { state_->Fail(std::move(why)); }
 

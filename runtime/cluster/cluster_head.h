@@ -30,7 +30,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/cluster/cluster_placement.h"
@@ -40,6 +42,15 @@
 #include "runtime/sched/resources.h"
 
 namespace tandem::cluster {
+
+// One node as the head sees it (ClusterHead::Nodes).
+struct NodeHealth {
+  int rank = 0;
+  std::string host;           // "" before it joined
+  std::string state;          // joining, running, left, failed, lost (silent >= node_timeout)
+  double heard_s_ago = 0;     // since its last request (heartbeat or any other)
+  int64_t step = -1;          // the step its last heartbeat carried
+};
 
 struct HeadOptions {
   int nodes = 1;
@@ -73,8 +84,8 @@ class ClusterHead {
   // Starts the head's logic and monitor thread without a server of its own: requests come
   // through Handle (e.g. from a ControlServer that serves other requests too).
   static Result<std::unique_ptr<ClusterHead>> Create(HeadOptions options);
-  // The same plus a ControlServer on `listen` that hands cluster requests to Handle and
-  // refuses the others.
+  // The same plus a ControlServer on `listen` that hands cluster requests to Handle, answers
+  // a ping (how a client authenticates before a request over 64 KiB) and refuses the others.
   static Result<std::unique_ptr<ClusterHead>> Start(HeadOptions options, HeadListen listen);
   ~ClusterHead();  // Stop()
   ClusterHead(const ClusterHead&) = delete;
@@ -90,6 +101,11 @@ class ClusterHead {
   int port() const;
   // Ok while healthy, else Unavailable with the failure message.
   Status failure() const;
+  // Every node's health, by rank.
+  std::vector<NodeHealth> Nodes() const;
+  // The value the key-value service holds under `key` and the seconds since it was put;
+  // nullopt when absent. Does not wait.
+  std::optional<std::pair<std::string, double>> Peek(const std::string& key) const;
   // Waits until every node is done with the head: it left, or (once the cluster failed) it
   // was told of the failure or has itself been silent for node_timeout. The head's process
   // calls it before stopping, so nodes still finishing or still to learn of a failure can

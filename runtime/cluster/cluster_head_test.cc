@@ -10,47 +10,10 @@
 #include <mutex>
 
 #include "runtime/cluster/cluster_node.h"
+#include "runtime/cluster/cluster_test_fixture.h"
 
 namespace tandem::cluster {
 namespace {
-
-constexpr char kToken[] = "cluster-test-token";
-
-struct Fixture {
-  explicit Fixture(int nodes) : n(nodes) {
-    HeadOptions o;
-    o.nodes = nodes;
-    o.job_hash = "hash-a";
-    o.version = "v1";
-    o.place = [](const std::vector<sched::NodeResources>& inv) {
-      return PlaceAcrossNodes({{"worker", static_cast<int>(inv.size()) * 2, 0, 1, 0}},
-                              {{}}, inv);
-    };
-    HeadListen l;
-    l.token = kToken;
-    auto h = ClusterHead::Start(std::move(o), l);
-    EXPECT_TRUE(h.ok()) << h.status().ToString();
-    head = std::move(*h);
-  }
-
-  NodeOptions Options(int rank) const {
-    NodeOptions o;
-    o.place.node_rank = rank;
-    o.place.nodes = n;
-    o.place.head_port = head->port();
-    o.token = kToken;
-    o.host = "host" + std::to_string(rank);
-    o.job_hash = "hash-a";
-    o.version = "v1";
-    o.inventory = sched::FakeResources(0, 4);
-    o.heartbeat_interval = std::chrono::milliseconds(50);
-    o.poll = std::chrono::milliseconds(200);
-    return o;
-  }
-
-  int n;
-  std::unique_ptr<ClusterHead> head;
-};
 
 // Records the first failure a node reports, and lets a test wait for it.
 struct FailureLatch {
@@ -72,7 +35,7 @@ struct FailureLatch {
 };
 
 TEST(ClusterHeadTest, JoinKvAndBarrier) {
-  Fixture f(2);
+  HeadFixture f(2);
   ClusterNode a(f.Options(0), nullptr), b(f.Options(1), nullptr);
   auto ja = std::async(std::launch::async, [&] { return a.Join(); });
   auto jb = b.Join();
@@ -114,7 +77,7 @@ TEST(ClusterHeadTest, JoinKvAndBarrier) {
 }
 
 TEST(ClusterHeadTest, ReportedFailureReachesEveryNode) {
-  Fixture f(2);
+  HeadFixture f(2);
   FailureLatch la, lb;
   ClusterNode a(f.Options(0), la.Fn()), b(f.Options(1), lb.Fn());
   auto ja = std::async(std::launch::async, [&] { return a.Join(); });
@@ -136,7 +99,7 @@ TEST(ClusterHeadTest, ReportedFailureReachesEveryNode) {
 }
 
 TEST(ClusterHeadTest, RefusesMismatchesAndDuplicates) {
-  Fixture f(3);
+  HeadFixture f(3);
   // Two processes claim rank 0 from different hosts: whichever comes second is refused,
   // naming both; the first waits for the cluster.
   NodeOptions dup = f.Options(0);
@@ -193,12 +156,12 @@ TEST(ClusterHeadTest, JoinTimeoutNamesTheMissingRanks) {
     return PlaceAcrossNodes(std::vector<sched::GroupRequest>{}, {}, inv);
   };
   HeadListen l;
-  l.token = kToken;
+  l.token = kTestToken;
   auto head = ClusterHead::Start(std::move(o), l);
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   NodeOptions n;
   n.place = {1, 3, "127.0.0.1", (*head)->port(), "flags"};
-  n.token = kToken;
+  n.token = kTestToken;
   n.job_hash = "h";
   n.version = "v";
   auto r = ClusterNode(n, nullptr).Join();

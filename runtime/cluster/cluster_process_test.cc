@@ -215,6 +215,31 @@ void LoseNode(int signal, int victim) {
     if (r != victim) EXPECT_EQ(kids[r]->Wait(), 0) << r;
 }
 
+// A frozen rank leaves the others waiting inside a Gloo collective whose own timeout (120 s)
+// is far off: the heartbeats' verdict (node_timeout) aborts it, naming the frozen node.
+TEST(ClusterProcessTest, FrozenNodeEndsACollectiveWithinTheNodeTimeout) {
+  constexpr int kTimeoutMs = 2000;
+  const std::vector<std::string> fast = {"--heartbeat-ms", "100", "--node-timeout-ms",
+                                         std::to_string(kTimeoutMs)};
+  std::vector<std::unique_ptr<Child>> kids;
+  const int port = StartHead(&kids, "gloo_stall", 3, fast);
+  ASSERT_GT(port, 0);
+  for (int r = 1; r < 3; ++r)
+    kids.push_back(std::make_unique<Child>(Args("gloo_stall", r, 3, port, fast)));
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(StartsWith(kids[r]->Line(), "JOINED")) << r;
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(kids[r]->Line(), "READY") << r;
+  const auto t0 = Clock::now();
+  ASSERT_EQ(kill(kids[2]->pid(), SIGSTOP), 0);
+  for (int r = 0; r < 2; ++r) {
+    const std::string line = kids[r]->Line(seconds(100));
+    const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_TRUE(StartsWith(line, "FAILED ")) << "node " << r << ": " << line;
+    EXPECT_NE(line.find("node 2 (testhost2)"), std::string::npos) << line;
+    EXPECT_LT(waited, kTimeoutMs / 1000.0 + 15) << line;
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(kids[r]->Wait(), 0) << r;
+}
+
 TEST(ClusterProcessTest, KilledNodeIsNoticedByEveryOther) { LoseNode(SIGKILL, 2); }
 TEST(ClusterProcessTest, FrozenNodeIsNoticedByEveryOther) { LoseNode(SIGSTOP, 2); }
 TEST(ClusterProcessTest, KilledHeadIsNoticedByEveryNode) { LoseNode(SIGKILL, 0); }

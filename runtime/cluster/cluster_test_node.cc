@@ -6,8 +6,10 @@
 //
 // Scenarios: join (join, the key-value service and a barrier, then leave), hold (join, then
 // wait for the cluster's failure), gloo (the gradient average and other collectives across
-// the processes, checked bitwise against the in-process arithmetic).
-// It prints one line per event on stdout: PORT, JOINED, OK, ERROR msg, FAILED msg.
+// the processes, checked bitwise against the in-process arithmetic), gloo_stall (a Gloo group
+// with a 120 s timeout; the last rank then holds while the others enter a barrier that only
+// the cluster's failure can end: the test freezes the last rank).
+// It prints one line per event on stdout: PORT, JOINED, READY, OK, ERROR msg, FAILED msg.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -147,10 +149,28 @@ int RunGloo(ClusterNode& node, const Args& a) {
   return 0;
 }
 
+// The barrier of the ranks other than the last must end with the cluster's failure (the
+// group's own timeout is far longer), naming the frozen node: printed as FAILED.
+int RunGlooStall(ClusterNode& node, const Args& a, Latch& latch) {
+  Result<std::unique_ptr<GlooGroup>> group = GlooGroup::Create(
+      &node, "stall", a.rank, a.nodes, "127.0.0.1", std::chrono::seconds(120));
+  if (!group.ok()) return Fail(group.status());
+  Say("READY");
+  if (a.rank == a.nodes - 1) {  // frozen by the test; waits like `hold` if it is not
+    std::unique_lock lock(latch.mu);
+    latch.cv.wait_for(lock, std::chrono::seconds(120), [&] { return latch.fired; });
+    return 0;
+  }
+  Status st = (*group)->Barrier();
+  if (st.ok()) return Fail(InternalError("the barrier passed without the frozen rank"));
+  Say("FAILED " + st.message());
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Args a;
   if (!Parse(argc, argv, &a)) {
-    std::fprintf(stderr, "usage: cluster_test_node join|hold|gloo --rank R --nodes N ...\n");
+    std::fprintf(stderr, "usage: cluster_test_node join|hold|gloo|gloo_stall --rank R --nodes N ...\n");
     return 2;
   }
   const auto node_timeout = std::chrono::milliseconds(a.node_timeout_ms);
@@ -202,6 +222,11 @@ int Main(int argc, char** argv) {
     lock.unlock();
     if (head) (void)head->Drain(std::chrono::seconds(60));
     return 0;
+  }
+  if (a.scenario == "gloo_stall") {
+    rc = RunGlooStall(node, a, latch);
+    if (head) (void)head->Drain(std::chrono::seconds(60));
+    return rc;
   }
   rc = a.scenario == "gloo" ? RunGloo(node, a) : RunJoin(node, a);
   if (Status st = node.Leave(rc == 0 ? Status::Ok() : InternalError("scenario failed"));

@@ -7,13 +7,22 @@
 // different names never mix. `address` is the interface the member listens on (its node's
 // address; 127.0.0.1 in tests).
 //
+// The collectives are point-to-point messages on Gloo's unbound buffers, one slot per call.
 // AverageInRankOrder gives bit-identical results to the in-process gradient average: each
-// rank receives every rank's copy of its own slice (alltoallv), averages it with
-// slice_average.h's arithmetic, and then every rank gathers all slices (allgatherv).
-// Every collective has the group's timeout; a peer that died or stalled makes it fail with
-// Unavailable (Gloo's exceptions are converted here) and the group must not be used again.
+// rank receives every rank's copy of its own slice, averages it with slice_average.h's
+// arithmetic, and then sends its averaged slice to every rank.
 //
-// Thread-safety: one thread at a time per group (the collectives are ordered by call).
+// Failures: every wait has the group's timeout; a peer that died makes the wait fail at once
+// (its connection closes), one that stalls (SIGSTOP, a hung host) only at the timeout. So the
+// group also watches the cluster: when the node's heartbeats learn that the cluster failed
+// (ClusterNode::failure(), within the job's node timeout), or when Abort is called, every
+// wait in progress returns at once with Unavailable carrying that reason (the node and its
+// last step), and so does every later call. A wait that fails on its own (a peer's connection
+// closed) first waits up to the node timeout for that verdict, so its error names the lost
+// node too. A failed or aborted group must not be used again.
+//
+// Thread-safety: one thread at a time per group for the collectives (they are ordered by
+// call); Abort from any thread.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +39,8 @@ namespace tandem::cluster {
 class GlooGroup {
  public:
   // Joins rank `rank` of `size` of group `name`; blocks until every member connected (or
-  // `timeout`). `node` must outlive the call (the group does not keep it).
+  // `timeout`, which is also each later wait's bound). `node` must outlive the group (its
+  // failure() is watched).
   static Result<std::unique_ptr<GlooGroup>> Create(ClusterNode* node, const std::string& name,
                                                    int rank, int size,
                                                    const std::string& address,
@@ -50,6 +60,9 @@ class GlooGroup {
   // out[r * bytes, (r+1) * bytes) <- rank r's `in`; out holds size() * bytes.
   Status AllGather(const void* in, size_t bytes, void* out);
   Status Barrier();
+  // Ends the collective in progress (and every later one) with Unavailable carrying `why`.
+  // Idempotent: the first reason stays.
+  void Abort(const Status& why);
 
   class Impl;
 

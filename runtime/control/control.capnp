@@ -139,6 +139,20 @@ struct JobStatus {
   store @12 :StoreStatus;
   stages @13 :List(StageStatus);
   training @14 :TrainingStatus;
+  node @15 :Int32 = -1;         # this process's node rank in a job on several nodes; -1: one process
+  nodes @16 :List(NodeStatus);  # at the head of a job on several nodes: every node, by rank
+}
+
+struct NodeStatus {             # one node of a job on several nodes, as the head sees it
+  rank @0 :Int32;
+  host @1 :Text;
+  state @2 :Text;               # joining, running, left, failed, lost
+  heartbeatAgeSeconds @3 :Float64;
+  step @4 :Int64;               # from its last heartbeat; -1 before the first
+  reportAgeSeconds @5 :Float64; # -1: no report received
+  actors @6 :List(ActorStatus);
+  channels @7 :List(ChannelStatus);
+  store @8 :StoreStatus;
 }
 
 struct TrainingStatus {         # what training actors publish (runtime/job/job_metrics.h)

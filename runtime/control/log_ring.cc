@@ -1,15 +1,12 @@
 #include "runtime/control/log_ring.h"
 
 namespace tandem {
-namespace {
 
-bool Matches(const std::string& want, const std::string& actor) {
+bool LogActorMatches(const std::string& want, const std::string& actor) {
   if (want.empty() || want == actor) return true;
   return actor.size() > want.size() && actor.compare(0, want.size(), want) == 0 &&
          actor[want.size()] == '/';
 }
-
-}  // namespace
 
 void LogRing::Append(std::string actor, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -26,7 +23,7 @@ std::vector<LogLine> LogRing::Query(const std::string& actor, uint64_t after, si
     if (l.seq <= after) continue;
     if (out.size() >= max_lines) break;
     *last = l.seq;  // skipped lines of other actors advance the cursor too
-    if (Matches(actor, l.actor)) out.push_back(l);
+    if (LogActorMatches(actor, l.actor)) out.push_back(l);
   }
   return out;
 }

@@ -15,6 +15,10 @@
 
 namespace tandem {
 
+// Whether a line of `actor` is wanted by a logs request for `want`: "" wants every line, a
+// name its own, a group name such as "consumer" its replicas "consumer/0", ...
+bool LogActorMatches(const std::string& want, const std::string& actor);
+
 class LogRing {
  public:
   explicit LogRing(size_t capacity = 20000) : capacity_(capacity) {}

@@ -49,20 +49,15 @@ auto WithReader(const std::string& payload, Fn fn) -> decltype(fn(std::declval<t
   }
 }
 
-void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
-  b.setId(j.id);
-  b.setName(j.name);
-  b.setState(j.state);
-  b.setError(j.error);
-  b.setSeconds(j.seconds);
-  b.setItemsDone(j.items_done);
-  b.setItemsTotal(j.items_total);
-  b.setItemsPerSecond(j.items_per_s);
-  b.setVerdict(j.verdict);
-  b.setProfileTable(j.profile_table);
-  auto actors = b.initActors(static_cast<unsigned>(j.actors.size()));
-  for (size_t i = 0; i < j.actors.size(); ++i) {
-    const ActorStatus& a = j.actors[i];
+// The actors, channels and store of a job's or a node's status (JobStatus and NodeStatus
+// builders have the same three fields).
+template <typename Builder>
+void PutParts(const std::vector<ActorStatus>& actor_list,
+              const std::vector<ChannelStatus>& channel_list, const StoreStatus& store,
+              Builder b) {
+  auto actors = b.initActors(static_cast<unsigned>(actor_list.size()));
+  for (size_t i = 0; i < actor_list.size(); ++i) {
+    const ActorStatus& a = actor_list[i];
     auto o = actors[i];
     o.setName(a.name);
     o.setClassName(a.class_name);
@@ -77,9 +72,9 @@ void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
     o.setStage(a.stage);
     o.setLastError(a.last_error);
   }
-  auto chans = b.initChannels(static_cast<unsigned>(j.channels.size()));
-  for (size_t i = 0; i < j.channels.size(); ++i) {
-    const ChannelStatus& c = j.channels[i];
+  auto chans = b.initChannels(static_cast<unsigned>(channel_list.size()));
+  for (size_t i = 0; i < channel_list.size(); ++i) {
+    const ChannelStatus& c = channel_list[i];
     auto o = chans[i];
     o.setName(c.name);
     o.setDepth(c.depth);
@@ -95,14 +90,60 @@ void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
     o.setReaders(c.readers);
   }
   auto s = b.initStore();
-  s.setCapacity(j.store.capacity);
-  s.setUsed(j.store.used);
-  s.setHighWater(j.store.high_water);
-  s.setObjects(j.store.objects);
-  s.setInflightCopies(j.store.inflight_copies);
-  s.setLocalRefs(j.store.local_refs);
-  s.setChannelRefs(j.store.channel_refs);
-  s.setHolders(j.store.holders);
+  s.setCapacity(store.capacity);
+  s.setUsed(store.used);
+  s.setHighWater(store.high_water);
+  s.setObjects(store.objects);
+  s.setInflightCopies(store.inflight_copies);
+  s.setLocalRefs(store.local_refs);
+  s.setChannelRefs(store.channel_refs);
+  s.setHolders(store.holders);
+}
+
+template <typename Reader>
+void GetParts(Reader r, std::vector<ActorStatus>* actors, std::vector<ChannelStatus>* channels,
+              StoreStatus* store) {
+  for (auto a : r.getActors()) {
+    actors->push_back({a.getName(), a.getClassName(), a.getGroup(), a.getReplica(), a.getGpu(),
+                       a.getState(), a.getRestarts(), a.getMaxRestarts(), a.getMailboxDepth(),
+                       a.getMessagesDone(), a.getStage(), a.getLastError()});
+  }
+  for (auto c : r.getChannels()) {
+    channels->push_back({c.getName(), c.getDepth(), c.getCapacity(), c.getMinReady(),
+                         c.getMaxDepth(), c.getPushed(), c.getPopped(), c.getClosed(),
+                         c.getPushWaitSeconds(), c.getPopWaitSeconds(), c.getWriters(),
+                         c.getReaders()});
+  }
+  auto s = r.getStore();
+  *store = {s.getCapacity(),       s.getUsed(),      s.getHighWater(),   s.getObjects(),
+            s.getInflightCopies(), s.getLocalRefs(), s.getChannelRefs(), s.getHolders()};
+}
+
+void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
+  b.setId(j.id);
+  b.setName(j.name);
+  b.setState(j.state);
+  b.setError(j.error);
+  b.setSeconds(j.seconds);
+  b.setItemsDone(j.items_done);
+  b.setItemsTotal(j.items_total);
+  b.setItemsPerSecond(j.items_per_s);
+  b.setVerdict(j.verdict);
+  b.setProfileTable(j.profile_table);
+  PutParts(j.actors, j.channels, j.store, b);
+  b.setNode(j.node);
+  auto nodes = b.initNodes(static_cast<unsigned>(j.nodes.size()));
+  for (size_t i = 0; i < j.nodes.size(); ++i) {
+    const NodeStatus& n = j.nodes[i];
+    auto o = nodes[i];
+    o.setRank(n.rank);
+    o.setHost(n.host);
+    o.setState(n.state);
+    o.setHeartbeatAgeSeconds(n.heartbeat_age_s);
+    o.setStep(n.step);
+    o.setReportAgeSeconds(n.report_age_s);
+    PutParts(n.actors, n.channels, n.store, o);
+  }
   auto stages = b.initStages(static_cast<unsigned>(j.stages.size()));
   for (size_t i = 0; i < j.stages.size(); ++i) {
     const StageStatus& st = j.stages[i];
@@ -151,20 +192,18 @@ JobStatus GetJob(wire::JobStatus::Reader r) {
   j.items_per_s = r.getItemsPerSecond();
   j.verdict = r.getVerdict();
   j.profile_table = r.getProfileTable();
-  for (auto a : r.getActors()) {
-    j.actors.push_back({a.getName(), a.getClassName(), a.getGroup(), a.getReplica(), a.getGpu(),
-                        a.getState(), a.getRestarts(), a.getMaxRestarts(), a.getMailboxDepth(),
-                        a.getMessagesDone(), a.getStage(), a.getLastError()});
+  GetParts(r, &j.actors, &j.channels, &j.store);
+  j.node = r.getNode();
+  for (auto n : r.getNodes()) {
+    NodeStatus& o = j.nodes.emplace_back();
+    o.rank = n.getRank();
+    o.host = n.getHost();
+    o.state = n.getState();
+    o.heartbeat_age_s = n.getHeartbeatAgeSeconds();
+    o.step = n.getStep();
+    o.report_age_s = n.getReportAgeSeconds();
+    GetParts(n, &o.actors, &o.channels, &o.store);
   }
-  for (auto c : r.getChannels()) {
-    j.channels.push_back({c.getName(), c.getDepth(), c.getCapacity(), c.getMinReady(),
-                          c.getMaxDepth(), c.getPushed(), c.getPopped(), c.getClosed(),
-                          c.getPushWaitSeconds(), c.getPopWaitSeconds(), c.getWriters(),
-                          c.getReaders()});
-  }
-  auto s = r.getStore();
-  j.store = {s.getCapacity(),       s.getUsed(),      s.getHighWater(),   s.getObjects(),
-             s.getInflightCopies(), s.getLocalRefs(), s.getChannelRefs(), s.getHolders()};
   for (auto st : r.getStages()) {
     j.stages.push_back({st.getName(), st.getCount(), st.getTotalSeconds(), st.getMeanMs(),
                         st.getP50Ms(), st.getP99Ms(), st.getPercentOfWall()});

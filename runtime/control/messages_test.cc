@@ -54,6 +54,54 @@ TEST(MessagesTest, TrainingEvalRoundTrips) {
   EXPECT_DOUBLE_EQ(back->jobs[0].training.tau, 1.5);
 }
 
+// The head's `tandem status` of a job on several nodes carries every node's health and parts;
+// a status of one process says node -1.
+TEST(MessagesTest, NodeStatusesRoundTrip) {
+  ControlResponse r;
+  r.kind = ControlResponse::Kind::kJobs;
+  JobStatus one;
+  r.jobs.push_back(one);
+  JobStatus j;
+  j.node = 0;
+  NodeStatus n;
+  n.rank = 1;
+  n.host = "gpu-b";
+  n.state = "lost";
+  n.heartbeat_age_s = 12.5;
+  n.step = 40;
+  n.report_age_s = 13;
+  n.actors.emplace_back().name = "drafter/1";
+  n.actors[0].stage = "drafter.allreduce";
+  n.channels.emplace_back().name = "hidden";
+  n.channels[0].depth = 3;
+  n.store.used = 4096;
+  j.nodes.emplace_back().host = "gpu-a";
+  j.nodes.push_back(n);
+  r.jobs.push_back(j);
+  auto back = DecodeResponse(EncodeResponse(r).substr(kFrameHeaderBytes));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->jobs.size(), 2u);
+  EXPECT_EQ(back->jobs[0].node, -1);
+  EXPECT_TRUE(back->jobs[0].nodes.empty());
+  const JobStatus& b = back->jobs[1];
+  EXPECT_EQ(b.node, 0);
+  ASSERT_EQ(b.nodes.size(), 2u);
+  EXPECT_EQ(b.nodes[0].host, "gpu-a");
+  const NodeStatus& m = b.nodes[1];
+  EXPECT_EQ(m.rank, 1);
+  EXPECT_EQ(m.host, "gpu-b");
+  EXPECT_EQ(m.state, "lost");
+  EXPECT_DOUBLE_EQ(m.heartbeat_age_s, 12.5);
+  EXPECT_EQ(m.step, 40);
+  EXPECT_DOUBLE_EQ(m.report_age_s, 13);
+  ASSERT_EQ(m.actors.size(), 1u);
+  EXPECT_EQ(m.actors[0].name, "drafter/1");
+  EXPECT_EQ(m.actors[0].stage, "drafter.allreduce");
+  ASSERT_EQ(m.channels.size(), 1u);
+  EXPECT_EQ(m.channels[0].depth, 3u);
+  EXPECT_EQ(m.store.used, 4096u);
+}
+
 // A cluster join carries the node's inventory and identity; every field survives the wire.
 TEST(MessagesTest, ClusterJoinRoundTrips) {
   ControlRequest req;

@@ -39,8 +39,10 @@ class Writer {
 
 std::string FormatPrometheus(const std::vector<JobStatus>& jobs) {
   Writer w;
+  // A job on several nodes: every node serves its own metrics, labelled with its rank.
   auto job_label = [](const JobStatus& j) {
-    return fmt::format("job=\"{}\",job_name=\"{}\"", Esc(j.id), Esc(j.name));
+    return fmt::format("job=\"{}\",job_name=\"{}\"{}", Esc(j.id), Esc(j.name),
+                       j.node >= 0 ? fmt::format(",node=\"{}\"", j.node) : std::string());
   };
   w.Family("tandem_job_running", "gauge", "1 while the job runs");
   for (const auto& j : jobs) w.Sample(job_label(j), j.state == "running" ? 1 : 0);
@@ -140,6 +142,18 @@ std::string FormatPrometheus(const std::vector<JobStatus>& jobs) {
     for (size_t i = 0; i < j.training.eval.accept_rate.size(); ++i)
       w.Sample(fmt::format("{},position=\"{}\"", job_label(j), i + 1),
                j.training.eval.accept_rate[i]);
+  // Every node's heartbeat age, from the head of a job on several nodes (a job in one
+  // process is its own node 0, heard from now).
+  w.Family("tandem_node_heartbeat_age_seconds", "gauge",
+           "seconds since the cluster head last heard from the node");
+  for (const auto& j : jobs) {
+    const std::string job = fmt::format("job=\"{}\",job_name=\"{}\"", Esc(j.id), Esc(j.name));
+    if (j.node < 0) w.Sample(job + ",node=\"0\"", 0);
+    for (const NodeStatus& n : j.nodes)
+      w.Sample(fmt::format("{},node=\"{}\",host=\"{}\",state=\"{}\"", job, n.rank, Esc(n.host),
+                           Esc(n.state)),
+               n.heartbeat_age_s);
+  }
   return w.Take();
 }
 

@@ -52,6 +52,33 @@ double EvalHold(const JobStatus& job, std::string* names) {
   return total / job.seconds;
 }
 
+// "actors", "channels" and "store" of a job's or a node's status.
+void PartsToJson(const std::vector<ActorStatus>& actors,
+                 const std::vector<ChannelStatus>& channels, const StoreStatus& s,
+                 nlohmann::json& out) {
+  out["actors"] = nlohmann::json::array();
+  for (const auto& a : actors) {
+    out["actors"].push_back({{"name", a.name}, {"class", a.class_name}, {"group", a.group},
+                             {"replica", a.replica}, {"gpu", a.gpu}, {"state", a.state},
+                             {"restarts", a.restarts}, {"max_restarts", a.max_restarts},
+                             {"mailbox_depth", a.mailbox_depth},
+                             {"messages_done", a.messages_done}, {"stage", a.stage},
+                             {"last_error", a.last_error}});
+  }
+  out["channels"] = nlohmann::json::array();
+  for (const auto& c : channels) {
+    out["channels"].push_back({{"name", c.name}, {"depth", c.depth}, {"capacity", c.capacity},
+                               {"min_ready", c.min_ready}, {"max_depth", c.max_depth},
+                               {"pushed", c.pushed}, {"popped", c.popped}, {"closed", c.closed},
+                               {"push_wait_s", c.push_wait_s}, {"pop_wait_s", c.pop_wait_s},
+                               {"writers", c.writers}, {"readers", c.readers}});
+  }
+  out["store"] = {{"capacity", s.capacity},         {"used", s.used},
+                  {"high_water", s.high_water},     {"objects", s.objects},
+                  {"inflight_copies", s.inflight_copies}, {"local_refs", s.local_refs},
+                  {"channel_refs", s.channel_refs}, {"holders", s.holders}};
+}
+
 nlohmann::json ToJson(const JobStatus& j) {
   nlohmann::json out = {{"id", j.id},
                         {"name", j.name},
@@ -62,29 +89,17 @@ nlohmann::json ToJson(const JobStatus& j) {
                         {"items_total", j.items_total},
                         {"items_per_s", j.items_per_s},
                         {"verdict", j.verdict},
-                        {"profile_table", j.profile_table}};
-  out["actors"] = nlohmann::json::array();
-  for (const auto& a : j.actors) {
-    out["actors"].push_back({{"name", a.name}, {"class", a.class_name}, {"group", a.group},
-                             {"replica", a.replica}, {"gpu", a.gpu}, {"state", a.state},
-                             {"restarts", a.restarts}, {"max_restarts", a.max_restarts},
-                             {"mailbox_depth", a.mailbox_depth},
-                             {"messages_done", a.messages_done}, {"stage", a.stage},
-                             {"last_error", a.last_error}});
+                        {"profile_table", j.profile_table},
+                        {"node", j.node}};
+  PartsToJson(j.actors, j.channels, j.store, out);
+  out["nodes"] = nlohmann::json::array();
+  for (const NodeStatus& n : j.nodes) {
+    nlohmann::json o = {{"rank", n.rank}, {"host", n.host}, {"state", n.state},
+                        {"heartbeat_age_s", n.heartbeat_age_s}, {"step", n.step},
+                        {"report_age_s", n.report_age_s}};
+    PartsToJson(n.actors, n.channels, n.store, o);
+    out["nodes"].push_back(std::move(o));
   }
-  out["channels"] = nlohmann::json::array();
-  for (const auto& c : j.channels) {
-    out["channels"].push_back({{"name", c.name}, {"depth", c.depth}, {"capacity", c.capacity},
-                               {"min_ready", c.min_ready}, {"max_depth", c.max_depth},
-                               {"pushed", c.pushed}, {"popped", c.popped}, {"closed", c.closed},
-                               {"push_wait_s", c.push_wait_s}, {"pop_wait_s", c.pop_wait_s},
-                               {"writers", c.writers}, {"readers", c.readers}});
-  }
-  const StoreStatus& s = j.store;
-  out["store"] = {{"capacity", s.capacity},         {"used", s.used},
-                  {"high_water", s.high_water},     {"objects", s.objects},
-                  {"inflight_copies", s.inflight_copies}, {"local_refs", s.local_refs},
-                  {"channel_refs", s.channel_refs}, {"holders", s.holders}};
   out["stages"] = nlohmann::json::array();
   for (const auto& st : j.stages) {
     out["stages"].push_back({{"name", st.name}, {"count", st.count}, {"total_s", st.total_s},
@@ -101,6 +116,36 @@ nlohmann::json ToJson(const JobStatus& j) {
                              {"tok_s", e.tok_s}, {"prompts", e.prompts},
                              {"accept_rate", e.accept_rate}, {"best_step", e.best_step},
                              {"best_tau", e.best_tau}};
+  return out;
+}
+
+// The actors, channels and store sections of `tandem status`, each line after `indent`.
+std::string FormatParts(const std::vector<ActorStatus>& actors,
+                        const std::vector<ChannelStatus>& channels, const StoreStatus& s,
+                        const std::string& indent) {
+  std::string out = indent + "actors:\n";
+  out += fmt::format("{}  {:<14} {:<15} {:>3} {:>4} {:<10} {:>8} {:>7} {:<18} {}\n", indent,
+                     "NAME", "CLASS", "REP", "GPU", "STATE", "RESTARTS", "MAILBOX", "STAGE",
+                     "LAST ERROR");
+  for (const auto& a : actors) {
+    out += fmt::format("{}  {:<14} {:<15} {:>3} {:>4} {:<10} {:>5}/{:<2} {:>7} {:<18} {}\n",
+                       indent, a.name, a.class_name, a.replica,
+                       a.gpu < 0 ? std::string("-") : std::to_string(a.gpu), a.state,
+                       a.restarts, a.max_restarts, a.mailbox_depth, a.stage, a.last_error);
+  }
+  out += indent + "channels:\n";
+  for (const auto& c : channels) {
+    out += fmt::format("{}  {:<14} depth {}/{} (max {}) min_ready {}, pushed {} popped {}, "
+                       "push wait {:.3f}s, pop wait {:.3f}s{}\n",
+                       indent, c.name, c.depth, c.capacity, c.max_depth, c.min_ready, c.pushed,
+                       c.popped, c.push_wait_s, c.pop_wait_s, c.closed ? ", closed" : "");
+  }
+  out += fmt::format("{}store: {} used of {}, high-water {}, {} objects, {} in-flight copies, "
+                     "refs local {} channel {}\n",
+                     indent, FormatBytes(s.used), FormatBytes(s.capacity),
+                     FormatBytes(s.high_water), s.objects, s.inflight_copies, s.local_refs,
+                     s.channel_refs);
+  if (!s.holders.empty()) out += indent + "  holders: " + s.holders + "\n";
   return out;
 }
 
@@ -193,27 +238,19 @@ std::string FormatJobStatus(const JobStatus& j) {
     }
   }
   if (!j.error.empty()) out += fmt::format("error: {}\n", j.error);
-  out += fmt::format("verdict: {}\n\nactors:\n", j.verdict);
-  out += fmt::format("  {:<14} {:<15} {:>3} {:>4} {:<10} {:>8} {:>7} {:<18} {}\n", "NAME", "CLASS",
-                     "REP", "GPU", "STATE", "RESTARTS", "MAILBOX", "STAGE", "LAST ERROR");
-  for (const auto& a : j.actors) {
-    out += fmt::format("  {:<14} {:<15} {:>3} {:>4} {:<10} {:>5}/{:<2} {:>7} {:<18} {}\n", a.name,
-                       a.class_name, a.replica, a.gpu < 0 ? std::string("-") : std::to_string(a.gpu),
-                       a.state, a.restarts, a.max_restarts, a.mailbox_depth, a.stage, a.last_error);
+  out += fmt::format("verdict: {}\n\n", j.verdict);
+  if (j.nodes.empty()) {
+    out += FormatParts(j.actors, j.channels, j.store, "");
+  } else {
+    // At the head of a job on several nodes: each node's health, then its parts.
+    for (const NodeStatus& n : j.nodes) {
+      out += fmt::format("node {} ({}): {}, heartbeat {:.1f}s ago, step {}", n.rank, n.host,
+                         n.state, n.heartbeat_age_s, n.step);
+      out += n.report_age_s < 0 ? ", no report yet\n"
+                                : fmt::format(", reported {:.1f}s ago\n", n.report_age_s);
+      out += FormatParts(n.actors, n.channels, n.store, "  ");
+    }
   }
-  out += "channels:\n";
-  for (const auto& c : j.channels) {
-    out += fmt::format("  {:<14} depth {}/{} (max {}) min_ready {}, pushed {} popped {}, "
-                       "push wait {:.3f}s, pop wait {:.3f}s{}\n",
-                       c.name, c.depth, c.capacity, c.max_depth, c.min_ready, c.pushed, c.popped,
-                       c.push_wait_s, c.pop_wait_s, c.closed ? ", closed" : "");
-  }
-  const StoreStatus& s = j.store;
-  out += fmt::format("store: {} used of {}, high-water {}, {} objects, {} in-flight copies, "
-                     "refs local {} channel {}\n",
-                     FormatBytes(s.used), FormatBytes(s.capacity), FormatBytes(s.high_water),
-                     s.objects, s.inflight_copies, s.local_refs, s.channel_refs);
-  if (!s.holders.empty()) out += "  holders: " + s.holders + "\n";
   if (!j.profile_table.empty()) out += "\n" + j.profile_table;
   return out;
 }

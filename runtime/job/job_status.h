@@ -90,6 +90,21 @@ struct TrainingStatus {
   EvalStatus eval;
 };
 
+// One node of a job that spans several tandem processes (runtime/cluster), as the cluster's
+// head sees it: its health from the heartbeats, and its actors, channels and store as the
+// node last reported them (about once a second).
+struct NodeStatus {
+  int rank = 0;
+  std::string host;
+  std::string state;            // joining, running, left, failed, lost (its heartbeats stopped)
+  double heartbeat_age_s = 0;   // since the head last heard from it
+  int64_t step = -1;            // the step its last heartbeat carried (-1: none yet)
+  double report_age_s = -1;     // age of the report below (-1: none received)
+  std::vector<ActorStatus> actors;
+  std::vector<ChannelStatus> channels;
+  StoreStatus store;
+};
+
 struct JobStatus {
   std::string id;     // "j1"
   std::string name;   // [job] name
@@ -106,6 +121,8 @@ struct JobStatus {
   StoreStatus store;
   std::vector<StageStatus> stages;
   TrainingStatus training;
+  int node = -1;  // this process's node rank in a job on several nodes; -1: one process
+  std::vector<NodeStatus> nodes;  // at the head of a job on several nodes: every node, by rank
 
   bool finished() const { return state != "pending" && state != "queued" && state != "running"; }
 };

@@ -47,7 +47,10 @@ struct ResumeState {
   int64_t step = 0;
   int64_t tokens = 0;
   std::string path;                               // DIR/step_N
-  std::map<int, data::DataPosition> positions;    // target replica -> next position
+  // Channel writer (the target replicas writing the drafter's input channel, numbered in file
+  // order: JobSpec::PortIndex) -> its next position. With one target group the writer index
+  // is the replica index.
+  std::map<int, data::DataPosition> positions;
   std::optional<RunIdentity> identity;            // absent in files of older versions
   std::map<std::string, FileDigest> files;        // file name in `path` -> digest
 };

@@ -37,15 +37,24 @@ Status PublishResumePositions(const JobSpec& job, const ActorGroupSpec& drafter,
   if (resume == ResumeMode::kOff) return Status::Ok();
   ASSIGN_OR_RETURN(std::string dir, CheckpointDir(drafter.settings));
   if (dir.empty()) return Status::Ok();  // the drafter refuses resume without a dir itself
-  ASSIGN_OR_RETURN(std::string target_group, drafter.settings.GetString("target", "target"));
+  ASSIGN_OR_RETURN(std::string in, drafter.settings.GetString("in", ""));
   // The same choice as the drafter's (checkpoint_resume.h), which also verifies it.
   ASSIGN_OR_RETURN(std::optional<ResumePoint> point, FindResumePoint(dir));
   if (!point) return Status::Ok();
-  TLOG_DEBUG("actors.{}: data of target group '{}' resumes from {} ({})", drafter.name,
-             target_group, point->state.path, point->how);
-  return registry.Get<ResumePositions>().Set(
-      target_group, point->state.positions,
-      fmt::format("actors.{} ({})", drafter.name, point->state.path));
+  const std::string from = fmt::format("actors.{} ({})", drafter.name, point->state.path);
+  // The point's positions are keyed by writer index on `in`; each writer group gets its own.
+  for (const ActorGroupSpec& g : job.actors) {
+    if (job.PortIndex("out", in, g.name, 0) < 0) continue;  // does not write `in`
+    std::map<int, data::DataPosition> by_replica;
+    for (int r = 0; r < g.replicas; ++r) {
+      auto it = point->state.positions.find(job.PortIndex("out", in, g.name, r));
+      if (it != point->state.positions.end()) by_replica[r] = it->second;
+    }
+    TLOG_DEBUG("actors.{}: data of target group '{}' resumes from {} ({})", drafter.name,
+               g.name, point->state.path, point->how);
+    RETURN_IF_ERROR(registry.Get<ResumePositions>().Set(g.name, std::move(by_replica), from));
+  }
+  return Status::Ok();
 }
 
 }  // namespace tandem::dflash

@@ -5,9 +5,11 @@
 // runtime/job/job_prepare.h) runs once per drafter group when the job is built, before any
 // actor starts: when the group resumes (`resume` true or "force") it finds the resume point
 // its checkpoint directory holds (FindResumePoint, the same choice the drafter makes and
-// verifies) and records that point's per-replica data positions under the target group the
-// drafter trains against (its `target` key). Each target replica asks For(its group, its
-// replica) before its first batch; no target reads a drafter's settings.
+// verifies) and records that point's data positions for every group writing the drafter's
+// input channel (its `in` key): the point keys them by writer index on the channel
+// (checkpoint_state.h), which the hook maps back to (group, replica). Each target replica
+// asks For(its group, its replica) before its first batch; no target reads a drafter's
+// settings. On several nodes every node runs the hook on the same (shared) directory.
 //
 // Thread-safety: ResumePositions is internally locked; PublishResumePositions only reads the
 // checkpoint directory.
@@ -28,9 +30,9 @@ namespace tandem::dflash {
 
 class ResumePositions {
  public:
-  // Records the positions a resume point holds for the replicas of `target_group`; `from`
-  // says which point (for messages). InvalidArgument when two drafter groups resume the same
-  // target group.
+  // Records the positions a resume point holds for the replicas of `target_group` (by
+  // replica); `from` says which point (for messages). InvalidArgument when two drafter groups
+  // resume the same target group.
   Status Set(const std::string& target_group, std::map<int, data::DataPosition> positions,
              const std::string& from) EXCLUDES(mu_);
   // Where replica `replica` of `target_group` continues; nullopt: from the start of its data.
