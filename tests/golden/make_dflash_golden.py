@@ -183,14 +183,14 @@ def make(is_causal):
     global CONFIG
     base = CONFIG
     CONFIG = copy.deepcopy(base)
-    name = "dflash_tiny_golden.safetensors"
+    file_name = "dflash_tiny_golden.safetensors"
     if is_causal != "absent":
         CONFIG["is_causal"] = is_causal == "true"
-        name = f"dflash_tiny_is_causal_{is_causal}_golden.safetensors"
+        file_name = f"dflash_tiny_is_causal_{is_causal}_golden.safetensors"
         if is_causal == "false":
             CONFIG["sliding_window"] = BS
     try:
-        write(name)
+        write(file_name)
     finally:
         CONFIG = base
 
@@ -204,7 +204,7 @@ def main():
         make(value)
 
 
-def write(name):
+def write(file_name):
     T, plan = build_batch()
     g = torch.Generator().manual_seed(2)
     emb = bf16(torch.rand(V, H, generator=g, dtype=DT) * 2 - 1)
@@ -255,7 +255,7 @@ def write(name):
 
     meta = {"format": "tandem-golden", "version": "2", "config": json.dumps(CONFIG),
             "adamw": json.dumps(ADAMW)}
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), file_name)
     save_file({k: t.contiguous() for k, t in out.items()}, path, metadata=meta)
     print(f"wrote {path} ({os.path.getsize(path)} bytes), loss {loss.item():.6f}, "
           f"trajectory {[round(x, 4) for x in traj]}")
