@@ -211,8 +211,9 @@ void LoseNode(int signal, int victim) {
     EXPECT_LT(waited, kTimeoutMs / 1000.0 + 15) << line;
     EXPECT_GE(waited, kTimeoutMs / 1000.0 * 0.5) << line;
   }
-  for (int r = 0; r < 3; ++r)
+  for (int r = 0; r < 3; ++r) {
     if (r != victim) EXPECT_EQ(kids[r]->Wait(), 0) << r;
+  }
 }
 
 // A frozen rank leaves the others waiting inside a Gloo collective whose own timeout (120 s)

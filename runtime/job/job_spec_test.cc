@@ -271,15 +271,17 @@ TEST(JobSpecTest, DeepNestingIsRefusedNotACrash) {
   };
   for (const std::string& shallow : shallow_cases) {
     auto job = ParseJobText(shallow, "ok.toml");
-    if (!job.ok())
+    if (!job.ok()) {
       EXPECT_EQ(job.status().message().find("nested deeper"), std::string::npos)
           << job.status().message();
+    }
   }
   // [actors.a] is 2 deep: a key of 62 parts puts its value at 64, the limit; 63 is refused.
   auto at_limit = ParseJobText(group + DottedKey(62) + " = 1\n", "ok.toml");
-  if (!at_limit.ok())
+  if (!at_limit.ok()) {
     EXPECT_EQ(at_limit.status().message().find("nested deeper"), std::string::npos)
         << at_limit.status().message();
+  }
   auto past = ParseJobText(group + DottedKey(63) + " = 1\n", "deep.toml");
   ASSERT_FALSE(past.ok());
   EXPECT_NE(past.status().message().find("nested deeper"), std::string::npos);
