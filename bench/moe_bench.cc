@@ -1,7 +1,7 @@
 // `tandem-bench moe`: the routed expert GEMMs (kernels/moe/experts.h) at the Qwen3.6-35B-A3B
 // expert shape (256 experts of width 512, top-8, hidden 2048) on 16,384 tokens, in TFLOP/s
 // against the dense bf16 8192^3 GEMM rate of the same run (bar: >= 50%): every MoeExperts
-// path (loop, padded, grouped, streams) on the same rows, each checked against the loop's
+// path (loop, padded, grouped) on the same rows, each checked against the loop's
 // output, and the path the rule picks; then the whole MoE block (router GEMM, router,
 // permutation, the offsets' host sync, gather, experts on the rule's path, combine) per token.
 // Args: --tokens=N --experts=E --topk=K --width=I --hidden=H --iters=N.
@@ -98,8 +98,8 @@ Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
   std::vector<bf16> want(static_cast<size_t>(compact.y.numel()));
   int64_t active = 0;
   for (int64_t e = 0; e < e_count; ++e) active += offsets[e + 1] > offsets[e];
-  for (MoeExpertsPath path : {MoeExpertsPath::kLoop, MoeExpertsPath::kPadded,
-                              MoeExpertsPath::kGrouped, MoeExpertsPath::kStreams}) {
+  for (MoeExpertsPath path :
+       {MoeExpertsPath::kLoop, MoeExpertsPath::kPadded, MoeExpertsPath::kGrouped}) {
     ASSIGN_OR_RETURN(std::unique_ptr<MoeExperts> experts, MoeExperts::Create(pool, e_count, path));
     const bool pad = path == MoeExpertsPath::kPadded;
     PathBuffers& b = pad ? padded : compact;
@@ -130,12 +130,9 @@ Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                     "strided batch, 2 calls; vs loop %.1e", e_count, cap,
                     100.0 * (static_cast<double>(e_count * cap) / static_cast<double>(n) - 1.0),
                     error);
-    else if (path == MoeExpertsPath::kGrouped)
+    else
       std::snprintf(what, sizeof(what), "grouped: cublasGemmGroupedBatchedEx, 2 calls of %ld "
                     "groups; vs loop %.1e", active, error);
-    else
-      std::snprintf(what, sizeof(what), "streams: per-expert cuBLASLt on %d streams; vs loop "
-                    "%.1e", kMoeExpertStreams, error);
     PrintRate(what, ms, flops, ceiling);
     if (!(error < 1e-2))
       return InternalError("moe bench: the {} path differs from the loop by {}",

@@ -129,7 +129,6 @@ const char* MoeExpertsPathName(MoeExpertsPath path) {
     case MoeExpertsPath::kAuto: return "auto";
     case MoeExpertsPath::kLoop: return "loop";
     case MoeExpertsPath::kGrouped: return "grouped";
-    case MoeExpertsPath::kStreams: return "streams";
     case MoeExpertsPath::kPadded: return "padded";
   }
   return "?";
@@ -171,8 +170,7 @@ Result<std::unique_ptr<MoeExperts>> MoeExperts::Create(Allocator& alloc, int64_t
   if (alloc.device().is_cuda()) {
 #ifdef TANDEM_HAVE_CUDA
     m->cuda_ = true;
-    ASSIGN_OR_RETURN(m->impl_, internal::CreateMoeExpertsImpl(alloc, max_experts,
-                                                              path == MoeExpertsPath::kStreams));
+    ASSIGN_OR_RETURN(m->impl_, internal::CreateMoeExpertsImpl(alloc, max_experts));
 #else
     return UnavailableError("MoeExperts: a CUDA device in a build without CUDA");
 #endif
@@ -185,8 +183,7 @@ MoeExpertsPath MoeExperts::Resolve(std::span<const int32_t> offsets) const {
   MoeExpertsPath p = path_ == MoeExpertsPath::kAuto ? rule : path_;
   if (p == MoeExpertsPath::kPadded && rule != MoeExpertsPath::kPadded)
     p = MoeExpertsPath::kGrouped;
-  if (!cuda_ && (p == MoeExpertsPath::kGrouped || p == MoeExpertsPath::kStreams))
-    p = MoeExpertsPath::kLoop;
+  if (!cuda_ && p == MoeExpertsPath::kGrouped) p = MoeExpertsPath::kLoop;
   return p;
 }
 
@@ -204,7 +201,6 @@ Status MoeExperts::Forward(GemmContext* gemm, const MoeExpertWeights& w,
 #ifdef TANDEM_HAVE_CUDA
   const internal::MoeExpertsArgs a{w, offsets, x, gate_up, act, y, s};
   if (p == MoeExpertsPath::kGrouped) return internal::MoeExpertsGrouped(impl_.get(), a);
-  if (p == MoeExpertsPath::kStreams) return internal::MoeExpertsStreams(impl_.get(), a);
 #endif
   return MoeExpertsForward(gemm, w, offsets, x, gate_up, act, y, s);
 }

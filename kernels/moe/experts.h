@@ -18,24 +18,20 @@
 //             GEMM over all E experts (ForwardPadded). Only where the padding is small:
 //             E cap <= MoeExpertBufferRows(N) (the rule below);
 //   kGrouped: one cublasGemmGroupedBatchedEx call per projection, one group per expert with
-//             tokens (exact row counts), its pointer arrays staged through pinned memory;
-//   kStreams: the experts cut into kMoeExpertStreams runs of consecutive experts with about
-//             the same number of rows, each run's gate|up GEMMs, SwiGLU and down GEMMs on its
-//             own stream and GemmContext (fork and join with events on `s`);
+//             tokens (exact row counts), its pointer arrays staged through pinned memory: the
+//             fallback where the padding would be large (skewed routing, few tokens);
 //   kLoop:    MoeExpertsForward.
 // The rule (MoeChooseExpertsPath, what kAuto runs): one expert with rows: kLoop; else kPadded
 // when it fits, else kGrouped. Measured on an H200 at the Qwen3.6-35B-A3B expert shape
-// (bench/RESULTS.md): kPadded ~2x kGrouped, kGrouped ~1.5x kLoop, kStreams no faster than
-// kLoop (it stays as the path whose GEMMs run through GemmContext, for comparison).
+// (bench/RESULTS.md): kPadded 2x kGrouped, kGrouped 1.4x kLoop.
 // On the CPU every path is the loop (kPadded: over each expert's rows of the padded layout).
 //
-// Row buckets (kLoop and kStreams on CUDA): each expert's GEMM runs on MoeBucketRows(n) rows
+// Row buckets (kLoop on CUDA): each expert's GEMM runs on MoeBucketRows(n) rows
 // instead of n, so the GEMM plan cache (keyed by shape) sees a few dozen row counts instead
 // of every count. The extra rows read past the expert's range and write into the next
 // experts' rows, which those experts overwrite afterwards (experts run in increasing order),
 // or into the padding at the end: x, gate_up, act and y need MoePaddedRows(N) rows, and rows
-// past N hold garbage. kStreams runs the last expert of each run on its exact rows, so no run
-// touches another's rows. kGrouped reads and writes exactly each expert's rows.
+// past N hold garbage. kGrouped reads and writes exactly each expert's rows.
 // On the CPU each GEMM runs on exactly n rows.
 //
 // Thread-safety: MoeExpertsForward is stateless, ordered on `s` (the GemmContext's rules
@@ -70,10 +66,8 @@ Status MoeExpertsForward(GemmContext* gemm, const MoeExpertWeights& w,
                          const TensorView& gate_up, const TensorView& act, const TensorView& y,
                          Stream s);
 
-enum class MoeExpertsPath { kAuto, kLoop, kGrouped, kStreams, kPadded };
+enum class MoeExpertsPath { kAuto, kLoop, kGrouped, kPadded };
 const char* MoeExpertsPathName(MoeExpertsPath path);
-
-inline constexpr int kMoeExpertStreams = 4;
 
 // Rows per expert of the padded layout: the most rows of an expert (offsets: host i32
 // [E + 1]), rounded up to a multiple of 16.
@@ -89,8 +83,7 @@ class MoeExperts {
  public:
   // For up to `max_experts` experts on alloc's device (a CPU allocator: Forward runs the
   // reference loop whatever the path). Allocates the pointer arrays from `alloc` and, on
-  // CUDA, a cuBLAS handle, the pinned staging buffer, and kMoeExpertStreams streams with a
-  // GemmContext each. Unavailable for a CUDA device in a build without CUDA.
+  // CUDA, a cuBLAS handle and the pinned staging buffer. Unavailable for a CUDA device in a build without CUDA.
   static Result<std::unique_ptr<MoeExperts>> Create(Allocator& alloc, int64_t max_experts,
                                                     MoeExpertsPath path = MoeExpertsPath::kAuto);
   ~MoeExperts();
@@ -98,8 +91,7 @@ class MoeExperts {
   MoeExperts& operator=(const MoeExperts&) = delete;
 
   // The path a call with these offsets runs on this object's device: kAuto by the rule;
-  // kPadded only where the rule allows it (else kGrouped); on the CPU kGrouped and kStreams
-  // are kLoop.
+  // kPadded only where the rule allows it (else kGrouped); on the CPU kGrouped is kLoop.
   MoeExpertsPath Resolve(std::span<const int32_t> offsets) const;
 
   // MoeExpertsForward's contract (the rows laid out by expert offsets); runs Resolve(offsets),

@@ -1,13 +1,13 @@
 // MoeExperts' CUDA paths (kernels/moe/experts.h): kPadded, one strided-batched cuBLAS GEMM
 // per projection over the padded layout; kGrouped, one cublasGemmGroupedBatchedEx call per
-// projection over the experts with tokens; kStreams, runs of consecutive experts on a pool
-// of streams.
+// projection over the experts with tokens.
 //
-// The cuBLAS calls run y = x W^T row-major as cuBLAS's column-major C^T [out, rows] = W [out, in] .
-// x^T [in, rows]: cuBLAS's A is the weight (transposed), its B the activation rows.
+// The cuBLAS calls run the row-major y = x W^T as the column-major y^T = W x^T: cuBLAS's A
+// is the weight (transposed: [out, in] row-major is [in, out] column-major), its B the
+// activation rows ([rows, in] row-major is x^T, [in, rows], column-major), C is y^T.
 #include <cublas_v2.h>
 
-#include <algorithm>
+#include <vector>
 
 #include "kernels/core/cuda_check.h"
 #include "kernels/mlp/swiglu.h"
@@ -30,8 +30,6 @@ namespace {
       return ::tandem::CudaError("{}:{}: {}: {}", __FILE__, __LINE__, #expr,             \
                                  cublasGetStatusString(_s));                             \
   } while (0)
-
-constexpr size_t kStreamWorkspaceBytes = 16ull << 20;
 
 // One projection of every expert with tokens: out[rows of e] = in[rows of e] weight[e]^T.
 struct GroupedProjection {
@@ -76,8 +74,7 @@ void FillPointers(const GroupedProjection& p, std::span<const int32_t> offsets,
 }  // namespace
 
 Result<std::unique_ptr<MoeExperts::Impl>> CreateMoeExpertsImpl(Allocator& alloc,
-                                                               int64_t max_experts,
-                                                               bool with_streams) {
+                                                               int64_t max_experts) {
   auto impl = std::make_unique<MoeExperts::Impl>();
   impl->device = alloc.device().index;
   DeviceGuard guard(impl->device);
@@ -87,18 +84,6 @@ Result<std::unique_ptr<MoeExperts::Impl>> CreateMoeExpertsImpl(Allocator& alloc,
   impl->pinned = std::make_unique<PinnedAllocator>();
   ASSIGN_OR_RETURN(impl->host, Tensor::Empty(*impl->pinned, DType::kU8, {bytes}));
   ASSIGN_OR_RETURN(impl->staged, CudaEvent::Create(impl->device));
-  if (with_streams) {
-    ASSIGN_OR_RETURN(impl->fork, CudaEvent::Create(impl->device));
-    for (int i = 0; i < kMoeExpertStreams; ++i) {
-      ASSIGN_OR_RETURN(CudaStream st, CudaStream::Create(impl->device));
-      impl->streams.push_back(std::move(st));
-      ASSIGN_OR_RETURN(CudaEvent ev, CudaEvent::Create(impl->device));
-      impl->joins.push_back(std::move(ev));
-      ASSIGN_OR_RETURN(std::unique_ptr<GemmContext> gemm,
-                       GemmContext::Create(impl->device, kStreamWorkspaceBytes));
-      impl->gemms.push_back(std::move(gemm));
-    }
-  }
   return impl;
 }
 
@@ -127,65 +112,6 @@ Status MoeExpertsGrouped(MoeExperts::Impl* impl, const MoeExpertsArgs& a) {
   const auto [gate, up] = SplitGateUp(a.gate_up.Narrow(0, 0, n));
   RETURN_IF_ERROR(SwiGluForward(a.act.Narrow(0, 0, n), gate, up, a.s));
   return RunGrouped(impl->blas, down, a.offsets, experts, dev + 3 * g);
-}
-
-namespace {
-
-// Experts [first, last) on one stream: gate|up GEMMs, SwiGLU over the run's rows, down GEMMs.
-// A bucket that would reach past the run's last row runs on the exact rows instead, so the
-// run touches only its own rows.
-Status RunExperts(GemmContext* gemm, const MoeExpertsArgs& a, int64_t first, int64_t last,
-                  Stream s) {
-  const int64_t begin = a.offsets[first], end = a.offsets[last];
-  if (begin == end) return Status::Ok();
-  GemmOptions linear;
-  linear.trans_b = true;
-  auto rows_of = [&](int64_t e) -> int64_t {
-    const int64_t count = a.offsets[e + 1] - a.offsets[e], bucket = MoeBucketRows(count);
-    return a.offsets[e] + bucket <= end ? bucket : count;
-  };
-  auto project = [&](const TensorView& w, const TensorView& in, const TensorView& out) -> Status {
-    for (int64_t e = first; e < last; ++e) {
-      if (a.offsets[e + 1] == a.offsets[e]) continue;
-      const int64_t r = rows_of(e);
-      RETURN_IF_ERROR(Gemm(gemm, in.Narrow(0, a.offsets[e], r),
-                           w.Narrow(0, e, 1).Reshape({w.dim(1), w.dim(2)}),
-                           out.Narrow(0, a.offsets[e], r), linear, s));
-    }
-    return Status::Ok();
-  };
-  RETURN_IF_ERROR(project(a.w.gate_up, a.x, a.gate_up));
-  const auto [gate, up] = SplitGateUp(a.gate_up.Narrow(0, begin, end - begin));
-  RETURN_IF_ERROR(SwiGluForward(a.act.Narrow(0, begin, end - begin), gate, up, s));
-  return project(a.w.down, a.act, a.y);
-}
-
-}  // namespace
-
-Status MoeExpertsStreams(MoeExperts::Impl* impl, const MoeExpertsArgs& a) {
-  const int64_t e_count = a.w.gate_up.dim(0), n = a.offsets[e_count];
-  if (n == 0) return Status::Ok();
-  if (impl->streams.empty())
-    return InvalidArgumentError("MoeExperts: the streams path needs an object made for it "
-                                "(MoeExpertsPath::kStreams)");
-  NvtxRange range("MoeExpertsStreams");
-  const int pool = static_cast<int>(impl->streams.size());
-  RETURN_IF_ERROR(impl->fork.Record(a.s));
-  // Run j ends at the first expert boundary at or past (j + 1) n / pool rows.
-  int64_t first = 0;
-  for (int j = 0; j < pool && first < e_count; ++j) {
-    const int64_t target = (j + 1) * n / pool;
-    int64_t last = first;
-    while (last < e_count && (a.offsets[last] < target || last == first)) ++last;
-    if (j == pool - 1) last = e_count;
-    const Stream st = impl->streams[j].get();
-    RETURN_IF_ERROR(impl->streams[j].Wait(impl->fork));
-    RETURN_IF_ERROR(RunExperts(impl->gemms[j].get(), a, first, last, st));
-    RETURN_IF_ERROR(impl->joins[j].Record(st));
-    RETURN_IF_ERROR(StreamWaitEvent(a.s, impl->joins[j]));
-    first = last;
-  }
-  return Status::Ok();
 }
 
 Status MoeExpertsPadded(MoeExperts::Impl* impl, const MoeExpertWeights& w, int64_t cap,

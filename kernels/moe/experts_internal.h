@@ -5,7 +5,6 @@
 
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "kernels/core/pinned_allocator.h"
 #include "kernels/core/stream.h"
@@ -28,12 +27,6 @@ struct MoeExperts::Impl {
   Tensor host;
   CudaEvent staged;
   bool staged_pending = false;
-  // kStreams: the pool, a GemmContext per stream (its own workspace), the fork event and one
-  // join event per stream.
-  std::vector<CudaStream> streams;
-  std::vector<std::unique_ptr<GemmContext>> gemms;
-  CudaEvent fork;
-  std::vector<CudaEvent> joins;
 };
 
 }  // namespace tandem::kernels
@@ -56,13 +49,11 @@ struct MoeExpertsArgs {
   Stream s;
 };
 
-// The CUDA state for up to `max_experts` experts; the stream pool only `with_streams`.
+// The CUDA state for up to `max_experts` experts.
 Result<std::unique_ptr<MoeExperts::Impl>> CreateMoeExpertsImpl(Allocator& alloc,
-                                                               int64_t max_experts,
-                                                               bool with_streams);
+                                                               int64_t max_experts);
 // REQUIRES: CheckMoeExperts passed; E <= max_experts.
 Status MoeExpertsGrouped(MoeExperts::Impl* impl, const MoeExpertsArgs& a);
-Status MoeExpertsStreams(MoeExperts::Impl* impl, const MoeExpertsArgs& a);
 // REQUIRES: CheckMoeExpertsPadded passed.
 Status MoeExpertsPadded(MoeExperts::Impl* impl, const MoeExpertWeights& w, int64_t cap,
                         const TensorView& x, const TensorView& gate_up, const TensorView& act,

@@ -140,8 +140,7 @@ void CheckLayer(const MoeLayerShape& s, int64_t tokens, uint64_t seed, int64_t f
 }
 
 constexpr MoeExpertsPath kPaths[] = {MoeExpertsPath::kAuto, MoeExpertsPath::kLoop,
-                                     MoeExpertsPath::kGrouped, MoeExpertsPath::kStreams,
-                                     MoeExpertsPath::kPadded};
+                                     MoeExpertsPath::kGrouped, MoeExpertsPath::kPadded};
 
 TEST(MoeGpuTest, LayerOddShapes) {
   for (MoeExpertsPath path : kPaths) {
