@@ -26,8 +26,10 @@ namespace {
 
 Status CheckMoeExpertWeights(const char* op, const MoeExpertWeights& w,
                              std::span<const int32_t> offsets) {
-  for (const TensorView* v : {&w.gate_up, &w.down})
+  for (const TensorView* v : {&w.gate_up, &w.down}) {
     RETURN_IF_ERROR(ExpectDType(op, "expert weights", *v, DType::kBF16));
+    RETURN_IF_ERROR(ExpectContiguous(op, "expert weights", *v));
+  }
   if (w.gate_up.ndim() != 3 || w.down.ndim() != 3)
     return InvalidArgumentError("{}: expert weights must be [E, 2I, H] and [E, H, I], got {} "
                                 "and {}", op, w.gate_up.ToString(), w.down.ToString());
