@@ -23,7 +23,7 @@
 //   kLoop:    MoeExpertsForward.
 // The rule (MoeChooseExpertsPath, what kAuto runs): one expert with rows: kLoop; else kPadded
 // when it fits, else kGrouped. Measured on an H200 at the Qwen3.6-35B-A3B expert shape
-// (bench/RESULTS.md): kPadded 2x kGrouped, kGrouped 1.4x kLoop.
+// (bench/RESULTS.md): kPadded 2x as fast as kGrouped, kGrouped 1.4-2.4x as fast as kLoop.
 // On the CPU every path is the loop (kPadded: over each expert's rows of the padded layout).
 //
 // Row buckets (kLoop on CUDA): each expert's GEMM runs on MoeBucketRows(n) rows
