@@ -1,8 +1,9 @@
-// `tandem-bench moe`: the routed expert GEMMs (kernels/moe/experts.h: one cuBLASLt GEMM per
-// expert and projection, bucketed rows) at the Qwen3.6-35B-A3B expert shape (256 experts of
-// width 512, top-8, hidden 2048) on 16,384 tokens, in TFLOP/s against the dense bf16 8192^3
-// GEMM rate of the same run (bar: >= 50%), and the whole MoE block (router GEMM, router,
-// permutation, gather, the offsets' host sync, experts, combine) per token.
+// `tandem-bench moe`: the routed expert GEMMs (kernels/moe/experts.h) at the Qwen3.6-35B-A3B
+// expert shape (256 experts of width 512, top-8, hidden 2048) on 16,384 tokens, in TFLOP/s
+// against the dense bf16 8192^3 GEMM rate of the same run (bar: >= 50%): every MoeExperts
+// path (loop, padded, grouped) on the same rows, each checked against the loop's
+// output, and the path the rule picks; then the whole MoE block (router GEMM, router,
+// permutation, the offsets' host sync, gather, experts on the rule's path, combine) per token.
 // Args: --tokens=N --experts=E --topk=K --width=I --hidden=H --iters=N.
 #include <algorithm>
 #include <cmath>
@@ -15,7 +16,10 @@
 #include "bench/bench_util.h"
 
 #ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "kernels/core/device_pools.h"
+#include "kernels/elementwise/row_gather.h"
 #include "kernels/moe/moe_layer.h"
 #include "kernels/moe/routing.h"
 #endif
@@ -30,6 +34,114 @@ struct MoeBenchShape {
   int64_t tokens = 16384, experts = 256, top_k = 8, width = 512, hidden = 2048;
   int iters = 10;
 };
+
+void PrintRate(const char* what, double ms, double flops, double ceiling) {
+  const double rate = flops / ms * 1e-9;
+  std::printf("expert GEMMs (%s): %.3f ms, %.1f TFLOP/s = %.1f%% of the dense rate (bar 50%%: "
+              "%s)\n", what, ms, rate, 100.0 * rate / ceiling,
+              rate >= 0.5 * ceiling ? "met" : "missed");
+}
+
+// ||got - want|| / ||want|| over every expert's rows, got's expert e at row got_start[e]
+// and want's at offsets[e] (NaN when got holds a NaN there).
+Result<double> RelativeError(const TensorView& got, const std::vector<int64_t>& got_start,
+                             const std::vector<bf16>& want, const std::vector<int32_t>& offsets) {
+  std::vector<bf16> g(static_cast<size_t>(got.numel()));
+  RETURN_IF_ERROR(CopyToHost(g.data(), got, nullptr));
+  const int64_t h = got.dim(1);
+  double diff = 0, norm = 0;
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    for (int64_t j = 0; j < (offsets[e + 1] - offsets[e]) * h; ++j) {
+      const double a = g[got_start[e] * h + j].f(), b = want[offsets[e] * h + j].f();
+      diff += (a - b) * (a - b);
+      norm += b * b;
+    }
+  return std::sqrt(diff / norm);
+}
+
+// The buffers of one path: x (random rows), gate_up, act, y.
+struct PathBuffers {
+  Tensor x, gu, act, y;
+};
+
+Result<PathBuffers> MakeBuffers(Allocator& pool, int64_t rows, int64_t h, int64_t i) {
+  PathBuffers b;
+  ASSIGN_OR_RETURN(b.x, Tensor::Empty(pool, DType::kBF16, {rows, h}));
+  ASSIGN_OR_RETURN(b.gu, Tensor::Empty(pool, DType::kBF16, {rows, 2 * i}));
+  ASSIGN_OR_RETURN(b.act, Tensor::Empty(pool, DType::kBF16, {rows, i}));
+  ASSIGN_OR_RETURN(b.y, Tensor::Empty(pool, DType::kBF16, {rows, h}));
+  return b;
+}
+
+// Every MoeExperts path on the same token rows (kPadded: the same rows in the padded layout),
+// timed and checked against the loop.
+Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
+                 const MoeExpertWeights& w, const std::vector<int32_t>& offsets, double ceiling,
+                 double flops) {
+  const int64_t n = offsets.back(), h = s.hidden, i = s.width, e_count = s.experts;
+  const int64_t cap = MoeExpertCapacity(offsets);
+  ASSIGN_OR_RETURN(PathBuffers compact, MakeBuffers(pool, MoePaddedRows(n), h, i));
+  ASSIGN_OR_RETURN(PathBuffers padded, MakeBuffers(pool, e_count * cap, h, i));
+  ASSIGN_OR_RETURN(Tensor random, RandomBf16(pool, {MoePaddedRows(n), h}, 1.f, 6, nullptr));
+  RETURN_IF_ERROR(Copy(compact.x, random, nullptr));
+  // The padded layout of the same rows: expert e's row j at e cap + j, padding from row 0.
+  std::vector<int32_t> from(static_cast<size_t>(e_count * cap), 0);
+  std::vector<int64_t> compact_start(offsets.begin(), offsets.end() - 1), padded_start;
+  for (int64_t e = 0; e < e_count; ++e) {
+    padded_start.push_back(e * cap);
+    for (int32_t j = 0; j < offsets[e + 1] - offsets[e]; ++j) from[e * cap + j] = offsets[e] + j;
+  }
+  ASSIGN_OR_RETURN(Tensor from_d, Tensor::Empty(pool, DType::kI32, {e_count * cap}));
+  RETURN_IF_ERROR(CopyFromHost(from_d, from.data(), nullptr));
+  RETURN_IF_ERROR(RowGather(padded.x, from_d, random, nullptr));
+
+  std::vector<bf16> want(static_cast<size_t>(compact.y.numel()));
+  int64_t active = 0;
+  for (int64_t e = 0; e < e_count; ++e) active += offsets[e + 1] > offsets[e];
+  for (MoeExpertsPath path :
+       {MoeExpertsPath::kLoop, MoeExpertsPath::kPadded, MoeExpertsPath::kGrouped}) {
+    ASSIGN_OR_RETURN(std::unique_ptr<MoeExperts> experts, MoeExperts::Create(pool, e_count, path));
+    const bool pad = path == MoeExpertsPath::kPadded;
+    PathBuffers& b = pad ? padded : compact;
+    auto run = [&] {
+      return pad ? experts->ForwardPadded(gemm, w, offsets, cap, b.x, b.gu, b.act, b.y, nullptr)
+                 : experts->Forward(gemm, w, offsets, b.x, b.gu, b.act, b.y, nullptr);
+    };
+    // Poisoned output (bf16 0xffff is a NaN): every row must be written.
+    if (cudaMemset(b.y.data(), 0xff, b.y.nbytes()) != cudaSuccess)
+      return CudaError("moe bench: cudaMemset failed");
+    RETURN_IF_ERROR(run());
+    if (experts->last_path() != path)
+      return InternalError("moe bench: asked for the {} path, ran {}", MoeExpertsPathName(path),
+                           MoeExpertsPathName(experts->last_path()));
+    double error = 0;
+    if (path == MoeExpertsPath::kLoop) {
+      RETURN_IF_ERROR(CopyToHost(want.data(), b.y, nullptr));
+    } else {
+      ASSIGN_OR_RETURN(error, RelativeError(b.y, pad ? padded_start : compact_start, want,
+                                            offsets));
+    }
+    ASSIGN_OR_RETURN(const double ms, TimeMs(nullptr, s.iters, 2, run));
+    char what[200];
+    if (path == MoeExpertsPath::kLoop)
+      std::snprintf(what, sizeof(what), "loop: per-expert cuBLASLt, %ld GEMMs", 2 * active);
+    else if (pad)
+      std::snprintf(what, sizeof(what), "padded: %ld experts x %ld rows (%.1f%% padding), cuBLAS "
+                    "strided batch, 2 calls; vs loop %.1e", e_count, cap,
+                    100.0 * (static_cast<double>(e_count * cap) / static_cast<double>(n) - 1.0),
+                    error);
+    else
+      std::snprintf(what, sizeof(what), "grouped: cublasGemmGroupedBatchedEx, 2 calls of %ld "
+                    "groups; vs loop %.1e", active, error);
+    PrintRate(what, ms, flops, ceiling);
+    if (!(error < 1e-2))
+      return InternalError("moe bench: the {} path differs from the loop by {}",
+                           MoeExpertsPathName(path), error);
+  }
+  std::printf("rule (MoeChooseExpertsPath) picks: %s\n",
+              MoeExpertsPathName(MoeChooseExpertsPath(offsets)));
+  return Status::Ok();
+}
 
 Status RunMoeBench(const MoeBenchShape& s) {
   DevicePools pools;  // outlives every tensor below
@@ -66,26 +178,16 @@ Status RunMoeBench(const MoeBenchShape& s) {
   std::printf("routing: %ld tokens x top-%ld over %ld experts: %ld rows per expert on average, "
               "%ld at most, %ld experts idle\n", t, s.top_k, s.experts, n / s.experts, most, idle);
 
-  const int64_t p = MoePaddedRows(n);
-  ASSIGN_OR_RETURN(Tensor xp, RandomBf16(*pool, {p, h}, 1.f, 6, nullptr));
-  ASSIGN_OR_RETURN(Tensor gu, Tensor::Empty(*pool, DType::kBF16, {p, 2 * i}));
-  ASSIGN_OR_RETURN(Tensor act, Tensor::Empty(*pool, DType::kBF16, {p, i}));
-  ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(*pool, DType::kBF16, {p, h}));
-  ASSIGN_OR_RETURN(const double experts_ms, TimeMs(nullptr, s.iters, 2, [&] {
-    return MoeExpertsForward(gemm.get(), {gate_up, down}, offsets, xp, gu, act, y, nullptr);
-  }));
   const double flops = 2.0 * static_cast<double>(n) * 3.0 * static_cast<double>(i * h);
-  const double rate = flops / experts_ms * 1e-9;
-  std::printf("expert GEMMs (per-expert cuBLASLt loop, %ld GEMMs): %.3f ms, %.1f TFLOP/s = "
-              "%.1f%% of the dense rate (bar 50%%) (SwiGLU included, %.0f GFLOP)\n",
-              2 * (s.experts - idle), experts_ms, rate, 100.0 * rate / ceiling, flops * 1e-9);
+  RETURN_IF_ERROR(TimePaths(s, gemm.get(), *pool, {gate_up, down}, offsets, ceiling, flops));
 
   ASSIGN_OR_RETURN(const double block_ms, TimeMs(nullptr, s.iters, 2, [&] {
     return layer->Forward(gemm.get(), w, x, hidden, nullptr);
   }));
   const double block_flops = flops + 2.0 * static_cast<double>(t * s.experts * h);
-  std::printf("whole MoE block (router .. combine, one host sync): %.3f ms, %.1f TFLOP/s, "
-              "%.1f us per 1k tokens\n", block_ms, block_flops / block_ms * 1e-9,
+  std::printf("whole MoE block (router .. combine, one host sync, experts: %s): %.3f ms, "
+              "%.1f TFLOP/s, %.1f us per 1k tokens\n",
+              MoeExpertsPathName(layer->experts().last_path()), block_ms, block_flops / block_ms * 1e-9,
               block_ms * 1e3 / (static_cast<double>(t) / 1e3));
   return Status::Ok();
 }

@@ -2,6 +2,6 @@
 # copies by expert and its weighted inverse (with the shared expert's gate), the per-expert
 # GEMM loop, and MoeLayer composing them (README.md).
 tandem_kernel_sources(CPU moe/routing_cpu.cc moe/combine_cpu.cc moe/experts.cc moe/moe_layer.cc)
-tandem_kernel_sources(CUDA moe/moe.cu moe/moe_cuda.cc)
+tandem_kernel_sources(CUDA moe/moe.cu moe/moe_cuda.cc moe/experts_cuda.cc)
 tandem_add_test(moe_test SOURCES moe/moe_test.cc moe/moe_layer_test.cc LIBS tandem_kernels tandem_kernels_testing)
 tandem_add_test(moe_gpu_test SOURCES moe/moe_gpu_test.cc LIBS tandem_kernels tandem_kernels_testing GPU)

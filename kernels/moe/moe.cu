@@ -5,6 +5,7 @@
 // Permutation: counts by atomics into offsets[1..E], one thread scans them, then one block
 // per expert walks the assignments in order and places its own with a block-wide prefix of
 // ballots, so the order within an expert is the assignment order (deterministic).
+// Padded layout: one thread per padded row, then one per assignment.
 // Combine: one block per token, fp32 sums in the reference's order, one rounding.
 #include <algorithm>
 
@@ -172,6 +173,36 @@ cudaError_t LaunchMoePermute(int32_t* offsets, int32_t* perm_token, int32_t* ass
   if (n > 0)
     moe_place_kernel<<<e, kPlaceThreads, 0, stream>>>(perm_token, assign_row, offsets, ids, n,
                                                      static_cast<int>(k));
+  return cudaGetLastError();
+}
+
+namespace {
+
+__global__ void moe_pad_layout_kernel(int32_t* padded_token, int32_t* padded_row,
+                                      const int32_t* offsets, const int32_t* perm_token,
+                                      const int32_t* assign_row, const int32_t* ids, int64_t n,
+                                      int64_t e, int64_t cap) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < e * cap + n; q += stride) {
+    if (q < e * cap) {
+      const int64_t x = q / cap, j = q % cap, begin = offsets[x];
+      padded_token[q] = j < offsets[x + 1] - begin ? perm_token[begin + j] : 0;
+    } else {
+      const int64_t i = q - e * cap, x = ids[i];
+      padded_row[i] = static_cast<int32_t>(x * cap + assign_row[i] - offsets[x]);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchMoePadLayout(int32_t* padded_token, int32_t* padded_row, const int32_t* offsets,
+                               const int32_t* perm_token, const int32_t* assign_row,
+                               const int32_t* ids, int64_t n, int64_t e, int64_t cap, Stream s) {
+  const int64_t total = e * cap + n;
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 8192);
+  moe_pad_layout_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(s)>>>(
+      padded_token, padded_row, offsets, perm_token, assign_row, ids, n, e, cap);
   return cudaGetLastError();
 }
 

@@ -31,6 +31,20 @@ Status MoePermute(TensorView expert_offsets, TensorView perm_token, TensorView a
   return Status::Ok();
 }
 
+Status MoePadLayout(TensorView padded_token, TensorView padded_row, TensorView expert_offsets,
+                    TensorView perm_token, TensorView assign_row, TensorView topk_ids,
+                    int64_t cap, Stream s) {
+  RETURN_IF_ERROR(internal::CheckMoePadLayout(padded_token, padded_row, expert_offsets,
+                                              perm_token, assign_row, topk_ids, cap));
+  NvtxRange range("MoePadLayout");
+  CUDA_RETURN_IF_ERROR(LaunchMoePadLayout(
+      padded_token.data_as<int32_t>(), padded_row.data_as<int32_t>(),
+      expert_offsets.data_as<const int32_t>(), perm_token.data_as<const int32_t>(),
+      assign_row.data_as<const int32_t>(), topk_ids.data_as<const int32_t>(), topk_ids.numel(),
+      expert_offsets.dim(0) - 1, cap, s));
+  return Status::Ok();
+}
+
 Status MoeCombine(const MoeCombineArgs& a, Stream s) {
   RETURN_IF_ERROR(internal::CheckMoeCombine(a));
   NvtxRange range("MoeCombine");

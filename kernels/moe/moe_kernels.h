@@ -18,6 +18,10 @@ cudaError_t LaunchMoeRouter(int32_t* ids, float* weights, const void* logits, bo
 // `k` = ids per token.
 cudaError_t LaunchMoePermute(int32_t* offsets, int32_t* perm_token, int32_t* assign_row,
                              const int32_t* ids, int64_t n, int64_t e, int64_t k, Stream s);
+// MoePadLayout (routing.h) on raw pointers: padded_token i32 [e * cap], padded_row i32 [n].
+cudaError_t LaunchMoePadLayout(int32_t* padded_token, int32_t* padded_row, const int32_t* offsets,
+                               const int32_t* perm_token, const int32_t* assign_row,
+                               const int32_t* ids, int64_t n, int64_t e, int64_t cap, Stream s);
 // out/residual/shared bf16 [t, h], y bf16 [*, h], rows i32 [t * k], w f32 [t, k],
 // shared_gate f32 [t]; shared and shared_gate may be null.
 cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, const int32_t* rows,

@@ -23,18 +23,19 @@ struct Slot {
 // The slots of a MoeLayer for max_tokens rows, in allocation order; `views` may hold nulls
 // (sizing only).
 std::vector<Slot> Slots(const MoeLayerShape& s, int64_t max_tokens, std::vector<TensorView*> v) {
-  const int64_t t = max_tokens, n = t * s.top_k, p = MoePaddedRows(n);
+  const int64_t t = max_tokens, n = t * s.top_k, p = MoeExpertBufferRows(n);
   std::vector<Slot> slots = {
       {v[0], DType::kF32, t, s.experts},         {v[1], DType::kI32, t, s.top_k},
       {v[2], DType::kF32, t, s.top_k},           {v[3], DType::kI32, s.experts + 1, 0},
       {v[4], DType::kI32, n, 0},                 {v[5], DType::kI32, n, 0},
       {v[6], DType::kBF16, p, s.hidden},         {v[7], DType::kBF16, p, 2 * s.expert_size},
-      {v[8], DType::kBF16, p, s.expert_size}};
+      {v[8], DType::kBF16, p, s.expert_size},    {v[9], DType::kI32, p, 0},
+      {v[10], DType::kI32, n, 0}};
   if (s.shared_size > 0) {
-    slots.push_back({v[9], DType::kBF16, t, 2 * s.shared_size});
-    slots.push_back({v[10], DType::kBF16, t, s.shared_size});
-    slots.push_back({v[11], DType::kBF16, t, s.hidden});
-    slots.push_back({v[12], DType::kF32, t, 0});
+    slots.push_back({v[11], DType::kBF16, t, 2 * s.shared_size});
+    slots.push_back({v[12], DType::kBF16, t, s.shared_size});
+    slots.push_back({v[13], DType::kBF16, t, s.hidden});
+    slots.push_back({v[14], DType::kF32, t, 0});
   }
   return slots;
 }
@@ -66,7 +67,7 @@ Status MoeLayer::CheckShape(const MoeLayerShape& s) {
 }
 
 int64_t MoeLayer::WorkspaceBytes(const MoeLayerShape& shape, int64_t max_tokens) {
-  return Layout(Slots(shape, max_tokens, std::vector<TensorView*>(13, nullptr)), nullptr);
+  return Layout(Slots(shape, max_tokens, std::vector<TensorView*>(15, nullptr)), nullptr);
 }
 
 MoeLayer::~MoeLayer() {
@@ -75,7 +76,7 @@ MoeLayer::~MoeLayer() {
 
 Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
                                                    int64_t max_tokens, Allocator& alloc,
-                                                   Stream stream) {
+                                                   Stream stream, MoeExpertsPath experts_path) {
   RETURN_IF_ERROR(CheckShape(shape));
   if (max_tokens <= 0)
     return InvalidArgumentError("MoeLayer: max_tokens must be positive, got {}", max_tokens);
@@ -83,7 +84,8 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
   const std::vector<Slot> slots =
       Slots(shape, max_tokens,
             {&m->logits_, &m->ids_, &m->weights_, &m->offsets_, &m->perm_token_,
-             &m->assign_row_, &m->xp_, &m->gate_up_, &m->act_, &m->shared_gate_up_,
+             &m->assign_row_, &m->xp_, &m->gate_up_, &m->act_, &m->padded_token_,
+             &m->padded_row_, &m->shared_gate_up_,
              &m->shared_act_, &m->shared_out_, &m->shared_logit_});
   std::vector<int64_t> offsets;
   const int64_t total = Layout(slots, &offsets);
@@ -95,6 +97,7 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
                           : TensorView(base + offsets[i], s.dtype, {s.rows, s.cols},
                                        alloc.device());
   }
+  ASSIGN_OR_RETURN(m->experts_, MoeExperts::Create(alloc, shape.experts, experts_path));
   if (alloc.device().is_cuda()) {
     m->pinned_ = std::make_unique<PinnedAllocator>();
     ASSIGN_OR_RETURN(m->host_offsets_,
@@ -142,7 +145,6 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   RETURN_IF_ERROR(Gemm(gemm, x, w.router, logits, linear, stream));
   RETURN_IF_ERROR(MoeRouterForward(ids, weights, logits, shape_.normalize, stream));
   RETURN_IF_ERROR(MoePermute(offsets_, perm_token, assign_row, ids, stream));
-  RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
   std::span<const int32_t> offsets;
   if (x.device().is_cuda()) {
     RETURN_IF_ERROR(CopyToHost(host_offsets_.data(), offsets_, stream));
@@ -153,8 +155,22 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
     offsets = {offsets_.data_as<const int32_t>(), static_cast<size_t>(shape_.experts + 1)};
   }
   // y reuses xp's rows: xp is read only by the gate_up GEMMs, which run before any down GEMM.
-  RETURN_IF_ERROR(MoeExpertsForward(gemm, w.experts, offsets, xp_, gate_up_, act_, xp_, stream));
-  MoeCombineArgs combine{hidden, hidden, xp_, assign_row, weights, {}, {}};
+  TensorView rows = assign_row;
+  if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
+    const int64_t cap = MoeExpertCapacity(offsets), padded = shape_.experts * cap;
+    rows = padded_row_.Narrow(0, 0, t * k);
+    RETURN_IF_ERROR(MoePadLayout(padded_token_.Narrow(0, 0, padded), rows, offsets_, perm_token,
+                                 assign_row, ids, cap, stream));
+    RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, padded), padded_token_.Narrow(0, 0, padded), x,
+                              stream));
+    RETURN_IF_ERROR(experts_->ForwardPadded(gemm, w.experts, offsets, cap, xp_, gate_up_, act_,
+                                            xp_, stream));
+  } else {
+    RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
+    RETURN_IF_ERROR(
+        experts_->Forward(gemm, w.experts, offsets, xp_, gate_up_, act_, xp_, stream));
+  }
+  MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}};
   if (shape_.shared_size > 0) {
     const TensorView gu = shared_gate_up_.Narrow(0, 0, t), act = shared_act_.Narrow(0, 0, t);
     RETURN_IF_ERROR(Gemm(gemm, x, w.shared_gate_up, gu, linear, stream));

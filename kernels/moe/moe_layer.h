@@ -3,14 +3,17 @@
 //
 //   logits  = x W_router^T                       (f32 [T, E]; x is the post-attention norm)
 //   ids, w  = MoeRouterForward(logits)           (fp32 softmax, top-k, optional renorm)
-//   rows    = MoePermute(ids); xp = x[perm_token]   (RowGather)
+//   rows    = MoePermute(ids)
 //   offsets -> host                              (the block's one host sync, on CUDA)
-//   yp      = MoeExpertsForward(xp)              (per-expert SwiGLU MLPs)
+//   xp = x[perm_token]; yp = MoeExperts::Forward(xp)   (RowGather; per-expert SwiGLU MLPs)
+//     or, on the padded path (MoeExperts::Resolve, kernels/moe/experts.h), MoePadLayout,
+//     xp = x[padded_token]; yp = MoeExperts::ForwardPadded(xp), rows = padded_row
 //   shared  = SwiGLU MLP of x, gate g = x w_gate^T   (only with a shared expert)
 //   hidden  = hidden + sum_j w_j yp[row_j] + sigmoid(g) * shared   (MoeCombine)
 //
-// MoeLayer owns the activation buffers for up to max_tokens rows (and, on CUDA, the pinned
-// host copy of the offsets); one MoeLayer serves every MoE layer of a model in turn.
+// MoeLayer owns the activation buffers for up to max_tokens rows, the MoeExperts that runs
+// the expert GEMMs (and, on CUDA, the pinned host copy of the offsets); one MoeLayer serves
+// every MoE layer of a model in turn.
 //
 // Thread-safety: thread-compatible: one Forward at a time (the buffers are shared).
 #pragma once
@@ -50,9 +53,11 @@ class MoeLayer {
   static Status CheckShape(const MoeLayerShape& shape);
   // Bytes of device buffers Create allocates for max_tokens rows.
   static int64_t WorkspaceBytes(const MoeLayerShape& shape, int64_t max_tokens);
-  // Allocates the buffers from `alloc` (its device) for work on `stream`.
-  static Result<std::unique_ptr<MoeLayer>> Create(const MoeLayerShape& shape, int64_t max_tokens,
-                                                  Allocator& alloc, Stream stream);
+  // Allocates the buffers from `alloc` (its device) for work on `stream`; the expert GEMMs
+  // run `experts_path` (kAuto: MoeChooseExpertsPath per call).
+  static Result<std::unique_ptr<MoeLayer>> Create(
+      const MoeLayerShape& shape, int64_t max_tokens, Allocator& alloc, Stream stream,
+      MoeExpertsPath experts_path = MoeExpertsPath::kAuto);
   ~MoeLayer();
 
   // hidden (bf16 [T, H]) += the block applied to x (bf16 [T, H]); T <= max_tokens. On CUDA
@@ -66,6 +71,7 @@ class MoeLayer {
   TensorView topk_weights(int64_t t) const { return weights_.Narrow(0, 0, t); }
   const MoeLayerShape& shape() const { return shape_; }
   int64_t workspace_bytes() const { return workspace_.nbytes(); }  // == WorkspaceBytes
+  const MoeExperts& experts() const { return *experts_; }
 
  private:
   MoeLayer(const MoeLayerShape& shape, int64_t max_tokens)
@@ -76,7 +82,9 @@ class MoeLayer {
   int64_t max_tokens_ = 0;
   Tensor workspace_;
   TensorView logits_, ids_, weights_, offsets_, perm_token_, assign_row_, xp_, gate_up_, act_;
+  TensorView padded_token_, padded_row_;
   TensorView shared_gate_up_, shared_act_, shared_out_, shared_logit_;
+  std::unique_ptr<MoeExperts> experts_;
   std::unique_ptr<PinnedAllocator> pinned_;  // CUDA only: the host copy of the offsets
   Tensor host_offsets_;
   std::vector<int32_t> cpu_offsets_;

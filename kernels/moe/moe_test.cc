@@ -186,6 +186,36 @@ TEST(MoeExpertsTest, LoopMatchesFloat64PerExpertMlp) {
                    .ok());
 }
 
+TEST(MoeRoutingTest, PadLayoutMovesRowsToExpertSlots) {
+  // 5 tokens, top-2 over 4 experts; expert 2 gets nothing.
+  std::vector<int32_t> ids = {0, 1, 1, 3, 0, 3, 1, 0, 3, 1}, offsets(5), perm(10), rows(10);
+  const int64_t t = 5, k = 2, e = 4, cap = 4;
+  ASSERT_TRUE(cpu::MoePermute(View(offsets, DType::kI32, {e + 1}), View(perm, DType::kI32, {10}),
+                              View(rows, DType::kI32, {10}), View(ids, DType::kI32, {t, k}),
+                              nullptr)
+                  .ok());
+  std::vector<int32_t> padded_token(e * cap, -1), padded_row(10, -1);
+  ASSERT_TRUE(cpu::MoePadLayout(View(padded_token, DType::kI32, {e * cap}),
+                                View(padded_row, DType::kI32, {10}),
+                                View(offsets, DType::kI32, {e + 1}), View(perm, DType::kI32, {10}),
+                                View(rows, DType::kI32, {10}), View(ids, DType::kI32, {t, k}), cap,
+                                nullptr)
+                  .ok());
+  // Expert 0: tokens 0, 2, 3; expert 1: 0, 1, 3, 4; expert 2: none; expert 3: 1, 2, 4.
+  EXPECT_EQ(padded_token, (std::vector<int32_t>{0, 2, 3, 0, 0, 1, 3, 4, 0, 0, 0, 0, 1, 2, 4, 0}));
+  for (int64_t i = 0; i < t * k; ++i) {
+    EXPECT_EQ(padded_row[i] / cap, ids[i]) << i;  // in its expert's slot
+    EXPECT_EQ(padded_token[padded_row[i]], i / k) << i;  // holding its token
+  }
+  // An expert with more rows than cap is refused.
+  EXPECT_FALSE(cpu::MoePadLayout(View(padded_token, DType::kI32, {e * 3}),
+                                 View(padded_row, DType::kI32, {10}),
+                                 View(offsets, DType::kI32, {e + 1}),
+                                 View(perm, DType::kI32, {10}), View(rows, DType::kI32, {10}),
+                                 View(ids, DType::kI32, {t, k}), 3, nullptr)
+                   .ok());
+}
+
 TEST(MoeExpertsTest, BucketRows) {
   EXPECT_EQ(MoeBucketRows(1), 16);
   EXPECT_EQ(MoeBucketRows(16), 16);

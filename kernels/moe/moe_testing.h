@@ -121,10 +121,12 @@ inline std::vector<double> MoeBlockRef(const MoeProblem& p) {
   return out;
 }
 
-// Runs MoeLayer on `p` with buffers from `alloc` (its device; `gemm` for CUDA, else null);
-// returns the updated hidden rows and, through `ids`, the routing it chose.
+// Runs MoeLayer on `p` with buffers from `alloc` (its device; `gemm` for CUDA, else null),
+// its expert GEMMs on `path`; returns the updated hidden rows and, through `ids`, the routing
+// it chose.
 inline std::vector<bf16> RunMoeLayer(Allocator& alloc, GemmContext* gemm, const MoeProblem& p,
-                                     std::vector<int32_t>* ids = nullptr) {
+                                     std::vector<int32_t>* ids = nullptr,
+                                     MoeExpertsPath path = MoeExpertsPath::kAuto) {
   const MoeLayerShape& s = p.s;
   const int64_t h = s.hidden, e = s.experts, i = s.expert_size, is = s.shared_size;
   auto make = [&](const std::vector<bf16>& v, Shape shape) {
@@ -143,7 +145,7 @@ inline std::vector<bf16> RunMoeLayer(Allocator& alloc, GemmContext* gemm, const 
     w.shared_down = sdown;
     w.shared_gate = sgate;
   }
-  Result<std::unique_ptr<MoeLayer>> layer = MoeLayer::Create(s, p.tokens + 3, alloc, nullptr);
+  Result<std::unique_ptr<MoeLayer>> layer = MoeLayer::Create(s, p.tokens + 3, alloc, nullptr, path);
   TANDEM_CHECK_OK(layer.status());
   TANDEM_CHECK_OK((*layer)->Forward(gemm, w, x, hidden, nullptr));
   if (ids != nullptr) *ids = ToHost<int32_t>((*layer)->topk_ids(p.tokens));

@@ -20,6 +20,16 @@
 //   The CPU version checks every id (InvalidArgument naming the token); the CUDA one
 //   REQUIRES ids in range (the router's output).
 //
+// Padded layout (the expert GEMMs' capacity-padded path, kernels/moe/experts.h): every expert
+// owns `cap` rows (cap >= its row count), expert e rows [e cap, e cap + cap):
+//   MoePermute's expert_offsets, perm_token, assign_row and its topk_ids  ->
+//   padded_token: i32 [E * cap]: the token at padded row e cap + j: perm_token[o_e + j] for
+//     j < count_e, else 0 (a row computed and never read);
+//   padded_row: i32 [N]: where assignment i sits in the padded layout:
+//     ids[i] cap + assign_row[i] - o_ids[i].
+//   REQUIRES (CUDA): MoePermute's outputs for these ids and cap >= every count; the CPU
+//   version checks the counts.
+//
 // Contiguous tensors on one device. Thread-safety: stateless; ordered on `s`.
 #pragma once
 
@@ -37,23 +47,35 @@ Status MoeRouterForward(TensorView topk_ids, TensorView topk_weights, TensorView
                         bool normalize, Stream s);
 Status MoePermute(TensorView expert_offsets, TensorView perm_token, TensorView assign_row,
                   TensorView topk_ids, Stream s);
+Status MoePadLayout(TensorView padded_token, TensorView padded_row, TensorView expert_offsets,
+                    TensorView perm_token, TensorView assign_row, TensorView topk_ids,
+                    int64_t cap, Stream s);
 }  // namespace cpu
 namespace cuda {
 Status MoeRouterForward(TensorView topk_ids, TensorView topk_weights, TensorView logits,
                         bool normalize, Stream s);
 Status MoePermute(TensorView expert_offsets, TensorView perm_token, TensorView assign_row,
                   TensorView topk_ids, Stream s);
+Status MoePadLayout(TensorView padded_token, TensorView padded_row, TensorView expert_offsets,
+                    TensorView perm_token, TensorView assign_row, TensorView topk_ids,
+                    int64_t cap, Stream s);
 }  // namespace cuda
 Status MoeRouterForward(TensorView topk_ids, TensorView topk_weights, TensorView logits,
                         bool normalize, Stream s);
 Status MoePermute(TensorView expert_offsets, TensorView perm_token, TensorView assign_row,
                   TensorView topk_ids, Stream s);
+Status MoePadLayout(TensorView padded_token, TensorView padded_row, TensorView expert_offsets,
+                    TensorView perm_token, TensorView assign_row, TensorView topk_ids,
+                    int64_t cap, Stream s);
 
 namespace internal {
 Status CheckMoeRouter(const TensorView& topk_ids, const TensorView& topk_weights,
                       const TensorView& logits);
 Status CheckMoePermute(const TensorView& expert_offsets, const TensorView& perm_token,
                        const TensorView& assign_row, const TensorView& topk_ids);
+Status CheckMoePadLayout(const TensorView& padded_token, const TensorView& padded_row,
+                         const TensorView& expert_offsets, const TensorView& perm_token,
+                         const TensorView& assign_row, const TensorView& topk_ids, int64_t cap);
 }  // namespace internal
 
 }  // namespace tandem::kernels

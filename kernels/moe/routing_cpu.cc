@@ -54,6 +54,26 @@ Status CheckMoePermute(const TensorView& expert_offsets, const TensorView& perm_
   return Status::Ok();
 }
 
+Status CheckMoePadLayout(const TensorView& padded_token, const TensorView& padded_row,
+                         const TensorView& expert_offsets, const TensorView& perm_token,
+                         const TensorView& assign_row, const TensorView& topk_ids, int64_t cap) {
+  constexpr const char* kOp = "MoePadLayout";
+  RETURN_IF_ERROR(CheckMoePermute(expert_offsets, perm_token, assign_row, topk_ids));
+  for (const TensorView* t : {&padded_token, &padded_row}) {
+    RETURN_IF_ERROR(ExpectDType(kOp, "index tensor", *t, DType::kI32));
+    RETURN_IF_ERROR(ExpectContiguous(kOp, "index tensor", *t));
+    RETURN_IF_ERROR(ExpectSameDevice(kOp, *t, topk_ids));
+  }
+  const int64_t e = expert_offsets.dim(0) - 1;
+  if (cap < 1 || e * cap > (int64_t{1} << 31) - 1 || !(padded_token.shape() == Shape{e * cap}) ||
+      !(padded_row.shape() == assign_row.shape()))
+    return InvalidArgumentError("{}: {} experts of {} rows need padded_token [E * cap] (i32 "
+                                "rows) and padded_row like assign_row {}, got {} and {}", kOp, e,
+                                cap, assign_row.ToString(), padded_token.ToString(),
+                                padded_row.ToString());
+  return Status::Ok();
+}
+
 }  // namespace internal
 
 namespace cpu {
@@ -113,6 +133,29 @@ Status MoePermute(TensorView expert_offsets, TensorView perm_token, TensorView a
   return Status::Ok();
 }
 
+Status MoePadLayout(TensorView padded_token, TensorView padded_row, TensorView expert_offsets,
+                    TensorView perm_token, TensorView assign_row, TensorView topk_ids,
+                    int64_t cap, Stream) {
+  RETURN_IF_ERROR(internal::CheckMoePadLayout(padded_token, padded_row, expert_offsets,
+                                              perm_token, assign_row, topk_ids, cap));
+  const int64_t e = expert_offsets.dim(0) - 1, n = topk_ids.numel();
+  const int32_t* off = expert_offsets.data_as<const int32_t>();
+  const int32_t* ids = topk_ids.data_as<const int32_t>();
+  for (int64_t x = 0; x < e; ++x) {
+    const int64_t count = off[x + 1] - off[x];
+    if (count > cap)
+      return InvalidArgumentError("MoePadLayout: expert {} has {} rows, more than cap {}", x,
+                                  count, cap);
+    for (int64_t j = 0; j < cap; ++j)
+      padded_token.data_as<int32_t>()[x * cap + j] =
+          j < count ? perm_token.data_as<const int32_t>()[off[x] + j] : 0;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    padded_row.data_as<int32_t>()[i] = static_cast<int32_t>(
+        ids[i] * cap + assign_row.data_as<const int32_t>()[i] - off[ids[i]]);
+  return Status::Ok();
+}
+
 }  // namespace cpu
 
 Status MoeRouterForward(TensorView topk_ids, TensorView topk_weights, TensorView logits,
@@ -133,6 +176,21 @@ Status MoePermute(TensorView expert_offsets, TensorView perm_token, TensorView a
   if (d.is_cuda()) return cuda::MoePermute(expert_offsets, perm_token, assign_row, topk_ids, s);
 #endif
   return cpu::MoePermute(expert_offsets, perm_token, assign_row, topk_ids, s);
+}
+
+Status MoePadLayout(TensorView padded_token, TensorView padded_row, TensorView expert_offsets,
+                    TensorView perm_token, TensorView assign_row, TensorView topk_ids,
+                    int64_t cap, Stream s) {
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d,
+                   DispatchDevice("MoePadLayout", {padded_token, padded_row, expert_offsets,
+                                                   perm_token, assign_row, topk_ids}));
+#ifdef TANDEM_HAVE_CUDA
+  if (d.is_cuda())
+    return cuda::MoePadLayout(padded_token, padded_row, expert_offsets, perm_token, assign_row,
+                              topk_ids, cap, s);
+#endif
+  return cpu::MoePadLayout(padded_token, padded_row, expert_offsets, perm_token, assign_row,
+                           topk_ids, cap, s);
 }
 
 }  // namespace tandem::kernels
