@@ -3,10 +3,10 @@
 // fp8_fidelity.py) to compare, with transformers' bf16 forward, against the fp32 reference.
 //
 // DIR is any target checkpoint the loader accepts, its family picked by config.json's
-// `model_type`: dense Qwen3 / Llama-3 (models/qwen3) or the Qwen3.5 / Qwen3.6 hybrid
-// (models/qwen3_5). FILE (default DIR/golden_hidden.safetensors) is read and checked against
-// DIR's config first (bench/fidelity_golden.h): a golden made for another model is refused
-// before anything is loaded. Everything runs on the GPU.
+// `model_type`: dense Qwen3 / Llama-3 (models/qwen3) or the Qwen3.5 / Qwen3.6 hybrid, dense
+// or MoE (models/qwen3_5). FILE (default DIR/golden_hidden.safetensors) is read and checked
+// against DIR's config first (bench/fidelity_golden.h): a golden made for another model is
+// refused before anything is loaded. Everything runs on the GPU.
 //
 // For each precision the target is loaded from DIR (fp8: projections quantized layer by layer
 // as they are read) and the golden batch runs once, packed as DFlash runs it, capturing every
@@ -78,7 +78,7 @@ Result<Family> ReadFamily(const std::string& dir, FidelityModelShape* shape) {
                                    j["model_type"].is_string()
                                ? j["model_type"].get<std::string>() : "";
   shape->source = path;
-  if (type == "qwen3_5" || type == "qwen3_5_text") {
+  if (type.starts_with("qwen3_5")) {  // the hybrid, dense or MoE (qwen3_5_moe*)
     ASSIGN_OR_RETURN(models::Qwen35Config c, models::LoadQwen35Config(path));
     *shape = {path, c.hidden_size, c.vocab_size, c.num_hidden_layers};
     return Family::kHybrid;

@@ -41,6 +41,10 @@ std::string TargetModelSpec::Key() const {
                                c.linear_conv_kernel_dim, c.rms_norm_eps,
                                c.layer_types.size());
     for (models::HybridLayerType t : c.layer_types) hybrid_shape += models::HybridLayerTypeName(t);
+    if (c.moe)
+      hybrid_shape += fmt::format("|moe {} {} {} {}", c.moe->num_experts,
+                                  c.moe->num_experts_per_tok, c.moe->moe_intermediate_size,
+                                  c.moe->shared_expert_intermediate_size);
   }
   return fmt::format("{}|{}|{}|{}{}", model, TransformerConfigToJson(config).dump(), seed,
                      models::TargetPrecisionName(precision), hybrid_shape);
@@ -84,7 +88,9 @@ models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c) {
   t.num_attention_heads = c.num_attention_heads;
   t.num_key_value_heads = c.num_key_value_heads;
   t.head_dim = c.head_dim;
-  t.intermediate_size = c.intermediate_size;
+  // A MoE hybrid has no dense MLP width unless its config gives one: the drafter's MLP then
+  // takes 3 x hidden (6144 at hidden 2048, the dense width of Qwen3-30B-A3B's drafters).
+  t.intermediate_size = c.intermediate_size > 0 ? c.intermediate_size : 3 * c.hidden_size;
   t.max_position_embeddings = c.max_position_embeddings;
   t.rms_norm_eps = c.rms_norm_eps;
   t.tie_word_embeddings = c.tie_word_embeddings;

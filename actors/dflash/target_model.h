@@ -53,6 +53,7 @@ struct TargetModelSpec {
 // The TransformerConfig a drafter trained against hybrid `c` reads: its vocab, hidden and
 // MLP sizes, eps, RoPE theta and layer count, with the attention shape of its gated
 // attention layers (heads, KV heads, head_dim, full rotary) and every layer full attention.
+// A MoE hybrid without an `intermediate_size` gives the drafter an MLP of 3 x hidden_size.
 models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c);
 
 // The bytes of `spec`'s weights on the device, from the shapes alone (every layer's weights

@@ -41,8 +41,9 @@ Result<nlohmann::json> ToJson(const ConfigValue& v) {
   return nlohmann::json();
 }
 
-// A Qwen3.5 / Qwen3.6 hybrid config (the wrapper `qwen3_5` or the text model
-// `qwen3_5_text`); everything else goes to the dense parser, which names what it refuses.
+// A Qwen3.5 / Qwen3.6 hybrid config (the wrappers `qwen3_5` / `qwen3_5_moe` or the text
+// models `qwen3_5_text` / `qwen3_5_moe_text`); everything else goes to the dense parser,
+// which names what it refuses.
 bool IsHybridModelType(const nlohmann::json& j) {
   const auto it = j.find("model_type");
   return it != j.end() && it->is_string() && it->get<std::string>().starts_with("qwen3_5");
@@ -138,10 +139,12 @@ Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& pre
                                     TargetModelSpec spec) {
   const KeyTable& k = TargetKeys();
   const int64_t n = spec.config.num_hidden_layers;
-  if (spec.config.moe && spec.precision == models::TargetPrecision::kFp8)
+  const bool moe = spec.config.moe || (spec.hybrid && spec.hybrid->moe);
+  if (moe && spec.precision == models::TargetPrecision::kFp8)
     return InvalidArgumentError("{}: \"fp8\" is not implemented for mixture-of-experts targets "
                                 "(model_type {}); use \"bf16\"",
-                                KeyPath(s, prefix, "precision"), spec.config.model_type);
+                                KeyPath(s, prefix, "precision"),
+                                spec.hybrid ? spec.hybrid->model_type : spec.config.model_type);
   if (const ConfigValue* layers = s.Find("layers")) {
     for (const ConfigValue& v : layers->array()) {
       const int64_t id = *v.AsInt();
@@ -187,8 +190,9 @@ const KeyTable& TargetKeys() {
     t->String("out", "channel the HiddenBatches go to").Required();
     t->String("model", "an HF directory (config.json + *.safetensors), or \"random\" for random "
               "weights of target_config; its model_type picks the family: qwen3 / llama "
-              "(dense), qwen3_moe (mixture of experts) or qwen3_5 / qwen3_5_text (Gated "
-              "DeltaNet hybrid)").Required();
+              "(dense), qwen3_moe (mixture of experts), qwen3_5 / qwen3_5_text (Gated "
+              "DeltaNet hybrid) or qwen3_5_moe / qwen3_5_moe_text (the hybrid with "
+              "mixture-of-experts blocks)").Required();
     t->Table("target_config", "for model = \"random\": HF config.json keys (vocab_size, "
              "hidden_size, num_hidden_layers, ...; model_type = \"qwen3_5_text\" for a "
              "hybrid)").DefaultIs("none");

@@ -1,6 +1,7 @@
 // Test-only helpers of kernels/moe: a float64 reference of one MoE block computed token by
 // token (no permutation: the definition, not the algorithm), and random problems whose
-// routing can be skewed so that one expert takes every token.
+// routing can be skewed so that one expert takes every token; and how often two routings
+// pick different expert sets (the MoE targets' goldens).
 // Thread-safety: free functions on caller-owned data.
 #pragma once
 
@@ -150,6 +151,19 @@ inline std::vector<bf16> RunMoeLayer(Allocator& alloc, GemmContext* gemm, const 
   TANDEM_CHECK_OK((*layer)->Forward(gemm, w, x, hidden, nullptr));
   if (ids != nullptr) *ids = ToHost<int32_t>((*layer)->topk_ids(p.tokens));
   return ToHost<bf16>(hidden);
+}
+
+// The share of tokens whose top-k expert set (order ignored) differs between `got` and
+// `want` (i32 [T, k] each): the router-agreement measure of the MoE target goldens.
+inline double RouterSetsDiffer(std::vector<int32_t> got, std::vector<int32_t> want, int64_t k) {
+  int64_t differ = 0;
+  const int64_t t = static_cast<int64_t>(want.size()) / k;
+  for (int64_t r = 0; r < t; ++r) {
+    std::sort(got.begin() + r * k, got.begin() + (r + 1) * k);
+    std::sort(want.begin() + r * k, want.begin() + (r + 1) * k);
+    differ += !std::equal(got.begin() + r * k, got.begin() + (r + 1) * k, want.begin() + r * k);
+  }
+  return t == 0 ? 0.0 : static_cast<double>(differ) / static_cast<double>(t);
 }
 
 }  // namespace tandem::kernels::testing

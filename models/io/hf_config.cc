@@ -377,7 +377,7 @@ const std::vector<std::string>& TransformerConfigKeys() {
       "num_key_value_heads", "num_local_experts", "pretraining_tp", "quantization_config",
       "rms_norm_eps", "rope_parameters", "rope_scaling", "rope_theta", "sliding_window",
       "tie_word_embeddings", "torch_dtype", "use_sliding_window", "vocab_size"};
-    for (const std::string& m : config_detail::MoeConfigKeys())
+    for (const std::string& m : MoeConfigKeys())
       if (std::find(k.begin(), k.end(), m) == k.end()) k.push_back(m);
     return k;
   }();

@@ -31,7 +31,9 @@ enum class RopeType : uint8_t { kDefault };  // plain RoPE over the first rotary
 
 std::string_view LayerTypeName(LayerType t);  // "full_attention" / "sliding_attention"
 
-// The mixture-of-experts keys of a qwen3_moe config.json (transformers' Qwen3MoeConfig).
+// The mixture-of-experts keys of a qwen3_moe config.json (transformers' Qwen3MoeConfig), or
+// of a qwen3_5_moe text config (Qwen3_5MoeTextConfig: every layer MoE, the top-k weights
+// always renormalised, plus a shared expert with a sigmoid gate).
 struct MoeConfig {
   int64_t num_experts = 0;             // `num_experts` (or Mixtral's `num_local_experts`)
   int64_t num_experts_per_tok = 0;     // top-k, 1..min(num_experts, 32)
@@ -39,7 +41,26 @@ struct MoeConfig {
   bool norm_topk_prob = false;         // renormalise the k routing weights (HF default false)
   int64_t decoder_sparse_step = 1;     // layer i is MoE iff (i + 1) % step == 0 ...
   std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here (those are dense)
+  // The shared expert's MLP width (`shared_expert_intermediate_size`); 0: none (qwen3_moe).
+  int64_t shared_expert_intermediate_size = 0;
+
+  bool IsMoeLayer(int64_t layer) const;  // by the rule above
 };
+
+// Whose MoE keys ParseMoeKeys reads: qwen3_moe's, or qwen3_5_moe's (no dense layers, no
+// norm_topk_prob = false, a shared expert required).
+enum class MoeFamily : uint8_t { kQwen3Moe, kQwen35Moe };
+
+// The MoE keys of config object `j` of a model with `num_hidden_layers` layers.
+// InvalidArgument naming `source` and the key (spelled `key_prefix` + key, e.g.
+// "text_config.num_experts"): a top-k above the expert count or the 32 implemented, an
+// expert count outside what kernels/moe runs, and what `family` does not have (a shared
+// expert in qwen3_moe; dense layers or unnormalised weights in qwen3_5_moe).
+Result<MoeConfig> ParseMoeKeys(const nlohmann::json& j, std::string_view source,
+                               std::string_view key_prefix, int64_t num_hidden_layers,
+                               MoeFamily family);
+// The MoE keys ParseMoeKeys reads or accepts (for a job file's `target_config`).
+const std::vector<std::string>& MoeConfigKeys();
 
 struct TransformerConfig {
   ModelFamily family = ModelFamily::kQwen3;
@@ -127,8 +148,6 @@ namespace config_detail {
 Status ParseMoeConfig(const nlohmann::json& j, std::string_view source, TransformerConfig* c);
 // Writes c.moe's keys into `j` (nothing for a dense config).
 void MoeConfigToJson(const TransformerConfig& c, nlohmann::json* j);
-// The MoE keys ParseMoeConfig reads or accepts.
-const std::vector<std::string>& MoeConfigKeys();
 Result<int64_t> GetInt(const nlohmann::json& j, std::string_view source, const char* key,
                        std::optional<int64_t> fallback = std::nullopt);
 Result<std::vector<int64_t>> GetIntList(const nlohmann::json& j, std::string_view source,

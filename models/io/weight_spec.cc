@@ -8,9 +8,16 @@ namespace tandem::models {
 
 namespace {
 
-void AddExpertSpecs(const TransformerConfig& c, const std::string& p, ExpertLayout layout,
-                    std::vector<WeightSpec>* specs) {
-  const int64_t h = c.hidden_size, e = c.moe->num_experts, i = c.moe->moe_intermediate_size;
+const char* FirstFile(const SafetensorsReader& reader) {
+  return reader.files().empty() ? "" : reader.files().front().c_str();
+}
+
+}  // namespace
+
+void AppendMoeExpertSpecs(const std::string& layer_prefix, int64_t hidden, const MoeConfig& m,
+                          ExpertLayout layout, std::vector<WeightSpec>* specs) {
+  const std::string& p = layer_prefix;
+  const int64_t h = hidden, e = m.num_experts, i = m.moe_intermediate_size;
   specs->push_back({p + "mlp.gate.weight", {e, h}});
   if (layout == ExpertLayout::kFused) {
     specs->push_back({p + "mlp.experts.gate_up_proj", {e, 2 * i, h}});
@@ -25,19 +32,21 @@ void AddExpertSpecs(const TransformerConfig& c, const std::string& p, ExpertLayo
   }
 }
 
-const char* FirstFile(const SafetensorsReader& reader) {
-  return reader.files().empty() ? "" : reader.files().front().c_str();
-}
-
-}  // namespace
-
 Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
                                         const TransformerConfig& c) {
   if (!c.moe) return ExpertLayout::kPerExpert;
-  const int64_t e = c.moe->num_experts;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (!c.IsMoeLayer(l)) continue;
-    const std::string p = fmt::format("model.layers.{}.mlp.experts.", l);
+  std::vector<std::string> prefixes;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (c.IsMoeLayer(l)) prefixes.push_back(fmt::format("model.layers.{}.", l));
+  return DetectExpertLayout(reader, prefixes, c.moe->num_experts);
+}
+
+Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
+                                        const std::vector<std::string>& moe_layer_prefixes,
+                                        int64_t num_experts) {
+  const int64_t e = num_experts;
+  for (const std::string& layer : moe_layer_prefixes) {
+    const std::string p = layer + "mlp.experts.";
     if (const TensorInfo* fused = reader.Find(p + "gate_up_proj")) {
       if (fused->shape.empty() || fused->shape[0] != e)
         return DataLossError("{}: holds {} experts but config.json's num_experts is {}",
@@ -60,9 +69,9 @@ Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
         const std::string name = fmt::format("{}{}.{}.weight", p, x, proj);
         if (reader.Find(name) == nullptr)
-          return NotFoundError("checkpoint {} has no tensor '{}' (layer {} holds {} of the {} "
+          return NotFoundError("checkpoint {} has no tensor '{}' ({} holds {} of the {} "
                                "experts config.json's num_experts names)", FirstFile(reader),
-                               name, l, held, e);
+                               name, std::string_view(layer).substr(0, layer.size() - 1), held, e);
       }
     return ExpertLayout::kPerExpert;
   }
@@ -86,7 +95,7 @@ std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c, ExpertLa
     }
     specs.push_back({p + "post_attention_layernorm.weight", {h}});
     if (c.IsMoeLayer(i)) {
-      AddExpertSpecs(c, p, layout, &specs);
+      AppendMoeExpertSpecs(p, h, *c.moe, layout, &specs);
       continue;
     }
     specs.push_back({p + "mlp.gate_proj.weight", {ff, h}});

@@ -32,6 +32,11 @@ enum class ExpertLayout : uint8_t { kPerExpert, kFused };
 std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c,
                                             ExpertLayout layout = ExpertLayout::kPerExpert);
 
+// One MoE layer's router `mlp.gate.weight` [E, H] and its experts in `layout`, named under
+// `layer_prefix` ("model.layers.3."), appended to `specs`. (Shared by every MoE family.)
+void AppendMoeExpertSpecs(const std::string& layer_prefix, int64_t hidden, const MoeConfig& m,
+                          ExpertLayout layout, std::vector<WeightSpec>* specs);
+
 // The layout `reader`'s checkpoint stores the experts of MoE config `c` in (kPerExpert for
 // a dense config), after checking that the expert count agrees with the config: DataLoss
 // naming the tensor and the file when a fused tensor holds another number of experts, or a
@@ -39,6 +44,11 @@ std::vector<WeightSpec> CausalLmWeightSpecs(const TransformerConfig& c,
 // missing expert tensor (with how many experts the checkpoint holds).
 Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
                                         const TransformerConfig& c);
+// The same over explicit MoE layers: `moe_layer_prefixes` ("model.layers.3.", ...), each
+// with `num_experts` experts (the first layer decides; CheckWeights checks the others).
+Result<ExpertLayout> DetectExpertLayout(const SafetensorsReader& reader,
+                                        const std::vector<std::string>& moe_layer_prefixes,
+                                        int64_t num_experts);
 
 // OK when every spec is present with its shape and a floating dtype (BF16/F16/F32).
 // DataLoss naming the tensor and the file otherwise; NotFound for a missing tensor.

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/core/device_pools.h"
+#include "kernels/moe/moe_testing.h"
 #include "kernels/testing/testing.h"
 #include "models/qwen3/qwen3_target.h"
 #include "models/io/safetensors.h"
@@ -104,19 +105,6 @@ inline ::testing::AssertionResult AsAccurateAsTransformers(const std::vector<flo
   return ::testing::AssertionSuccess();
 }
 
-// The share of tokens whose top-k expert set (order ignored) differs between `got` and
-// `want` (i32 [T, k] each).
-inline double RouterSetsDiffer(std::vector<int32_t> got, std::vector<int32_t> want, int64_t k) {
-  int64_t differ = 0;
-  const int64_t t = static_cast<int64_t>(want.size()) / k;
-  for (int64_t r = 0; r < t; ++r) {
-    std::sort(got.begin() + r * k, got.begin() + (r + 1) * k);
-    std::sort(want.begin() + r * k, want.begin() + (r + 1) * k);
-    differ += !std::equal(got.begin() + r * k, got.begin() + (r + 1) * k, want.begin() + r * k);
-  }
-  return t == 0 ? 0.0 : static_cast<double>(differ) / static_cast<double>(t);
-}
-
 // Router agreement on a MoE golden: for every MoE layer l with `router.{l}.topk` (the float64
 // reference's choices), runs the forward up to l and compares the target's top-k sets with
 // the reference's. Passes when the share of tokens whose set differs is at most
@@ -137,8 +125,9 @@ inline void CheckRouterAgreement(Qwen3Target& target, const SafetensorsReader& r
     ASSERT_TRUE(target.Forward(batch, {&cap, 1}).ok());
     ASSERT_TRUE(kernels::SynchronizeStream(device, stream).ok());
     const std::vector<int32_t> ours = kernels::testing::ToHost<int32_t>(target.moe()->topk_ids(t));
-    const double differ = RouterSetsDiffer(ours, ReadI32(reader, name), k);
-    const double hf = RouterSetsDiffer(ReadI32(reader, "bf16_hf." + name), ReadI32(reader, name), k);
+    const double differ = kernels::testing::RouterSetsDiffer(ours, ReadI32(reader, name), k);
+    const double hf = kernels::testing::RouterSetsDiffer(ReadI32(reader, "bf16_hf." + name),
+                                                         ReadI32(reader, name), k);
     EXPECT_LE(differ, std::max(0.05, 2 * hf))
         << "layer " << l << ": " << differ << " of the tokens pick another expert set than the "
         << "float64 reference (transformers bf16: " << hf << ")";

@@ -5,7 +5,8 @@
 // forward agrees with the packed Forward (float64 delta rule) to bf16 rounding; rollback
 // limits and argument errors. With precision = "fp8" (e4m3 projections, reference FP8
 // GEMMs) the rollback is bitwise too: activations are quantized per token, so a row's codes
-// do not depend on what else is in the batch.
+// do not depend on what else is in the batch; and so it is with the mixture-of-experts
+// hybrid's MoE blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "models/qwen3_5/qwen3_5_moe_test_util.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/qwen3_5/qwen3_5_test_util.h"
 
@@ -30,7 +32,7 @@ constexpr int kLastLayer = 7;    // full attention
 class Qwen35CacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto config = LoadQwen35Config(testing::kDir);
+    auto config = Config();
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     cfg_ = *config;
     ASSERT_EQ(cfg_.layer_types[kLinearLayer], HybridLayerType::kLinearAttention);
@@ -43,6 +45,8 @@ class Qwen35CacheTest : public ::testing::Test {
   }
 
   virtual TargetPrecision precision() const { return TargetPrecision::kBf16; }
+  // The tiny golden model's config (8 layers: 4 is Gated DeltaNet, 7 full attention).
+  virtual Result<Qwen35Config> Config() const { return LoadQwen35Config(testing::kDir); }
 
   Qwen35Cache NewCache(int64_t capacity, int64_t max_block) {
     auto c = Qwen35Cache::Create(cfg_, capacity, max_block, kernels::HostAllocator());
@@ -101,6 +105,23 @@ class Qwen35Fp8CacheTest : public Qwen35CacheTest {
  protected:
   TargetPrecision precision() const override { return TargetPrecision::kFp8; }
 };
+
+// The mixture-of-experts hybrid (the tiny MoE config with 8 layers): Extend runs its MoE
+// blocks on each block of tokens, and every token's routing and experts depend on that token
+// alone, so rollback gives the fresh prefill bit for bit too.
+class Qwen35MoeCacheTest : public Qwen35CacheTest {
+ protected:
+  Result<Qwen35Config> Config() const override {
+    nlohmann::json j = testing::TinyMoeText();
+    j["num_hidden_layers"] = 8;
+    return ParseQwen35Config(j, "tiny moe config");
+  }
+};
+
+TEST_F(Qwen35MoeCacheTest, RolledBackCacheMatchesFreshPrefillBitwise) {
+  ASSERT_TRUE(cfg_.moe.has_value());
+  CheckRolledBackCacheMatchesFreshPrefill();
+}
 
 TEST_F(Qwen35CacheTest, RolledBackCacheMatchesFreshPrefillBitwise) {
   CheckRolledBackCacheMatchesFreshPrefill();

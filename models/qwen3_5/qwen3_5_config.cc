@@ -1,5 +1,6 @@
 #include "models/qwen3_5/qwen3_5_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -81,11 +82,13 @@ Status ParseQuantized(const Scope& s, Qwen35Config* c) {
   return Status::Ok();
 }
 
-// Values that must hold for the forward tandem implements.
-Status RejectUnsupported(const Scope& s) {
+// Values that must hold for the forward tandem implements (`moe`: the MoE model_type).
+Status RejectUnsupported(const Scope& s, bool moe) {
   for (const char* key : {"num_experts", "num_local_experts", "moe_intermediate_size"}) {
-    if (Find(s.j, key) != nullptr)
-      return KeyError(s, key, "mixture-of-experts Qwen3.5 models are not supported");
+    if (!moe && Find(s.j, key) != nullptr)
+      return KeyError(s, key,
+                      "expert keys in a dense hybrid: a mixture-of-experts Qwen3.5 / 3.6 is "
+                      "model_type qwen3_5_moe (or qwen3_5_moe_text)");
   }
 
   if (const json* act = Find(s.j, "hidden_act"); act != nullptr && *act != "silu")
@@ -211,12 +214,18 @@ Status ParseEos(const Scope& s, const json& obj, Qwen35Config* c) {
   return Status::Ok();
 }
 
-Status ParseText(const Scope& s, Qwen35Config* c) {
-  RETURN_IF_ERROR(RejectUnsupported(s));
+Status ParseText(const Scope& s, bool moe, Qwen35Config* c) {
+  RETURN_IF_ERROR(RejectUnsupported(s, moe));
   ASSIGN_OR_RETURN(c->vocab_size, PositiveInt(s, "vocab_size"));
   ASSIGN_OR_RETURN(c->hidden_size, PositiveInt(s, "hidden_size"));
-  ASSIGN_OR_RETURN(c->intermediate_size, PositiveInt(s, "intermediate_size"));
+  if (!moe || Find(s.j, "intermediate_size") != nullptr) {
+    ASSIGN_OR_RETURN(c->intermediate_size, PositiveInt(s, "intermediate_size"));
+  }
   ASSIGN_OR_RETURN(c->num_hidden_layers, PositiveInt(s, "num_hidden_layers"));
+  if (moe) {
+    ASSIGN_OR_RETURN(c->moe, ParseMoeKeys(s.j, s.source, s.prefix, c->num_hidden_layers,
+                                          MoeFamily::kQwen35Moe));
+  }
   ASSIGN_OR_RETURN(c->max_position_embeddings, PositiveInt(s, "max_position_embeddings", 32768));
   ASSIGN_OR_RETURN(c->num_attention_heads, PositiveInt(s, "num_attention_heads"));
   ASSIGN_OR_RETURN(c->num_key_value_heads, PositiveInt(s, "num_key_value_heads"));
@@ -258,38 +267,44 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
     for (const json& e : *a)
       if (e.is_string()) c.architectures.push_back(e.get<std::string>());
   }
-  if (c.model_type.find("moe") != std::string::npos)
-    return KeyError(top, "model_type", "'{}': mixture-of-experts Qwen3.5 models are not supported",
-                    c.model_type);
-  if (c.model_type == "qwen3_5") {
+  const bool moe = c.model_type == "qwen3_5_moe" || c.model_type == "qwen3_5_moe_text";
+  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_moe") {
     const json* text = Find(j, "text_config");
     if (text == nullptr || !text->is_object())
-      return KeyError(top, "text_config", "the qwen3_5 wrapper needs a text_config object");
+      return KeyError(top, "text_config", "the {} wrapper needs a text_config object",
+                      c.model_type);
     RETURN_IF_ERROR(ParseQuantized(top, &c));
     const Scope s{*text, source, "text_config."};
     RETURN_IF_ERROR(ParseQuantized(s, &c));
-    if (const json* tmt = Find(*text, "model_type"); tmt != nullptr && *tmt != "qwen3_5_text")
-      return KeyError(s, "model_type", "{} is not qwen3_5_text", DescribeJson(*tmt));
+    const std::string text_type = c.model_type + "_text";
+    if (const json* tmt = Find(*text, "model_type"); tmt != nullptr && *tmt != text_type)
+      return KeyError(s, "model_type", "{} is not {}", DescribeJson(*tmt), text_type);
     c.weight_prefix = "model.language_model.";
-    RETURN_IF_ERROR(ParseText(s, &c));
+    RETURN_IF_ERROR(ParseText(s, moe, &c));
     if (c.eos_token_ids.empty()) RETURN_IF_ERROR(ParseEos(top, j, &c));
     ASSIGN_OR_RETURN(c.tie_word_embeddings, Bool(top, j, "tie_word_embeddings", false));
     RETURN_IF_ERROR(ParseDType(s, j, &c));
-  } else if (c.model_type == "qwen3_5_text") {
+  } else if (c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text") {
     c.weight_prefix = "model.";
     RETURN_IF_ERROR(ParseQuantized(top, &c));
-    RETURN_IF_ERROR(ParseText(top, &c));
+    RETURN_IF_ERROR(ParseText(top, moe, &c));
     ASSIGN_OR_RETURN(c.tie_word_embeddings, Bool(top, j, "tie_word_embeddings", false));
     RETURN_IF_ERROR(ParseDType(top, j, &c));
   } else {
-    return KeyError(top, "model_type", "'{}' is not a Qwen3.5 hybrid (qwen3_5 or qwen3_5_text)",
+    return KeyError(top, "model_type",
+                    "'{}' is not a Qwen3.5 hybrid (qwen3_5, qwen3_5_text, qwen3_5_moe or "
+                    "qwen3_5_moe_text)",
                     c.model_type);
   }
+  if (c.moe && c.fp8_block_weights)
+    return KeyError(top, "quantization_config",
+                    "FP8 checkpoints of the mixture-of-experts hybrid are not implemented");
   return c;
 }
 
 const std::vector<std::string>& Qwen35ConfigKeys() {
-  static const std::vector<std::string> keys = {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {
       "architectures", "attention_bias", "attn_output_gate", "dtype", "eos_token_id",
       "full_attention_interval", "head_dim", "hidden_act", "hidden_size", "initializer_range",
       "intermediate_size", "layer_types", "linear_conv_kernel_dim", "linear_key_head_dim",
@@ -299,6 +314,10 @@ const std::vector<std::string>& Qwen35ConfigKeys() {
       "partial_rotary_factor", "quantization_config", "rms_norm_eps", "rope_parameters",
       "rope_scaling", "rope_theta", "text_config", "tie_word_embeddings", "torch_dtype",
       "vocab_size"};
+    for (const std::string& m : MoeConfigKeys())
+      if (std::find(k.begin(), k.end(), m) == k.end()) k.push_back(m);
+    return k;
+  }();
   return keys;
 }
 

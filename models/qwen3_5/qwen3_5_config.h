@@ -1,20 +1,26 @@
-// The text model of a Qwen3.5 / Qwen3.6 dense hybrid checkpoint, read from config.json:
-// Gated DeltaNet ("linear_attention") layers with a gated full-attention layer every
-// `full_attention_interval`-th layer.
+// The text model of a Qwen3.5 / Qwen3.6 hybrid checkpoint, read from config.json: Gated
+// DeltaNet ("linear_attention") layers with a gated full-attention layer every
+// `full_attention_interval`-th layer, each followed by a dense SwiGLU MLP, or in the
+// mixture-of-experts variant (`qwen3_5_moe`, e.g. Qwen3.6-35B-A3B) by a MoE block: a softmax
+// router picking the top-k of `num_experts` experts (weights always renormalised) plus a
+// shared expert behind a sigmoid gate.
 //
-// Two layouts are accepted:
-//   * the vision-language wrapper (`Qwen3_5ForConditionalGeneration`, model_type `qwen3_5`):
-//     the text fields sit in a nested `text_config` (model_type `qwen3_5_text`) and the text
-//     weights under `model.language_model.`; `model.visual.*` and `mtp.*` are not read;
-//   * the text-only model (`Qwen3_5ForCausalLM`, model_type `qwen3_5_text` at the top), with
-//     weights under `model.`.
+// Two layouts are accepted, for either variant:
+//   * the vision-language wrapper (`Qwen3_5ForConditionalGeneration`, model_type `qwen3_5`;
+//     `Qwen3_5MoeForConditionalGeneration`, `qwen3_5_moe`): the text fields sit in a nested
+//     `text_config` (model_type `qwen3_5_text` / `qwen3_5_moe_text`) and the text weights
+//     under `model.language_model.`; `model.visual.*` and `mtp.*` are not read;
+//   * the text-only model (`Qwen3_5ForCausalLM` / `Qwen3_5MoeForCausalLM`, model_type
+//     `qwen3_5_text` / `qwen3_5_moe_text` at the top), with weights under `model.`.
 // Every field the forward uses is read from the file. What tandem does not implement is
-// refused with a message naming the file and the key: MoE variants, layer types other than
-// linear_attention / full_attention, a RoPE type other than "default", activations other
-// than silu, attention biases, an ungated attention output. The multimodal RoPE fields
-// (`mrope_section`, `mrope_interleaved`) are accepted: with text-only positions (the same
-// position on all three axes) the interleaved mRoPE is plain 1-D RoPE on the first
-// rotary_dim dims. Fields of the vision tower and the MTP head are ignored.
+// refused with a message naming the file and the key: expert keys in a dense model_type,
+// dense layers in a MoE one (`mlp_only_layers`, `decoder_sparse_step`), unnormalised
+// routing weights, layer types other than linear_attention / full_attention, a RoPE type
+// other than "default", activations other than silu, attention biases, an ungated attention
+// output. The multimodal RoPE fields (`mrope_section`, `mrope_interleaved`) are accepted:
+// with text-only positions (the same position on all three axes) the interleaved mRoPE is
+// plain 1-D RoPE on the first rotary_dim dims. Fields of the vision tower and the MTP head
+// are ignored.
 //
 // Thread-safety: value types and pure functions.
 #pragma once
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "kernels/core/dtype.h"
+#include "models/io/hf_config.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
@@ -36,11 +43,13 @@ std::string_view HybridLayerTypeName(HybridLayerType t);  // "linear_attention" 
 
 struct Qwen35Config {
   std::string source;      // the config.json it came from (for messages)
-  std::string model_type;  // top-level: "qwen3_5" or "qwen3_5_text"
+  std::string model_type;  // top-level: qwen3_5, qwen3_5_text, qwen3_5_moe or qwen3_5_moe_text
   std::vector<std::string> architectures;
   std::string weight_prefix;  // "model.language_model." or "model."
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
+  // The dense MLP width; a MoE config has none (0) unless the file gives one, which only a
+  // drafter's MLP uses.
   int64_t intermediate_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t max_position_embeddings = 0;
@@ -66,6 +75,9 @@ struct Qwen35Config {
   int64_t linear_key_head_dim = 0;
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel_dim = 0;
+  // The MoE variant (model_type qwen3_5_moe*): every layer's feed-forward block. Always
+  // norm_topk_prob, a shared expert, no dense layers.
+  std::optional<MoeConfig> moe;
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }

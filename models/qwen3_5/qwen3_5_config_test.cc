@@ -155,7 +155,7 @@ TEST(Qwen35ConfigTest, RefusesWhatIsNotImplemented) {
   json awq = Wrapper(Text27B());
   awq["quantization_config"] = {{"quant_method", "awq"}};
   const Case cases[] = {
-      {"moe type", moe, "mixture-of-experts"},
+      {"moe type", moe, "is not qwen3_5_moe_text"},
       {"experts", text_with("num_experts", 256), "'text_config.num_experts'"},
       {"awq checkpoint", awq, "key 'quantization_config': quant_method \"awq\" is not supported"},
       {"per-tensor fp8", text_with("quantization_config", {{"quant_method", "fp8"}}),

@@ -29,51 +29,18 @@ using testing::kDir;
 using testing::kGolden;
 using testing::Read;
 
-// The golden batch and one bf16 [T, H] buffer per captured layer.
-struct GoldenRun {
-  std::vector<int32_t> ids, pos, cu;
-  std::vector<std::vector<bf16>> out;
-  std::vector<HybridCapture> caps;
-  Status status;
-};
+using testing::GoldenRun;
 
 GoldenRun Forward(Qwen35Target& target, const SafetensorsReader& golden, std::vector<int> layers) {
-  GoldenRun r;
-  r.ids = Read<int32_t>(golden, "input_ids", DType::kI32);
-  r.pos = Read<int32_t>(golden, "position_ids", DType::kI32);
-  r.cu = Read<int32_t>(golden, "cu_seqlens", DType::kI32);
-  const int64_t t = static_cast<int64_t>(r.ids.size()), h = target.config().hidden_size;
-  r.out.resize(layers.size(), std::vector<bf16>(t * h));
-  for (size_t i = 0; i < layers.size(); ++i)
-    r.caps.push_back({layers[i], TensorView(r.out[i].data(), DType::kBF16, {t, h})});
-  HybridBatch batch{TensorView(r.ids.data(), DType::kI32, {t}),
-                    TensorView(r.pos.data(), DType::kI32, {t}),
-                    TensorView(r.cu.data(), DType::kI32, {static_cast<int64_t>(r.cu.size())})};
-  r.status = target.Forward(batch, r.caps);
-  return r;
+  return testing::GoldenForward(target, golden, layers);
 }
 
 std::unique_ptr<Qwen35Target> LoadTarget(const std::string& dir) {
-  auto t = Qwen35Target::Load(dir, kernels::HostAllocator(), {.max_tokens = 256});
-  TANDEM_CHECK_OK(t.status());
-  return std::move(t).value();
+  return testing::LoadHostTarget(dir);
 }
 
 TEST(Qwen35GoldenTest, EveryLayerAsAccurateAsTransformersBf16) {
-  auto golden = SafetensorsReader::Open(kGolden);
-  ASSERT_TRUE(golden.ok()) << golden.status().ToString();
-  auto target = LoadTarget(kDir);
-  const std::vector<int> layers = {0, 1, 2, 3, 4, 5, 6, 7};
-  GoldenRun r = Forward(*target, *golden, layers);
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string name = "hidden." + std::to_string(layers[i]);
-    ::testing::AssertionResult ok =
-        AsAccurateAsHf(r.out[i], Read<float>(*golden, name, DType::kF32),
-                       Read<float>(*golden, "bf16_hf." + name, DType::kF32), name);
-    EXPECT_TRUE(ok);
-    std::printf("%s\n", ok.message());
-  }
+  testing::CheckEveryLayer(kDir, kGolden);
 }
 
 TEST(Qwen35GoldenTest, NoLayerRunsAfterTheLastCapture) {
@@ -92,40 +59,18 @@ TEST(Qwen35GoldenTest, NoLayerRunsAfterTheLastCapture) {
   EXPECT_TRUE(std::isnan(poisoned.out[0][0].f()));
 }
 
-// Rewrites the golden checkpoint into `dir` through `edit(name) -> new name ("" drops it)`,
-// with config.json from `config`.
+// Rewrites the golden checkpoint into `dir` (testing::RewriteCheckpoint).
 void Rewrite(const std::string& dir, const nlohmann::json& config,
              const std::function<std::string(const std::string&)>& edit,
              const std::string& reshape = "") {
-  auto reader = SafetensorsReader::Open(kDir);
-  TANDEM_CHECK_OK(reader.status());
-  std::vector<TensorToWrite> out;
-  for (const TensorInfo& t : reader->tensors()) {
-    const std::string name = edit(t.name);
-    if (name.empty()) continue;
-    std::vector<int64_t> shape = t.shape;
-    if (name == reshape) shape = {shape[0] / 2, 2 * shape[1]};
-    out.push_back({name, t.dtype, shape, reader->Bytes(t)});
-  }
-  TANDEM_CHECK_OK(WriteSafetensors(dir + "/model.safetensors", out));
-  testing::WriteRaw(dir + "/config.json", config.dump());
+  testing::RewriteCheckpoint(kDir, dir, config, edit, reshape);
 }
 
-nlohmann::json GoldenConfig() {
-  auto text = ReadTextFile(kDir + "/config.json");
-  TANDEM_CHECK_OK(text.status());
-  return nlohmann::json::parse(*text);
-}
+nlohmann::json GoldenConfig() { return testing::ReadConfigJson(kDir); }
 
 TEST(Qwen35GoldenTest, TextOnlyLayoutGivesTheSameOutputs) {
   testing::ScratchDir dir;
-  nlohmann::json text = GoldenConfig()["text_config"];
-  text["architectures"] = {"Qwen3_5ForCausalLM"};
-  Rewrite(dir.path(), text, [](const std::string& n) -> std::string {
-    const std::string p = "model.language_model.";
-    if (n.starts_with(p)) return "model." + n.substr(p.size());
-    return n.starts_with("lm_head.") ? n : "";  // drop the vision tower and the MTP head
-  });
+  testing::WriteTextOnly(kDir, dir.path(), "Qwen3_5ForCausalLM");
   auto golden = SafetensorsReader::Open(kGolden);
   ASSERT_TRUE(golden.ok());
   auto wrapper = LoadTarget(kDir), text_only = LoadTarget(dir.path());
@@ -135,66 +80,9 @@ TEST(Qwen35GoldenTest, TextOnlyLayoutGivesTheSameOutputs) {
   for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(kernels::testing::BitEqual(a.out[i], b.out[i]));
 }
 
-// Layer i alone, fed the reference's layer i-1 output (rounded to bf16) through a one-layer
-// checkpoint whose embedding rows are those hidden states, against the same layer alone in
-// fp32 and in HF bf16 on the same input (the generator builds that one-layer model the same
-// way): one layer's rounding, without the amplification of earlier layers' errors.
+// Each layer alone on the reference's input (testing::CheckEachLayerAlone).
 TEST(Qwen35GoldenTest, EachLayerAloneOnTheReferenceInput) {
-  auto golden = SafetensorsReader::Open(kGolden);
-  ASSERT_TRUE(golden.ok());
-  const std::vector<int32_t> cu = Read<int32_t>(*golden, "cu_seqlens", DType::kI32);
-  const int64_t t = cu.back(), h = 64;
-  for (int layer = 1; layer < 8; ++layer) {
-    testing::ScratchDir dir;
-    nlohmann::json config = GoldenConfig();
-    nlohmann::json& text = config["text_config"];
-    text["num_hidden_layers"] = 1;
-    text["layer_types"] = {text["layer_types"][layer]};
-    text["vocab_size"] = t;
-    const std::vector<float> in =
-        Read<float>(*golden, "hidden." + std::to_string(layer - 1), DType::kF32);
-    std::vector<bf16> embed;
-    for (float x : in) embed.push_back(bf16(x));
-    const std::string from = fmt::format("model.language_model.layers.{}.", layer);
-    auto reader = SafetensorsReader::Open(kDir);
-    ASSERT_TRUE(reader.ok());
-    std::vector<TensorToWrite> out;
-    out.push_back({"model.language_model.embed_tokens.weight",
-                   DType::kBF16,
-                   {t, h},
-                   std::as_bytes(std::span<const bf16>(embed))});
-    std::vector<bf16> head(t * h, bf16(0.f));
-    out.push_back(
-        {"lm_head.weight", DType::kBF16, {t, h}, std::as_bytes(std::span<const bf16>(head))});
-    for (const TensorInfo& ti : reader->tensors()) {
-      if (ti.name.starts_with(from))
-        out.push_back({"model.language_model.layers.0." + ti.name.substr(from.size()), ti.dtype,
-                       ti.shape, reader->Bytes(ti)});
-      else if (ti.name == "model.language_model.norm.weight")
-        out.push_back({ti.name, ti.dtype, ti.shape, reader->Bytes(ti)});
-    }
-    ASSERT_TRUE(WriteSafetensors(dir.path() + "/model.safetensors", out).ok());
-    testing::WriteRaw(dir.path() + "/config.json", config.dump());
-    auto target = LoadTarget(dir.path());
-    std::vector<int32_t> ids(t), pos = Read<int32_t>(*golden, "position_ids", DType::kI32);
-    for (int64_t i = 0; i < t; ++i) ids[i] = static_cast<int32_t>(i);
-    std::vector<int32_t> cu_copy = cu;
-    std::vector<bf16> got(t * h);
-    const HybridCapture cap{0, TensorView(got.data(), DType::kBF16, {t, h})};
-    ASSERT_TRUE(
-        target
-            ->Forward(
-                {TensorView(ids.data(), DType::kI32, {t}), TensorView(pos.data(), DType::kI32, {t}),
-                 TensorView(cu_copy.data(), DType::kI32, {static_cast<int64_t>(cu.size())})},
-                {&cap, 1})
-            .ok());
-    const std::string name = "alone.hidden." + std::to_string(layer);
-    ::testing::AssertionResult ok =
-        AsAccurateAsHf(got, Read<float>(*golden, name, DType::kF32),
-                       Read<float>(*golden, "bf16_hf." + name, DType::kF32), name);
-    EXPECT_TRUE(ok);
-    std::printf("%s\n", ok.message());
-  }
+  testing::CheckEachLayerAlone(kDir, kGolden);
 }
 
 TEST(Qwen35GoldenTest, MissingOrMisShapedTensorsAreNamed) {

@@ -44,6 +44,14 @@ Status CheckIds(const char* what, const TensorView& t, int64_t len, Device devic
 
 std::string DeviceName(Device d) { return d.is_cpu() ? "cpu" : fmt::format("cuda:{}", d.index); }
 
+Status CheckMoePrecision(const Qwen35Config& c, TargetPrecision precision) {
+  if (c.moe && precision == TargetPrecision::kFp8)
+    return InvalidArgumentError(
+        "Qwen35Target: precision = \"fp8\" is not implemented for mixture-of-experts targets "
+        "(model_type {}); use precision = \"bf16\"", c.model_type);
+  return Status::Ok();
+}
+
 GemmOptions Linear(float beta = 0.f) {
   GemmOptions o;
   o.trans_b = true;
@@ -70,6 +78,7 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
     return InvalidArgumentError("Qwen35Target: max_tokens must be positive, got {}",
                                 options.max_tokens);
   const Qwen35Config& c = weights.config();
+  RETURN_IF_ERROR(CheckMoePrecision(c, options.precision));
   if (c.rotary_dim > kernels::kRopeMaxRotaryDim)
     return InvalidArgumentError("Qwen35Target: rotary_dim {} exceeds {}", c.rotary_dim,
                                 kernels::kRopeMaxRotaryDim);
@@ -91,6 +100,10 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
                                 "were released or handed to a sink");
   }
   RETURN_IF_ERROR(t->AllocateWorkspace());
+  if (c.moe) {
+    ASSIGN_OR_RETURN(t->moe_, kernels::MoeLayer::Create(MoeShape(c), options.max_tokens,
+                                                        t->weights_.allocator(), options.stream));
+  }
   if (device.is_cuda()) {
 #ifdef TANDEM_HAVE_CUDA
     kernels::DeviceGuard guard(device.index);
@@ -108,6 +121,7 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir,
                                                          kernels::Allocator& alloc,
                                                          const Qwen35TargetOptions& options) {
   ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(dir));
+  RETURN_IF_ERROR(CheckMoePrecision(config, options.precision));  // before any weight is read
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen35Weights weights,
@@ -130,6 +144,7 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Random(const Qwen35Config& c
                                                            uint64_t seed,
                                                            const Qwen35TargetOptions& options,
                                                            float scale) {
+  RETURN_IF_ERROR(CheckMoePrecision(config, options.precision));
   if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen35Weights weights,
                      Qwen35Weights::Random(config, alloc, seed, options.stream, scale));
@@ -146,8 +161,19 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Random(const Qwen35Config& c
   return Create(std::move(weights), std::move(fp8), options);
 }
 
+kernels::MoeLayerShape Qwen35Target::MoeShape(const Qwen35Config& c) {
+  return {c.hidden_size, c.moe->num_experts, c.moe->num_experts_per_tok,
+          c.moe->moe_intermediate_size, c.moe->shared_expert_intermediate_size,
+          c.moe->norm_topk_prob};
+}
+
+namespace {
+// The dense MLP's width (a MoE config's intermediate_size, if any, is the drafter's only).
+int64_t DenseWidth(const Qwen35Config& c) { return c.moe ? 0 : c.intermediate_size; }
+}  // namespace
+
 int64_t Qwen35Target::MaxGemmK(const Qwen35Config& c) {
-  return std::max({c.hidden_size, c.linear_value_dim(), c.q_dim(), c.intermediate_size});
+  return std::max({c.hidden_size, c.linear_value_dim(), c.q_dim(), DenseWidth(c)});
 }
 
 void Qwen35Target::SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens,
@@ -162,7 +188,7 @@ void Qwen35Target::SlotBytesPerToken(const Qwen35Config& c, int64_t max_tokens,
       2 * c.conv_dim(),          4 * hv,                    4 * hv,
       2 * c.linear_value_dim(),  fp8 ? 0 : 2 * c.linear_value_dim(),  2 * c.q_dim(),
       2 * c.kv_dim(),            2 * c.kv_dim(),            2 * c.kv_dim(),
-      2 * c.q_dim(),             4 * c.intermediate_size,   fp8 ? 0 : 2 * c.intermediate_size,
+      2 * c.q_dim(),             4 * DenseWidth(c),         fp8 ? 0 : 2 * DenseWidth(c),
       chunked_rule ? ChunkedRuleBytesPerToken(c, max_tokens) : 0,
       // e4m3 codes and one fp32 scale per 128 columns
       fp8 ? MaxGemmK(c) + 4 * kernels::Fp8Blocks(MaxGemmK(c)) : 0};
@@ -173,7 +199,8 @@ int64_t Qwen35Target::WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, 
                                      TargetPrecision precision) {
   const bool chunked = on_cuda && kernels::GatedDeltaRuleChunkedSupports(
                                       c.linear_key_head_dim, c.linear_value_head_dim);
-  return LayoutWorkspace(c, max_tokens, chunked, precision == TargetPrecision::kFp8, nullptr);
+  return LayoutWorkspace(c, max_tokens, chunked, precision == TargetPrecision::kFp8, nullptr) +
+         (c.moe ? kernels::MoeLayer::WorkspaceBytes(MoeShape(c), max_tokens) : 0);
 }
 
 int64_t Qwen35Target::LayoutWorkspace(const Qwen35Config& c, int64_t max_tokens,
@@ -455,6 +482,8 @@ Status Qwen35Target::Mlp(int i, int64_t t) {
   const Qwen35Fp8Layer& f = Fp8Layer(i);
   const kernels::Stream s = options_.stream;
   ASSIGN_OR_RETURN(const LinearInput x, NormedHidden(w.post_norm, t));
+  if (moe_ != nullptr)  // bf16 only (CheckMoePrecision)
+    return moe_->Forward(gemm_.get(), w.moe, x.bf16, View(kHidden, t, c.hidden_size), s);
   const TensorView gate_up = View(kGateUp, t, 2 * c.intermediate_size);
   RETURN_IF_ERROR(Project(x, w.gate_up, f.gate_up, gate_up));
   const auto [gate, up] = kernels::SplitGateUp(gate_up);

@@ -5,7 +5,12 @@
 // restart in every document; no LM head; no layer after the last captured one runs.
 //
 // Per layer: zero-centred RMSNorm `(1 + w)` -> token mixer added to the residual ->
-// zero-centred RMSNorm -> gate|up GEMM -> SwiGLU -> down_proj added to the residual.
+// zero-centred RMSNorm -> gate|up GEMM -> SwiGLU -> down_proj added to the residual. In the
+// mixture-of-experts variant (config.moe, Qwen3.6-35B-A3B) the second norm feeds a MoE block
+// instead (kernels/moe/moe_layer.h: fp32 router, softmax, top-k renormalised, the experts'
+// SwiGLU MLPs, plus the shared expert times sigmoid of its gate); on CUDA each MoE layer
+// waits once for the stream (its expert offsets go to the host for the per-expert GEMM
+// loop). precision fp8 is not implemented for MoE configs (InvalidArgument naming it).
 // Token mixers:
 //   * Gated DeltaNet (linear_attention): one GEMM for qkv | z | b | a; causal depthwise
 //     conv1d + SiLU over qkv, restarting at every document; beta = sigmoid(b),
@@ -35,6 +40,7 @@
 #include "kernels/core/memory.h"
 #include "kernels/gemm/fp8.h"
 #include "kernels/gemm/gemm.h"
+#include "kernels/moe/moe_layer.h"
 #include "models/io/target_precision.h"
 #include "models/qwen3_5/qwen3_5_cache.h"
 #include "models/qwen3_5/qwen3_5_fp8.h"
@@ -114,12 +120,21 @@ class Qwen35Target {
   const Qwen35Weights& weights() const { return weights_; }
   kernels::Device device() const { return weights_.device(); }
   int64_t max_tokens() const { return options_.max_tokens; }
-  int64_t workspace_bytes() const { return workspace_.nbytes(); }
+  // The activation workspace and, for a MoE config, the MoE block's buffers.
+  int64_t workspace_bytes() const {
+    return workspace_.nbytes() + (moe_ != nullptr ? moe_->workspace_bytes() : 0);
+  }
+  // The MoE block and its last routing (null for a dense config): after a Forward whose last
+  // layer was L, moe()->topk_ids(T) holds layer L's expert choices.
+  const kernels::MoeLayer* moe() const { return moe_.get(); }
+  // The MoE block shape of `c` (REQUIRES c.moe).
+  static kernels::MoeLayerShape MoeShape(const Qwen35Config& c);
   TargetPrecision precision() const { return options_.precision; }
   // The e4m3 projections (precision fp8; else empty) and their bytes.
   const Qwen35Fp8Projections& fp8_projections() const { return fp8_; }
   // What Create allocates as workspace for `max_tokens`, from the config alone (`on_cuda`:
-  // with the chunked gated delta rule's scratch, as on a GPU; fp8: with the e4m3 buffer).
+  // with the chunked gated delta rule's scratch, as on a GPU; fp8: with the e4m3 buffer;
+  // a MoE config: with the MoE block's buffers), == workspace_bytes().
   static int64_t WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, bool on_cuda,
                                 TargetPrecision precision = TargetPrecision::kBf16);
 
@@ -208,6 +223,7 @@ class Qwen35Target {
   int64_t slot_bytes_[kNumSlots] = {};  // bytes per token of each slot
   std::unique_ptr<kernels::GemmContext> gemm_;                 // CUDA only
   std::unique_ptr<kernels::CausalVarlenAttention> attention_;  // CUDA only
+  std::unique_ptr<kernels::MoeLayer> moe_;                     // MoE configs only
 };
 
 }  // namespace tandem::models

@@ -43,7 +43,32 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::vector<Placed> Layout(const Qwen35Config& c) {
+// A MoE layer's feed-forward tensors (`l`: the layer's name prefix): the router, the experts
+// in `experts` (per expert: every gate|up pair, then every down_proj, each directly after
+// the one before, so they form one [E, 2I, H] and one [E, H, I] matrix as the fused tensors
+// do), the shared expert (gate|up packed) and its gate.
+void AddMoe(const Qwen35Config& c, const std::string& l, ExpertLayout experts,
+            const std::function<void(std::string, std::vector<int64_t>, bool)>& add) {
+  std::vector<WeightSpec> moe;
+  AppendMoeExpertSpecs(l, c.hidden_size, *c.moe, experts, &moe);
+  std::stable_partition(moe.begin(), moe.end(), [](const WeightSpec& s) {
+    return !s.name.ends_with(".down_proj.weight");
+  });
+  for (WeightSpec& s : moe) {
+    const bool per_expert = s.name.find(".mlp.experts.") != std::string::npos &&
+                            s.name.ends_with(".weight");
+    const bool first = s.name.find(".experts.0.") != std::string::npos &&
+                       !s.name.ends_with(".up_proj.weight");
+    add(std::move(s.name), std::move(s.shape), per_expert && !first);
+  }
+  const int64_t h = c.hidden_size, is = c.moe->shared_expert_intermediate_size;
+  add(l + "mlp.shared_expert.gate_proj.weight", {is, h}, false);
+  add(l + "mlp.shared_expert.up_proj.weight", {is, h}, true);
+  add(l + "mlp.shared_expert.down_proj.weight", {h, is}, false);
+  add(l + "mlp.shared_expert_gate.weight", {1, h}, false);
+}
+
+std::vector<Placed> Layout(const Qwen35Config& c, ExpertLayout experts = ExpertLayout::kFused) {
   const int64_t h = c.hidden_size, ff = c.intermediate_size, hv = c.linear_num_value_heads;
   std::vector<Placed> out;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool packed = false) {
@@ -77,6 +102,10 @@ std::vector<Placed> Layout(const Qwen35Config& c) {
       add(a + "o_proj.weight", {h, c.q_dim()});
     }
     add(l + "post_attention_layernorm.weight", {h});
+    if (c.moe) {
+      AddMoe(c, l, experts, add);
+      continue;
+    }
     add(l + "mlp.gate_proj.weight", {ff, h});
     add(l + "mlp.up_proj.weight", {ff, h}, true);
     add(l + "mlp.down_proj.weight", {h, ff});
@@ -90,6 +119,29 @@ std::vector<Placed> Layout(const Qwen35Config& c) {
 TensorView Block(const TensorView& first, int64_t rows, int64_t cols) {
   if (first.empty()) return TensorView();
   return TensorView(first.data(), DType::kBF16, {rows, cols}, first.device());
+}
+
+// `first` (an empty view stays empty) as the start of a bf16 tensor of `shape`.
+TensorView Shaped(const TensorView& first, Shape shape) {
+  if (first.empty()) return TensorView();
+  return TensorView(first.data(), DType::kBF16, shape, first.device());
+}
+
+// A MoE layer's block views (`l`: the layer's name prefix), for either expert layout.
+kernels::MoeLayerWeights MoeViews(const Qwen35Config& c, const std::string& l,
+                                  const std::function<TensorView(const std::string&)>& at) {
+  const int64_t h = c.hidden_size, e = c.moe->num_experts, i = c.moe->moe_intermediate_size;
+  TensorView gate_up = at(l + "mlp.experts.gate_up_proj"), down = at(l + "mlp.experts.down_proj");
+  if (gate_up.empty()) gate_up = at(l + "mlp.experts.0.gate_proj.weight");  // per expert
+  if (down.empty()) down = at(l + "mlp.experts.0.down_proj.weight");
+  kernels::MoeLayerWeights m;
+  m.router = at(l + "mlp.gate.weight");
+  m.experts = {Shaped(gate_up, {e, 2 * i, h}), Shaped(down, {e, h, i})};
+  m.shared_gate_up = Block(at(l + "mlp.shared_expert.gate_proj.weight"),
+                           2 * c.moe->shared_expert_intermediate_size, h);
+  m.shared_down = at(l + "mlp.shared_expert.down_proj.weight");
+  m.shared_gate = at(l + "mlp.shared_expert_gate.weight");
+  return m;
 }
 
 // Layer i's views by HF name (`at` gives an empty view for a name it does not hold).
@@ -115,6 +167,10 @@ Qwen35LayerWeights LayerViews(const Qwen35Config& c, int64_t i,
     const std::string a = l + "self_attn.";
     lw.attn = {at(a + "q_proj.weight"), at(a + "k_proj.weight"), at(a + "v_proj.weight"),
                at(a + "q_norm.weight"), at(a + "k_norm.weight"), at(a + "o_proj.weight")};
+  }
+  if (c.moe) {
+    lw.moe = MoeViews(c, l, at);
+    return lw;
   }
   lw.gate_up = Block(at(l + "mlp.gate_proj.weight"), 2 * c.intermediate_size, h);
   lw.down_proj = at(l + "mlp.down_proj.weight");
@@ -248,16 +304,20 @@ Status FillRandom(const WeightSpec& s, size_t index, TensorView dst, uint64_t se
 
 }  // namespace
 
-std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c) {
+std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c, ExpertLayout layout) {
   std::vector<WeightSpec> specs;
-  for (Placed& p : Layout(c)) specs.push_back(std::move(p.spec));
+  for (Placed& p : Layout(c, layout)) specs.push_back(std::move(p.spec));
   return specs;
 }
 
 Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Allocator& alloc,
-                                              Stream stream, bool with_projections) {
+                                              Stream stream, bool with_projections,
+                                              ExpertLayout experts) {
   const Device device = alloc.device();
-  const std::vector<Placed> layout = Layout(c);
+  if (c.moe && !with_projections)
+    return InvalidArgumentError("Qwen35Weights: a mixture-of-experts model keeps its "
+                                "projections (no projection sink)");
+  const std::vector<Placed> layout = Layout(c, experts);
   Qwen35Weights w;
   w.config_ = c;
   w.allocator_ = &alloc;
@@ -299,6 +359,9 @@ Qwen35Weights Qwen35Weights::Alias() const {
 
 Status Qwen35Weights::ReleaseProjections(Stream stream) {
   if (!has_projections()) return Status::Ok();
+  if (config_.moe)  // its router, experts and shared expert have no FP8 form
+    return InvalidArgumentError("Qwen35Weights: the projections of a mixture-of-experts model "
+                                "are not released");
   // Whatever was enqueued on `stream` (e.g. quantizing them) reads them before they go.
   RETURN_IF_ERROR(kernels::SynchronizeStream(device(), stream));
   for (Qwen35LayerWeights& l : layers_) {
@@ -322,10 +385,17 @@ Result<Qwen35Weights> Qwen35Weights::Load(const Qwen35Config& config,
                                           kernels::Allocator& alloc, Stream stream,
                                           const Qwen35ProjectionSink& sink) {
   const Device device = alloc.device();
-  const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config);
+  ExpertLayout experts = ExpertLayout::kFused;
+  if (config.moe) {
+    std::vector<std::string> moe_layers;
+    for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+      moe_layers.push_back(fmt::format("{}layers.{}.", config.weight_prefix, i));
+    ASSIGN_OR_RETURN(experts, DetectExpertLayout(reader, moe_layers, config.moe->num_experts));
+  }
+  const std::vector<WeightSpec> specs = Qwen35WeightSpecs(config, experts);
   RETURN_IF_ERROR(CheckWeights(reader, specs, config.fp8_block_weights));
-  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream, !sink));
-  const std::vector<Placed> layout = Layout(config);
+  ASSIGN_OR_RETURN(Qwen35Weights w, Allocate(config, alloc, stream, !sink, experts));
+  const std::vector<Placed> layout = Layout(config, experts);
   std::map<std::string, bool> projection;  // the names the sink takes
   if (sink)
     for (const Placed& p : layout) projection[p.spec.name] = p.projection;

@@ -1,11 +1,15 @@
-// The frozen text weights of a Qwen3.5 / Qwen3.6 dense hybrid, in one device allocation.
+// The frozen text weights of a Qwen3.5 / Qwen3.6 hybrid (dense or mixture-of-experts), in
+// one device allocation.
 //
 // Every parameter is a bf16 view carved from two buffers laid out once from the config: the
 // layers' projection matrices in one (which ReleaseProjections frees once they have an FP8
 // form), everything else in the other.
 // Projections that read the same input are packed at load into one matrix, so each is one
 // GEMM: a Gated DeltaNet layer's in_proj_qkv | in_proj_z | in_proj_b | in_proj_a, and every
-// layer's gate_proj | up_proj. Loading reads the checkpoint in one pass over its files,
+// layer's gate_proj | up_proj (a MoE layer's shared expert's too). A MoE layer's experts are
+// two [E, ...] matrices whichever layout the checkpoint stores them in (models/io/
+// weight_spec.h: per expert, or transformers 5's fused `gate_up_proj` / `down_proj`).
+// Loading reads the checkpoint in one pass over its files,
 // converting fp32/fp16 tensors to bf16; names and shapes are checked against the config
 // before anything is copied, and a missing or mis-shaped tensor is an error naming the
 // tensor and its file. Tensors outside the text model (`model.visual.*`, `mtp.*`, caches)
@@ -22,6 +26,7 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/core/tensor.h"
+#include "kernels/moe/moe_layer.h"
 #include "models/io/safetensors.h"
 #include "models/io/weight_spec.h"
 #include "models/qwen3_5/qwen3_5_config.h"
@@ -57,11 +62,17 @@ struct Qwen35LayerWeights {
   Qwen35AttentionWeights attn;          // set for full_attention layers
   kernels::TensorView gate_up;          // bf16 [2I, H]: rows [0, I) gate_proj, [I, 2I) up_proj
   kernels::TensorView down_proj;        // bf16 [H, I]
+  // A MoE config (config.moe) has these instead of gate_up / down_proj: the router [E, H],
+  // the experts [E, 2I, H] / [E, H, I], the shared expert [2Is, H] / [H, Is] and its gate
+  // [1, H] (kernels/moe/moe_layer.h).
+  kernels::MoeLayerWeights moe;
 };
 
 // Every checkpoint tensor the text model needs (HF names under config.weight_prefix, plus
-// lm_head.weight unless tied), in layer order.
-std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c);
+// lm_head.weight unless tied), in layer order; a MoE layer's experts in `layout` (random
+// weights use the fused one).
+std::vector<WeightSpec> Qwen35WeightSpecs(const Qwen35Config& c,
+                                          ExpertLayout layout = ExpertLayout::kFused);
 
 // Takes one layer's bf16 projection matrices as they are read (`staged`: type and the
 // projection views set, the rest empty; valid for work enqueued on `stream` before the sink
@@ -81,7 +92,9 @@ class Qwen35Weights {
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype, FP8 scales that do not match their weight), OutOfMemory.
   // With `sink`, each layer's projections go to it through a staging buffer instead of
-  // being kept (has_projections() is then false).
+  // being kept (has_projections() is then false); not for a MoE config (InvalidArgument).
+  // A MoE checkpoint's expert layout is detected, and an expert count that disagrees with
+  // the config is DataLoss naming the tensor and the file (DetectExpertLayout).
   static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
                                     kernels::Allocator& alloc, kernels::Stream stream,
                                     const Qwen35ProjectionSink& sink = {});
@@ -112,7 +125,11 @@ class Qwen35Weights {
   // an FP8 form of them exists (qwen3_5_fp8.h); their views become empty. Waits for `stream`
   // first, so work enqueued on it that reads them completes. Everything else stays.
   Status ReleaseProjections(kernels::Stream stream);
-  bool has_projections() const { return !layers_.empty() && !layers_[0].gate_up.empty(); }
+  bool has_projections() const {
+    return !layers_.empty() && !(layers_[0].type == HybridLayerType::kLinearAttention
+                                     ? layers_[0].linear.in_proj.empty()
+                                     : layers_[0].attn.q_proj.empty());
+  }
 
   // The same parameters, owning nothing (an alias's nbytes() is 0): a second target with
   // its own workspace over one copy of the weights (the drafter's evaluation decoder).
@@ -127,7 +144,8 @@ class Qwen35Weights {
  private:
   // Without projections: their names are left out (a sink takes them).
   static Result<Qwen35Weights> Allocate(const Qwen35Config& config, kernels::Allocator& alloc,
-                                        kernels::Stream stream, bool with_projections);
+                                        kernels::Stream stream, bool with_projections,
+                                        ExpertLayout layout = ExpertLayout::kFused);
   kernels::TensorView Destination(const std::string& name) const;
 
   Qwen35Config config_;

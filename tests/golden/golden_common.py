@@ -13,6 +13,7 @@ Packed-batch layout used by every golden file:
 import json
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 
 GOLDEN_FORMAT = "tandem-golden"
@@ -116,6 +117,16 @@ def check_against_hf_hidden_states(model, doc, layer_ids, atol):
         if i < n - 1:
             diff = (out.hidden_states[i + 1] - cap.outputs[i]).abs().max().item()
             assert diff <= atol, f"layer {i}: hook vs hidden_states[{i + 1}] differ by {diff}"
+
+
+def route_topk(weight, x, k):
+    """The k experts a MoE router with `weight` [E, H] picks for rows x [T, H], as
+    transformers routes: logits in the weight's dtype, softmax in at least fp32, top-k.
+    Returns i32 [T, k] on x's device."""
+    logits = F.linear(x.to(weight.dtype), weight)
+    wide = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    probs = F.softmax(logits, dim=-1, dtype=wide)
+    return torch.topk(probs, k, dim=-1).indices.to(torch.int32)
 
 
 def save_golden(path, tensors, metadata):

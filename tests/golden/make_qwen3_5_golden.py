@@ -30,18 +30,17 @@ Run (torch + transformers >= 5 with Qwen3_5TextConfig; a GPU is used when presen
   python3 tests/golden/make_qwen3_5_golden.py --out-dir tests/golden
 """
 
-import argparse
-import copy
 import json
 import os
 import sys
 
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_common import pack_documents, save_golden  # noqa: E402
+from hybrid_golden import (Hooks, add_layers_alone, add_mtp_tensor, golden_tensors,  # noqa: E402
+                           init_hybrid_param, parse_args)
 
 DOC_LENGTHS = [37, 130, 1, 23]  # odd; one spans three chunks of 64, one is a single token
 NUM_LAYERS = 8
@@ -71,41 +70,11 @@ def build_model(seed):
     model = transformers.Qwen3_5ForConditionalGeneration(build_config()).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if not name.startswith("model.language_model."):
-                continue
-            if name.endswith("linear_attn.norm.weight"):  # plain weight (init 1)
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif name.endswith("norm.weight"):  # zero-centred (1 + w), init 0
-                p.copy_(0.2 * torch.randn_like(p))
-            elif name.endswith("dt_bias"):
-                p.copy_(1.0 + 0.5 * torch.randn_like(p))
-            elif name.endswith("A_log"):  # A in [0.05, 1]: decays that neither vanish nor stay 1
-                p.copy_(torch.empty_like(p).uniform_(0.05, 1.0).log())
-            elif name.endswith("conv1d.weight"):
-                p.copy_(0.3 * torch.randn_like(p))
+            if name.startswith("model.language_model."):
+                init_hybrid_param(name, p)
         for p in model.parameters():  # the checkpoint is bf16: use exactly its weights
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
     return model
-
-
-class Hooks:
-    def __init__(self, text_model):
-        self.out, self.norm = {}, None
-        self.handles = [l.register_forward_hook(self._layer(i))
-                        for i, l in enumerate(text_model.layers)]
-        self.handles.append(text_model.norm.register_forward_hook(self._final))
-
-    def _layer(self, i):
-        def hook(_m, _i, output):
-            self.out[i] = (output[0] if isinstance(output, (tuple, list)) else output).detach()
-        return hook
-
-    def _final(self, _m, _i, output):
-        self.norm = output.detach()
-
-    def remove(self):
-        for h in self.handles:
-            h.remove()
 
 
 @torch.no_grad()
@@ -129,48 +98,6 @@ def run_documents(text_model, docs):
     return res
 
 
-@torch.no_grad()
-def layer_alone(model, layer, inputs, docs, device, dtype):
-    """Decoder layer `layer` of `model` on the given [T, H] inputs (rounded to bf16), each
-    document alone: a one-layer text model whose embedding rows are the inputs, so only the
-    public model API is used. Returns its output [T, H]."""
-    text_cfg = model.config.text_config
-    cfg = copy.deepcopy(text_cfg)
-    cfg.num_hidden_layers = 1
-    cfg.vocab_size = inputs.shape[0]
-    cfg.layer_types = [text_cfg.layer_types[layer]]
-    one = transformers.Qwen3_5TextModel(cfg).eval()
-    src = model.model.language_model
-    state = {"embed_tokens.weight": inputs.to(torch.bfloat16).float(),
-             "norm.weight": src.norm.weight.detach().float()}
-    for k, v in src.layers[layer].state_dict().items():
-        state["layers.0." + k] = v.detach().float()
-    one.load_state_dict(state)
-    one.config._attn_implementation = "eager"
-    one = one.to(device=device, dtype=dtype)
-    outs, start = [], 0
-    for d in docs:
-        ids = torch.arange(start, start + d.numel(), device=device).view(1, -1)
-        pos = torch.arange(d.numel(), device=device).view(1, -1)
-        hooks = Hooks(one)
-        try:
-            one(input_ids=ids, position_ids=pos, use_cache=False)
-        finally:
-            hooks.remove()
-        outs.append(hooks.out[0][0].float().cpu())
-        start += d.numel()
-    return torch.cat(outs)
-
-
-def add_mtp_tensor(model_dir):
-    path = os.path.join(model_dir, "model.safetensors")
-    tensors = load_file(path)
-    assert not any(k.startswith("mtp.") for k in tensors)
-    tensors["mtp.fc.weight"] = torch.zeros(64, 128, dtype=torch.bfloat16)
-    save_file(tensors, path, metadata={"format": "pt"})
-    return sorted(tensors)
-
-
 def check_text_only_names(config, wrapper_keys):
     """Qwen3_5ForCausalLM names its weights as the wrapper's language model under model.*."""
     text_model = transformers.Qwen3_5ForCausalLM(config.text_config)
@@ -181,20 +108,14 @@ def check_text_only_names(config, wrapper_keys):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out-dir", default=here)
-    ap.add_argument("--seed", type=int, default=4321)
-    args = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    args = parse_args(__doc__)
 
     model = build_model(args.seed)
     model_dir = os.path.join(args.out_dir, "qwen3_5_tiny")
     os.makedirs(model_dir, exist_ok=True)
     bf16_model = build_model(args.seed).to(torch.bfloat16)
     bf16_model.save_pretrained(model_dir)
-    keys = add_mtp_tensor(model_dir)
+    keys = add_mtp_tensor(model_dir, 64)
     check_text_only_names(model.config, keys)
 
     gen = torch.Generator().manual_seed(args.seed + 1)
@@ -216,20 +137,9 @@ def main():
     diff = (again["final_norm"] - ref["final_norm"]).abs().max().item()
     assert diff < 1e-5, f"reloaded checkpoint differs from the reference by {diff}"
 
-    tensors = {"input_ids": input_ids, "position_ids": position_ids, "cu_seqlens": cu_seqlens}
-    errs = {}
-    for k, v in ref.items():
-        tensors[k] = v.to(torch.float32)
-        tensors["bf16_hf." + k] = bf[k].to(torch.bfloat16)
-        errs[k] = (bf[k].float() - v).abs().max().item()
-    alone_errs = {}
-    for i in range(1, NUM_LAYERS):
-        inp = ref[f"hidden.{i - 1}"]
-        a_ref = layer_alone(model, i, inp, docs, "cpu", torch.float32)
-        a_bf = layer_alone(model, i, inp, docs, device, torch.bfloat16)
-        tensors[f"alone.hidden.{i}"] = a_ref
-        tensors[f"bf16_hf.alone.hidden.{i}"] = a_bf.to(torch.bfloat16)
-        alone_errs[i] = (a_bf - a_ref).abs().max().item()
+    tensors, errs = golden_tensors((input_ids, position_ids, cu_seqlens), ref, bf)
+    alone_errs = add_layers_alone(tensors, model, ref, docs, device, NUM_LAYERS,
+                                  transformers.Qwen3_5TextModel)
     golden_path = os.path.join(args.out_dir, "qwen3_5_tiny_golden.safetensors")
     save_golden(golden_path, tensors, {
         "generator": "tests/golden/make_qwen3_5_golden.py",

@@ -29,14 +29,13 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 import transformers
 from safetensors import safe_open
 from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_common import (check_against_hf_hidden_states, pack_documents,  # noqa: E402
-                           run_documents, save_golden)
+                           route_topk, run_documents, save_golden)
 
 DOC_LENGTHS = [37, 64, 23]  # odd sizes on purpose
 NUM_LAYERS = 4
@@ -101,12 +100,7 @@ class RouterCapture:
     def topk(self, model):
         out = {}
         for i, xs in self.inputs.items():
-            w = model.model.layers[i].mlp.gate.weight
-            x = torch.cat(xs)
-            logits = F.linear(x.to(w.dtype), w)
-            probs = F.softmax(logits, dim=-1,
-                              dtype=torch.float64 if w.dtype == torch.float64 else torch.float32)
-            out[i] = torch.topk(probs, TOP_K, dim=-1).indices.to(torch.int32)
+            out[i] = route_topk(model.model.layers[i].mlp.gate.weight, torch.cat(xs), TOP_K)
         return out
 
     def remove(self):
