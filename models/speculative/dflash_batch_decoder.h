@@ -11,8 +11,8 @@
 //     prefilled alone (prefill is compute-bound already; batching pays in the decode steps,
 //     which read every weight for a handful of tokens).
 // Per prompt the tokens, accept lengths and (temperature > 0) samples are those of
-// DFlashDecoder::Generate on it alone with seed options.seed + its index: each sequence
-// keeps its own sampling state, and on the CPU every row is computed as in a forward of its
+// DFlashDecoder::Generate on it alone with prompt_index options.prompt_index + its index:
+// every draw is keyed by (seed, prompt index, step, position), never by the batch, and on the CPU every row is computed as in a forward of its
 // own (the reference kernels compute rows independently; a test checks equality). On CUDA
 // the GEMMs may round differently at other row counts, so greedy ties may break apart.
 //
@@ -63,12 +63,21 @@ class DFlashBatchDecoder {
   Status CheckRequest(std::span<const std::vector<int32_t>> prompts,
                       const SpecDecodeOptions& o) const;
   // Prefills `prompt` into sequence `s` (features to its rows) and returns the first pick.
-  Result<int32_t> Prefill(int64_t s, std::span<const int32_t> prompt, float temperature,
-                          uint64_t* rng);
+  Result<int32_t> Prefill(int64_t s, std::span<const int32_t> prompt, const SamplingParams& sp,
+                          const DrawKey& key);
   // The drafter's picks for slots 1 .. n of one block per live sequence (`live` = sequence
-  // ids, `last` = their last tokens): [live.size()][n].
+  // ids, `last` = their last tokens, `keys` = their draws' keys): [live.size()][n]; when
+  // sampling, (*q)[b] gets the distributions they were drawn from.
   Result<std::vector<std::vector<int32_t>>> Draft(std::span<const int64_t> live,
-                                                  std::span<const int32_t> last, int64_t n);
+                                                  std::span<const int32_t> last, int64_t n,
+                                                  const SamplingParams& sp,
+                                                  std::span<const DrawKey> keys,
+                                                  std::vector<std::vector<TokenDist>>* q);
+  // The verdict on one sequence's block from the target's host logits [block.size(), V] of
+  // it: greedy matching at temperature 0, VerifyBySampling against `q` above.
+  SampledVerify Pick(const float* logits, std::span<const int32_t> block,
+                     std::span<const TokenDist> q, const SamplingParams& sp,
+                     const DrawKey& key) const;
   // Verifies each live sequence's block in one ExtendBatch: copies the captured features to
   // each sequence's rows and leaves the target's f32 logits [sum of block sizes, V] in
   // host_logits_.

@@ -53,9 +53,8 @@ class BatchDecoderTest : public ::testing::Test {
     auto d = DFlashDecoder::Create(target_.get(), drafter.get(), kContext);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     std::vector<SpecDecodeResult> out;
-    const uint64_t seed = o.seed;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      o.seed = seed + i;
+      o.prompt_index = i;
       auto r = (*d)->Generate(prompts[i], o);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       out.push_back(*r);
@@ -74,6 +73,7 @@ TEST_F(BatchDecoderTest, SameTokensAndAcceptLengthsAsOneAtATime) {
   o.stop_token_ids = {prompts[3][2]};  // some sequences stop early, freeing their slot
   for (float temperature : {0.0f, 0.8f}) {
     o.temperature = temperature;
+    o.top_k = temperature > 0 ? 12 : 0;  // filtered distributions for the drafter and target
     o.seed = 11;
     const std::vector<SpecDecodeResult> want = OneAtATime(prompts, o);
     int64_t steps = 0, accepted = 0;
