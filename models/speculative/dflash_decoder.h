@@ -25,8 +25,9 @@
 // position) so a decode repeats bit for bit. (The reference loop instead lets the drafter
 // take its argmax and accepts a draft while it equals the target's sample; that only bounds
 // rejection sampling's acceptance from below and is not what servers run.) Greedy picks run
-// on the device and copy back only the ids; sampled picks copy the rows' f32 logits to the
-// host and filter them there.
+// on the device and copy back only the ids; sampled picks with top-k select the candidates on
+// the device (RowTopK) and copy back only them, other sampled picks copy the rows' f32 logits;
+// the host filters and draws.
 //
 // The drafter runs its own block size (16); B = block_size <= 16 only limits how many slots
 // the target verifies. B = 1 is plain greedy decoding by the target (no drafter forward):
@@ -121,7 +122,9 @@ class DFlashDecoder {
   // Greedy picks of logits [rows, V] on the decoder's device, synchronising the stream:
   // RowArgmax runs there and only the ids come back (ArgmaxRows' first maximum).
   Result<std::vector<int32_t>> Greedy(const kernels::TensorView& logits);
-  // The filtered distributions of logits [rows, V]: the rows are copied to the host.
+  // The filtered distributions of logits [rows, V], synchronising the stream. With top-k
+  // (up to kernels::kRowTopKMax) RowTopK runs where the logits are and only the candidates
+  // come to the host; otherwise the whole rows do.
   Result<std::vector<TokenDist>> Dists(const kernels::TensorView& logits, const SamplingParams& p);
 
   std::unique_ptr<DecodeTarget> target_;
@@ -134,6 +137,9 @@ class DFlashDecoder {
   kernels::Tensor picks_;                  // i32 [max(B)]: greedy picks on the device
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
+  kernels::Tensor cand_ids_, cand_vals_;  // RowTopK's output [rows * top_k], made on first use
+  std::vector<int32_t> host_cand_ids_;
+  std::vector<float> host_cand_vals_;
 };
 
 }  // namespace tandem::models

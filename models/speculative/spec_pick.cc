@@ -69,6 +69,7 @@ TokenDist FilterLogits(const float* row, int64_t v, const SamplingParams& p) {
   if (p.top_k > 0 && p.top_k < v) {
     std::nth_element(cand.begin(), cand.begin() + (p.top_k - 1), cand.end(), before);
     cand.resize(static_cast<size_t>(p.top_k));
+    std::sort(cand.begin(), cand.end());  // sums in id order, as FilterCandidates does
   }
   // Softmax over the candidates (the argmax is always one of them), indexed by position.
   std::vector<double> prob(cand.size());
@@ -91,6 +92,15 @@ TokenDist FilterLogits(const float* row, int64_t v, const SamplingParams& p) {
       kept += prob[i];
     }
   for (double& x : d.probs) x /= kept;
+  return d;
+}
+
+TokenDist FilterCandidates(const int32_t* ids, const float* vals, int64_t k,
+                           const SamplingParams& p) {
+  SamplingParams rest = p;
+  rest.top_k = 0;  // the candidates are the top-k already
+  TokenDist d = FilterLogits(vals, k, rest);
+  for (int32_t& id : d.ids) id = ids[id];  // positions to ids: both ascending
   return d;
 }
 

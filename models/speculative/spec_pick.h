@@ -61,6 +61,12 @@ struct TokenDist {
 // temperature is 0). Probabilities are computed in double.
 TokenDist FilterLogits(const float* row, int64_t vocab, const SamplingParams& p);
 
+// FilterLogits over a row's top-k candidates only (kernels/elementwise/row_topk.h: ids in
+// ascending order, vals their logits), REQUIRES p.top_k == k: the same distribution, bit for
+// bit, as FilterLogits over the whole row, without the row.
+TokenDist FilterCandidates(const int32_t* ids, const float* vals, int64_t k,
+                           const SamplingParams& p);
+
 // The key of one prompt's draws at one step.
 struct DrawKey {
   uint64_t seed = 0;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/elementwise/row_topk.h"
 #include "models/speculative/spec_pick.h"
 #include "models/speculative/spec_pick_test_util.h"
 
@@ -63,6 +64,31 @@ TEST(SpecPickTest, FilterAppliesTemperatureThenTopKThenTopP) {
   EXPECT_EQ(half.ids.size(), 500u);
   EXPECT_EQ(half.ids.front(), 0);
   EXPECT_EQ(half.ids.back(), 499);
+}
+
+// The GPU path filters only the top-k candidates RowTopK brings back: the same
+// distribution, bit for bit, as the filter over the whole row (ties included).
+TEST(SpecPickTest, FilterOverTopKCandidatesEqualsTheWholeRow) {
+  const int64_t v = 3001;
+  std::vector<float> row(v);
+  for (int64_t i = 0; i < v; ++i)  // 40 levels: many ties, some at every cut
+    row[i] = std::floor(40 * float(KeyedUniform({3, 0, 0}, uint32_t(i), DrawKind::kPropose))) / 8;
+  for (int64_t k : {1, 2, 7, 50, 1000}) {
+    for (float top_p : {1.0f, 0.9f, 0.3f}) {
+      const SamplingParams sp{.temperature = 0.8f, .top_p = top_p, .top_k = k};
+      std::vector<int32_t> ids(k);
+      std::vector<float> vals(k);
+      ASSERT_TRUE(kernels::RowTopK(kernels::TensorView(ids.data(), kernels::DType::kI32, {1, k}),
+                                   kernels::TensorView(vals.data(), kernels::DType::kF32, {1, k}),
+                                   kernels::TensorView(row.data(), kernels::DType::kF32, {1, v}),
+                                   nullptr)
+                      .ok());
+      const TokenDist whole = FilterLogits(row.data(), v, sp);
+      const TokenDist cand = FilterCandidates(ids.data(), vals.data(), k, sp);
+      EXPECT_EQ(cand.ids, whole.ids) << "k " << k << " top_p " << top_p;
+      EXPECT_EQ(cand.probs, whole.probs) << "k " << k << " top_p " << top_p;
+    }
+  }
 }
 
 TEST(SpecPickTest, CheckSamplingParamsNamesTheField) {
