@@ -48,8 +48,9 @@ Status RowTopK(TensorView ids, TensorView vals, TensorView x, Stream) {
       key[j] = internal::TopKKey(bits);
     }
     std::iota(order.begin(), order.end(), 0);
-    std::nth_element(order.begin(), order.begin() + (k - 1), order.end(),
-                     [&](int32_t a, int32_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); });
+    std::nth_element(
+        order.begin(), order.begin() + (k - 1), order.end(),
+        [&](int32_t a, int32_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); });
     std::sort(order.begin(), order.begin() + k);
     for (int64_t i = 0; i < k; ++i) {
       ids.data_as<int32_t>()[r * k + i] = order[i];

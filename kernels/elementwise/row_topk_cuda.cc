@@ -11,8 +11,7 @@ Status RowTopK(TensorView ids, TensorView vals, TensorView x, Stream s) {
   if (x.dim(0) == 0) return Status::Ok();
   NvtxRange range("RowTopK");
   CUDA_RETURN_IF_ERROR(LaunchRowTopK(ids.data_as<int32_t>(), vals.data_as<float>(),
-                                     x.data_as<const float>(), x.dim(0), x.dim(1), ids.dim(1),
-                                     s));
+                                     x.data_as<const float>(), x.dim(0), x.dim(1), ids.dim(1), s));
   return Status::Ok();
 }
 

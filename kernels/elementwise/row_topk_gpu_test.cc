@@ -38,8 +38,12 @@ void Check(const std::vector<float>& x, int64_t rows, int64_t v, int64_t k) {
 }
 
 TEST(RowTopKGpuTest, CudaMatchesCpuOnOddShapes) {
-  for (const auto& [rows, v] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {17, 1031},
-                               {2, 1024}, {5, 3001}, {16, 151936}}) {
+  for (const auto& [rows, v] : {std::pair<int64_t, int64_t>{1, 1},
+                                {3, 7},
+                                {17, 1031},
+                                {2, 1024},
+                                {5, 3001},
+                                {16, 151936}}) {
     const std::vector<float> x = testing::RandomFloats(rows * v, v);
     for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{50}, int64_t{1000}, kRowTopKMax, v}) {
       if (k > v || k > kRowTopKMax) continue;
@@ -54,9 +58,9 @@ TEST(RowTopKGpuTest, TiesAcrossChunksAndSpecialValues) {
   constexpr int64_t kV = 5000;
   std::vector<float> x(4 * kV);
   for (int64_t j = 0; j < kV; ++j) {
-    x[0 * kV + j] = static_cast<float>(j % 7);        // ~714 copies of each level
-    x[1 * kV + j] = j % 2 ? 0.f : -0.f;               // all equal: the first k
-    x[2 * kV + j] = j % 3 == 0 ? nan : -inf;          // NaN below -inf
+    x[0 * kV + j] = static_cast<float>(j % 7);  // ~714 copies of each level
+    x[1 * kV + j] = j % 2 ? 0.f : -0.f;         // all equal: the first k
+    x[2 * kV + j] = j % 3 == 0 ? nan : -inf;    // NaN below -inf
     x[3 * kV + j] = j % 1000 == 999 ? inf : static_cast<float>(j % 5) - 2;
   }
   for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{715}, int64_t{1000}, kRowTopKMax})

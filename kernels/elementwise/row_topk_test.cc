@@ -30,9 +30,9 @@ TEST(RowTopKTest, LargestByIndexTiesToTheSmallerIndex) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {
-      1, 5, 3, 3, 0, 3,            // 5, then two of the three 3s: ids 1, 2, 3
-      nan, -1, nan, -inf, -2, -3,  // NaN last: -1, -2, -3
-      0.f, -0.f, 0.f, -1, -1, -1,  // -0 == +0: the first three
+      1,   5,    3,   3,    0,  3,   // 5, then two of the three 3s: ids 1, 2, 3
+      nan, -1,   nan, -inf, -2, -3,  // NaN last: -1, -2, -3
+      0.f, -0.f, 0.f, -1,   -1, -1,  // -0 == +0: the first three
   };
   const TopK t = TopKOf(x, 3, 6, 3);
   EXPECT_EQ(t.ids, (std::vector<int32_t>{1, 2, 3, 1, 4, 5, 0, 1, 2}));
@@ -54,14 +54,16 @@ TEST(RowTopKTest, RefusesBadShapes) {
   std::vector<int32_t> ids(8);
   const TensorView in(x.data(), DType::kF32, {2, 6});
   EXPECT_FALSE(RowTopK(TensorView(ids.data(), DType::kI32, {2, 0}),
-                       TensorView(vals.data(), DType::kF32, {2, 0}), in, nullptr).ok());
+                       TensorView(vals.data(), DType::kF32, {2, 0}), in, nullptr)
+                   .ok());
   std::vector<int32_t> big_ids(14);
   std::vector<float> big_vals(14);
   const Status over = RowTopK(TensorView(big_ids.data(), DType::kI32, {2, 7}),
                               TensorView(big_vals.data(), DType::kF32, {2, 7}), in, nullptr);
   EXPECT_NE(over.ToString().find("K = 7"), std::string::npos) << over.ToString();
   EXPECT_FALSE(RowTopK(TensorView(ids.data(), DType::kI32, {2, 4}),
-                       TensorView(vals.data(), DType::kF32, {1, 4}), in, nullptr).ok());
+                       TensorView(vals.data(), DType::kF32, {1, 4}), in, nullptr)
+                   .ok());
 }
 
 }  // namespace

@@ -197,8 +197,8 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
     }
     for (int64_t i = 0; i < n; ++i) {
       (*q)[b].push_back(FilterLogits(rows + i * v, v, sp));
-      out[b].push_back(SampleDist((*q)[b].back(), KeyedUniform(keys[b], static_cast<uint32_t>(i + 1),
-                                                                DrawKind::kPropose)));
+      out[b].push_back(SampleDist(
+          (*q)[b].back(), KeyedUniform(keys[b], static_cast<uint32_t>(i + 1), DrawKind::kPropose)));
     }
   }
   return out;

@@ -12,9 +12,10 @@
 //     which read every weight for a handful of tokens).
 // Per prompt the tokens, accept lengths and (temperature > 0) samples are those of
 // DFlashDecoder::Generate on it alone with prompt_index options.prompt_index + its index:
-// every draw is keyed by (seed, prompt index, step, position), never by the batch, and on the CPU every row is computed as in a forward of its
-// own (the reference kernels compute rows independently; a test checks equality). On CUDA
-// the GEMMs may round differently at other row counts, so greedy ties may break apart.
+// every draw is keyed by (seed, prompt index, step, position), never by the batch, and on
+// the CPU every row is computed as in a forward of its own (the reference kernels compute
+// rows independently; a test checks equality). On CUDA the GEMMs may round differently at
+// other row counts, so greedy ties (and sampled draws near a boundary) may break apart.
 //
 // Thread-safety: thread-compatible; the decoder drives the target's and drafter's streams.
 #pragma once

@@ -143,6 +143,20 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
         EXPECT_EQ(got->accept_lengths[s], want[s]) << "prompt " << i << " step " << s;
       }
     }
+    // Sampled with top-k: RowTopK selects the candidates on the device and only they come
+    // back; a seed repeats its tokens.
+    SpecDecodeOptions sampled = o;
+    sampled.temperature = 0.7f;
+    sampled.top_k = 20;
+    sampled.seed = 9;
+    for (int i = 0; i < prompts; ++i) {
+      sampled.prompt_index = static_cast<uint64_t>(i);
+      auto first = (*decoder)->Generate(all_prompts[i], sampled);
+      auto again = (*decoder)->Generate(all_prompts[i], sampled);
+      ASSERT_TRUE(first.ok() && again.ok()) << first.status().ToString();
+      EXPECT_EQ(first->tokens, again->tokens) << "sampled, prompt " << i;
+      EXPECT_EQ(first->accept_lengths, again->accept_lengths) << "sampled, prompt " << i;
+    }
   }
   // Batched on CUDA, three prompts per forward with the drafter: greedy speculative decoding
   // returns the target's own tokens, so every prompt's tokens equal the golden's.

@@ -149,10 +149,11 @@ std::string FormatSpecEvalReport(const SpecEvalReport& r) {
   }
   out += fmt::format("\nrule at temperature 0: {}\n", kGreedyRule);
   if (r.sampled.prompts > 0)
-    out += fmt::format("rule at temperature {} (top-p {}, top-k {}, seed {}): {}\n",
-                       r.sampling.temperature, r.sampling.top_p,
-                       r.sampling.top_k == 0 ? std::string("off") : std::to_string(r.sampling.top_k),
-                       r.seed, kSampledRule);
+    out +=
+        fmt::format("rule at temperature {} (top-p {}, top-k {}, seed {}): {}\n",
+                    r.sampling.temperature, r.sampling.top_p,
+                    r.sampling.top_k == 0 ? std::string("off") : std::to_string(r.sampling.top_k),
+                    r.seed, kSampledRule);
   return out;
 }
 

@@ -63,7 +63,9 @@ TokenDist FilterLogits(const float* row, int64_t v, const SamplingParams& p) {
     return d;
   }
   // Candidate order: higher logit first, the lower id on ties.
-  auto before = [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+  auto before = [row](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  };
   std::vector<int32_t> cand(static_cast<size_t>(v));
   std::iota(cand.begin(), cand.end(), 0);
   if (p.top_k > 0 && p.top_k < v) {

@@ -52,11 +52,13 @@ TEST(SpecPickTest, FilterAppliesTemperatureThenTopKThenTopP) {
   const double p1 = want[1], p13 = want[1] + want[3];
   EXPECT_EQ(FilterLogits(row.data(), 7, {.temperature = 0.7f, .top_p = float(p1) * 0.99f}).ids,
             std::vector<int32_t>{1});
-  const TokenDist two = FilterLogits(row.data(), 7, {.temperature = 0.7f, .top_p = float(p13) * 0.99f});
+  const TokenDist two =
+      FilterLogits(row.data(), 7, {.temperature = 0.7f, .top_p = float(p13) * 0.99f});
   EXPECT_EQ(two.ids, (std::vector<int32_t>{1, 3}));
   EXPECT_NEAR(two.Prob(3), want[3] / p13, 1e-12);
   // Top-k then top-p: top-p's mass is measured after top-k renormalised.
-  const TokenDist both = FilterLogits(row.data(), 7, {.temperature = 1.0f, .top_p = 0.7f, .top_k = 3});
+  const TokenDist both =
+      FilterLogits(row.data(), 7, {.temperature = 1.0f, .top_p = 0.7f, .top_k = 3});
   EXPECT_EQ(both.ids, (std::vector<int32_t>{1, 3}));  // exp(3)/z = 0.58 < 0.7 <= 0.79
   // Long rows (the partial sort grows past its first head).
   std::vector<float> flat(1000, 0.0f);
@@ -157,8 +159,8 @@ TEST(SpecPickTest, FirstTokenFollowsTheTargetWhateverTheDraft) {
 
 TEST(SpecPickTest, DraftsFromTheTargetsDistributionAreAllKept) {
   const SamplingParams sp{.temperature = 1.0f, .top_p = 0.9f};
-  const std::vector<float> rows = {0.2f, 1.0f, -0.3f, 0.5f, 0.9f, 0.1f, 0.0f, -2.0f,
-                                   0.3f, 0.3f, 0.3f, 0.3f};  // 2 drafts + the bonus row
+  const std::vector<float> rows = {0.2f,  1.0f, -0.3f, 0.5f, 0.9f, 0.1f, 0.0f,
+                                   -2.0f, 0.3f, 0.3f,  0.3f, 0.3f};  // 2 drafts + the bonus row
   std::vector<TokenDist> p;
   for (int r = 0; r < 3; ++r) p.push_back(FilterLogits(rows.data() + 4 * r, 4, sp));
   const std::span<const TokenDist> q(p.data(), 2);

@@ -73,8 +73,8 @@ inline ChiSquareResult ChiSquareTest(const std::vector<int64_t>& counts, const T
     ++cells;
   }
   if (pooled_expected > 0) {
-    r.chi2 += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) /
-              pooled_expected;
+    r.chi2 +=
+        (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
     ++cells;
   }
   r.df = cells - 1;
