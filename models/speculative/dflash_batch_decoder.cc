@@ -184,29 +184,31 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
   const TensorView logits = logits_.view().Narrow(0, 0, live_n * bs);
   RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), drafter_->final_hidden().Narrow(0, 0, live_n * bs),
                                 head.lm_head, logits, linear, stream_));
-  host_logits_.resize(static_cast<size_t>(live_n * bs * v));
-  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
-  RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(live_n));
   q->assign(static_cast<size_t>(live_n), {});
-  for (int64_t b = 0; b < live_n; ++b) {
-    const float* rows = host_logits_.data() + (b * bs + 1) * v;
-    if (sp.temperature == 0.0f) {
-      out[b] = ArgmaxRows(rows, n, v);
-      continue;
-    }
+  if (sp.temperature == 0.0f) {
+    host_logits_.resize(static_cast<size_t>(live_n * bs * v));
+    RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
+    RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
+    for (int64_t b = 0; b < live_n; ++b)
+      out[b] = ArgmaxRows(host_logits_.data() + (b * bs + 1) * v, n, v);
+    return out;
+  }
+  // Every row of the blocks is read (slot 0's too): one RowTopK over them all.
+  ASSIGN_OR_RETURN(
+      std::vector<TokenDist> all,
+      reader_.Read(logits, sp, target_->weights().allocator(), drafter_->device(), stream_));
+  for (int64_t b = 0; b < live_n; ++b)
     for (int64_t i = 0; i < n; ++i) {
-      (*q)[b].push_back(FilterLogits(rows + i * v, v, sp));
+      (*q)[b].push_back(std::move(all[b * bs + 1 + i]));
       out[b].push_back(SampleDist(
           (*q)[b].back(), KeyedUniform(keys[b], static_cast<uint32_t>(i + 1), DrawKind::kPropose)));
     }
-  }
   return out;
 }
 
-Status DFlashBatchDecoder::Verify(std::span<const int64_t> live,
-                                  std::span<const std::vector<int32_t>> blocks) {
-  const int64_t v = target_->config().vocab_size;
+Result<TensorView> DFlashBatchDecoder::Verify(std::span<const int64_t> live,
+                                              std::span<const std::vector<int32_t>> blocks) {
   std::vector<BatchExtendPart> parts;
   std::vector<int64_t> base;
   int64_t rows = 0;
@@ -229,14 +231,12 @@ Status DFlashBatchDecoder::Verify(std::span<const int64_t> live,
           captured_[l].view().Narrow(0, row, n), stream_));
     row += n;
   }
-  host_logits_.resize(static_cast<size_t>(rows * v));
-  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
-  return kernels::SynchronizeStream(target_->device(), stream_);
+  return logits;
 }
 
-SampledVerify DFlashBatchDecoder::Pick(const float* logits, std::span<const int32_t> block,
-                                       std::span<const TokenDist> q, const SamplingParams& sp,
-                                       const DrawKey& key) const {
+SampledVerify DFlashBatchDecoder::Pick(std::span<const int32_t> block, const float* logits,
+                                       std::span<const TokenDist> q, std::span<const TokenDist> p,
+                                       const SamplingParams& sp, const DrawKey& key) const {
   const int64_t n = static_cast<int64_t>(block.size()), v = target_->config().vocab_size;
   SampledVerify out;
   if (sp.temperature == 0.0f) {
@@ -245,8 +245,6 @@ SampledVerify DFlashBatchDecoder::Pick(const float* logits, std::span<const int3
     out.next = post[out.accepted];
     return out;
   }
-  std::vector<TokenDist> p;
-  for (int64_t i = 0; i < n; ++i) p.push_back(FilterLogits(logits + i * v, v, sp));
   return VerifyBySampling(q, p, block.subspan(1), key);
 }
 
@@ -307,13 +305,26 @@ Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
     }
     std::vector<int64_t> base;
     for (int64_t s : live) base.push_back(cache_.sequence(s).length());
-    RETURN_IF_ERROR(Verify(live, blocks));
+    ASSIGN_OR_RETURN(TensorView verified, Verify(live, blocks));
+    std::vector<TokenDist> p;  // sampling: the target's distributions of every row
+    if (sp.temperature == 0.0f) {
+      host_logits_.resize(static_cast<size_t>(verified.numel()));
+      RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), verified, stream_));
+      RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
+    } else {
+      ASSIGN_OR_RETURN(p, reader_.Read(verified, sp, target_->weights().allocator(),
+                                       target_->device(), stream_));
+    }
     int64_t row = 0;
     for (size_t b = 0; b < live.size(); ++b) {
       Slot& slot = slots[static_cast<size_t>(live[b])];
       const std::vector<int32_t>& block = blocks[b];
       const int64_t n = static_cast<int64_t>(block.size());
-      const SampledVerify picked = Pick(host_logits_.data() + row * v, block, q[b], sp, keys[b]);
+      const bool greedy = sp.temperature == 0.0f;
+      const SampledVerify picked = Pick(
+          block, greedy ? host_logits_.data() + row * v : nullptr, q[b],
+          greedy ? std::span<const TokenDist>() : std::span<const TokenDist>(p).subspan(row, n), sp,
+          keys[b]);
       row += n;
       const int64_t acc = picked.accepted;
       RETURN_IF_ERROR(cache_.sequence(live[b]).Crop(base[b] + acc + 1));

@@ -7,6 +7,8 @@
 //   * the target verifies every live sequence's block in one ExtendBatch (the projections,
 //     norms and MLP over all rows at once, the attention per sequence over its own cache in
 //     a Qwen3BatchKvCache);
+//   * greedy picks copy the logits to the host; sampled ones go through DistReader (with
+//     top-k only the candidates come back);
 //   * when a sequence ends (stop token or max_new_tokens) its slot takes the next prompt,
 //     prefilled alone (prefill is compute-bound already; batching pays in the decode steps,
 //     which read every weight for a handful of tokens).
@@ -74,15 +76,17 @@ class DFlashBatchDecoder {
                                                   const SamplingParams& sp,
                                                   std::span<const DrawKey> keys,
                                                   std::vector<std::vector<TokenDist>>* q);
-  // The verdict on one sequence's block from the target's host logits [block.size(), V] of
-  // it: greedy matching at temperature 0, VerifyBySampling against `q` above.
-  SampledVerify Pick(const float* logits, std::span<const int32_t> block,
-                     std::span<const TokenDist> q, const SamplingParams& sp,
-                     const DrawKey& key) const;
+  // The verdict on one sequence's block: at temperature 0 greedy matching over the target's
+  // host logits [block.size(), V] of it; above, VerifyBySampling of the drafter's `q` against
+  // the target's `p` (one per block row).
+  SampledVerify Pick(std::span<const int32_t> block, const float* logits,
+                     std::span<const TokenDist> q, std::span<const TokenDist> p,
+                     const SamplingParams& sp, const DrawKey& key) const;
   // Verifies each live sequence's block in one ExtendBatch: copies the captured features to
-  // each sequence's rows and leaves the target's f32 logits [sum of block sizes, V] in
-  // host_logits_.
-  Status Verify(std::span<const int64_t> live, std::span<const std::vector<int32_t>> blocks);
+  // each sequence's rows and returns the target's f32 logits [sum of block sizes, V] (rows of
+  // logits_, on the device, not yet synchronised).
+  Result<kernels::TensorView> Verify(std::span<const int64_t> live,
+                                     std::span<const std::vector<int32_t>> blocks);
 
   Qwen3Target* target_ = nullptr;
   DFlashDrafter* drafter_ = nullptr;
@@ -96,6 +100,7 @@ class DFlashBatchDecoder {
   kernels::Tensor logits_;                 // f32 [batch * block, V]
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
+  DistReader reader_;  // sampled picks: candidates or rows to the host, filtered
 };
 
 }  // namespace tandem::models

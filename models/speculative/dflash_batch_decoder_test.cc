@@ -2,6 +2,7 @@
 // accept lengths equal DFlashDecoder's on it alone (greedy and sampled, with slots refilled
 // as sequences end, with padding drafter blocks), and the checks that refuse bad requests.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -71,9 +72,12 @@ TEST_F(BatchDecoderTest, SameTokensAndAcceptLengthsAsOneAtATime) {
   SpecDecodeOptions o;
   o.max_new_tokens = 30;
   o.stop_token_ids = {prompts[3][2]};  // some sequences stop early, freeing their slot
-  for (float temperature : {0.0f, 0.8f}) {
+  // Greedy; sampled with top-k (candidates through RowTopK); sampled over whole rows (top-p).
+  for (auto [temperature, top_p, top_k] :
+       {std::tuple<float, float, int64_t>{0.0f, 1.0f, 0}, {0.8f, 1.0f, 12}, {0.8f, 0.95f, 0}}) {
     o.temperature = temperature;
-    o.top_k = temperature > 0 ? 12 : 0;  // filtered distributions for the drafter and target
+    o.top_p = top_p;
+    o.top_k = top_k;
     o.seed = 11;
     const std::vector<SpecDecodeResult> want = OneAtATime(prompts, o);
     int64_t steps = 0, accepted = 0;

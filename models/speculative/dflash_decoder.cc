@@ -7,7 +7,6 @@
 
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/row_argmax.h"
-#include "kernels/elementwise/row_topk.h"
 #include "models/speculative/spec_pick.h"
 
 namespace tandem::models {
@@ -169,34 +168,7 @@ Result<std::vector<int32_t>> DFlashDecoder::Greedy(const TensorView& logits) {
 
 Result<std::vector<TokenDist>> DFlashDecoder::Dists(const TensorView& logits,
                                                     const SamplingParams& p) {
-  const int64_t rows = logits.dim(0), v = logits.dim(1), k = p.top_k;
-  std::vector<TokenDist> out;
-  if (k > 0 && k < v && k <= kernels::kRowTopKMax) {
-    if (cand_ids_.numel() < logits_.view().dim(0) * k) {
-      kernels::Allocator* alloc = &target_->allocator();
-      ASSIGN_OR_RETURN(cand_ids_, kernels::Tensor::Empty(*alloc, DType::kI32,
-                                                         {logits_.view().dim(0) * k}, stream_));
-      ASSIGN_OR_RETURN(cand_vals_, kernels::Tensor::Empty(*alloc, DType::kF32,
-                                                          {logits_.view().dim(0) * k}, stream_));
-    }
-    const TensorView ids = cand_ids_.view().Narrow(0, 0, rows * k).Reshape({rows, k});
-    const TensorView vals = cand_vals_.view().Narrow(0, 0, rows * k).Reshape({rows, k});
-    RETURN_IF_ERROR(kernels::RowTopK(ids, vals, logits, stream_));
-    host_cand_ids_.resize(static_cast<size_t>(rows * k));
-    host_cand_vals_.resize(static_cast<size_t>(rows * k));
-    RETURN_IF_ERROR(kernels::CopyToHost(host_cand_ids_.data(), ids, stream_));
-    RETURN_IF_ERROR(kernels::CopyToHost(host_cand_vals_.data(), vals, stream_));
-    RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-    for (int64_t r = 0; r < rows; ++r)
-      out.push_back(FilterCandidates(host_cand_ids_.data() + r * k,
-                                     host_cand_vals_.data() + r * k, k, p));
-    return out;
-  }
-  host_logits_.resize(static_cast<size_t>(logits.numel()));
-  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
-  RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-  for (int64_t r = 0; r < rows; ++r) out.push_back(FilterLogits(host_logits_.data() + r * v, v, p));
-  return out;
+  return reader_.Read(logits, p, target_->allocator(), target_->device(), stream_);
 }
 
 Result<TensorView> DFlashDecoder::Draft(int32_t last_token, int64_t n) {

@@ -47,6 +47,7 @@
 #include "models/qwen3/qwen3_target.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/speculative/decode_target.h"
+#include "models/speculative/dist_reader.h"
 #include "models/speculative/spec_pick.h"
 #include "runtime/core/status.h"
 
@@ -122,9 +123,7 @@ class DFlashDecoder {
   // Greedy picks of logits [rows, V] on the decoder's device, synchronising the stream:
   // RowArgmax runs there and only the ids come back (ArgmaxRows' first maximum).
   Result<std::vector<int32_t>> Greedy(const kernels::TensorView& logits);
-  // The filtered distributions of logits [rows, V], synchronising the stream. With top-k
-  // (up to kernels::kRowTopKMax) RowTopK runs where the logits are and only the candidates
-  // come to the host; otherwise the whole rows do.
+  // The filtered distributions of logits [rows, V] (DistReader), synchronising the stream.
   Result<std::vector<TokenDist>> Dists(const kernels::TensorView& logits, const SamplingParams& p);
 
   std::unique_ptr<DecodeTarget> target_;
@@ -137,9 +136,7 @@ class DFlashDecoder {
   kernels::Tensor picks_;                  // i32 [max(B)]: greedy picks on the device
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
-  kernels::Tensor cand_ids_, cand_vals_;  // RowTopK's output [rows * top_k], made on first use
-  std::vector<int32_t> host_cand_ids_;
-  std::vector<float> host_cand_vals_;
+  DistReader reader_;  // sampled picks
 };
 
 }  // namespace tandem::models
