@@ -23,8 +23,8 @@
 // probability min(1, p/q), redraws from max(0, p - q) at the first rejection, and draws the
 // bonus token from p when all are kept, every draw keyed by (seed, prompt_index, step,
 // position) so a decode repeats bit for bit. (The reference loop instead lets the drafter
-// take its argmax and accepts a draft while it equals the target's sample; that only bounds
-// rejection sampling's acceptance from below and is not what servers run.) Greedy picks run
+// take its argmax and accepts a draft while it equals the target's sample: the same rule
+// with q one-hot at the argmax, as servers verify greedy drafts.) Greedy picks run
 // on the device and copy back only the ids; sampled picks with top-k select the candidates on
 // the device (RowTopK) and copy back only them, other sampled picks copy the rows' f32 logits;
 // the host filters and draws.
