@@ -62,6 +62,10 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
       ->capture_default_str();
   eval->add_option("--top-k", q.top_k, "the sampled run's top-k, >= 0 (0: off)")
       ->capture_default_str();
+  eval->add_flag("--greedy-drafts", q.greedy_drafts,
+                 "the sampled run's drafts are the drafter's argmax (q one-hot: kept with "
+                 "probability p(x)), as z-lab's loop and servers' greedy drafts; default: "
+                 "sampled from the drafter's filtered distribution");
   eval->add_option("--block-size", q.block_size,
                    "slots verified per step, 1 .. the drafter's (default: the drafter's)")
       ->check(CLI::PositiveNumber);
@@ -120,9 +124,9 @@ Status CheckSamplingFlags(const models::SpecEvalRequest& q) {
   if (!(q.top_p > 0.0f && q.top_p <= 1.0f))
     return InvalidArgumentError("--top-p {}: must be in (0, 1] (1: off)", q.top_p);
   if (q.top_k < 0) return InvalidArgumentError("--top-k {}: must be >= 0 (0: off)", q.top_k);
-  if (q.temperature == 0.0f && (q.top_p != 1.0f || q.top_k != 0))
-    return InvalidArgumentError("--top-p and --top-k shape the sampled run: give --temperature "
-                                "above 0 too");
+  if (q.temperature == 0.0f && (q.top_p != 1.0f || q.top_k != 0 || q.greedy_drafts))
+    return InvalidArgumentError("--top-p, --top-k and --greedy-drafts shape the sampled run: "
+                                "give --temperature above 0 too");
   return Status::Ok();
 }
 

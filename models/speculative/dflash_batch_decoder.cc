@@ -143,7 +143,7 @@ Result<int32_t> DFlashBatchDecoder::Prefill(int64_t s, std::span<const int32_t> 
 
 Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
     std::span<const int64_t> live, std::span<const int32_t> last, int64_t n,
-    const SamplingParams& sp, std::span<const DrawKey> keys,
+    const SamplingParams& sp, bool sample_drafts, std::span<const DrawKey> keys,
     std::vector<std::vector<TokenDist>>* q) {
   const DFlashConfig& c = drafter_->config();
   const int64_t bs = c.block_size, v = c.layers.vocab_size, nb = drafter_->options().num_blocks;
@@ -186,12 +186,14 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
                                 head.lm_head, logits, linear, stream_));
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(live_n));
   q->assign(static_cast<size_t>(live_n), {});
-  if (sp.temperature == 0.0f) {
+  if (sp.temperature == 0.0f || !sample_drafts) {
     host_logits_.resize(static_cast<size_t>(live_n * bs * v));
     RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
     RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
-    for (int64_t b = 0; b < live_n; ++b)
+    for (int64_t b = 0; b < live_n; ++b) {
       out[b] = ArgmaxRows(host_logits_.data() + (b * bs + 1) * v, n, v);
+      if (sp.temperature > 0.0f) (*q)[b] = OneHot(out[b]);
+    }
     return out;
   }
   // Every row of the blocks is read (slot 0's too): one RowTopK over them all.
@@ -299,7 +301,8 @@ Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
     std::vector<std::vector<TokenDist>> q(live.size());  // sampling: the drafter's
     for (int32_t t : last) blocks.push_back({t});
     if (o.block_size > 1) {
-      ASSIGN_OR_RETURN(auto drafts, Draft(live, last, o.block_size - 1, sp, keys, &q));
+      ASSIGN_OR_RETURN(auto drafts,
+                       Draft(live, last, o.block_size - 1, sp, o.sample_drafts, keys, &q));
       for (size_t b = 0; b < live.size(); ++b)
         blocks[b].insert(blocks[b].end(), drafts[b].begin(), drafts[b].end());
     }

@@ -70,10 +70,11 @@ class DFlashBatchDecoder {
                           const DrawKey& key);
   // The drafter's picks for slots 1 .. n of one block per live sequence (`live` = sequence
   // ids, `last` = their last tokens, `keys` = their draws' keys): [live.size()][n]; when
-  // sampling, (*q)[b] gets the distributions they were drawn from.
+  // sampling, (*q)[b] gets the distributions they were drawn from (one-hot at the argmax
+  // unless `sample_drafts`).
   Result<std::vector<std::vector<int32_t>>> Draft(std::span<const int64_t> live,
                                                   std::span<const int32_t> last, int64_t n,
-                                                  const SamplingParams& sp,
+                                                  const SamplingParams& sp, bool sample_drafts,
                                                   std::span<const DrawKey> keys,
                                                   std::vector<std::vector<TokenDist>>* q);
   // The verdict on one sequence's block: at temperature 0 greedy matching over the target's

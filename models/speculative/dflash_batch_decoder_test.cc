@@ -72,12 +72,17 @@ TEST_F(BatchDecoderTest, SameTokensAndAcceptLengthsAsOneAtATime) {
   SpecDecodeOptions o;
   o.max_new_tokens = 30;
   o.stop_token_ids = {prompts[3][2]};  // some sequences stop early, freeing their slot
-  // Greedy; sampled with top-k (candidates through RowTopK); sampled over whole rows (top-p).
-  for (auto [temperature, top_p, top_k] :
-       {std::tuple<float, float, int64_t>{0.0f, 1.0f, 0}, {0.8f, 1.0f, 12}, {0.8f, 0.95f, 0}}) {
+  // Greedy; sampled with top-k (candidates through RowTopK); sampled over whole rows (top-p);
+  // sampled with greedy drafts.
+  for (auto [temperature, top_p, top_k, sample_drafts] :
+       {std::tuple<float, float, int64_t, bool>{0.0f, 1.0f, 0, true},
+        {0.8f, 1.0f, 12, true},
+        {0.8f, 0.95f, 0, true},
+        {0.8f, 1.0f, 12, false}}) {
     o.temperature = temperature;
     o.top_p = top_p;
     o.top_k = top_k;
+    o.sample_drafts = sample_drafts;
     o.seed = 11;
     const std::vector<SpecDecodeResult> want = OneAtATime(prompts, o);
     int64_t steps = 0, accepted = 0;

@@ -238,9 +238,10 @@ Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt
     std::vector<TokenDist> q;  // sampling: the drafter's distributions of slots 1 ..
     if (o.block_size > 1) {
       ASSIGN_OR_RETURN(TensorView draft_logits, Draft(last, o.block_size - 1));
-      if (greedy) {
+      if (greedy || !o.sample_drafts) {
         ASSIGN_OR_RETURN(std::vector<int32_t> drafts, Greedy(draft_logits));
         block.insert(block.end(), drafts.begin(), drafts.end());
+        if (!greedy) q = OneHot(drafts);
       } else {
         ASSIGN_OR_RETURN(q, Dists(draft_logits, sp));
         for (size_t i = 0; i < q.size(); ++i)

@@ -24,10 +24,10 @@
 // bonus token from p when all are kept, every draw keyed by (seed, prompt_index, step,
 // position) so a decode repeats bit for bit. (The reference loop instead lets the drafter
 // take its argmax and accepts a draft while it equals the target's sample: the same rule
-// with q one-hot at the argmax, as servers verify greedy drafts.) Greedy picks run
-// on the device and copy back only the ids; sampled picks with top-k select the candidates on
-// the device (RowTopK) and copy back only them, other sampled picks copy the rows' f32 logits;
-// the host filters and draws.
+// with q one-hot at the argmax, as servers verify greedy drafts; sample_drafts = false runs
+// it.) Greedy picks run on the device and copy back only the ids; sampled picks with top-k
+// select the candidates on the device (RowTopK) and copy back only them, other sampled picks
+// copy the rows' f32 logits; the host filters and draws.
 //
 // The drafter runs its own block size (16); B = block_size <= 16 only limits how many slots
 // the target verifies. B = 1 is plain greedy decoding by the target (no drafter forward):
@@ -61,6 +61,9 @@ struct SpecDecodeOptions {
   int64_t top_k = 0;
   uint64_t seed = 0;          // temperature > 0: the draws' key is (seed, prompt_index, ...)
   uint64_t prompt_index = 0;  // the prompt's index in its set (a batch adds each prompt's)
+  // temperature > 0: drafts drawn from the drafter's filtered q (true), or its argmax with q
+  // one-hot there (false: the rule of the reference loop and of servers' greedy drafts)
+  bool sample_drafts = true;
   std::vector<int32_t> stop_token_ids;
 
   SamplingParams sampling() const { return {temperature, top_p, top_k}; }

@@ -194,25 +194,32 @@ TEST_F(DFlashDecoderTest, FirstVerifiedTokenFollowsTheTargetsFilteredDistributio
   o.top_p = sp.top_p;
   o.top_k = sp.top_k;
   o.seed = 2024;
-  std::vector<int64_t> counts(static_cast<size_t>(v), 0);
-  int64_t accepted = 0;
-  const int trials = 3000;
-  for (int i = 0; i < trials; ++i) {
-    o.prompt_index = static_cast<uint64_t>(i);
-    auto r = decoder_->Generate(prompt, o);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_EQ(r->tokens.size(), 2u);
-    ++counts[r->tokens[1]];
-    accepted += r->accept_lengths[0] - 1;
+  // Drafts sampled from q, and the drafter's argmax with q one-hot (sample_drafts = false).
+  for (bool sample_drafts : {true, false}) {
+    SCOPED_TRACE(sample_drafts ? "sampled drafts" : "greedy drafts");
+    o.sample_drafts = sample_drafts;
+    std::vector<int64_t> counts(static_cast<size_t>(v), 0);
+    int64_t accepted = 0;
+    const int trials = 3000;
+    for (int i = 0; i < trials; ++i) {
+      o.prompt_index = static_cast<uint64_t>(i);
+      auto r = decoder_->Generate(prompt, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_EQ(r->tokens.size(), 2u);
+      ++counts[r->tokens[1]];
+      accepted += r->accept_lengths[0] - 1;
+    }
+    const testing::ChiSquareResult fit = testing::ChiSquareTest(counts, want);
+    EXPECT_GT(fit.p_value, 1e-6) << "chi-square " << fit.chi2 << " df " << fit.df;
+    EXPECT_GE(fit.df, 5);
+    std::printf("first verified token (%s drafts): chi-square %.2f, df %d, p-value %.3g; %ld of "
+                "%d drafts kept\n", sample_drafts ? "sampled" : "greedy", fit.chi2, fit.df,
+                fit.p_value, static_cast<long>(accepted), trials);
+    // Both branches ran: some drafts were kept (few greedy ones: the random drafter's argmax
+    // is rarely likely under the target), some rejected.
+    EXPECT_GT(accepted, sample_drafts ? trials / 20 : 5);
+    EXPECT_LT(accepted, trials - trials / 20);
   }
-  const testing::ChiSquareResult fit = testing::ChiSquareTest(counts, want);
-  EXPECT_GT(fit.p_value, 1e-6) << "chi-square " << fit.chi2 << " df " << fit.df;
-  EXPECT_GE(fit.df, 5);
-  std::printf("first verified token: chi-square %.2f, df %d, p-value %.3g; %ld of %d drafts kept\n",
-              fit.chi2, fit.df, fit.p_value, static_cast<long>(accepted), trials);
-  // Both branches ran: some drafts were kept, some rejected.
-  EXPECT_GT(accepted, trials / 20);
-  EXPECT_LT(accepted, trials - trials / 20);
 }
 
 TEST_F(DFlashDecoderTest, RefusesBadRequests) {

@@ -58,6 +58,10 @@ constexpr const char* kSampledRule =
     "speculative sampling: drafts sampled from the drafter's filtered distribution q, each kept "
     "with probability min(1, p/q) under the target's filtered distribution p, the first "
     "rejected slot redrawn from max(0, p - q), a bonus token from p when all are kept";
+constexpr const char* kGreedyDraftRule =
+    "speculative sampling with greedy drafts: the drafter's argmax (q one-hot), each kept with "
+    "probability p(x) under the target's filtered distribution p, the first rejected slot "
+    "redrawn from p without the draft, a bonus token from p when all are kept";
 
 nlohmann::json StatsJson(const SpecEvalStats& s) {
   nlohmann::json j = {{"block_size", s.block_size},
@@ -105,7 +109,8 @@ nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r) {
                     {"top_p", r.sampling.top_p},
                     {"top_k", r.sampling.top_k},
                     {"seed", r.seed},
-                    {"acceptance_rule", kSampledRule},
+                    {"drafts", r.greedy_drafts ? "greedy" : "sampled"},
+                    {"acceptance_rule", r.greedy_drafts ? kGreedyDraftRule : kSampledRule},
                     {"run", StatsJson(r.sampled)}};
   return j;
 }
@@ -153,7 +158,7 @@ std::string FormatSpecEvalReport(const SpecEvalReport& r) {
         fmt::format("rule at temperature {} (top-p {}, top-k {}, seed {}): {}\n",
                     r.sampling.temperature, r.sampling.top_p,
                     r.sampling.top_k == 0 ? std::string("off") : std::to_string(r.sampling.top_k),
-                    r.seed, kSampledRule);
+                    r.seed, r.greedy_drafts ? kGreedyDraftRule : kSampledRule);
   return out;
 }
 

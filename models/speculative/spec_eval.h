@@ -63,6 +63,7 @@ struct SpecEvalReport {
   std::string target, drafter, prompts_file, device;
   SamplingParams sampling;  // of the sampled run (temperature 0: none)
   uint64_t seed = 0;
+  bool greedy_drafts = false;  // the sampled run's drafts: the drafter's argmax, q one-hot
   int64_t max_new_tokens = 0;
   std::string prompt_format;  // the layout read (prompt_set.h)
   int64_t batch = 1;          // sequences decoded at once

@@ -164,6 +164,7 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   r.device = q.device.is_cpu() ? "cpu" : fmt::format("cuda:{}", q.device.index);
   r.sampling = sampling;
   r.seed = q.seed;
+  r.greedy_drafts = q.greedy_drafts;
   r.max_new_tokens = q.max_new_tokens;
   r.prompt_format = PromptFormatName(set.format);
   r.batch = batch;
@@ -186,6 +187,7 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     o.temperature = sampling.temperature;
     o.top_p = sampling.top_p;
     o.top_k = sampling.top_k;
+    o.sample_drafts = !q.greedy_drafts;
     ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> sampled,
                      DecodeAll(single.get(), batched.get(), set, o, &wall));
     r.sampled = SummarizeDecodes(sampled, b, wall);

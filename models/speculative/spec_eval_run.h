@@ -32,6 +32,7 @@ struct SpecEvalRequest {
   float top_p = 1.0f;        // (0, 1]: the sampled run's nucleus (1: off)
   int64_t top_k = 0;         // >= 0: the sampled run's top-k (0: off)
   uint64_t seed = 0;         // the sampled run's draws
+  bool greedy_drafts = false;  // the sampled run's drafts: the drafter's argmax (q one-hot)
   int64_t max_prompt_tokens = 4096;  // longer prompts are bad lines (prompt_set.h), as are
                                      // those past max_position_embeddings - max_new_tokens
                                      // - block_size + 1

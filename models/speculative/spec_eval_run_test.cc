@@ -73,6 +73,18 @@ TEST_F(RunSpecEvalTest, SampledRunIsSeededAndReportedNextToGreedy) {
   EXPECT_NE(table.find(fmt::format("{:.3f}", a->sampled.tau)), std::string::npos) << table;
   EXPECT_NE(table.find("rule at temperature 0.7 (top-p 0.95, top-k 20, seed 5)"),
             std::string::npos) << table;
+  // Greedy drafts (the drafter's argmax, q one-hot): another rule, said in the report.
+  q_.greedy_drafts = true;
+  q_.batch = 1;
+  q_.seed = 5;
+  auto g = RunSpecEval(q_);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_GT(g->sampled.tau, 1.2);
+  const nlohmann::json gj = SpecEvalReportToJson(*g);
+  EXPECT_EQ(gj["sampled"]["drafts"], "greedy");
+  EXPECT_EQ(j["sampled"]["drafts"], "sampled");
+  EXPECT_NE(gj["sampled"]["acceptance_rule"].get<std::string>().find("q one-hot"),
+            std::string::npos);
   // Out of range: the field is named.
   q_.top_p = 0.0f;
   const Status bad = RunSpecEval(q_).status();

@@ -106,6 +106,12 @@ TokenDist FilterCandidates(const int32_t* ids, const float* vals, int64_t k,
   return d;
 }
 
+std::vector<TokenDist> OneHot(std::span<const int32_t> ids) {
+  std::vector<TokenDist> out;
+  for (int32_t id : ids) out.push_back({{id}, {1.0}});
+  return out;
+}
+
 double KeyedUniform(const DrawKey& key, uint32_t position, DrawKind kind) {
   const kernels::Philox4 c{{(position << 2) | static_cast<uint32_t>(kind), key.step,
                             static_cast<uint32_t>(key.prompt),

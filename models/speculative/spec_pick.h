@@ -67,6 +67,9 @@ TokenDist FilterLogits(const float* row, int64_t vocab, const SamplingParams& p)
 TokenDist FilterCandidates(const int32_t* ids, const float* vals, int64_t k,
                            const SamplingParams& p);
 
+// One-hot distributions at `ids`: q of drafts the drafter took greedily.
+std::vector<TokenDist> OneHot(std::span<const int32_t> ids);
+
 // The key of one prompt's draws at one step.
 struct DrawKey {
   uint64_t seed = 0;

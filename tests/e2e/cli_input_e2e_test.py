@@ -78,7 +78,8 @@ class CliInputTest(unittest.TestCase):
                            (["--temperature=0.7", "--top-p=0"], "--top-p"),
                            (["--temperature=0.7", "--top-p=1.5"], "--top-p"),
                            (["--temperature=0.7", "--top-k=-1"], "--top-k"),
-                           (["--top-p=0.9"], "--temperature")]:
+                           (["--top-p=0.9"], "--temperature"),
+                           (["--greedy-drafts"], "--temperature")]:
             with self.subTest(args=args):
                 self.refused(base + args, flag)
 
