@@ -209,8 +209,9 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
   return out;
 }
 
-Result<TensorView> DFlashBatchDecoder::Verify(std::span<const int64_t> live,
-                                              std::span<const std::vector<int32_t>> blocks) {
+Result<std::vector<TokenDist>> DFlashBatchDecoder::Verify(
+    std::span<const int64_t> live, std::span<const std::vector<int32_t>> blocks,
+    const SamplingParams& sp) {
   std::vector<BatchExtendPart> parts;
   std::vector<int64_t> base;
   int64_t rows = 0;
@@ -233,7 +234,12 @@ Result<TensorView> DFlashBatchDecoder::Verify(std::span<const int64_t> live,
           captured_[l].view().Narrow(0, row, n), stream_));
     row += n;
   }
-  return logits;
+  if (sp.temperature > 0.0f)
+    return reader_.Read(logits, sp, target_->weights().allocator(), target_->device(), stream_);
+  host_logits_.resize(static_cast<size_t>(logits.numel()));
+  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
+  RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
+  return std::vector<TokenDist>();
 }
 
 SampledVerify DFlashBatchDecoder::Pick(std::span<const int32_t> block, const float* logits,
@@ -308,16 +314,7 @@ Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
     }
     std::vector<int64_t> base;
     for (int64_t s : live) base.push_back(cache_.sequence(s).length());
-    ASSIGN_OR_RETURN(TensorView verified, Verify(live, blocks));
-    std::vector<TokenDist> p;  // sampling: the target's distributions of every row
-    if (sp.temperature == 0.0f) {
-      host_logits_.resize(static_cast<size_t>(verified.numel()));
-      RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), verified, stream_));
-      RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-    } else {
-      ASSIGN_OR_RETURN(p, reader_.Read(verified, sp, target_->weights().allocator(),
-                                       target_->device(), stream_));
-    }
+    ASSIGN_OR_RETURN(const std::vector<TokenDist> p, Verify(live, blocks, sp));
     int64_t row = 0;
     for (size_t b = 0; b < live.size(); ++b) {
       Slot& slot = slots[static_cast<size_t>(live[b])];

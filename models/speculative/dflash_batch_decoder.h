@@ -83,11 +83,13 @@ class DFlashBatchDecoder {
   SampledVerify Pick(std::span<const int32_t> block, const float* logits,
                      std::span<const TokenDist> q, std::span<const TokenDist> p,
                      const SamplingParams& sp, const DrawKey& key) const;
-  // Verifies each live sequence's block in one ExtendBatch: copies the captured features to
-  // each sequence's rows and returns the target's f32 logits [sum of block sizes, V] (rows of
-  // logits_, on the device, not yet synchronised).
-  Result<kernels::TensorView> Verify(std::span<const int64_t> live,
-                                     std::span<const std::vector<int32_t>> blocks);
+  // Verifies each live sequence's block in one ExtendBatch and copies the captured features
+  // to each sequence's rows. Greedy: leaves the target's f32 logits [sum of block sizes, V]
+  // in host_logits_ and returns nothing; sampling: returns the target's filtered
+  // distributions of those rows (DistReader).
+  Result<std::vector<TokenDist>> Verify(std::span<const int64_t> live,
+                                        std::span<const std::vector<int32_t>> blocks,
+                                        const SamplingParams& sp);
 
   Qwen3Target* target_ = nullptr;
   DFlashDrafter* drafter_ = nullptr;
