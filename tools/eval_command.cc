@@ -1,5 +1,6 @@
 #include "tools/eval_command.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -51,13 +52,27 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   eval->add_option("--temperature", q.temperature,
-                   "0: greedy; above: the target samples, drafts accepted while equal")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+                   "0: greedy only; above 0 also a run by speculative sampling at this "
+                   "temperature (drafts sampled by the drafter, kept with probability "
+                   "min(1, p/q)), tau reported for both")
+      ->capture_default_str();
+  eval->add_option("--top-p", q.top_p,
+                   "the sampled run's nucleus: the fewest most likely tokens whose mass "
+                   "reaches P, in (0, 1] (1: off)")
+      ->capture_default_str();
+  eval->add_option("--top-k", q.top_k, "the sampled run's top-k, >= 0 (0: off)")
+      ->capture_default_str();
+  eval->add_flag("--greedy-drafts", q.greedy_drafts,
+                 "the sampled run's drafts are the drafter's argmax (q one-hot: kept with "
+                 "probability p(x)), as z-lab's loop and servers' greedy drafts; default: "
+                 "sampled from the drafter's filtered distribution");
   eval->add_option("--block-size", q.block_size,
                    "slots verified per step, 1 .. the drafter's (default: the drafter's)")
       ->check(CLI::PositiveNumber);
-  eval->add_option("--seed", q.seed, "sampling seed (temperature > 0)")->capture_default_str();
+  eval->add_option("--seed", q.seed,
+                   "the sampled run's seed: draws keyed by (seed, prompt, step, position), the "
+                   "same at any --batch")
+      ->capture_default_str();
   eval->add_option("--max-prompts", q.max_prompts, "use the first N usable prompts (0: all)")
       ->check(CLI::NonNegativeNumber);
   eval->add_option("--max-prompt-tokens", q.max_prompt_tokens,
@@ -102,9 +117,26 @@ Result<kernels::Device> ParseDevice(const std::string& s) {
   return InvalidArgumentError("--device {}: expected auto, cpu, cuda or cuda:N", s);
 }
 
+// The sampling flags, each named in its error.
+Status CheckSamplingFlags(const models::SpecEvalRequest& q) {
+  if (!(q.temperature >= 0.0f) || !std::isfinite(q.temperature))
+    return InvalidArgumentError("--temperature {}: must be finite and >= 0", q.temperature);
+  if (!(q.top_p > 0.0f && q.top_p <= 1.0f))
+    return InvalidArgumentError("--top-p {}: must be in (0, 1] (1: off)", q.top_p);
+  if (q.top_k < 0) return InvalidArgumentError("--top-k {}: must be >= 0 (0: off)", q.top_k);
+  if (q.temperature == 0.0f && (q.top_p != 1.0f || q.top_k != 0 || q.greedy_drafts))
+    return InvalidArgumentError("--top-p, --top-k and --greedy-drafts shape the sampled run: "
+                                "give --temperature above 0 too");
+  return Status::Ok();
+}
+
 }  // namespace
 
 int Eval(EvalArgs a, bool json) {
+  if (Status st = CheckSamplingFlags(a.request); !st.ok()) {
+    fmt::print(stderr, "tandem eval: {}\n", st.ToString());
+    return 2;
+  }
   auto device = ParseDevice(a.device);
   if (!device.ok()) {
     fmt::print(stderr, "tandem eval: {}\n", device.status().ToString());

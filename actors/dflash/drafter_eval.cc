@@ -192,7 +192,8 @@ Result<EvalResult> DrafterEval::Run(int64_t step) {
   for (size_t i = 0; i < prompts_.prompts.size(); ++i) {
     if (s_.max_seconds > 0 && !results.empty() && (NowNanos() - t0) * 1e-9 >= s_.max_seconds)
       break;  // the budget is spent: tau covers the prompts decoded
-    o.seed = seed_ + i + 1;  // the same draws at every evaluation
+    o.seed = seed_;  // the same draws at every evaluation: keyed by (seed, prompt, step, slot)
+    o.prompt_index = i;
     Result<models::SpecDecodeResult> r = decoder_->Generate(prompts_.prompts[i], o);
     if (!r.ok())
       return r.status().WithContext(

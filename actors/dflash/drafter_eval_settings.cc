@@ -19,8 +19,8 @@ KeyTable EvalKeys() {
       .Range(1, 1 << 24);
   t.Number("max_seconds", "time budget of one evaluation: no prompt starts after it (0: "
            "none; tau then covers the prompts decoded)").Default(0.0).Range(0, 86400);
-  t.Number("temperature", "0: greedy; above 0 the target samples and drafts are accepted "
-           "while equal to its samples").Default(0.0).Range(0, 100);
+  t.Number("temperature", "0: greedy; above 0 speculative sampling (drafts sampled by the "
+           "drafter, kept with probability min(1, p/q), seeded)").Default(0.0).Range(0, 100);
   t.Int("block_size", "slots the target verifies per step (1 = no drafting)").Range(1, 1024)
       .DefaultIs("the drafter's block_size");
   t.Bool("keep_best", "checkpoint the step of each new best tau and point CHECKPOINT_DIR/best "

@@ -23,7 +23,7 @@ int64_t DrafterBlocksForBatch(int64_t batch, kernels::Device device) {
 struct DFlashBatchDecoder::Slot {
   int64_t prompt = -1;  // index into the prompts, -1: free
   SpecDecodeResult result;
-  uint64_t rng = 0;
+  DrawKey key;  // sampling: (seed, prompt index, step)
   Clock::time_point start;
 };
 
@@ -88,8 +88,7 @@ Status DFlashBatchDecoder::CheckRequest(std::span<const std::vector<int32_t>> pr
                                 drafter_ == nullptr ? " (no drafter)" : " (the drafter's block)");
   if (o.max_new_tokens < 1)
     return InvalidArgumentError("max_new_tokens must be positive, got {}", o.max_new_tokens);
-  if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature))
-    return InvalidArgumentError("temperature must be finite and >= 0, got {}", o.temperature);
+  RETURN_IF_ERROR(CheckSamplingParams(o.sampling()));
   const int64_t rows = std::min<int64_t>(batch(), static_cast<int64_t>(prompts.size()));
   if (rows * o.block_size > target_->max_tokens())
     return InvalidArgumentError("batch {} x block {} rows exceed the target's max_tokens {}",
@@ -117,7 +116,7 @@ Status DFlashBatchDecoder::CheckRequest(std::span<const std::vector<int32_t>> pr
 }
 
 Result<int32_t> DFlashBatchDecoder::Prefill(int64_t s, std::span<const int32_t> prompt,
-                                            float temperature, uint64_t* rng) {
+                                            const SamplingParams& sp, const DrawKey& key) {
   Qwen3KvCache& cache = cache_.sequence(s);
   RETURN_IF_ERROR(cache.Crop(0));
   const int64_t n = static_cast<int64_t>(prompt.size()), row0 = s * max_context_;
@@ -137,11 +136,15 @@ Result<int32_t> DFlashBatchDecoder::Prefill(int64_t s, std::span<const int32_t> 
   host_logits_.resize(static_cast<size_t>(v));
   RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
   RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-  return PickTokens(host_logits_.data(), 1, v, temperature, rng)[0];
+  if (sp.temperature == 0.0f) return ArgmaxRows(host_logits_.data(), 1, v)[0];
+  return SampleDist(FilterLogits(host_logits_.data(), v, sp),
+                    KeyedUniform(key, 0, DrawKind::kRedraw));
 }
 
 Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
-    std::span<const int64_t> live, std::span<const int32_t> last, int64_t n) {
+    std::span<const int64_t> live, std::span<const int32_t> last, int64_t n,
+    const SamplingParams& sp, bool sample_drafts, std::span<const DrawKey> keys,
+    std::vector<std::vector<TokenDist>>* q) {
   const DFlashConfig& c = drafter_->config();
   const int64_t bs = c.block_size, v = c.layers.vocab_size, nb = drafter_->options().num_blocks;
   const int64_t live_n = static_cast<int64_t>(live.size());
@@ -181,19 +184,34 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
   const TensorView logits = logits_.view().Narrow(0, 0, live_n * bs);
   RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), drafter_->final_hidden().Narrow(0, 0, live_n * bs),
                                 head.lm_head, logits, linear, stream_));
-  host_logits_.resize(static_cast<size_t>(live_n * bs * v));
-  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
-  RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
-  std::vector<std::vector<int32_t>> out;
-  uint64_t unused = 0;
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(live_n));
+  q->assign(static_cast<size_t>(live_n), {});
+  if (sp.temperature == 0.0f || !sample_drafts) {
+    host_logits_.resize(static_cast<size_t>(live_n * bs * v));
+    RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
+    RETURN_IF_ERROR(kernels::SynchronizeStream(drafter_->device(), stream_));
+    for (int64_t b = 0; b < live_n; ++b) {
+      out[b] = ArgmaxRows(host_logits_.data() + (b * bs + 1) * v, n, v);
+      if (sp.temperature > 0.0f) (*q)[b] = OneHot(out[b]);
+    }
+    return out;
+  }
+  // Every row of the blocks is read (slot 0's too): one RowTopK over them all.
+  ASSIGN_OR_RETURN(
+      std::vector<TokenDist> all,
+      reader_.Read(logits, sp, target_->weights().allocator(), drafter_->device(), stream_));
   for (int64_t b = 0; b < live_n; ++b)
-    out.push_back(PickTokens(host_logits_.data() + (b * bs + 1) * v, n, v, 0.0f, &unused));
+    for (int64_t i = 0; i < n; ++i) {
+      (*q)[b].push_back(std::move(all[b * bs + 1 + i]));
+      out[b].push_back(SampleDist(
+          (*q)[b].back(), KeyedUniform(keys[b], static_cast<uint32_t>(i + 1), DrawKind::kPropose)));
+    }
   return out;
 }
 
-Status DFlashBatchDecoder::Verify(std::span<const int64_t> live,
-                                  std::span<const std::vector<int32_t>> blocks) {
-  const int64_t v = target_->config().vocab_size;
+Result<std::vector<TokenDist>> DFlashBatchDecoder::Verify(
+    std::span<const int64_t> live, std::span<const std::vector<int32_t>> blocks,
+    const SamplingParams& sp) {
   std::vector<BatchExtendPart> parts;
   std::vector<int64_t> base;
   int64_t rows = 0;
@@ -216,9 +234,26 @@ Status DFlashBatchDecoder::Verify(std::span<const int64_t> live,
           captured_[l].view().Narrow(0, row, n), stream_));
     row += n;
   }
-  host_logits_.resize(static_cast<size_t>(rows * v));
+  if (sp.temperature > 0.0f)
+    return reader_.Read(logits, sp, target_->weights().allocator(), target_->device(), stream_);
+  host_logits_.resize(static_cast<size_t>(logits.numel()));
   RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
-  return kernels::SynchronizeStream(target_->device(), stream_);
+  RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
+  return std::vector<TokenDist>();
+}
+
+SampledVerify DFlashBatchDecoder::Pick(std::span<const int32_t> block, const float* logits,
+                                       std::span<const TokenDist> q, std::span<const TokenDist> p,
+                                       const SamplingParams& sp, const DrawKey& key) const {
+  const int64_t n = static_cast<int64_t>(block.size()), v = target_->config().vocab_size;
+  SampledVerify out;
+  if (sp.temperature == 0.0f) {
+    const std::vector<int32_t> post = ArgmaxRows(logits, n, v);
+    while (out.accepted + 1 < n && block[out.accepted + 1] == post[out.accepted]) ++out.accepted;
+    out.next = post[out.accepted];
+    return out;
+  }
+  return VerifyBySampling(q, p, block.subspan(1), key);
 }
 
 Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
@@ -227,6 +262,7 @@ Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
   std::optional<kernels::DeviceGuard> guard;
   if (target_->device().is_cuda()) guard.emplace(target_->device().index);
   const int64_t v = target_->config().vocab_size;
+  const SamplingParams sp = o.sampling();
   auto stop = [&](int32_t tok) {
     return std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), tok) !=
            o.stop_token_ids.end();
@@ -245,10 +281,10 @@ Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
       while (slots[s].prompt < 0 && next < prompts.size()) {
         Slot& slot = slots[s];
         slot.prompt = static_cast<int64_t>(next);
-        slot.rng = o.seed + next;
+        slot.key = {o.seed, o.prompt_index + next, 0};
         slot.start = Clock::now();
         slot.result.prefill_tokens = static_cast<int64_t>(prompts[next].size());
-        auto first = Prefill(static_cast<int64_t>(s), prompts[next], o.temperature, &slot.rng);
+        auto first = Prefill(static_cast<int64_t>(s), prompts[next], sp, slot.key);
         if (!first.ok()) return first.status().WithContext(fmt::format("prompt {}", next));
         ++next;
         slot.result.tokens.push_back(*first);
@@ -257,38 +293,45 @@ Result<std::vector<SpecDecodeResult>> DFlashBatchDecoder::GenerateAll(
     }
     std::vector<int64_t> live;
     std::vector<int32_t> last;
+    std::vector<DrawKey> keys;
     for (size_t s = 0; s < slots.size(); ++s)
       if (slots[s].prompt >= 0) {
+        ++slots[s].key.step;
         live.push_back(static_cast<int64_t>(s));
         last.push_back(slots[s].result.tokens.back());
+        keys.push_back(slots[s].key);
       }
     if (live.empty()) break;
     // Invariant: each live cache holds its prompt and every generated token but the last.
     std::vector<std::vector<int32_t>> blocks;
+    std::vector<std::vector<TokenDist>> q(live.size());  // sampling: the drafter's
     for (int32_t t : last) blocks.push_back({t});
     if (o.block_size > 1) {
-      ASSIGN_OR_RETURN(auto drafts, Draft(live, last, o.block_size - 1));
+      ASSIGN_OR_RETURN(auto drafts,
+                       Draft(live, last, o.block_size - 1, sp, o.sample_drafts, keys, &q));
       for (size_t b = 0; b < live.size(); ++b)
         blocks[b].insert(blocks[b].end(), drafts[b].begin(), drafts[b].end());
     }
     std::vector<int64_t> base;
     for (int64_t s : live) base.push_back(cache_.sequence(s).length());
-    RETURN_IF_ERROR(Verify(live, blocks));
+    ASSIGN_OR_RETURN(const std::vector<TokenDist> p, Verify(live, blocks, sp));
     int64_t row = 0;
     for (size_t b = 0; b < live.size(); ++b) {
       Slot& slot = slots[static_cast<size_t>(live[b])];
       const std::vector<int32_t>& block = blocks[b];
       const int64_t n = static_cast<int64_t>(block.size());
-      const std::vector<int32_t> post =
-          PickTokens(host_logits_.data() + row * v, n, v, o.temperature, &slot.rng);
+      const bool greedy = sp.temperature == 0.0f;
+      const SampledVerify picked = Pick(
+          block, greedy ? host_logits_.data() + row * v : nullptr, q[b],
+          greedy ? std::span<const TokenDist>() : std::span<const TokenDist>(p).subspan(row, n), sp,
+          keys[b]);
       row += n;
-      int64_t acc = 0;
-      while (acc + 1 < n && block[acc + 1] == post[acc]) ++acc;
+      const int64_t acc = picked.accepted;
       RETURN_IF_ERROR(cache_.sequence(live[b]).Crop(base[b] + acc + 1));
       slot.result.accept_lengths.push_back(static_cast<int32_t>(acc + 1));
       bool done = false;
       for (int64_t j = 1; j <= acc + 1 && !done; ++j) {
-        const int32_t tok = j <= acc ? block[j] : post[acc];
+        const int32_t tok = j <= acc ? block[j] : picked.next;
         slot.result.tokens.push_back(tok);
         done = stop(tok) ||
                static_cast<int64_t>(slot.result.tokens.size()) >= o.max_new_tokens;

@@ -7,14 +7,17 @@
 //   * the target verifies every live sequence's block in one ExtendBatch (the projections,
 //     norms and MLP over all rows at once, the attention per sequence over its own cache in
 //     a Qwen3BatchKvCache);
+//   * greedy picks copy the logits to the host; sampled ones go through DistReader (with
+//     top-k only the candidates come back);
 //   * when a sequence ends (stop token or max_new_tokens) its slot takes the next prompt,
 //     prefilled alone (prefill is compute-bound already; batching pays in the decode steps,
 //     which read every weight for a handful of tokens).
 // Per prompt the tokens, accept lengths and (temperature > 0) samples are those of
-// DFlashDecoder::Generate on it alone with seed options.seed + its index: each sequence
-// keeps its own sampling state, and on the CPU every row is computed as in a forward of its
-// own (the reference kernels compute rows independently; a test checks equality). On CUDA
-// the GEMMs may round differently at other row counts, so greedy ties may break apart.
+// DFlashDecoder::Generate on it alone with prompt_index options.prompt_index + its index:
+// every draw is keyed by (seed, prompt index, step, position), never by the batch, and on
+// the CPU every row is computed as in a forward of its own (the reference kernels compute
+// rows independently; a test checks equality). On CUDA the GEMMs may round differently at
+// other row counts, so greedy ties (and sampled draws near a boundary) may break apart.
 //
 // Thread-safety: thread-compatible; the decoder drives the target's and drafter's streams.
 #pragma once
@@ -63,16 +66,30 @@ class DFlashBatchDecoder {
   Status CheckRequest(std::span<const std::vector<int32_t>> prompts,
                       const SpecDecodeOptions& o) const;
   // Prefills `prompt` into sequence `s` (features to its rows) and returns the first pick.
-  Result<int32_t> Prefill(int64_t s, std::span<const int32_t> prompt, float temperature,
-                          uint64_t* rng);
+  Result<int32_t> Prefill(int64_t s, std::span<const int32_t> prompt, const SamplingParams& sp,
+                          const DrawKey& key);
   // The drafter's picks for slots 1 .. n of one block per live sequence (`live` = sequence
-  // ids, `last` = their last tokens): [live.size()][n].
+  // ids, `last` = their last tokens, `keys` = their draws' keys): [live.size()][n]; when
+  // sampling, (*q)[b] gets the distributions they were drawn from (one-hot at the argmax
+  // unless `sample_drafts`).
   Result<std::vector<std::vector<int32_t>>> Draft(std::span<const int64_t> live,
-                                                  std::span<const int32_t> last, int64_t n);
-  // Verifies each live sequence's block in one ExtendBatch: copies the captured features to
-  // each sequence's rows and leaves the target's f32 logits [sum of block sizes, V] in
-  // host_logits_.
-  Status Verify(std::span<const int64_t> live, std::span<const std::vector<int32_t>> blocks);
+                                                  std::span<const int32_t> last, int64_t n,
+                                                  const SamplingParams& sp, bool sample_drafts,
+                                                  std::span<const DrawKey> keys,
+                                                  std::vector<std::vector<TokenDist>>* q);
+  // The verdict on one sequence's block: at temperature 0 greedy matching over the target's
+  // host logits [block.size(), V] of it; above, VerifyBySampling of the drafter's `q` against
+  // the target's `p` (one per block row).
+  SampledVerify Pick(std::span<const int32_t> block, const float* logits,
+                     std::span<const TokenDist> q, std::span<const TokenDist> p,
+                     const SamplingParams& sp, const DrawKey& key) const;
+  // Verifies each live sequence's block in one ExtendBatch and copies the captured features
+  // to each sequence's rows. Greedy: leaves the target's f32 logits [sum of block sizes, V]
+  // in host_logits_ and returns nothing; sampling: returns the target's filtered
+  // distributions of those rows (DistReader).
+  Result<std::vector<TokenDist>> Verify(std::span<const int64_t> live,
+                                        std::span<const std::vector<int32_t>> blocks,
+                                        const SamplingParams& sp);
 
   Qwen3Target* target_ = nullptr;
   DFlashDrafter* drafter_ = nullptr;
@@ -86,6 +103,7 @@ class DFlashBatchDecoder {
   kernels::Tensor logits_;                 // f32 [batch * block, V]
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
+  DistReader reader_;  // sampled picks: candidates or rows to the host, filtered
 };
 
 }  // namespace tandem::models

@@ -2,6 +2,7 @@
 // accept lengths equal DFlashDecoder's on it alone (greedy and sampled, with slots refilled
 // as sequences end, with padding drafter blocks), and the checks that refuse bad requests.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -53,9 +54,8 @@ class BatchDecoderTest : public ::testing::Test {
     auto d = DFlashDecoder::Create(target_.get(), drafter.get(), kContext);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     std::vector<SpecDecodeResult> out;
-    const uint64_t seed = o.seed;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      o.seed = seed + i;
+      o.prompt_index = i;
       auto r = (*d)->Generate(prompts[i], o);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       out.push_back(*r);
@@ -72,8 +72,17 @@ TEST_F(BatchDecoderTest, SameTokensAndAcceptLengthsAsOneAtATime) {
   SpecDecodeOptions o;
   o.max_new_tokens = 30;
   o.stop_token_ids = {prompts[3][2]};  // some sequences stop early, freeing their slot
-  for (float temperature : {0.0f, 0.8f}) {
+  // Greedy; sampled with top-k (candidates through RowTopK); sampled over whole rows (top-p);
+  // sampled with greedy drafts.
+  for (auto [temperature, top_p, top_k, sample_drafts] :
+       {std::tuple<float, float, int64_t, bool>{0.0f, 1.0f, 0, true},
+        {0.8f, 1.0f, 12, true},
+        {0.8f, 0.95f, 0, true},
+        {0.8f, 1.0f, 12, false}}) {
     o.temperature = temperature;
+    o.top_p = top_p;
+    o.top_k = top_k;
+    o.sample_drafts = sample_drafts;
     o.seed = 11;
     const std::vector<SpecDecodeResult> want = OneAtATime(prompts, o);
     int64_t steps = 0, accepted = 0;

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
-#include <random>
 
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/row_argmax.h"
@@ -124,8 +123,7 @@ Status DFlashDecoder::CheckRequest(std::span<const int32_t> prompt,
                                 drafter_ == nullptr ? " (no drafter)" : " (the drafter's block)");
   if (o.max_new_tokens < 1)
     return InvalidArgumentError("max_new_tokens must be positive, got {}", o.max_new_tokens);
-  if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature))
-    return InvalidArgumentError("temperature must be finite and >= 0, got {}", o.temperature);
+  RETURN_IF_ERROR(CheckSamplingParams(o.sampling()));
   if (p < 1) return InvalidArgumentError("empty prompt");
   if (p + o.max_new_tokens + o.block_size > max_context_)
     return InvalidArgumentError(
@@ -141,13 +139,7 @@ Status DFlashDecoder::CheckRequest(std::span<const int32_t> prompt,
   return Status::Ok();
 }
 
-std::vector<int32_t> DFlashDecoder::Pick(const std::vector<float>& logits, int64_t rows,
-                                         float temperature) {
-  return PickTokens(logits.data(), rows, target_->shape().vocab_size, temperature, &rng_state_);
-}
-
-Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> tokens,
-                                                       int64_t picks, float temperature) {
+Result<TensorView> DFlashDecoder::TargetStep(std::span<const int32_t> tokens, int64_t picks) {
   const int64_t n = static_cast<int64_t>(tokens.size()), t0 = target_->length();
   std::vector<LayerCapture> caps;
   for (size_t i = 0; i < capture_layers_.size(); ++i)
@@ -161,26 +153,25 @@ Result<std::vector<int32_t>> DFlashDecoder::TargetStep(std::span<const int32_t> 
   }
   const TensorView logits = logits_.view().Narrow(0, 0, picks);
   RETURN_IF_ERROR(target_->Extend(tokens.last(picks), caps, logits));
-  return PickFrom(logits, temperature);
+  return logits;
 }
 
-Result<std::vector<int32_t>> DFlashDecoder::PickFrom(const TensorView& logits, float temperature) {
+Result<std::vector<int32_t>> DFlashDecoder::Greedy(const TensorView& logits) {
   const int64_t rows = logits.dim(0);
-  if (temperature == 0.0f) {  // greedy: the argmax runs where the logits are; ids come back
-    std::vector<int32_t> out(static_cast<size_t>(rows));
-    const TensorView ids = picks_.view().Narrow(0, 0, rows);
-    RETURN_IF_ERROR(kernels::RowArgmax(ids, logits, stream_));
-    RETURN_IF_ERROR(kernels::CopyToHost(out.data(), ids, stream_));
-    RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-    return out;
-  }
-  host_logits_.resize(static_cast<size_t>(logits.numel()));
-  RETURN_IF_ERROR(kernels::CopyToHost(host_logits_.data(), logits, stream_));
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  const TensorView ids = picks_.view().Narrow(0, 0, rows);
+  RETURN_IF_ERROR(kernels::RowArgmax(ids, logits, stream_));
+  RETURN_IF_ERROR(kernels::CopyToHost(out.data(), ids, stream_));
   RETURN_IF_ERROR(kernels::SynchronizeStream(target_->device(), stream_));
-  return Pick(host_logits_, rows, temperature);
+  return out;
 }
 
-Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
+Result<std::vector<TokenDist>> DFlashDecoder::Dists(const TensorView& logits,
+                                                    const SamplingParams& p) {
+  return reader_.Read(logits, p, target_->allocator(), target_->device(), stream_);
+}
+
+Result<TensorView> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
   const DFlashConfig& c = drafter_->config();
   const int64_t t = target_->length(), bs = c.block_size;
   DFlashBlockPlan plan;
@@ -211,7 +202,7 @@ Result<std::vector<int32_t>> DFlashDecoder::Draft(int32_t last_token, int64_t n)
   const TensorView logits = logits_.view().Narrow(0, 0, n);
   RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), drafter_->final_hidden().Narrow(0, 1, n),
                                 head.lm_head, logits, linear, stream_));
-  return PickFrom(logits, 0.0f);
+  return logits;
 }
 
 Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt,
@@ -220,7 +211,6 @@ Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt
   const auto start = std::chrono::steady_clock::now();
   std::optional<kernels::DeviceGuard> guard;
   if (target_->device().is_cuda()) guard.emplace(target_->device().index);
-  rng_state_ = o.seed;
   RETURN_IF_ERROR(target_->Reset());
   SpecDecodeResult r;
   r.prefill_tokens = static_cast<int64_t>(prompt.size());
@@ -228,26 +218,55 @@ Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt
     return std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), tok) !=
            o.stop_token_ids.end();
   };
-  ASSIGN_OR_RETURN(std::vector<int32_t> first, TargetStep(prompt, 1, o.temperature));
-  r.tokens.push_back(first[0]);
-  bool done = stop(first[0]);
+  const SamplingParams sp = o.sampling();
+  const bool greedy = sp.temperature == 0.0f;
+  DrawKey key{o.seed, o.prompt_index, 0};
+  ASSIGN_OR_RETURN(TensorView prefill, TargetStep(prompt, 1));
+  if (greedy) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> first, Greedy(prefill));
+    r.tokens.push_back(first[0]);
+  } else {
+    ASSIGN_OR_RETURN(std::vector<TokenDist> first, Dists(prefill, sp));
+    r.tokens.push_back(SampleDist(first[0], KeyedUniform(key, 0, DrawKind::kRedraw)));
+  }
+  bool done = stop(r.tokens.back());
   while (!done && static_cast<int64_t>(r.tokens.size()) < o.max_new_tokens) {
     // Invariant: the cache holds the prompt and every generated token but the last one.
+    ++key.step;
     const int32_t last = r.tokens.back();
     std::vector<int32_t> block = {last};
+    std::vector<TokenDist> q;  // sampling: the drafter's distributions of slots 1 ..
     if (o.block_size > 1) {
-      ASSIGN_OR_RETURN(std::vector<int32_t> drafts, Draft(last, o.block_size - 1));
-      block.insert(block.end(), drafts.begin(), drafts.end());
+      ASSIGN_OR_RETURN(TensorView draft_logits, Draft(last, o.block_size - 1));
+      if (greedy || !o.sample_drafts) {
+        ASSIGN_OR_RETURN(std::vector<int32_t> drafts, Greedy(draft_logits));
+        block.insert(block.end(), drafts.begin(), drafts.end());
+        if (!greedy) q = OneHot(drafts);
+      } else {
+        ASSIGN_OR_RETURN(q, Dists(draft_logits, sp));
+        for (size_t i = 0; i < q.size(); ++i)
+          block.push_back(SampleDist(
+              q[i], KeyedUniform(key, static_cast<uint32_t>(i + 1), DrawKind::kPropose)));
+      }
     }
     const int64_t base = target_->length();
-    ASSIGN_OR_RETURN(std::vector<int32_t> post,
-                     TargetStep(block, static_cast<int64_t>(block.size()), o.temperature));
-    int64_t acc = 0;
-    while (acc + 1 < static_cast<int64_t>(block.size()) && block[acc + 1] == post[acc]) ++acc;
+    ASSIGN_OR_RETURN(TensorView verify, TargetStep(block, static_cast<int64_t>(block.size())));
+    SampledVerify v;
+    if (greedy) {
+      ASSIGN_OR_RETURN(std::vector<int32_t> post, Greedy(verify));
+      while (v.accepted + 1 < static_cast<int64_t>(block.size()) &&
+             block[v.accepted + 1] == post[v.accepted])
+        ++v.accepted;
+      v.next = post[v.accepted];
+    } else {
+      ASSIGN_OR_RETURN(std::vector<TokenDist> p, Dists(verify, sp));
+      v = VerifyBySampling(q, p, std::span<const int32_t>(block).subspan(1), key);
+    }
+    const int64_t acc = v.accepted;
     RETURN_IF_ERROR(target_->Crop(base + acc + 1));
     r.accept_lengths.push_back(static_cast<int32_t>(acc + 1));
     for (int64_t j = 1; j <= acc + 1 && !done; ++j) {
-      const int32_t tok = j <= acc ? block[j] : post[acc];
+      const int32_t tok = j <= acc ? block[j] : v.next;
       r.tokens.push_back(tok);
       done = stop(tok) || static_cast<int64_t>(r.tokens.size()) >= o.max_new_tokens;
     }

@@ -16,11 +16,18 @@
 // tokens exist (the reference runs one more verify when the count lands exactly on it) and
 // a stop token picked at prefill ends the generation at once.
 //
-// Picking rule: temperature 0 takes the argmax (ties: the lowest id). Above 0 the target
-// samples from softmax(logits / T) (Philox-free std::mt19937_64 seeded per prompt), the
-// drafter still takes its argmax, and a draft is accepted while it equals the target's
-// sample at that slot — the rule of the reference loop, which is exact for greedy and only a
-// lower bound of rejection sampling's acceptance above 0.
+// Picking rule (spec_pick.h): temperature 0 takes the argmax (ties: the lowest id) for the
+// drafter and the target, and a draft is accepted while it equals the target's argmax — the
+// rule of the reference loop. Above 0 it is speculative sampling: the drafter samples each
+// draft from its filtered distribution (temperature, top-k, top-p), the target keeps it with
+// probability min(1, p/q), redraws from max(0, p - q) at the first rejection, and draws the
+// bonus token from p when all are kept, every draw keyed by (seed, prompt_index, step,
+// position) so a decode repeats bit for bit. (The reference loop instead lets the drafter
+// take its argmax and accepts a draft while it equals the target's sample: the same rule
+// with q one-hot at the argmax, as servers verify greedy drafts; sample_drafts = false runs
+// it.) Greedy picks run on the device and copy back only the ids; sampled picks with top-k
+// select the candidates on the device (RowTopK) and copy back only them, other sampled picks
+// copy the rows' f32 logits; the host filters and draws.
 //
 // The drafter runs its own block size (16); B = block_size <= 16 only limits how many slots
 // the target verifies. B = 1 is plain greedy decoding by the target (no drafter forward):
@@ -40,6 +47,8 @@
 #include "models/qwen3/qwen3_target.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/speculative/decode_target.h"
+#include "models/speculative/dist_reader.h"
+#include "models/speculative/spec_pick.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
@@ -47,9 +56,17 @@ namespace tandem::models {
 struct SpecDecodeOptions {
   int64_t max_new_tokens = 256;
   int64_t block_size = 16;  // B: slots the target verifies per step, 1 .. drafter block size
-  float temperature = 0.0f;
-  uint64_t seed = 0;
+  float temperature = 0.0f;  // 0: greedy; the sampling settings of spec_pick.h
+  float top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;          // temperature > 0: the draws' key is (seed, prompt_index, ...)
+  uint64_t prompt_index = 0;  // the prompt's index in its set (a batch adds each prompt's)
+  // temperature > 0: drafts drawn from the drafter's filtered q (true), or its argmax with q
+  // one-hot there (false: the rule of the reference loop and of servers' greedy drafts)
+  bool sample_drafts = true;
   std::vector<int32_t> stop_token_ids;
+
+  SamplingParams sampling() const { return {temperature, top_p, top_k}; }
 };
 
 struct SpecDecodeResult {
@@ -102,17 +119,15 @@ class DFlashDecoder {
   DFlashDecoder() = default;
   Status CheckRequest(std::span<const int32_t> prompt, const SpecDecodeOptions& o) const;
   // Runs the target on `tokens` (appending them to the cache, features to rows [T, T+n))
-  // and returns the picks of its last `picks` rows.
-  Result<std::vector<int32_t>> TargetStep(std::span<const int32_t> tokens, int64_t picks,
-                                          float temperature);
-  // The drafter's picks for slots 1 .. n of a block anchored after the cached context.
-  Result<std::vector<int32_t>> Draft(int32_t last_token, int64_t n);
-  // Row-wise picks over host logits [rows, V].
-  std::vector<int32_t> Pick(const std::vector<float>& logits, int64_t rows, float temperature);
-  // Picks over the logits [rows, V] on the decoder's device, synchronising the stream: greedy
-  // runs RowArgmax there and copies back only the ids (the same first maximum as Pick);
-  // sampling copies the logits and uses Pick.
-  Result<std::vector<int32_t>> PickFrom(const kernels::TensorView& logits, float temperature);
+  // and returns its logits of the last `picks` rows (rows of logits_, on the device).
+  Result<kernels::TensorView> TargetStep(std::span<const int32_t> tokens, int64_t picks);
+  // The drafter's logits for slots 1 .. n of a block anchored after the cached context.
+  Result<kernels::TensorView> Draft(int32_t last_token, int64_t n);
+  // Greedy picks of logits [rows, V] on the decoder's device, synchronising the stream:
+  // RowArgmax runs there and only the ids come back (ArgmaxRows' first maximum).
+  Result<std::vector<int32_t>> Greedy(const kernels::TensorView& logits);
+  // The filtered distributions of logits [rows, V] (DistReader), synchronising the stream.
+  Result<std::vector<TokenDist>> Dists(const kernels::TensorView& logits, const SamplingParams& p);
 
   std::unique_ptr<DecodeTarget> target_;
   DFlashDrafter* drafter_ = nullptr;
@@ -124,7 +139,7 @@ class DFlashDecoder {
   kernels::Tensor picks_;                  // i32 [max(B)]: greedy picks on the device
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
-  uint64_t rng_state_ = 0;
+  DistReader reader_;  // sampled picks
 };
 
 }  // namespace tandem::models

@@ -1,7 +1,8 @@
 // GPU tests of KV-cache decoding and DFlash speculative decoding (label gpu; SKIPPED without
 // a device): the cached attention kernel against its CPU reference on odd shapes, a cropped
 // cache against a fresh forward on CUDA, the PyTorch decode golden on CUDA, and batched
-// decoding (ExtendBatch, DFlashBatchDecoder) against one sequence at a time on CUDA.
+// decoding (ExtendBatch, DFlashBatchDecoder) against one sequence at a time on CUDA, and
+// seeded speculative sampling on CUDA.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -142,6 +143,20 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
         EXPECT_EQ(got->accept_lengths[s], want[s]) << "prompt " << i << " step " << s;
       }
     }
+    // Sampled with top-k: RowTopK selects the candidates on the device and only they come
+    // back; a seed repeats its tokens.
+    SpecDecodeOptions sampled = o;
+    sampled.temperature = 0.7f;
+    sampled.top_k = 20;
+    sampled.seed = 9;
+    for (int i = 0; i < prompts; ++i) {
+      sampled.prompt_index = static_cast<uint64_t>(i);
+      auto first = (*decoder)->Generate(all_prompts[i], sampled);
+      auto again = (*decoder)->Generate(all_prompts[i], sampled);
+      ASSERT_TRUE(first.ok() && again.ok()) << first.status().ToString();
+      EXPECT_EQ(first->tokens, again->tokens) << "sampled, prompt " << i;
+      EXPECT_EQ(first->accept_lengths, again->accept_lengths) << "sampled, prompt " << i;
+    }
   }
   // Batched on CUDA, three prompts per forward with the drafter: greedy speculative decoding
   // returns the target's own tokens, so every prompt's tokens equal the golden's.
@@ -157,6 +172,24 @@ TEST(DFlashDecoderGpuTest, GoldenDecodesOnCuda) {
   ASSERT_EQ(batched->size(), all_prompts.size());
   for (int i = 0; i < prompts; ++i)
     EXPECT_EQ((*batched)[i].tokens, all_tokens[i]) << "batched, prompt " << i;
+  // Speculative sampling on CUDA (logits copied to the host, filtered there): a seed repeats
+  // its tokens bit for bit, and the trained drafter gets drafts kept.
+  o.temperature = 0.7f;
+  o.top_k = 20;
+  o.seed = 9;
+  auto first = (*batch)->GenerateAll(all_prompts, o);
+  auto again = (*batch)->GenerateAll(all_prompts, o);
+  ASSERT_TRUE(first.ok() && again.ok()) << first.status().ToString();
+  int64_t steps = 0, kept = 0;
+  for (int i = 0; i < prompts; ++i) {
+    EXPECT_EQ((*first)[i].tokens, (*again)[i].tokens) << "sampled, prompt " << i;
+    EXPECT_EQ((*first)[i].accept_lengths, (*again)[i].accept_lengths) << "sampled, prompt " << i;
+    for (int32_t a : (*first)[i].accept_lengths) {
+      ++steps;
+      kept += a - 1;
+    }
+  }
+  EXPECT_GT(kept, steps / 4);
 }
 
 // ExtendBatch over three sequences on CUDA against an Extend of each alone: the same within

@@ -1,6 +1,9 @@
 // CPU tests of DFlash speculative decoding: lossless under greedy (the tokens are the
 // target's own greedy continuation whatever the drafter proposes), accept-length
-// bookkeeping, stop tokens, limits and refusals of mismatched drafters.
+// bookkeeping, stop tokens, limits and refusals of mismatched drafters; above temperature 0
+// speculative sampling: seeded, greedy in the limit, and the target's distribution.
+#include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "models/speculative/decode_test_util.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/speculative/dflash_decoder.h"
+#include "models/speculative/spec_pick_test_util.h"
 
 namespace tandem::models {
 namespace {
@@ -105,15 +109,117 @@ TEST_F(DFlashDecoderTest, SampledDecodingIsSeededAndStaysInVocab) {
   o.max_new_tokens = 20;
   o.temperature = 1.0f;
   o.seed = 42;
-  auto a = decoder_->Generate(prompt, o);
-  auto b = decoder_->Generate(prompt, o);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->tokens, b->tokens);
-  o.seed = 43;
-  auto c = decoder_->Generate(prompt, o);
-  ASSERT_TRUE(c.ok());
-  EXPECT_NE(a->tokens, c->tokens);  // 20 draws over 67 ids: equal only by a ~0 chance
-  for (int32_t t : a->tokens) EXPECT_LT(t, 67);
+  for (auto [top_p, top_k] : {std::pair<float, int64_t>{1.0f, 0}, {0.9f, 0}, {1.0f, 8}}) {
+    o.top_p = top_p;
+    o.top_k = top_k;
+    o.seed = 42;
+    auto a = decoder_->Generate(prompt, o);
+    auto b = decoder_->Generate(prompt, o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->tokens, b->tokens);
+    EXPECT_EQ(a->accept_lengths, b->accept_lengths);
+    o.seed = 43;
+    auto c = decoder_->Generate(prompt, o);
+    ASSERT_TRUE(c.ok());
+    EXPECT_NE(a->tokens, c->tokens);  // 20 draws over 67 ids: equal only by a ~0 chance
+    o.seed = 42;
+    o.prompt_index = 1;  // another prompt's draws
+    auto d = decoder_->Generate(prompt, o);
+    o.prompt_index = 0;
+    ASSERT_TRUE(d.ok());
+    EXPECT_NE(a->tokens, d->tokens);
+    for (int32_t t : a->tokens) EXPECT_LT(t, 67);
+  }
+}
+
+// As the temperature goes to 0 the filtered distributions become one-hot at the argmax, and
+// speculative sampling becomes greedy matching: the same tokens and accept lengths.
+TEST_F(DFlashDecoderTest, SamplingNearTemperatureZeroIsTheGreedyPath) {
+  const std::vector<int32_t> prompt = Prompt(9, 3, 66);
+  SpecDecodeOptions o;
+  o.max_new_tokens = 40;
+  auto greedy = decoder_->Generate(prompt, o);
+  ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
+  o.temperature = 1e-4f;
+  o.seed = 77;
+  auto cold = decoder_->Generate(prompt, o);
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  EXPECT_EQ(cold->tokens, greedy->tokens);
+  EXPECT_EQ(cold->accept_lengths, greedy->accept_lengths);
+  // The check has teeth only if drafts get accepted.
+  EXPECT_GT(*std::max_element(greedy->accept_lengths.begin(), greedy->accept_lengths.end()), 1);
+}
+
+// The statistical test of the decoder's speculative sampling with the tiny target and drafter:
+// over seeded trials (one prompt index each) the first token a verify step yields follows the
+// target's filtered distribution, marginalised over the prefill's pick t1:
+// m(x) = sum_t1 p(t1 | prompt) p(x | prompt, t1). Emitting the drafter's proposal unchecked
+// ("always accept") fails this by far.
+TEST_F(DFlashDecoderTest, FirstVerifiedTokenFollowsTheTargetsFilteredDistribution) {
+  const SamplingParams sp{.temperature = 2.0f, .top_p = 0.9f, .top_k = 30};
+  const std::vector<int32_t> prompt = Prompt(5, 8, 66);
+  const int64_t v = pair_.target_config.vocab_size;
+  auto target = MakeDecodeTarget(pair_.target.get(), 32, nullptr);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  auto logits = kernels::Tensor::Empty(kernels::HostAllocator(), kernels::DType::kF32, {1, v},
+                                       nullptr);
+  ASSERT_TRUE(logits.ok());
+  auto dist = [&](const std::vector<int32_t>& tokens) {
+    const std::span<const int32_t> all(tokens);
+    EXPECT_TRUE((*target)->Reset().ok());
+    const Status head = (*target)->Extend(all.first(all.size() - 1), {}, {});
+    EXPECT_TRUE(head.ok()) << head.ToString();
+    const Status last = (*target)->Extend(all.last(1), {}, logits->view());
+    EXPECT_TRUE(last.ok()) << last.ToString();
+    return FilterLogits(logits->view().data_as<float>(), v, sp);
+  };
+  const TokenDist first = dist(prompt);
+  std::vector<double> m(static_cast<size_t>(v), 0.0);
+  for (size_t i = 0; i < first.ids.size(); ++i) {
+    std::vector<int32_t> longer = prompt;
+    longer.push_back(first.ids[i]);
+    const TokenDist next = dist(longer);
+    for (size_t j = 0; j < next.ids.size(); ++j) m[next.ids[j]] += first.probs[i] * next.probs[j];
+  }
+  TokenDist want;
+  for (int32_t id = 0; id < v; ++id)
+    if (m[id] > 0) {
+      want.ids.push_back(id);
+      want.probs.push_back(m[id]);
+    }
+  SpecDecodeOptions o;
+  o.max_new_tokens = 2;
+  o.block_size = 2;
+  o.temperature = sp.temperature;
+  o.top_p = sp.top_p;
+  o.top_k = sp.top_k;
+  o.seed = 2024;
+  // Drafts sampled from q, and the drafter's argmax with q one-hot (sample_drafts = false).
+  for (bool sample_drafts : {true, false}) {
+    SCOPED_TRACE(sample_drafts ? "sampled drafts" : "greedy drafts");
+    o.sample_drafts = sample_drafts;
+    std::vector<int64_t> counts(static_cast<size_t>(v), 0);
+    int64_t accepted = 0;
+    const int trials = 3000;
+    for (int i = 0; i < trials; ++i) {
+      o.prompt_index = static_cast<uint64_t>(i);
+      auto r = decoder_->Generate(prompt, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_EQ(r->tokens.size(), 2u);
+      ++counts[r->tokens[1]];
+      accepted += r->accept_lengths[0] - 1;
+    }
+    const testing::ChiSquareResult fit = testing::ChiSquareTest(counts, want);
+    EXPECT_GT(fit.p_value, 1e-6) << "chi-square " << fit.chi2 << " df " << fit.df;
+    EXPECT_GE(fit.df, 5);
+    std::printf("first verified token (%s drafts): chi-square %.2f, df %d, p-value %.3g; %ld of "
+                "%d drafts kept\n", sample_drafts ? "sampled" : "greedy", fit.chi2, fit.df,
+                fit.p_value, static_cast<long>(accepted), trials);
+    // Both branches ran: some drafts were kept (few greedy ones: the random drafter's argmax
+    // is rarely likely under the target), some rejected.
+    EXPECT_GT(accepted, sample_drafts ? trials / 20 : 5);
+    EXPECT_LT(accepted, trials - trials / 20);
+  }
 }
 
 TEST_F(DFlashDecoderTest, RefusesBadRequests) {

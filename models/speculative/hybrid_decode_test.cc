@@ -153,7 +153,7 @@ TEST_F(HybridDecodeTest, GreedySpeculativeDecodingIsLossless) {
   EXPECT_TRUE(full) << "no block was accepted whole";
 }
 
-// Above temperature 0 the target samples (the host-side rule of dflash_decoder.h, the same for
+// Above temperature 0, speculative sampling (the host-side rule of spec_pick.h, the same for
 // both families): seeded, in the vocabulary, and repeatable (so Reset really empties the cache).
 TEST_F(HybridDecodeTest, SampledDecodingIsSeeded) {
   auto decoder = DFlashDecoder::Create(target_.get(), drafter_.get(), 128);

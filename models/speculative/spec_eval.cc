@@ -52,6 +52,17 @@ SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_
 
 namespace {
 
+constexpr const char* kGreedyRule =
+    "greedy: drafts accepted while equal to the target's argmax, plus the target's next token";
+constexpr const char* kSampledRule =
+    "speculative sampling: drafts sampled from the drafter's filtered distribution q, each kept "
+    "with probability min(1, p/q) under the target's filtered distribution p, the first "
+    "rejected slot redrawn from max(0, p - q), a bonus token from p when all are kept";
+constexpr const char* kGreedyDraftRule =
+    "speculative sampling with greedy drafts: the drafter's argmax (q one-hot), each kept with "
+    "probability p(x) under the target's filtered distribution p, the first rejected slot "
+    "redrawn from p without the draft, a bonus token from p when all are kept";
+
 nlohmann::json StatsJson(const SpecEvalStats& s) {
   nlohmann::json j = {{"block_size", s.block_size},
                       {"prompts", s.prompts},
@@ -73,17 +84,13 @@ nlohmann::json StatsJson(const SpecEvalStats& s) {
 
 nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r) {
   nlohmann::json j = {{"format", "tandem-eval"},
-                      {"version", 1},
+                      {"version", 2},
                       {"target", r.target},
                       {"drafter", r.drafter},
                       {"prompts_file", r.prompts_file},
                       {"device", r.device},
-                      {"temperature", r.temperature},
-                      {"acceptance_rule", r.temperature == 0.0f
-                                              ? "greedy: drafts accepted while equal to the "
-                                                "target's argmax"
-                                              : "sampled: drafts accepted while equal to the "
-                                                "target's sample (not rejection sampling)"},
+                      {"temperature", 0.0},
+                      {"acceptance_rule", kGreedyRule},
                       {"max_new_tokens", r.max_new_tokens},
                       {"batch", r.batch},
                       {"prompt_format", r.prompt_format},
@@ -97,44 +104,61 @@ nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r) {
     j["speedup"] = r.baseline.tokens_per_s > 0 ? r.run.tokens_per_s / r.baseline.tokens_per_s
                                                : 0.0;
   }
+  if (r.sampled.prompts > 0)
+    j["sampled"] = {{"temperature", r.sampling.temperature},
+                    {"top_p", r.sampling.top_p},
+                    {"top_k", r.sampling.top_k},
+                    {"seed", r.seed},
+                    {"drafts", r.greedy_drafts ? "greedy" : "sampled"},
+                    {"acceptance_rule", r.greedy_drafts ? kGreedyDraftRule : kSampledRule},
+                    {"run", StatsJson(r.sampled)}};
   return j;
 }
 
 std::string FormatSpecEvalReport(const SpecEvalReport& r) {
   std::string out;
   out += fmt::format("tandem eval  target {}  drafter {}\n", r.target, r.drafter);
-  out += fmt::format("prompts {} ({}, {} of {} lines skipped)  device {}  temperature {}  "
-                     "max new tokens {}  batch {}\n",
+  out += fmt::format("prompts {} ({}, {} of {} lines skipped)  device {}  max new tokens {}  "
+                     "batch {}\n",
                      r.run.prompts, r.prompt_format.empty() ? "ids" : r.prompt_format,
-                     r.prompts_skipped, r.prompt_lines, r.device, r.temperature,
-                     r.max_new_tokens, r.batch);
+                     r.prompts_skipped, r.prompt_lines, r.device, r.max_new_tokens, r.batch);
   for (const auto& [reason, n] : r.skipped_by_reason)
     out += fmt::format("  {} lines skipped as {}\n", n, reason);
   for (const std::string& why : r.skip_reasons) out += fmt::format("  skipped {}\n", why);
-  out += fmt::format("\n{:<12} {:>8} {:>10} {:>12} {:>10} {:>10}\n", "block size", "tau",
-                     "steps", "tokens", "seconds", "tokens/s");
-  auto row = [&](const SpecEvalStats& s) {
-    out += fmt::format("{:<12} {:>8.3f} {:>10} {:>12} {:>10.3f} {:>10.1f}\n", s.block_size,
-                       s.tau, s.verify_steps, s.generated_tokens, s.seconds, s.tokens_per_s);
+  out += fmt::format("\n{:<14} {:<12} {:>8} {:>10} {:>12} {:>10} {:>10}\n", "temperature",
+                     "block size", "tau", "steps", "tokens", "seconds", "tokens/s");
+  auto row = [&](float t, const SpecEvalStats& s) {
+    out += fmt::format("{:<14} {:<12} {:>8.3f} {:>10} {:>12} {:>10.3f} {:>10.1f}\n", t,
+                       s.block_size, s.tau, s.verify_steps, s.generated_tokens, s.seconds,
+                       s.tokens_per_s);
   };
-  row(r.run);
-  if (r.baseline.prompts > 0) {
-    row(r.baseline);
-    out += fmt::format("speedup over block size 1: {:.2f}x\n",
+  row(0.0f, r.run);
+  if (r.baseline.prompts > 0) row(0.0f, r.baseline);
+  if (r.sampled.prompts > 0) row(r.sampling.temperature, r.sampled);
+  if (r.baseline.prompts > 0)
+    out += fmt::format("speedup over block size 1 at temperature 0: {:.2f}x\n",
                        r.baseline.tokens_per_s > 0 ? r.run.tokens_per_s / r.baseline.tokens_per_s
                                                    : 0.0);
-  }
   if (r.run.accept_rate.size() > 1) {
-    out += "\nacceptance by block position (fraction of steps / given the previous one)\n";
-    for (size_t j = 1; j < r.run.accept_rate.size(); ++j)
-      out += fmt::format("  draft {:>2}  {:6.3f}  {:6.3f}\n", j, r.run.accept_rate[j],
+    const bool both = r.sampled.accept_rate.size() == r.run.accept_rate.size();
+    out += fmt::format("\nacceptance by block position (fraction of steps / given the previous "
+                       "one){}\n", both ? ": temperature 0 | sampled" : "");
+    for (size_t j = 1; j < r.run.accept_rate.size(); ++j) {
+      out += fmt::format("  draft {:>2}  {:6.3f}  {:6.3f}", j, r.run.accept_rate[j],
                          r.run.cond_rate[j]);
+      if (both)
+        out += fmt::format("  |  {:6.3f}  {:6.3f}", r.sampled.accept_rate[j],
+                           r.sampled.cond_rate[j]);
+      out += "\n";
+    }
   }
-  out += fmt::format("\nrule: {}\n", r.temperature == 0.0f
-                                         ? "greedy (temperature 0), drafts accepted while equal "
-                                           "to the target's argmax, plus the target's next token"
-                                         : "target samples; drafts accepted while equal to its "
-                                           "samples, plus its next token");
+  out += fmt::format("\nrule at temperature 0: {}\n", kGreedyRule);
+  if (r.sampled.prompts > 0)
+    out +=
+        fmt::format("rule at temperature {} (top-p {}, top-k {}, seed {}): {}\n",
+                    r.sampling.temperature, r.sampling.top_p,
+                    r.sampling.top_k == 0 ? std::string("off") : std::to_string(r.sampling.top_k),
+                    r.seed, r.greedy_drafts ? kGreedyDraftRule : kSampledRule);
   return out;
 }
 

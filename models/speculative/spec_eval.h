@@ -25,6 +25,7 @@
 
 #include "models/speculative/dflash_decoder.h"
 #include "models/speculative/prompt_set.h"
+#include "models/speculative/spec_pick.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
@@ -54,18 +55,22 @@ struct SpecEvalStats {
 SpecEvalStats SummarizeDecodes(std::span<const SpecDecodeResult> results, int64_t block_size,
                                double wall_seconds = 0);
 
-// A report: the run at block size B and, when baseline.prompts > 0, the same prompts at
-// block size 1 (the speedup is the ratio of tokens per second).
+// A report: the greedy run at block size B; when baseline.prompts > 0, the same prompts
+// greedy at block size 1 (the speedup is the ratio of tokens per second); when
+// sampled.prompts > 0, the same prompts at block size B by speculative sampling with
+// `sampling` and `seed` (spec_pick.h).
 struct SpecEvalReport {
   std::string target, drafter, prompts_file, device;
-  float temperature = 0;
+  SamplingParams sampling;  // of the sampled run (temperature 0: none)
+  uint64_t seed = 0;
+  bool greedy_drafts = false;  // the sampled run's drafts: the drafter's argmax, q one-hot
   int64_t max_new_tokens = 0;
   std::string prompt_format;  // the layout read (prompt_set.h)
   int64_t batch = 1;          // sequences decoded at once
   int64_t prompt_lines = 0, prompts_skipped = 0;
   std::map<std::string, int64_t> skipped_by_reason;
   std::vector<std::string> skip_reasons;
-  SpecEvalStats run, baseline;
+  SpecEvalStats run, baseline, sampled;
 };
 
 nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r);

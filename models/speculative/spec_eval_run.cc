@@ -16,19 +16,19 @@ namespace tandem::models {
 
 namespace {
 
-// Decodes every prompt, one at a time or `batched` several at a time, with prompt i
-// sampling from seed o.seed + i + 1 either way. Sets *wall to the run's wall time.
+// Decodes every prompt, one at a time or `batched` several at a time, prompt i drawing with
+// prompt_index i either way. Sets *wall to the run's wall time.
 Result<std::vector<SpecDecodeResult>> DecodeAll(DFlashDecoder* single, DFlashBatchDecoder* batched,
                                                 const PromptSet& set, SpecDecodeOptions o,
                                                 double* wall) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<SpecDecodeResult> out;
   if (batched != nullptr) {
-    o.seed += 1;
+    o.prompt_index = 0;
     ASSIGN_OR_RETURN(out, batched->GenerateAll(set.prompts, o));
   } else {
     for (size_t i = 0; i < set.prompts.size(); ++i) {
-      o.seed += 1;  // a different draw per prompt, the same for both block sizes
+      o.prompt_index = i;
       auto r = single->Generate(set.prompts[i], o);
       if (!r.ok())
         return r.status().WithContext(fmt::format("prompt {} (line {})", i,
@@ -79,6 +79,8 @@ Result<PromptSet> LoadEvalPrompts(const SpecEvalRequest& q, const DecodeTargetSh
 Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   if (q.max_new_tokens < 1)
     return InvalidArgumentError("max_new_tokens must be positive, got {}", q.max_new_tokens);
+  const SamplingParams sampling{q.temperature, q.top_p, q.top_k};
+  RETURN_IF_ERROR(CheckSamplingParams(sampling));
   // The family (dense Qwen3 or the Qwen3.5 hybrid) is the checkpoint's model_type.
   ASSIGN_OR_RETURN(DecodeTargetShape tc, ReadDecodeTargetShape(q.target_dir));
   std::optional<DFlashConfig> dc;
@@ -150,8 +152,7 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   SpecDecodeOptions o;
   o.max_new_tokens = q.max_new_tokens;
   o.block_size = b;
-  o.temperature = q.temperature;
-  o.seed = q.seed;
+  o.seed = q.seed;  // the greedy runs draw nothing
   o.stop_token_ids = q.stop_token_ids;
   if (o.stop_token_ids.empty())
     for (int64_t id : tc.eos_token_ids) o.stop_token_ids.push_back(static_cast<int32_t>(id));
@@ -161,7 +162,9 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   r.drafter = q.drafter_dir;
   r.prompts_file = q.prompts_file;
   r.device = q.device.is_cpu() ? "cpu" : fmt::format("cuda:{}", q.device.index);
-  r.temperature = q.temperature;
+  r.sampling = sampling;
+  r.seed = q.seed;
+  r.greedy_drafts = q.greedy_drafts;
   r.max_new_tokens = q.max_new_tokens;
   r.prompt_format = PromptFormatName(set.format);
   r.batch = batch;
@@ -178,6 +181,16 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> base,
                      DecodeAll(single.get(), batched.get(), set, o, &wall));
     r.baseline = SummarizeDecodes(base, 1, wall);
+  }
+  if (sampling.temperature > 0.0f) {
+    o.block_size = b;
+    o.temperature = sampling.temperature;
+    o.top_p = sampling.top_p;
+    o.top_k = sampling.top_k;
+    o.sample_drafts = !q.greedy_drafts;
+    ASSIGN_OR_RETURN(std::vector<SpecDecodeResult> sampled,
+                     DecodeAll(single.get(), batched.get(), set, o, &wall));
+    r.sampled = SummarizeDecodes(sampled, b, wall);
   }
   return r;
 }

@@ -3,7 +3,10 @@
 // directories, check they fit (before any weights are read), read the prompt file
 // (prompt_set.h: ids, chat or a public set's layout, bad lines refused or skipped), decode
 // every prompt at block size B and again at block size 1 (`batch` prompts at a time, dense
-// targets only; each run timed by its wall clock), and summarize (spec_eval.h).
+// targets only; each run timed by its wall clock), greedy; with temperature > 0 once more at
+// block size B by speculative sampling (spec_pick.h: temperature, top_p, top_k, draws keyed
+// by (seed, prompt index, step, position), so the run repeats bit for bit at any batch);
+// and summarize (spec_eval.h).
 //
 // Thread-safety: one call at a time per device (it owns the models it loads).
 #pragma once
@@ -25,8 +28,11 @@ struct SpecEvalRequest {
   kernels::Device device = kernels::Device::Cpu();
   int64_t max_new_tokens = 128;
   int64_t block_size = 0;     // 0: the drafter's block size
-  float temperature = 0.0f;
-  uint64_t seed = 0;
+  float temperature = 0.0f;  // > 0: also the sampled run at this temperature
+  float top_p = 1.0f;        // (0, 1]: the sampled run's nucleus (1: off)
+  int64_t top_k = 0;         // >= 0: the sampled run's top-k (0: off)
+  uint64_t seed = 0;         // the sampled run's draws
+  bool greedy_drafts = false;  // the sampled run's drafts: the drafter's argmax (q one-hot)
   int64_t max_prompt_tokens = 4096;  // longer prompts are bad lines (prompt_set.h), as are
                                      // those past max_position_embeddings - max_new_tokens
                                      // - block_size + 1

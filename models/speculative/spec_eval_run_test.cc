@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "models/io/model_test_util.h"
@@ -29,6 +30,67 @@ class RunSpecEvalTest : public ::testing::Test {
   testing::ScratchDir dir_;
   SpecEvalRequest q_;
 };
+
+// Temperature > 0 adds a run by speculative sampling next to the greedy one: seeded (the
+// same seed gives the same tau and tokens, at any batch; another seed differs), and both
+// runs in the JSON and the table.
+TEST_F(RunSpecEvalTest, SampledRunIsSeededAndReportedNextToGreedy) {
+  q_.baseline = false;
+  auto greedy = RunSpecEval(q_);
+  ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
+  EXPECT_EQ(greedy->sampled.prompts, 0);  // the default: temperature 0 only
+  EXPECT_FALSE(SpecEvalReportToJson(*greedy).contains("sampled"));
+  q_.temperature = 0.7f;
+  q_.top_p = 0.95f;
+  q_.top_k = 20;
+  q_.seed = 5;
+  auto a = RunSpecEval(q_);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_DOUBLE_EQ(a->run.tau, greedy->run.tau);  // the greedy run is unchanged
+  EXPECT_EQ(a->sampled.prompts, 8);
+  EXPECT_GT(a->sampled.tau, 1.2);
+  q_.batch = 3;
+  auto b = RunSpecEval(q_);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_DOUBLE_EQ(b->sampled.tau, a->sampled.tau);
+  EXPECT_EQ(b->sampled.verify_steps, a->sampled.verify_steps);
+  EXPECT_EQ(b->sampled.accept_rate, a->sampled.accept_rate);
+  q_.seed = 6;
+  auto c = RunSpecEval(q_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(c->sampled.accept_rate, a->sampled.accept_rate);
+  const nlohmann::json j = SpecEvalReportToJson(*a);
+  EXPECT_EQ(j["version"], 2);
+  EXPECT_DOUBLE_EQ(j["run"]["tau"].get<double>(), a->run.tau);
+  EXPECT_DOUBLE_EQ(j["sampled"]["run"]["tau"].get<double>(), a->sampled.tau);
+  EXPECT_FLOAT_EQ(j["sampled"]["temperature"].get<float>(), 0.7f);
+  EXPECT_FLOAT_EQ(j["sampled"]["top_p"].get<float>(), 0.95f);
+  EXPECT_EQ(j["sampled"]["top_k"], 20);
+  EXPECT_EQ(j["sampled"]["seed"], 5);
+  EXPECT_NE(j["sampled"]["acceptance_rule"].get<std::string>().find("min(1, p/q)"),
+            std::string::npos);
+  const std::string table = FormatSpecEvalReport(*a);
+  EXPECT_NE(table.find(fmt::format("{:.3f}", a->sampled.tau)), std::string::npos) << table;
+  EXPECT_NE(table.find("rule at temperature 0.7 (top-p 0.95, top-k 20, seed 5)"),
+            std::string::npos) << table;
+  // Greedy drafts (the drafter's argmax, q one-hot): another rule, said in the report.
+  q_.greedy_drafts = true;
+  q_.batch = 1;
+  q_.seed = 5;
+  auto g = RunSpecEval(q_);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_GT(g->sampled.tau, 1.2);
+  const nlohmann::json gj = SpecEvalReportToJson(*g);
+  EXPECT_EQ(gj["sampled"]["drafts"], "greedy");
+  EXPECT_EQ(j["sampled"]["drafts"], "sampled");
+  EXPECT_NE(gj["sampled"]["acceptance_rule"].get<std::string>().find("q one-hot"),
+            std::string::npos);
+  // Out of range: the field is named.
+  q_.top_p = 0.0f;
+  const Status bad = RunSpecEval(q_).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.ToString().find("top_p"), std::string::npos) << bad.ToString();
+}
 
 TEST_F(RunSpecEvalTest, BatchedRunReportsTheSameAcceptance) {
   auto one = RunSpecEval(q_);

@@ -2,93 +2,170 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+
+#include "kernels/random/philox.h"
 
 namespace tandem::models {
 
-namespace {
-
-// One 53-bit uniform in [0, 1) from SplitMix64 over *state.
-double NextUniform(uint64_t* state) {
-  *state += 0x9E3779B97F4A7C15ull;
-  uint64_t z = *state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
+Status CheckSamplingParams(const SamplingParams& p) {
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    return InvalidArgumentError("temperature must be finite and >= 0, got {}", p.temperature);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    return InvalidArgumentError("top_p must be in (0, 1] (1: off), got {}", p.top_p);
+  if (p.top_k < 0) return InvalidArgumentError("top_k must be >= 0 (0: off), got {}", p.top_k);
+  return Status::Ok();
 }
 
-// softmax(row / T) in double.
-std::vector<double> Softmax(const float* row, int64_t v, float temperature) {
-  const double top = *std::max_element(row, row + v);
-  std::vector<double> p(static_cast<size_t>(v));
-  double total = 0;
-  for (int64_t i = 0; i < v; ++i) total += p[i] = std::exp((double(row[i]) - top) / temperature);
-  for (double& x : p) x /= total;
-  return p;
-}
-
-// Inverse CDF of unnormalised weights `w` at u in [0, 1).
-int32_t InverseCdf(const std::vector<double>& w, double u) {
-  double total = 0;
-  for (double x : w) total += x;
-  double acc = 0;
-  const double target = u * total;
-  for (size_t i = 0; i < w.size(); ++i) {
-    acc += w[i];
-    if (acc > target) return static_cast<int32_t>(i);
-  }
-  return static_cast<int32_t>(w.size() - 1);
-}
-
-}  // namespace
-
-std::vector<int32_t> PickTokens(const float* logits, int64_t rows, int64_t v, float temperature,
-                                uint64_t* rng_state) {
+std::vector<int32_t> ArgmaxRows(const float* logits, int64_t rows, int64_t v) {
   std::vector<int32_t> out(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * v;
-    const int64_t best = std::max_element(row, row + v) - row;  // first maximum
-    if (temperature == 0.0f) {
-      out[r] = static_cast<int32_t>(best);
-      continue;
-    }
-    const double u = NextUniform(rng_state);
-    double total = 0;
-    for (int64_t i = 0; i < v; ++i) total += std::exp((double(row[i]) - row[best]) / temperature);
-    double acc = 0, target = u * total;
-    int64_t pick = v - 1;
-    for (int64_t i = 0; i < v; ++i) {
-      acc += std::exp((double(row[i]) - row[best]) / temperature);
-      if (acc > target) {
-        pick = i;
-        break;
-      }
-    }
-    out[r] = static_cast<int32_t>(pick);
+    out[r] = static_cast<int32_t>(std::max_element(row, row + v) - row);  // first maximum
   }
   return out;
 }
 
-SampledVerify VerifyBySampling(const float* draft_logits, const float* target_logits,
-                               std::span<const int32_t> drafts, int64_t v, float temperature,
-                               uint64_t* rng_state) {
+double TokenDist::Prob(int32_t id) const {
+  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
+  return it != ids.end() && *it == id ? probs[it - ids.begin()] : 0.0;
+}
+
+namespace {
+
+// How many of `order` (candidates, most likely first once sorted) top-p keeps: the fewest
+// whose mass reaches p. Sorts only as much of `order` as it needs, growing the sorted head
+// geometrically (the head is usually short).
+template <typename Before>
+size_t TopPCount(std::vector<int32_t>* order, const std::vector<double>& prob, double p,
+                 Before before) {
+  const size_t n = order->size();
+  size_t sorted = 0;
+  double mass = 0;
+  for (size_t head = std::min<size_t>(n, 64);; head = std::min(n, head * 8)) {
+    std::partial_sort(order->begin() + sorted, order->begin() + head, order->end(), before);
+    for (; sorted < head; ++sorted) {
+      mass += prob[(*order)[sorted]];
+      if (mass >= p) return sorted + 1;
+    }
+    if (head == n) return n;
+  }
+}
+
+}  // namespace
+
+TokenDist FilterLogits(const float* row, int64_t v, const SamplingParams& p) {
+  TokenDist d;
+  const int32_t best = static_cast<int32_t>(std::max_element(row, row + v) - row);
+  if (p.temperature == 0.0f) {
+    d.ids = {best};
+    d.probs = {1.0};
+    return d;
+  }
+  // Candidate order: higher logit first, the lower id on ties.
+  auto before = [row](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  };
+  std::vector<int32_t> cand(static_cast<size_t>(v));
+  std::iota(cand.begin(), cand.end(), 0);
+  if (p.top_k > 0 && p.top_k < v) {
+    std::nth_element(cand.begin(), cand.begin() + (p.top_k - 1), cand.end(), before);
+    cand.resize(static_cast<size_t>(p.top_k));
+    std::sort(cand.begin(), cand.end());  // sums in id order, as FilterCandidates does
+  }
+  // Softmax over the candidates (the argmax is always one of them), indexed by position.
+  std::vector<double> prob(cand.size());
+  double total = 0;
+  for (size_t i = 0; i < cand.size(); ++i)
+    total += prob[i] = std::exp((double(row[cand[i]]) - double(row[best])) / p.temperature);
+  for (double& x : prob) x /= total;
+  std::vector<int32_t> keep(cand.size());
+  std::iota(keep.begin(), keep.end(), 0);  // positions into cand
+  if (p.top_p < 1.0f) {
+    auto by_prob = [&](int32_t a, int32_t b) { return before(cand[a], cand[b]); };
+    keep.resize(TopPCount(&keep, prob, p.top_p, by_prob));
+  }
+  std::sort(keep.begin(), keep.end(), [&](int32_t a, int32_t b) { return cand[a] < cand[b]; });
+  double kept = 0;
+  for (int32_t i : keep)
+    if (prob[i] > 0) {
+      d.ids.push_back(cand[i]);
+      d.probs.push_back(prob[i]);
+      kept += prob[i];
+    }
+  for (double& x : d.probs) x /= kept;
+  return d;
+}
+
+TokenDist FilterCandidates(const int32_t* ids, const float* vals, int64_t k,
+                           const SamplingParams& p) {
+  SamplingParams rest = p;
+  rest.top_k = 0;  // the candidates are the top-k already
+  TokenDist d = FilterLogits(vals, k, rest);
+  for (int32_t& id : d.ids) id = ids[id];  // positions to ids: both ascending
+  return d;
+}
+
+std::vector<TokenDist> OneHot(std::span<const int32_t> ids) {
+  std::vector<TokenDist> out;
+  for (int32_t id : ids) out.push_back({{id}, {1.0}});
+  return out;
+}
+
+double KeyedUniform(const DrawKey& key, uint32_t position, DrawKind kind) {
+  const kernels::Philox4 c{{(position << 2) | static_cast<uint32_t>(kind), key.step,
+                            static_cast<uint32_t>(key.prompt),
+                            static_cast<uint32_t>(key.prompt >> 32)}};
+  const kernels::Philox4 r = kernels::Philox4x32_10(c, static_cast<uint32_t>(key.seed),
+                                                    static_cast<uint32_t>(key.seed >> 32));
+  const uint64_t bits = (uint64_t{r.v[0]} << 32 | r.v[1]) >> 11;
+  return static_cast<double>(bits) * 0x1.0p-53;
+}
+
+int32_t SampleDist(const TokenDist& d, double u) {
+  const double target = u * std::accumulate(d.probs.begin(), d.probs.end(), 0.0);
+  double acc = 0;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    acc += d.probs[i];
+    if (acc > target) return d.ids[i];
+  }
+  return d.ids.back();
+}
+
+namespace {
+
+// max(0, p - q) over the union of both supports (unnormalised; SampleDist normalises). When
+// it is empty (p == q up to rounding, where a rejection cannot happen) it is p itself.
+TokenDist Residual(const TokenDist& p, const TokenDist& q) {
+  TokenDist r;
+  for (size_t i = 0; i < p.ids.size(); ++i) {
+    const double x = p.probs[i] - q.Prob(p.ids[i]);
+    if (x > 0) {
+      r.ids.push_back(p.ids[i]);
+      r.probs.push_back(x);
+    }
+  }
+  return r.ids.empty() ? p : r;
+}
+
+}  // namespace
+
+SampledVerify VerifyBySampling(std::span<const TokenDist> draft, std::span<const TokenDist> target,
+                               std::span<const int32_t> drafts, const DrawKey& key) {
   SampledVerify out;
   for (size_t i = 0; i < drafts.size(); ++i) {
-    const std::vector<double> p = Softmax(target_logits + i * v, v, temperature);
-    const std::vector<double> q = Softmax(draft_logits + i * v, v, temperature);
+    const uint32_t pos = static_cast<uint32_t>(i + 1);
     const int32_t x = drafts[i];
-    // Accept with probability min(1, p(x) / q(x)).
-    if (NextUniform(rng_state) * q[x] < p[x]) {
+    // Keep with probability min(1, p(x) / q(x)).
+    if (KeyedUniform(key, pos, DrawKind::kAccept) * draft[i].Prob(x) < target[i].Prob(x)) {
       ++out.accepted;
       continue;
     }
-    std::vector<double> residual(p.size());
-    for (size_t k = 0; k < p.size(); ++k) residual[k] = std::max(0.0, p[k] - q[k]);
-    out.next = InverseCdf(residual, NextUniform(rng_state));
+    out.next = SampleDist(Residual(target[i], draft[i]), KeyedUniform(key, pos, DrawKind::kRedraw));
     return out;
   }
-  const std::vector<double> bonus = Softmax(target_logits + drafts.size() * v, v, temperature);
-  out.next = InverseCdf(bonus, NextUniform(rng_state));
+  const uint32_t pos = static_cast<uint32_t>(drafts.size() + 1);
+  out.next = SampleDist(target[drafts.size()], KeyedUniform(key, pos, DrawKind::kRedraw));
   return out;
 }
 

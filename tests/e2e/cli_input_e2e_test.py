@@ -71,6 +71,18 @@ class CliInputTest(unittest.TestCase):
             with self.subTest(flag=flag, value=value):
                 self.refused(base + [f"{flag}={value}"], flag)
 
+    def test_eval_sampling_flags_are_checked_and_named(self):
+        base = ["eval", "--target", "t", "--drafter", "d", "--prompts", "p.jsonl"]
+        for args, flag in [(["--temperature=inf"], "--temperature"),
+                           (["--temperature=nan"], "--temperature"),
+                           (["--temperature=0.7", "--top-p=0"], "--top-p"),
+                           (["--temperature=0.7", "--top-p=1.5"], "--top-p"),
+                           (["--temperature=0.7", "--top-k=-1"], "--top-k"),
+                           (["--top-p=0.9"], "--temperature"),
+                           (["--greedy-drafts"], "--temperature")]:
+            with self.subTest(args=args):
+                self.refused(base + args, flag)
+
     def test_eval_on_a_missing_gpu_is_an_error_not_an_abort(self):
         base = ["eval", "--target", os.path.join(self.tmp.name, "none"), "--drafter", "d",
                 "--prompts", "p.jsonl"]
