@@ -165,11 +165,13 @@ TEST(Qwen35TargetGpuTest, MoeGoldenOnCuda) {
   EXPECT_LE(vs_cpu, std::max(0.05, 2 * hf));
 }
 
-// Random weights of the tiny MoE hybrid with the routers scaled 8x (clear winners: bf16
-// summation order flips no expert choice), on CUDA and on the CPU: both are bf16 forwards of
-// the same weights that round at the same points and sum in other orders, so every layer
-// stays within bf16 noise (the CPU test's MoE-vs-dense bound, 3e-2) and the routing agrees;
-// a wrong kernel or a mis-laid expert is far outside that.
+// Random weights of the tiny MoE hybrid with the routers scaled 8x (clearer winners), on CUDA
+// and on the CPU: both are bf16 forwards of the same weights that round at the same points
+// and sum in other orders, so every layer stays within bf16 noise (the CPU test's
+// MoE-vs-dense bound, 3e-2). Near-ties still flip a few expert choices between the two
+// summation orders (2.6% of the last layer's tokens on an H200), so the routing is held to
+// the golden test's floor of 5% (transformers' own bf16 differed from fp32 on up to 6.3% of
+// the golden's tokens); a wrong kernel or a mis-laid expert is far outside both bounds.
 TEST(Qwen35TargetGpuTest, MoeRandomOnCudaMatchesTheCpu) {
   const Qwen35Config cfg = testing::TinyMoeConfig();
   testing::HostCheckpoint w = testing::RandomCheckpoint(cfg, 21);
@@ -189,7 +191,7 @@ TEST(Qwen35TargetGpuTest, MoeRandomOnCudaMatchesTheCpu) {
   }
   const double differ = kernels::testing::RouterSetsDiffer(gpu_topk, cpu_topk, 2);
   std::printf("last layer's expert sets differing between cuda and cpu: %.4f\n", differ);
-  EXPECT_LE(differ, 0.02);
+  EXPECT_LE(differ, 0.05);
 }
 
 // A small hybrid (3 Gated DeltaNet + 1 gated attention layers) whose every projection has
