@@ -9,6 +9,8 @@
 
 #include "data/chat_template/chat_template.h"
 #include "data/chat_template/limits.h"
+#include "data/chat_template/parser.h"
+#include "data/chat_template/renderer.h"
 
 namespace tandem::chat_template {
 namespace {
@@ -40,6 +42,29 @@ TEST(ChatTemplateLimitsTest, RecursionIsBoundedByTheCallDepth) {
   EXPECT_EQ(Render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
                    "{{ f(20) }}"),
             "2019181716151413121110987654321");
+}
+
+// A namespace that holds itself, directly or through a list, was a cycle of shared
+// pointers that every rendering leaked (found by fuzz/chat_template_fuzz.cc under
+// LeakSanitizer): the renderer now clears the namespaces set into when it ends.
+TEST(ChatTemplateLimitsTest, NamespaceHoldingItselfIsFreedAfterRendering) {
+  for (const char* src : {"{% set probe.me = probe %}{{ probe.me.me is defined }}",
+                          "{% set ns = namespace(p=probe) %}{% set probe.l = [1, ns] %}x",
+                          "{% for i in range(3) %}{% set probe.s = probe %}{% endfor %}"}) {
+    auto body = ParseTemplate(src);
+    ASSERT_TRUE(body.ok()) << body.status().ToString();
+    Value probe = Value::Dict();
+    probe.obj->is_namespace = true;
+    const std::weak_ptr<Object> alive = probe.obj;
+    std::string out;
+    {
+      Renderer r(&out);
+      r.Define("probe", std::move(probe));
+      auto f = r.Run(*body);
+      ASSERT_TRUE(f.ok()) << f.status().ToString();
+    }
+    EXPECT_TRUE(alive.expired()) << src;
+  }
 }
 
 TEST(ChatTemplateLimitsTest, NamespaceHoldingItselfIsATojsonError) {
