@@ -47,6 +47,22 @@ TEST(ChatTemplateLimitsTest, RecursionIsBoundedByTheCallDepth) {
 // A namespace that holds itself, directly or through a list, was a cycle of shared
 // pointers that every rendering leaked (found by fuzz/chat_template_fuzz.cc under
 // LeakSanitizer): the renderer now clears the namespaces set into when it ends.
+// Growing a string or list in a loop copies it every iteration: 50,000 iterations took
+// minutes under the sanitizers, a million would take hours (found by
+// fuzz/chat_template_fuzz.cc as a timeout). The bytes a rendering evaluates are bounded.
+TEST(ChatTemplateLimitsTest, QuadraticGrowthInALoopIsBounded) {
+  EXPECT_HAS(Render("{% set ns = namespace(s='') %}{% for j in range(1000) %}"
+                    "{% for i in range(1000) %}{% set ns.s = ns.s ~ i %}{% endfor %}{% endfor %}"
+                    "{{ ns.s | length }}"),
+             "evaluated more than 1073741824 bytes");
+  EXPECT_HAS(Render("{% set ns = namespace(l=[]) %}{% for i in range(200000) %}"
+                    "{% set ns.l = ns.l + [i] %}{% endfor %}{{ ns.l | length }}"),
+             "evaluated more than 1073741824 bytes");
+  EXPECT_EQ(Render("{% set ns = namespace(s='') %}{% for i in range(5000) %}"
+                   "{% set ns.s = ns.s ~ 'x' %}{% endfor %}{{ ns.s | length }}"),
+            "5000");
+}
+
 TEST(ChatTemplateLimitsTest, NamespaceHoldingItselfIsFreedAfterRendering) {
   for (const char* src : {"{% set probe.me = probe %}{{ probe.me.me is defined }}",
                           "{% set ns = namespace(p=probe) %}{% set probe.l = [1, ns] %}x",

@@ -78,6 +78,7 @@ class Renderer {
   std::vector<Scope> scopes_;
   int call_depth_ = 0;          // macro and call-block bodies rendering now
   int64_t loop_iterations_ = 0;  // for-loop iterations so far, all loops together
+  int64_t evaluated_bytes_ = 0;  // strings and lists evaluated so far (kMaxEvaluatedBytes)
   std::unordered_set<std::shared_ptr<Object>> namespaces_;  // set into; cleared at the end
 };
 
