@@ -15,7 +15,9 @@ jobs=${TANDEM_JOBS:-$(nproc)}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(safetensors_fuzz safetensors_index_fuzz hf_config_fuzz job_spec_fuzz
-           control_frame_fuzz data_set_fuzz jsonl_fuzz checkpoint_state_fuzz)
+           control_frame_fuzz data_set_fuzz jsonl_fuzz checkpoint_state_fuzz metrics_http_fuzz
+           tokenizer_fuzz chat_template_fuzz chat_line_fuzz chat_set_fuzz prompt_set_fuzz
+           metrics_report_fuzz)
 fi
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
@@ -29,9 +31,11 @@ for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/logs/$t.log
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   # -max_len: file parsers get room for deep nesting and long keys (without it libFuzzer keeps
-  # inputs near the largest seed's size); control frames stay small.
+  # inputs near the largest seed's size); control frames and HTTP requests stay small (the
+  # metrics endpoint reads at most 8 KiB of head: twice that reaches its limit).
   case "$t" in
     control_frame_fuzz) max_len=65536 ;;
+    metrics_http_fuzz) max_len=16384 ;;
     *) max_len=262144 ;;
   esac
   # -timeout: one input taking 60 s is a finding (a hang, a quadratic parse); shorter limits

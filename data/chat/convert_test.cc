@@ -57,6 +57,29 @@ TEST(ConvertTest, BadLinesAreCountedWithLineNumbersNeverFatal) {
   EXPECT_NE(r->Summary().find("examples out: 2"), std::string::npos) << r->Summary();
 }
 
+// A line with a non-ASCII character where JSON expects a value gave a parse message holding
+// half a UTF-8 sequence; the resume state that keeps the first bad lines' messages then threw
+// when written, aborting the conversion at its first shard (found by fuzz/chat_set_fuzz.cc).
+TEST(ConvertTest, ABadLineQuotingHalfACharacterKeepsTheStateWritable) {
+  const std::string good =
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})";
+  const std::string body = good + "\n{\"messages\": [{\"role\": \xde\x8aser\"}]}\n" + good + "\n";
+  ConvertOptions o;
+  o.threads = 1;
+  std::vector<std::string> states;
+  o.sink = [&](ExampleShard shard) {
+    states.push_back(shard.state);
+    return Status::Ok();
+  };
+  auto r = ConvertChatFile(WriteFile("half_char.jsonl", body), Qwen3Encoder(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->bad.at("not_json"), 1);
+  ASSERT_EQ(r->bad_examples.size(), 1u);
+  EXPECT_NE(r->bad_examples[0].find("half_char.jsonl:2: "), std::string::npos) << r->bad_examples[0];
+  ASSERT_FALSE(states.empty());
+  EXPECT_NE(states.back().find("half_char.jsonl:2: "), std::string::npos) << states.back();
+}
+
 TEST(ConvertTest, ShareGptIsDetectedAndMatchesTheSameOpenAiConversation) {
   const std::string sharegpt =
       R"({"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "2+2?"}, {"from": "gpt", "value": "4"}]})";

@@ -29,6 +29,11 @@ inline constexpr size_t kMaxOutputBytes = size_t{16} << 20;
 inline constexpr int64_t kMaxListItems = int64_t{1} << 18;
 // For-loop iterations in one rendering, all loops together (about 3 s of rendering).
 inline constexpr int64_t kMaxLoopIterations = int64_t{1} << 20;
+// Bytes of the strings and lists a rendering evaluates, all together (a list item counts as
+// sizeof(Value)): growing a string or list by repeated concatenation in a loop copies it
+// every time, a cost quadratic in its length that the other limits leave at hours; this
+// bounds it to about a second. Real templates evaluate a few times their output.
+inline constexpr int64_t kMaxEvaluatedBytes = int64_t{1} << 30;
 // Nesting of a value printed by tojson or compared with ==: values from JSON are at most
 // 128 deep; a namespace can hold itself.
 inline constexpr int kMaxValueDepth = 256;

@@ -64,6 +64,10 @@ Result<Flow> Renderer::Exec(const Stmt& st) {
   return Flow::kNormal;
 }
 
+Renderer::~Renderer() {
+  for (const std::shared_ptr<Object>& ns : namespaces_) ns->items.clear();
+}
+
 Status Renderer::Assign(const std::vector<std::string>& targets, const Value& v, int line,
                         Scope* scope) {
   if (targets.size() == 1) {
@@ -96,6 +100,7 @@ Result<Flow> Renderer::ExecSet(const Stmt& st) {
       return Err(st.line, fmt::format("cannot set '{}.{}': '{}' is not a namespace",
                                       st.targets[0], st.attr, st.targets[0]));
     }
+    namespaces_.insert(ns.obj);
     ns.obj->Set(st.attr, std::move(v));
     return Flow::kNormal;
   }

@@ -225,6 +225,13 @@ Result<Value> Renderer::Eval(const Expr& e) {
     return Err(e.line, fmt::format("a string of {} bytes is longer than the {}-byte limit",
                                    v.s.size(), kMaxOutputBytes));
   }
+  if (v.is_string()) evaluated_bytes_ += int64_t(v.s.size());
+  if (v.is_array()) evaluated_bytes_ += int64_t(v.arr->size() * sizeof(Value));
+  if (evaluated_bytes_ > kMaxEvaluatedBytes) {
+    return Err(e.line, fmt::format("the rendering evaluated more than {} bytes of strings and "
+                                   "lists (a string or list grown in a loop?)",
+                                   kMaxEvaluatedBytes));
+  }
   if ((v.is_array() || v.is_object()) && v.Nest() > kMaxValueDepth) {
     return Err(e.line, fmt::format("a value nested deeper than {} levels", kMaxValueDepth));
   }

@@ -13,11 +13,18 @@
 // size of the output and of every string and list; past one, Run returns InvalidArgument
 // naming the template line and the limit.
 //
+// Values never outlive their rendering, and a namespace is the one value changed after it is
+// made, so the one that can hold itself (`{% set ns.me = ns %}`, or through a list): the
+// renderer clears the fields of every namespace set into when it is destroyed, so such a
+// cycle is freed rather than leaked by every rendering.
+//
 // Thread-safety: one Renderer per rendering.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "data/chat_template/ast.h"
@@ -31,6 +38,9 @@ Status Err(int line, const std::string& what);
 class Renderer {
  public:
   explicit Renderer(std::string* out) : out_(out) { scopes_.emplace_back(); }
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   void Define(const std::string& k, Value v) { scopes_.front()[k] = std::move(v); }
   Result<Flow> Run(const Body& body);
@@ -68,6 +78,8 @@ class Renderer {
   std::vector<Scope> scopes_;
   int call_depth_ = 0;          // macro and call-block bodies rendering now
   int64_t loop_iterations_ = 0;  // for-loop iterations so far, all loops together
+  int64_t evaluated_bytes_ = 0;  // strings and lists evaluated so far (kMaxEvaluatedBytes)
+  std::unordered_set<std::shared_ptr<Object>> namespaces_;  // set into; cleared at the end
 };
 
 }  // namespace tandem::chat_template

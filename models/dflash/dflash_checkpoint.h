@@ -4,7 +4,7 @@
 //                               (`layers.{i}.self_attn...`)
 //   DIR/optimizer.safetensors   f32 `master.{key}`, `exp_avg.{key}`, `exp_avg_sq.{key}` and
 //                               i32 `step` (AdamW steps taken on the device)
-//   DIR/trainer_state.json      {"format": "tandem-dflash-trainer", "version": 1,
+//   DIR/trainer_state.json      (dflash_trainer_state.h) {"format": "tandem-dflash-trainer", "version": 1,
 //                                "step": host step, "seed": RNG seed}
 // config.json + model.safetensors alone are the servable drafter.
 // Anchors and noise are pure functions of (seed, step), so these files restore the RNG too.
@@ -19,22 +19,13 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "models/dflash/dflash_drafter.h"
+#include "models/dflash/dflash_trainer_state.h"
 #include "models/io/file_set_writer.h"
 #include "runtime/core/status.h"
 
 namespace tandem::models {
-
-struct DFlashTrainerState {
-  int64_t step = 0;   // training steps issued (drives the LR schedule, anchors and noise)
-  uint64_t seed = 0;
-};
-
-// trainer_state.json's text, every field validated (DataLoss naming `file` and the field).
-Result<DFlashTrainerState> ParseDFlashTrainerState(std::string_view text,
-                                                   const std::string& file);
 
 // A copy of the training state in host memory: what the four files are made of.
 struct DFlashHostState {

@@ -1,4 +1,4 @@
-// Internal to ControlServer (server.cc, control_session.cc, metrics_http.cc): the state its
+// Internal to ControlServer (server.cc, control_session.cc, metrics_session.cc): the state its
 // connections share, and the helpers that enforce ServerLimits. Not installed.
 //
 // Thread-safety: ServerCore and ConnectionSlot are touched only on the server's I/O thread;
@@ -103,7 +103,7 @@ struct ServerCore {
 void StartControlSession(asio::local::stream_protocol::socket socket, ServerCore* core,
                          ConnectionSlot slot);
 void StartControlSession(asio::ip::tcp::socket socket, ServerCore* core, ConnectionSlot slot);
-// Starts serving one accepted metrics connection (metrics_http.cc).
+// Starts serving one accepted metrics connection (metrics_session.cc).
 void StartMetricsSession(asio::ip::tcp::socket socket, ServerCore* core, ConnectionSlot slot);
 
 // Best effort, without blocking: writes `bytes` to a freshly accepted socket and closes it.

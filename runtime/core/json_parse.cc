@@ -5,6 +5,8 @@
 #include <fstream>
 #include <new>
 
+#include <fmt/format.h>
+
 namespace tandem {
 namespace {
 
@@ -47,6 +49,20 @@ void CutUtf8(std::string* s, size_t n) {
   if (!s->empty() && static_cast<unsigned char>(s->back()) >= 0xC0) s->pop_back();
 }
 
+// nlohmann's message, at most about `n` bytes, with every byte above 0x7F written as \xNN:
+// the "last read" part quotes the input byte by byte and may end inside a UTF-8 sequence,
+// and a message must stay valid UTF-8 wherever it goes (into JSON, which refuses it
+// otherwise).
+std::string Detail(std::string_view s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && out.size() < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02X}", c);
+  }
+  return out;
+}
+
 template <typename Json>
 Result<Json> Parse(std::string_view text, std::string_view what, int max_depth) {
   RETURN_IF_ERROR(CheckJsonDepth(text, what, max_depth));
@@ -54,18 +70,15 @@ Result<Json> Parse(std::string_view text, std::string_view what, int max_depth) 
     return Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...".
-    std::string detail = e.what();
-    if (const size_t p = detail.find("] "); p != std::string::npos) detail.erase(0, p + 2);
-    CutUtf8(&detail, 300);
+    std::string_view detail = e.what();
+    if (const size_t p = detail.find("] "); p != std::string_view::npos) detail.remove_prefix(p + 2);
     const size_t at = e.byte > 0 ? e.byte - 1 : 0;
     return InvalidArgumentError("{}: line {}, byte {}: malformed JSON: {}", what,
-                                LineAt(text, at), e.byte, detail);
+                                LineAt(text, at), e.byte, Detail(detail, 300));
   } catch (const std::bad_alloc&) {
     return InvalidArgumentError("{}: out of memory parsing {} bytes of JSON", what, text.size());
   } catch (const std::exception& e) {
-    std::string detail = e.what();
-    CutUtf8(&detail, 300);
-    return InvalidArgumentError("{}: malformed JSON: {}", what, detail);
+    return InvalidArgumentError("{}: malformed JSON: {}", what, Detail(e.what(), 300));
   }
 }
 

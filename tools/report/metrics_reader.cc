@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -22,6 +23,13 @@ constexpr int kKnownSchema = 1;
 double Num(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : NAN;
+}
+
+// `v` as an integer (truncated), or nullopt when it is not finite or beyond int64's range:
+// converting such a double is undefined behaviour.
+std::optional<int64_t> Int64(double v) {
+  if (!std::isfinite(v) || v < -0x1p63 || v >= 0x1p63) return std::nullopt;
+  return static_cast<int64_t>(v);
 }
 
 std::string Str(const json& j, const char* key) {
@@ -86,7 +94,7 @@ class Parser {
     // A later header starts a resumed segment: its clock continues from the last time seen.
     offset_ = last_t_;
     const double schema = Num(j, "schema");
-    run_.schema = std::isfinite(schema) ? static_cast<int>(schema) : 0;
+    run_.schema = std::isfinite(schema) ? static_cast<int>(std::clamp(schema, -1e9, 1e9)) : 0;
     if (run_.schema > kKnownSchema)
       run_.warnings.push_back(fmt::format("{}:{}: written with metrics schema {}; this reader "
                                           "knows {} and reads what it can", run_.path, line_no,
@@ -117,16 +125,15 @@ class Parser {
   }
 
   void Train(const json& j, int line_no) {
-    const double step = Num(j, "step");
-    if (!std::isfinite(step)) return Warn(line_no, "a train record without a numeric 'step'");
+    const std::optional<int64_t> step = Int64(Num(j, "step"));
+    if (!step) return Warn(line_no, "a train record without a numeric 'step' in int64's range");
     const std::string actor = Str(j, "actor");
     if (run_.train_actor.empty()) run_.train_actor = actor.empty() ? "-" : actor;
     if (!actor.empty() && actor != run_.train_actor) return;  // other replicas: not plotted
     TrainRow r;
     r.t = Time(j);
-    r.step = static_cast<int64_t>(step);
-    const double total = Num(j, "total_steps");
-    r.total_steps = std::isfinite(total) ? static_cast<int64_t>(total) : 0;
+    r.step = *step;
+    r.total_steps = Int64(Num(j, "total_steps")).value_or(0);
     r.loss = Num(j, "loss");
     r.acc = Num(j, "acc");
     r.tau = Num(j, "tau");

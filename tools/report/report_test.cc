@@ -195,6 +195,30 @@ TEST(ReportTest, DeeplyNestedLinesAreSkippedNotACrash) {
   EXPECT_EQ(run->train.size(), 1u);
 }
 
+// A step or total beyond int64 (1e300) was converted to int64_t, undefined behaviour that
+// UBSan stops on (found by fuzz/metrics_report_fuzz.cc): such a record is skipped with a
+// warning, an unrepresentable total shows as unknown, and a huge schema is just newer.
+TEST(ReportTest, NumbersBeyondInt64AreSkippedNotConverted) {
+  const std::string text =
+      "{\"kind\": \"header\", \"schema\": 1e300, \"job\": \"x\"}\n"
+      "{\"kind\": \"train\", \"t\": 1, \"step\": 1e300, \"loss\": 3}\n"
+      "{\"kind\": \"train\", \"t\": 2, \"step\": -1e19, \"loss\": 3}\n"
+      "{\"kind\": \"train\", \"t\": 3, \"step\": 2, \"total_steps\": 1e300, \"loss\": 2}\n";
+  auto run = ParseMetrics(text, "huge.jsonl");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->train.size(), 1u);
+  EXPECT_EQ(run->train[0].step, 2);
+  EXPECT_EQ(run->train[0].total_steps, 0);
+  EXPECT_GT(run->schema, 1);
+  ASSERT_EQ(run->warnings.size(), 3u);
+  EXPECT_NE(run->warnings[1].find("huge.jsonl:2: a train record without a numeric 'step' in "
+                                  "int64's range"),
+            std::string::npos)
+      << run->warnings[1];
+  EXPECT_NE(run->warnings[2].find("huge.jsonl:3:"), std::string::npos) << run->warnings[2];
+  EXPECT_LT(RenderReport(*run, nullptr).size(), 1u << 20);
+}
+
 TEST(ReportTest, NoMetricsIsAClearError) {
   auto empty = ParseMetrics("", "empty.jsonl");
   ASSERT_FALSE(empty.ok());
