@@ -381,10 +381,12 @@ Status Forward(const Options& o) {
     const double hf = PeerNumber(peer, "hf_fla_forward_ms");
     if (hf > 0) {
       if (moe)
-        std::printf("  HF: %d layers, experts_implementation \"%s\" (fastest of %s on one "
-                    "layer's routing), fla chunk_gated_delta_rule calls per forward: %s\n",
+        std::printf("  HF: %d layers, experts_implementation \"%s\" (fastest of %s ms on "
+                    "one layer's routing; transformers' default: %s), fla "
+                    "chunk_gated_delta_rule calls per forward: %s\n",
                     m.run_layers(), peer.value("experts_implementation", "?").c_str(),
                     peer.contains("experts_ms") ? peer["experts_ms"].dump().c_str() : "?",
+                    peer.value("experts_default", "?").c_str(),
                     peer.contains("fla_calls") ? peer["fla_calls"].dump().c_str() : "?");
       std::printf("  HF transformers + fla %8.3f ms %8.0f tok/s -> tandem %.3fx\n", hf,
                   kTokens / hf * 1e3, hf / ms);

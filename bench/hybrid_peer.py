@@ -155,7 +155,8 @@ def forward_moe(layers, iters):
     block = model.layers[0].mlp
     x = torch.randn(T, cfg.hidden_size, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
-        _, w, idx = block.gate(x)
+        routed = block.gate(x)  # (router logits, top-k weights, top-k expert ids)
+        w, idx = routed[-2], routed[-1]
     times = {}
     free = torch.cuda.mem_get_info()[0]
     for name in ["eager"] + list(ALL_EXPERTS_FUNCTIONS.keys()):
@@ -174,6 +175,8 @@ def forward_moe(layers, iters):
             times[name] = f"failed: {type(e).__name__}: {str(e)[:80]}"
         torch.cuda.empty_cache()
     timed = {k: v for k, v in times.items() if isinstance(v, float)}
+    if not timed:
+        raise RuntimeError(f"no experts implementation ran: {times}")
     best = min(timed, key=timed.get)
     set_experts_implementation(model, best)
     del x, w, idx
