@@ -16,9 +16,9 @@
                     ALL_EXPERTS_FUNCTIONS: grouped_mm, batched_mm, ...) are timed on layer 0's
                     MoE block at the batch's routing and the fastest runs the forward; prints
                     {"hf_fla_forward_ms", "experts_implementation", "experts_ms", "fla_calls"}.
-                    fla's chunk_gated_delta_rule is counted (a wrapper installed before
-                    transformers binds it): fla_calls is its calls per forward, which must
-                    equal the Gated DeltaNet layers. No LM head.
+                    fla's chunked gated delta rule is counted: fla_calls is its forward
+                    passes per model forward, which must equal the Gated DeltaNet layers.
+                    No LM head.
 
 fla is pure Python + Triton: put its source folder on PYTHONPATH.
 """
@@ -96,19 +96,17 @@ FLA_CALLS = [0]
 
 
 def count_fla_calls():
-    """Wraps fla's chunk_gated_delta_rule before transformers' modeling module resolves it (at
-    import, through use_kernel_func_from_hub_with_fallback), so every call lands in FLA_CALLS."""
-    import fla.ops
-    import fla.ops.gated_delta_rule
-    import fla.ops.gated_delta_rule.chunk
-    original = fla.ops.gated_delta_rule.chunk_gated_delta_rule
+    """Counts fla's chunked gated-delta-rule forward passes (chunk_gated_delta_rule_fwd, which
+    fla's autograd function looks up at each call) into FLA_CALLS. Wrapping the public
+    chunk_gated_delta_rule instead breaks it: transformers' hub wrapper passes it only the
+    keyword arguments its signature names."""
+    import fla.ops.gated_delta_rule.chunk as chunk
+    original = chunk.chunk_gated_delta_rule_fwd
 
     def counted(*args, **kwargs):
         FLA_CALLS[0] += 1
         return original(*args, **kwargs)
-    for mod in (fla.ops, fla.ops.gated_delta_rule, fla.ops.gated_delta_rule.chunk):
-        if getattr(mod, "chunk_gated_delta_rule", None) is original:
-            mod.chunk_gated_delta_rule = counted
+    chunk.chunk_gated_delta_rule_fwd = counted
 
 
 def set_experts_implementation(model, name):
