@@ -17,9 +17,19 @@
 //            cuBLAS 8192^3 ceiling. `--precision=bf16,fp8` times the target in each
 //            precision in turn (fp8: block-scaled e4m3 projections) and prints the
 //            ratio to the first; the peer runs once, against the first.
+//            `--model=35b-a3b`: the Qwen3.6-35B-A3B MoE hybrid instead, built as
+//            `tandem-bench pipeline --job=examples/qwen3.6-35b-a3b-1gpu.toml` builds it (the
+//            job's target_config with random weights, its DFlash capture layers
+//            [1, 10, 19, 28, 37]; `--job=PATH` reads another MoE hybrid job); prints the
+//            expert-GEMM path the shape rule ran (MoeChooseExpertsPath) and the bar: the
+//            whole target >= 2x HF + fla (transformers' Qwen3_5MoeTextModel with its fastest
+//            experts implementation, measured by the peer). The GEMM rate counts the
+//            active parameters (router, the k routed experts, the shared expert).
+// Both peers run the layers tandem runs: up to the last captured one.
 // Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --capture=I,J,..,
-// --only=gdr|attn256|forward, --precision=P[,P].
+// --only=gdr|attn256|forward, --precision=P[,P], --model=27b|35b-a3b, --job=PATH.
 // PYTHONPATH must reach fla for the peer (the device run puts the fla source on it).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -35,12 +45,17 @@
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "actors/dflash/target_model.h"
+#include "actors/dflash/target_settings.h"
+#include "runtime/job/job_spec.h"
+
 #include "kernels/attention/attention.h"
 #include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "kernels/linear_attention/gated_delta_rule.h"
 #include "kernels/linear_attention/gated_delta_rule_chunked.h"
 #include "kernels/linear_attention/gated_delta_rule_chunked_kernels.h"
+#include "kernels/moe/experts.h"
 #include "models/qwen3_5/qwen3_5_config.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/qwen3_5/qwen3_5_weights.h"
@@ -58,9 +73,11 @@ struct Options {
   bool peer = true;
   std::string peer_path = TANDEM_HYBRID_PEER;
   int iters = 20;
-  int layers = 4;
-  std::vector<int> capture;  // --capture=1,16,31,46,61; empty: the last layer
+  int layers = 0;            // 0: the model's default (27b: 4; 35b-a3b: the job's 40)
+  std::vector<int> capture;  // --capture=1,16,31,46,61; empty: the model's default
   std::string only;
+  std::string model = "27b";  // or "35b-a3b"
+  std::string job = TANDEM_HYBRID_MOE_JOB;  // the 35b-a3b target's job file
   std::vector<models::TargetPrecision> precisions = {models::TargetPrecision::kBf16};
 };
 
@@ -190,10 +207,70 @@ Result<models::Qwen35Config> Config27B(int layers) {
   return models::ParseQwen35Config(j, "hybrid_bench 27B config");
 }
 
+// The model a forward run times: its config (num_hidden_layers = the layers built), the
+// captured layers and a name for the printout.
+struct ForwardModel {
+  models::Qwen35Config config;
+  std::vector<int> capture;  // distinct, in range; the forward stops after the last
+  std::string name;
+  int run_layers() const { return *std::max_element(capture.begin(), capture.end()) + 1; }
+};
+
+Result<ForwardModel> Model27B(const Options& o) {
+  ForwardModel m;
+  const int layers = o.layers > 0 ? o.layers : 4;
+  ASSIGN_OR_RETURN(m.config, Config27B(layers));
+  m.capture = o.capture.empty() ? std::vector<int>{layers - 1} : o.capture;
+  m.name = "27B layer shape";
+  return m;
+}
+
+// The MoE hybrid as `tandem-bench pipeline --job=` builds it: the job's `dflash.target`
+// group through ParseTargetModelSpec (target_config with model = "random"), its captured
+// layers by the DFlash rule. `--layers` keeps the first N layers (and the captures below N).
+Result<ForwardModel> Model35BA3B(const Options& o) {
+  ASSIGN_OR_RETURN(const std::string text, ReadJobFile(o.job));
+  ASSIGN_OR_RETURN(JobSpec job, ParseJobText(text, o.job));
+  const ActorGroupSpec* tg = nullptr;
+  for (const ActorGroupSpec& g : job.actors)
+    if (g.class_name == "dflash.target") tg = &g;
+  if (tg == nullptr) return InvalidArgumentError("hybrid: {} has no dflash.target group", o.job);
+  ASSIGN_OR_RETURN(dflash::TargetModelSpec spec,
+                   dflash::ParseTargetModelSpec(tg->settings, job.seed));
+  if (!spec.hybrid || !spec.hybrid->moe)
+    return InvalidArgumentError("hybrid: --model=35b-a3b needs a MoE hybrid target; {}'s "
+                                "target is not one", o.job);
+  if (spec.max_tokens != kTokens)
+    return InvalidArgumentError("hybrid: {}'s max_tokens is {}, the bench runs {}", o.job,
+                                spec.max_tokens, kTokens);
+  ForwardModel m;
+  m.config = *spec.hybrid;
+  const int all = static_cast<int>(m.config.num_hidden_layers);
+  const int layers = o.layers > 0 ? o.layers : all;
+  if (layers > all)
+    return InvalidArgumentError("hybrid: --layers={} but {}'s target has {}", layers, o.job, all);
+  m.config.num_hidden_layers = layers;
+  m.config.layer_types.resize(layers);
+  if (!o.capture.empty()) {
+    m.capture = o.capture;
+  } else {
+    for (int64_t id : spec.layer_ids)
+      if (id < layers) m.capture.push_back(static_cast<int>(id));
+    if (m.capture.empty()) m.capture.push_back(layers - 1);
+  }
+  m.name = fmt::format("Qwen3.6-35B-A3B MoE hybrid ({} experts of {}, top-{}, shared expert {}; "
+                       "{}'s target_config)", m.config.moe->num_experts,
+                       m.config.moe->moe_intermediate_size, m.config.moe->num_experts_per_tok,
+                       m.config.moe->shared_expert_intermediate_size, o.job);
+  return m;
+}
+
 // Times tandem's forward and prints its lines; every allocation (this run's own pools) goes
 // back to CUDA at return, so the peer that runs next has the whole GPU.
-Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
+Result<double> TandemForward(const Options& o, const ForwardModel& m,
                              models::TargetPrecision precision) {
+  const models::Qwen35Config& c = m.config;
+  const int layers = static_cast<int>(c.num_hidden_layers);
   kernels::DevicePools pools;
   ASSIGN_OR_RETURN(kernels::CachingPool * pool, pools.Pool(0));
   cudaStream_t stream = nullptr;
@@ -213,14 +290,12 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
   RETURN_IF_ERROR(kernels::CopyFromHost(d_ids.view(), ids.data(), nullptr));
   RETURN_IF_ERROR(kernels::CopyFromHost(d_pos.view(), pos.data(), nullptr));
   ASSIGN_OR_RETURN(Tensor cu, CuSeqlens(*pool));
-  std::vector<int> layer_ids = o.capture;
-  if (layer_ids.empty()) layer_ids.push_back(o.layers - 1);
   std::vector<Tensor> caps;
   std::vector<models::HybridCapture> captures;
-  for (int id : layer_ids) {
-    if (id < 0 || id >= o.layers)
+  for (int id : m.capture) {
+    if (id < 0 || id >= layers)
       return InvalidArgumentError("hybrid: --capture layer {} is outside the {} layers", id,
-                                  o.layers);
+                                  layers);
     ASSIGN_OR_RETURN(Tensor cap, Tensor::Empty(*pool, DType::kBF16, {kTokens, c.hidden_size}));
     captures.push_back({id, cap.view()});
     caps.push_back(std::move(cap));
@@ -228,25 +303,40 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
   const models::HybridBatch batch{d_ids, d_pos, cu, static_cast<int>(kTokens / kDocs)};
   const auto fn = [&] { return target->Forward(batch, captures); };
   ASSIGN_OR_RETURN(double ms, TimeMs(stream, o.iters, 2, fn));
-  // GEMM FLOPs per token: 2 x the projection weights each token multiplies.
+  // GEMM FLOPs per token: 2 x the projection weights each token multiplies (for a MoE
+  // block: the router, the k routed experts and the shared expert with its gate), over the
+  // layers the forward runs.
   double params = 0;
-  for (int64_t i = 0; i < o.layers; ++i) {
+  for (int64_t i = 0; i < m.run_layers(); ++i) {
     const bool linear = c.layer_types[i] == models::HybridLayerType::kLinearAttention;
     params += linear ? c.hidden_size * (c.conv_dim() + 2 * c.linear_value_dim() +
                                         2 * c.linear_num_value_heads)
                      : c.hidden_size * (3 * c.q_dim() + 2 * c.kv_dim());
-    params += 3.0 * c.hidden_size * c.intermediate_size;
+    if (c.moe) {
+      params += static_cast<double>(c.hidden_size) *
+                (c.moe->num_experts + 3.0 * c.moe->num_experts_per_tok *
+                                          c.moe->moe_intermediate_size +
+                 3.0 * c.moe->shared_expert_intermediate_size + 1);
+    } else {
+      params += 3.0 * c.hidden_size * c.intermediate_size;
+    }
   }
   const double tflops = 2 * params * kTokens / ms / 1e9;
   ASSIGN_OR_RETURN(double ceiling, GemmCeilingTflops(stream));
-  std::printf("hybrid forward, 27B layer shape, %d layers (%s), %lld tokens = %lld x %lld, "
-              "%zu captured (%s)\n", o.layers,
-              o.layers >= 4 ? "3 Gated DeltaNet : 1 gated attention" : "Gated DeltaNet",
-              (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs), layer_ids.size(),
-              fmt::format("{}", fmt::join(layer_ids, ", ")).c_str());
+  std::printf("hybrid forward, %s, %d layers (%s), %lld tokens = %lld x %lld, "
+              "%zu captured (%s): the forward runs %d layers\n", m.name.c_str(), layers,
+              layers >= 4 ? "3 Gated DeltaNet : 1 gated attention" : "Gated DeltaNet",
+              (long long)kTokens, (long long)kDocs, (long long)(kTokens / kDocs),
+              m.capture.size(), fmt::format("{}", fmt::join(m.capture, ", ")).c_str(),
+              m.run_layers());
   std::printf("  tandem %-4s %8.3f ms  %8.0f tok/s  GEMM %.1f TFLOP/s = %.1f%% of cuBLAS bf16 "
-              "8192^3 %.1f\n", std::string(models::TargetPrecisionName(precision)).c_str(), ms,
-              kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling);
+              "8192^3 %.1f%s\n", std::string(models::TargetPrecisionName(precision)).c_str(), ms,
+              kTokens / ms * 1e3, tflops, 100 * tflops / ceiling, ceiling,
+              c.moe ? " (active parameters)" : "");
+  if (target->moe() != nullptr)
+    std::printf("  expert GEMMs: the %s path (MoeChooseExpertsPath's pick for the last MoE "
+                "layer of the last forward)\n",
+                kernels::MoeExpertsPathName(target->moe()->experts().last_path()));
   if (precision == models::TargetPrecision::kFp8) {
     // The FP8 forward's GEMM FLOPs against the block-scaled e4m3 8192^3 rate, same run.
     ASSIGN_OR_RETURN(auto ctx, kernels::GemmContext::Create(0));
@@ -265,10 +355,16 @@ Result<double> TandemForward(const Options& o, const models::Qwen35Config& c,
 }
 
 Status Forward(const Options& o) {
-  ASSIGN_OR_RETURN(models::Qwen35Config c, Config27B(o.layers));
+  const bool moe = o.model == "35b-a3b";
+  ForwardModel m;
+  if (moe) {
+    ASSIGN_OR_RETURN(m, Model35BA3B(o));
+  } else {
+    ASSIGN_OR_RETURN(m, Model27B(o));
+  }
   std::vector<double> times;
   for (models::TargetPrecision p : o.precisions) {
-    ASSIGN_OR_RETURN(const double t, TandemForward(o, c, p));
+    ASSIGN_OR_RETURN(const double t, TandemForward(o, m, p));
     times.push_back(t);
     if (times.size() > 1)
       std::printf("  %s / %s: %.3fx\n", std::string(models::TargetPrecisionName(p)).c_str(),
@@ -277,12 +373,26 @@ Status Forward(const Options& o) {
   }
   const double ms = times[0];
   if (o.peer) {
-    const nlohmann::json peer =
-        RunPeer(o.peer_path, fmt::format("forward --layers={}", o.layers), "torch, transformers, fla");
+    // The peer builds the layers tandem ran (up to the last captured one).
+    const std::string args =
+        moe ? fmt::format("forward-moe --layers={} --iters={}", m.run_layers(), o.iters)
+            : fmt::format("forward --layers={}", m.run_layers());
+    const nlohmann::json peer = RunPeer(o.peer_path, args, "torch, transformers, fla");
     const double hf = PeerNumber(peer, "hf_fla_forward_ms");
-    if (hf > 0)
+    if (hf > 0) {
+      if (moe)
+        std::printf("  HF: %d layers, experts_implementation \"%s\" (fastest of %s ms on "
+                    "one layer's routing; transformers' default: %s), fla "
+                    "chunk_gated_delta_rule calls per forward: %s\n",
+                    m.run_layers(), peer.value("experts_implementation", "?").c_str(),
+                    peer.contains("experts_ms") ? peer["experts_ms"].dump().c_str() : "?",
+                    peer.value("experts_default", "?").c_str(),
+                    peer.contains("fla_calls") ? peer["fla_calls"].dump().c_str() : "?");
       std::printf("  HF transformers + fla %8.3f ms %8.0f tok/s -> tandem %.3fx\n", hf,
                   kTokens / hf * 1e3, hf / ms);
+      if (moe)
+        std::printf("  bar: whole target >= 2x HF + fla: %s\n", hf / ms >= 2 ? "met" : "missed");
+    }
   }
   return Status::Ok();
 }
@@ -295,6 +405,15 @@ int Run(const std::vector<std::string>& args) {
     else if (a.rfind("--iters=", 0) == 0) o.iters = std::stoi(a.substr(8));
     else if (a.rfind("--layers=", 0) == 0) o.layers = std::stoi(a.substr(9));
     else if (a.rfind("--only=", 0) == 0) o.only = a.substr(7);
+    else if (a.rfind("--job=", 0) == 0) o.job = a.substr(6);
+    else if (a.rfind("--model=", 0) == 0) {
+      o.model = a.substr(8);
+      if (o.model != "27b" && o.model != "35b-a3b") {
+        std::fprintf(stderr, "hybrid: --model takes 27b or 35b-a3b, not \"%s\"\n",
+                     o.model.c_str());
+        return 2;
+      }
+    }
     else if (a.rfind("--precision=", 0) == 0) {
       o.precisions.clear();
       std::stringstream list(a.substr(12));
@@ -350,7 +469,8 @@ int Run(const std::vector<std::string>&) {
 
 }  // namespace
 
-TANDEM_BENCH("hybrid", "all", "Qwen3.5 hybrid: gated delta rule, d256 attention, 27B-layer forward",
+TANDEM_BENCH("hybrid", "all",
+             "Qwen3.5 hybrid: gated delta rule, d256 attention, 27B-layer or 35B-A3B forward",
              Run);
 
 }  // namespace tandem::bench
