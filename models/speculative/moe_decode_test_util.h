@@ -5,7 +5,8 @@
 // speculative decoding at several block sizes, the seeded check of sampled decoding, and a
 // `tandem eval` request over a target directory with a drafter saved next to its prompts.
 //
-// Contract: gtest assertions report failures; nothing here owns a device (CPU only).
+// Contract: gtest assertions report failures. PlainGreedy and TinyEvalRequest run on the CPU;
+// the drafter helpers work on either device.
 // Thread-safety: none needed (tests run on one thread).
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/memory.h"
 #include "kernels/random/philox.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_drafter.h"
@@ -28,10 +30,11 @@
 
 namespace tandem::models::testing {
 
-// A 2-layer DFlash drafter (4 heads of 16, 2 KV heads) over target layers `layer_ids` of a
-// target of shape `t`; block 16, the mask token the last id.
-inline DFlashConfig TinyDrafterForShape(const DecodeTargetShape& t,
-                                        std::vector<int64_t> layer_ids) {
+// A 2-layer DFlash drafter (4 heads of `head_dim`, 2 KV heads; CUDA's block attention takes
+// 64, 128 or 256) over target layers `layer_ids` of a target of shape `t`; block 16, the mask
+// token the last id.
+inline DFlashConfig TinyDrafterForShape(const DecodeTargetShape& t, std::vector<int64_t> layer_ids,
+                                        int64_t head_dim = 16) {
   DFlashConfig c;
   TransformerConfig& l = c.layers;
   l.model_type = "qwen3";
@@ -41,8 +44,8 @@ inline DFlashConfig TinyDrafterForShape(const DecodeTargetShape& t,
   l.num_hidden_layers = 2;
   l.num_attention_heads = 4;
   l.num_key_value_heads = 2;
-  l.head_dim = 16;
-  l.rotary_dim = 16;
+  l.head_dim = head_dim;
+  l.rotary_dim = head_dim;
   l.intermediate_size = 96;
   l.max_position_embeddings = 4096;
   l.rms_norm_eps = 1e-6;
@@ -56,6 +59,7 @@ inline DFlashConfig TinyDrafterForShape(const DecodeTargetShape& t,
 }
 
 // Matrices uniform(-0.3, 0.3), norms uniform(0.8, 1.2): drafts that depend on the context.
+// On the drafter's stream (its device synchronised before returning).
 inline void RandomizeDrafter(DFlashDrafter& d, uint32_t seed) {
   DFlashParams& params = d.params();
   std::vector<float> host(params.layout.total);
@@ -64,8 +68,9 @@ inline void RandomizeDrafter(DFlashDrafter& d, uint32_t seed) {
       const float u = 2 * kernels::PhiloxUniform(seed, 9, i) - 1;
       host[i] = s.is_norm ? 1.0f + 0.2f * u : 0.3f * u;
     }
-  ASSERT_TRUE(kernels::CopyFromHost(params.master, host.data(), nullptr).ok());
-  ASSERT_TRUE(params.SyncCompute(nullptr).ok());
+  ASSERT_TRUE(kernels::CopyFromHost(params.master, host.data(), d.stream()).ok());
+  ASSERT_TRUE(params.SyncCompute(d.stream()).ok());
+  ASSERT_TRUE(kernels::SynchronizeStream(d.device(), d.stream()).ok());
 }
 
 // Plain greedy decoding of `n` tokens by a CPU `target`: for every new token the cache is
