@@ -16,7 +16,8 @@ CLI::App* AddEvalCommand(CLI::App* app, EvalArgs* a) {
   auto* eval = app->add_subcommand(
       "eval", "acceptance length (tau) of a DFlash drafter by speculative decoding");
   eval->add_option("--target", q.target_dir,
-                   "target model directory (HF layout: Qwen3 / Llama, or a Qwen3.5 hybrid)")
+                   "target model directory (HF layout, by config.json's model_type: qwen3, "
+                   "qwen3_moe, llama, or the Qwen3.5 / 3.6 hybrid qwen3_5[_moe][_text])")
       ->required();
   eval->add_option("--drafter", q.drafter_dir,
                    "DFlash drafter directory (config.json + model.safetensors)")

@@ -163,7 +163,7 @@ HostCheckpoint WrapperNames(const HostCheckpoint& w) {
 }
 
 TEST(Qwen35MoeTargetTest, EveryLayoutLoadsTheSameModel) {
-  const Qwen35Config cfg = testing::TinyMoeConfig();
+  const Qwen35Config cfg = testing::TinyHybridMoeConfig();
   const HostCheckpoint fused = testing::RandomCheckpoint(cfg, 7);
   json wrapper = {{"model_type", "qwen3_5_moe"}, {"text_config", testing::TinyMoeText()}};
   ScratchDir a, b, w;
@@ -189,7 +189,7 @@ TEST(Qwen35MoeTargetTest, EveryLayoutLoadsTheSameModel) {
 // of width I + Is whose gate and up rows are expert 0's and the shared expert's, and whose
 // down columns are expert 0's and half the shared expert's.
 TEST(Qwen35MoeTargetTest, MatchesTheDenseHybridOfTheSameFunction) {
-  const Qwen35Config cfg = testing::TinyMoeConfig();
+  const Qwen35Config cfg = testing::TinyHybridMoeConfig();
   const int64_t h = cfg.hidden_size, e = cfg.moe->num_experts, i = cfg.moe->moe_intermediate_size,
                 is = cfg.moe->shared_expert_intermediate_size;
   HostCheckpoint moe = testing::RandomCheckpoint(cfg, 11);
@@ -256,7 +256,7 @@ std::string LoadError(const std::string& dir, TargetPrecision precision = Target
 }
 
 TEST(Qwen35MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
-  const Qwen35Config cfg = testing::TinyMoeConfig();
+  const Qwen35Config cfg = testing::TinyHybridMoeConfig();
   const HostCheckpoint fused = testing::RandomCheckpoint(cfg, 3);
   const HostCheckpoint per_expert = testing::PerExpert(fused, cfg);
   {  // a missing expert tensor
@@ -320,7 +320,7 @@ TEST(Qwen35MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
 }
 
 TEST(Qwen35MoeTargetTest, RandomWeightsRunAndRouteEveryToken) {
-  const Qwen35Config cfg = testing::TinyMoeConfig();
+  const Qwen35Config cfg = testing::TinyHybridMoeConfig();
   auto target = Qwen35Target::Random(cfg, kernels::HostAllocator(), 3, {.max_tokens = 32});
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   EXPECT_EQ((*target)->workspace_bytes(), Qwen35Target::WorkspaceBytes(cfg, 32, false));

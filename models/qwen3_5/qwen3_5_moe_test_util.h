@@ -40,7 +40,9 @@ inline nlohmann::json TinyMoeText() {
     "shared_expert_intermediate_size": 24})");
 }
 
-inline Qwen35Config TinyMoeConfig() {
+// TinyMoeText parsed. (Not named TinyMoeConfig: qwen3_test_util.h's qwen3_moe config has that
+// name in this namespace, and the speculative tests link both.)
+inline Qwen35Config TinyHybridMoeConfig() {
   Result<Qwen35Config> c = ParseQwen35Config(TinyMoeText(), "tiny_moe/config.json");
   TANDEM_CHECK_OK(c.status());
   return std::move(c).value();

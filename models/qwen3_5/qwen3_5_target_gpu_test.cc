@@ -173,7 +173,7 @@ TEST(Qwen35TargetGpuTest, MoeGoldenOnCuda) {
 // the golden test's floor of 5% (transformers' own bf16 differed from fp32 on up to 6.3% of
 // the golden's tokens); a wrong kernel or a mis-laid expert is far outside both bounds.
 TEST(Qwen35TargetGpuTest, MoeRandomOnCudaMatchesTheCpu) {
-  const Qwen35Config cfg = testing::TinyMoeConfig();
+  const Qwen35Config cfg = testing::TinyHybridMoeConfig();
   testing::HostCheckpoint w = testing::RandomCheckpoint(cfg, 21);
   for (auto& [name, t] : w)
     if (name.ends_with("mlp.gate.weight"))

@@ -15,13 +15,13 @@ namespace tandem::models {
 namespace {
 
 DecodeTargetShape ShapeOf(const TransformerConfig& c) {
-  return {c.model_type,    c.hidden_size,           c.vocab_size, c.num_hidden_layers,
-          c.eos_token_ids, c.max_position_embeddings, false};
+  return {c.model_type,    c.hidden_size,             c.vocab_size, c.num_hidden_layers,
+          c.eos_token_ids, c.max_position_embeddings, false,        c.moe.has_value()};
 }
 
 DecodeTargetShape ShapeOf(const Qwen35Config& c) {
-  return {c.model_type,    c.hidden_size,           c.vocab_size, c.num_hidden_layers,
-          c.eos_token_ids, c.max_position_embeddings, true};
+  return {c.model_type,    c.hidden_size,             c.vocab_size, c.num_hidden_layers,
+          c.eos_token_ids, c.max_position_embeddings, true,         c.moe.has_value()};
 }
 
 class DenseDecodeTarget final : public DecodeTarget {
@@ -87,8 +87,9 @@ class HybridDecodeTarget final : public DecodeTarget {
   std::vector<HybridCapture> caps_;
 };
 
-// model_type of `dir`/config.json (or of the file `dir`); errors name the file.
-Result<std::string> ReadModelType(const std::string& dir) {
+// The family of `dir`/config.json (or of the file `dir`) by its model_type; errors name the
+// file and the key.
+Result<DecodeFamily> ReadFamily(const std::string& dir) {
   std::error_code ec;
   const std::string path = std::filesystem::is_directory(dir, ec) ? dir + "/config.json" : dir;
   Result<nlohmann::json> parsed = ReadJsonFile(path);
@@ -100,12 +101,25 @@ Result<std::string> ReadModelType(const std::string& dir) {
   const auto it = j.find("model_type");
   if (it == j.end() || !it->is_string())
     return InvalidArgumentError("{}: key 'model_type': missing", path);
-  return it->get<std::string>();
+  const std::string model_type = it->get<std::string>();
+  const DecodeFamily f = DecodeFamilyOf(model_type);
+  if (f == DecodeFamily::kUnsupported)
+    return InvalidArgumentError(
+        "{}: key 'model_type': '{}' is not a target tandem decodes (the dense loader's qwen3, "
+        "qwen3_moe and llama; the Qwen3.5 / 3.6 hybrid's qwen3_5, qwen3_5_text, qwen3_5_moe "
+        "and qwen3_5_moe_text)", path, model_type);
+  return f;
 }
 
-bool IsHybrid(const std::string& model_type) { return model_type.starts_with("qwen3_5"); }
-
 }  // namespace
+
+DecodeFamily DecodeFamilyOf(const std::string& model_type) {
+  for (const char* t : {"qwen3", "qwen3_moe", "llama"})
+    if (model_type == t) return DecodeFamily::kDense;
+  for (const char* t : {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
+    if (model_type == t) return DecodeFamily::kHybrid;
+  return DecodeFamily::kUnsupported;
+}
 
 Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen3Target* target, int64_t capacity,
                                                        kernels::Stream stream) {
@@ -125,8 +139,8 @@ Result<std::unique_ptr<DecodeTarget>> MakeDecodeTarget(Qwen35Target* target, int
 }
 
 Result<DecodeTargetShape> ReadDecodeTargetShape(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string model_type, ReadModelType(dir));
-  if (IsHybrid(model_type)) {
+  ASSIGN_OR_RETURN(DecodeFamily family, ReadFamily(dir));
+  if (family == DecodeFamily::kHybrid) {
     ASSIGN_OR_RETURN(Qwen35Config c, LoadQwen35Config(dir));
     return ShapeOf(c);
   }
@@ -137,8 +151,8 @@ Result<DecodeTargetShape> ReadDecodeTargetShape(const std::string& dir) {
 Result<std::unique_ptr<DecodeTarget>> LoadDecodeTarget(const std::string& dir,
                                                        kernels::Allocator& alloc,
                                                        const DecodeTargetOptions& o) {
-  ASSIGN_OR_RETURN(std::string model_type, ReadModelType(dir));
-  if (IsHybrid(model_type)) {
+  ASSIGN_OR_RETURN(DecodeFamily family, ReadFamily(dir));
+  if (family == DecodeFamily::kHybrid) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<Qwen35Target> t,
         Qwen35Target::Load(dir, alloc, {.max_tokens = o.max_tokens, .stream = o.stream}));

@@ -1,14 +1,19 @@
 // The target side of speculative decoding, whatever the family: one sequence's decode cache
 // behind Extend / Crop / Reset, plus the token embedding and LM head the drafter shares.
 // DFlashDecoder drives only this interface. Two implementations:
-//   * dense Qwen3 / Llama-3 (models/qwen3): Qwen3Target::Extend over a Qwen3KvCache; Crop
-//     forgets rows, to any length;
-//   * the Qwen3.5 / Qwen3.6 hybrid (models/qwen3_5): Qwen35Target::Extend over a Qwen35Cache;
-//     Crop forgets attention rows and replays the accepted prefix of the last block through
-//     the Gated DeltaNet layers from the block-start snapshot (qwen3_5_cache.h), so it rolls
-//     back only inside the last Extend of at most max_rollback() tokens.
-// LoadDecodeTarget picks the family from config.json's model_type (qwen3_5 / qwen3_5_text:
-// hybrid; anything else: the dense loader, which names what it refuses).
+//   * the dense loader's targets (models/qwen3): Qwen3 (`qwen3`), Llama-3 (`llama`) and
+//     Qwen3-MoE (`qwen3_moe`: the same attention, mixture-of-experts feed-forward blocks);
+//     Qwen3Target::Extend over a Qwen3KvCache; Crop forgets rows, to any length;
+//   * the Qwen3.5 / Qwen3.6 hybrid (models/qwen3_5), dense or mixture-of-experts, wrapper or
+//     text-only (`qwen3_5`, `qwen3_5_text`, `qwen3_5_moe`, `qwen3_5_moe_text`, e.g.
+//     Qwen3.6-35B-A3B): Qwen35Target::Extend over a Qwen35Cache; Crop forgets attention rows
+//     and replays the accepted prefix of the last block through the Gated DeltaNet layers
+//     from the block-start snapshot (qwen3_5_cache.h), so it rolls back only inside the last
+//     Extend of at most max_rollback() tokens.
+// A MoE block routes every token by that token alone, so a verify block, a rollback replay
+// and a one-token step route a token as a prefill does (the caches hold no MoE state).
+// LoadDecodeTarget and ReadDecodeTargetShape pick the family from config.json's model_type;
+// any other model_type is refused naming the file, the key and the supported values.
 //
 // Thread-safety: thread-compatible; an implementation drives its target's stream.
 #pragma once
@@ -35,7 +40,13 @@ struct DecodeTargetShape {
   std::vector<int64_t> eos_token_ids;
   int64_t max_position_embeddings = 0;  // 0: not given
   bool hybrid = false;                  // the Qwen3.5 / 3.6 family (models/qwen3_5)
+  bool moe = false;                     // mixture-of-experts blocks (qwen3_moe, qwen3_5_moe*)
 };
+
+// The family of a config.json model_type: kDense for qwen3, qwen3_moe and llama; kHybrid for
+// qwen3_5, qwen3_5_text, qwen3_5_moe and qwen3_5_moe_text; kUnsupported otherwise.
+enum class DecodeFamily { kDense, kHybrid, kUnsupported };
+DecodeFamily DecodeFamilyOf(const std::string& model_type);
 
 class DecodeTarget {
  public:

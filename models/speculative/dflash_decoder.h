@@ -1,7 +1,8 @@
 // DFlash speculative decoding of one prompt: a frozen target with a decode cache and a
 // DFlash drafter, the loop of z-lab's reference `spec_generate`. The target is any
-// DecodeTarget (decode_target.h): dense Qwen3 (KV cache) or the Qwen3.5 hybrid (KV cache
-// plus Gated DeltaNet state rolled back by replaying the accepted prefix of a block):
+// DecodeTarget (decode_target.h): the dense loader's Qwen3 / Qwen3-MoE / Llama (KV cache)
+// or the Qwen3.5 / 3.6 hybrid, dense or MoE (KV cache plus Gated DeltaNet state rolled back
+// by replaying the accepted prefix of a block):
 //   1. the target prefills the prompt, capturing the drafter's context layers, and picks
 //      the first new token;
 //   2. the drafter fills one block (slot 0 = the last accepted token, slots 1.. = the mask

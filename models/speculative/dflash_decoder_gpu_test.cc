@@ -2,10 +2,15 @@
 // a device): the cached attention kernel against its CPU reference on odd shapes, a cropped
 // cache against a fresh forward on CUDA, the PyTorch decode golden on CUDA, and batched
 // decoding (ExtendBatch, DFlashBatchDecoder) against one sequence at a time on CUDA, and
-// seeded speculative sampling on CUDA.
+// seeded speculative sampling on CUDA; mixture-of-experts targets of both families
+// (qwen3_moe, qwen3_5_moe) decoding speculatively on CUDA as the target decodes alone, and
+// `tandem eval`'s library call on them on CUDA.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,8 +22,11 @@
 #include "kernels/testing/testing.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/io/safetensors.h"
+#include "models/qwen3/qwen3_test_util.h"
+#include "models/qwen3_5/qwen3_5_moe_test_util.h"
 #include "models/speculative/dflash_batch_decoder.h"
 #include "models/speculative/dflash_decoder.h"
+#include "models/speculative/moe_decode_test_util.h"
 
 namespace tandem::models {
 namespace {
@@ -256,6 +264,154 @@ TEST(DFlashBatchDecoderGpuTest, BatchedMatchesOneAtATimeOnCuda) {
     same += (*all)[i].tokens == one->tokens;
   }
   EXPECT_GE(same, 6) << same << " of 8 prompts decode the same batched";
+}
+
+// A tiny random MoE target of the committed golden's shape (tests/golden/qwen3_moe_tiny or
+// qwen3_5_moe_tiny, shapes the GPU golden tests run) with a vocabulary of 6, written to
+// `dir`: its logits are far apart, so CUDA's rounding seldom decides a token.
+void WriteTinyMoe(bool hybrid, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  if (!hybrid) {
+    auto c = LoadTransformerConfig(kDir + "qwen3_moe_tiny");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    c->vocab_size = 6;
+    ASSERT_TRUE(testing::WriteCheckpoint(dir, *c, testing::RandomHostWeights(*c, 21)).ok());
+    return;
+  }
+  std::ifstream f(kDir + "qwen3_5_moe_tiny/config.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  j["text_config"]["vocab_size"] = 6;
+  auto c = ParseQwen35Config(j, "qwen3_5_moe_tiny, vocab 6");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  testing::WriteCheckpoint(dir, j, testing::RandomCheckpoint(*c, 21));
+}
+
+// (top logit - second) / the logits' RMS around their mean, of the last row after `target`
+// prefills `seq` from an empty cache on CUDA.
+double TopTwoGap(DecodeTarget& target, const std::vector<int32_t>& seq, kernels::Stream s) {
+  const int64_t t = static_cast<int64_t>(seq.size()), v = target.shape().vocab_size;
+  auto logits = kernels::Tensor::Empty(target.allocator(), DType::kF32, {t, v}, s);
+  EXPECT_TRUE(logits.ok());
+  EXPECT_TRUE(target.Reset().ok());
+  const Status st = target.Extend(seq, {}, logits->view());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::vector<float> row(v);
+  EXPECT_TRUE(kernels::CopyToHost(row.data(), logits->view().Narrow(0, t - 1, 1), s).ok());
+  EXPECT_TRUE(kernels::SynchronizeStream(target.device(), s).ok());
+  std::vector<float> sorted = row;
+  std::sort(sorted.rbegin(), sorted.rend());
+  double mean = 0, var = 0;
+  for (float x : row) mean += x / v;
+  for (float x : row) var += (x - mean) * (x - mean) / v;
+  return (sorted[0] - sorted[1]) / std::sqrt(std::max(var, 1e-30));
+}
+
+// CUDA rounds a verify block and a one-token step differently (GEMM row counts, the MoE
+// block's grouping of tokens by expert), so two decodes may part where the target's top two
+// logits nearly tie. Greedy speculative decoding at block sizes 5 and 16 must give the
+// tokens of block size 1 (the target alone, one token per Extend) up to such a tie: where
+// they first differ, the gap (a fresh prefill of the common prefix) must be under 0.2 of the
+// logits' RMS. On the CPU (where the decodes agree exactly) a quarter of these targets'
+// greedy picks have a gap under 0.2 and a twentieth under 0.03, so a lost rollback or a MoE
+// block that ran on the wrong rows, which parts every decode at a random token, is caught
+// with probability 1 - 0.25^8 or better.
+TEST(MoeDecodeGpuTest, GreedySpeculativeMatchesTheTargetsGreedyOnCuda) {
+  SKIP_WITHOUT_GPU();
+  auto stream = kernels::CudaStream::Create(0);
+  ASSERT_TRUE(stream.ok());
+  const kernels::Stream s = stream->get();
+  kernels::DevicePools pools;  // outlives the targets, drafters and decoders
+  kernels::CachingPool* pool = pools.Pool(0).value();
+  const testing::ScratchDir scratch;
+  const std::vector<std::vector<int32_t>> prompts = {
+      {3, 1, 1, 4, 4, 4, 3, 2, 0}, {0, 5}, {2, 2, 3, 1, 5, 4, 0, 1, 1, 2, 3, 3, 4}, {4}};
+  for (const bool hybrid : {false, true}) {
+    SCOPED_TRACE(hybrid ? "qwen3_5_moe" : "qwen3_moe");
+    const std::string dir = scratch.path() + (hybrid ? "/qwen3_5_moe" : "/qwen3_moe");
+    ASSERT_NO_FATAL_FAILURE(WriteTinyMoe(hybrid, dir));
+    const DecodeTargetOptions to{.max_tokens = 128, .capacity = 128, .max_rollback = 16,
+                                 .stream = s};
+    auto target = LoadDecodeTarget(dir, *pool, to), fresh = LoadDecodeTarget(dir, *pool, to);
+    ASSERT_TRUE(target.ok() && fresh.ok()) << target.status().ToString();
+    EXPECT_TRUE((*target)->shape().moe);
+    EXPECT_EQ((*target)->shape().hybrid, hybrid);
+    auto drafter = DFlashDrafter::Create(
+        testing::TinyDrafterForShape((*target)->shape(), {1, 3}, /*head_dim=*/64),
+        {.max_tokens = 128, .num_blocks = kDrafterBlocksCuda}, *pool, s);
+    ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
+    ASSERT_NO_FATAL_FAILURE(testing::RandomizeDrafter(**drafter, 5));
+    auto decoder = DFlashDecoder::Create(std::move(*target), drafter->get(), 128, s);
+    ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+    int decodes = 0, agree = 0;
+    for (const std::vector<int32_t>& prompt : prompts) {
+      SpecDecodeOptions o;
+      o.max_new_tokens = 48;
+      o.block_size = 1;
+      auto base = (*decoder)->Generate(prompt, o);
+      ASSERT_TRUE(base.ok()) << base.status().ToString();
+      for (int64_t b : {5, 16}) {
+        o.block_size = b;
+        auto r = (*decoder)->Generate(prompt, o);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        ASSERT_EQ(r->tokens.size(), base->tokens.size());
+        ++decodes;
+        const auto at =
+            std::mismatch(r->tokens.begin(), r->tokens.end(), base->tokens.begin()).first;
+        if (at == r->tokens.end()) {
+          ++agree;
+          continue;
+        }
+        std::vector<int32_t> prefix = prompt;
+        prefix.insert(prefix.end(), r->tokens.begin(), at);
+        const double gap = TopTwoGap(**fresh, prefix, s);
+        std::printf("block %lld parts from the target's greedy at token %td (gap %.4f)\n",
+                    static_cast<long long>(b), at - r->tokens.begin(), gap);
+        EXPECT_LT(gap, 0.2) << "block size " << b << ": not a near tie";
+      }
+    }
+    std::printf("%d of %d decodes equal the target's greedy tokens to the end\n", agree,
+                decodes);
+    // Speculative sampling on CUDA repeats per seed.
+    SpecDecodeOptions sampled;
+    sampled.max_new_tokens = 24;
+    sampled.block_size = 5;
+    sampled.temperature = 1.0f;
+    sampled.seed = 3;
+    auto first = (*decoder)->Generate(prompts[0], sampled);
+    auto again = (*decoder)->Generate(prompts[0], sampled);
+    ASSERT_TRUE(first.ok() && again.ok()) << first.status().ToString();
+    EXPECT_EQ(first->tokens, again->tokens);
+    EXPECT_EQ(first->accept_lengths, again->accept_lengths);
+  }
+}
+
+// `tandem eval`'s library call on CUDA over the committed tiny MoE checkpoints (the family
+// from config.json), with a random drafter saved next to its prompts; qwen3_moe batched too.
+TEST(MoeDecodeGpuTest, EvalRunsOnTheTinyMoeCheckpointsOnCuda) {
+  SKIP_WITHOUT_GPU();
+  for (const char* name : {"qwen3_moe_tiny", "qwen3_5_moe_tiny"}) {
+    SCOPED_TRACE(name);
+    const testing::ScratchDir scratch;
+    auto shape = ReadDecodeTargetShape(kDir + name);
+    ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+    EXPECT_TRUE(shape->moe);
+    SpecEvalRequest q = testing::TinyEvalRequest(
+        kDir + name, testing::TinyDrafterForShape(*shape, {1, 3}, 64), scratch.path(), 511);
+    q.device = kernels::Device::Cuda(0);
+    auto r = RunSpecEval(q);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->run.prompts, 2);
+    EXPECT_GT(r->run.generated_tokens, 0);
+    EXPECT_LE(r->run.generated_tokens, 24);
+    EXPECT_GE(r->run.tau, 1.0);
+    EXPECT_DOUBLE_EQ(r->baseline.tau, 1.0);
+    if (!shape->hybrid) {
+      q.batch = 2;
+      auto b = RunSpecEval(q);
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      EXPECT_EQ(b->run.prompts, 2);
+    }
+  }
 }
 
 }  // namespace

@@ -197,8 +197,11 @@ TEST(DecodeTargetShape, FamilyComesFromModelType) {
   const std::string dir = scratch.path();
   std::ofstream(dir + "/config.json") << R"({"model_type": "qwen3_next", "hidden_size": 8})";
   const Status s = ReadDecodeTargetShape(dir).status();
-  EXPECT_NE(s.ToString().find("Gated DeltaNet layers are not supported"), std::string::npos)
+  EXPECT_NE(s.ToString().find("key 'model_type': 'qwen3_next' is not a target tandem decodes"),
+            std::string::npos)
       << s.ToString();
+  EXPECT_NE(s.ToString().find("qwen3_moe"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("qwen3_5_moe_text"), std::string::npos) << s.ToString();
   std::ofstream(dir + "/config.json") << R"({"hidden_size": 8})";
   EXPECT_NE(ReadDecodeTargetShape(dir).status().ToString().find("key 'model_type': missing"),
             std::string::npos);
@@ -239,7 +242,9 @@ TEST(HybridEval, RunsEndToEndOnTheTinyHybridCheckpoint) {
   SpecEvalRequest batched = q;
   batched.batch = 2;
   const Status b = RunSpecEval(batched).status();
-  EXPECT_NE(b.ToString().find("is the Qwen3.5 hybrid"), std::string::npos) << b.ToString();
+  EXPECT_NE(b.ToString().find("is the Qwen3.5 / 3.6 hybrid (model_type qwen3_5)"),
+            std::string::npos)
+      << b.ToString();
 
   // A drafter built for another depth is refused before any weights are read, naming both.
   DFlashConfig other = DrafterFor(*config);

@@ -81,7 +81,8 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     return InvalidArgumentError("max_new_tokens must be positive, got {}", q.max_new_tokens);
   const SamplingParams sampling{q.temperature, q.top_p, q.top_k};
   RETURN_IF_ERROR(CheckSamplingParams(sampling));
-  // The family (dense Qwen3 or the Qwen3.5 hybrid) is the checkpoint's model_type.
+  // The family (the dense loader's, MoE or not, or the Qwen3.5 / 3.6 hybrid, MoE or not) is
+  // the checkpoint's model_type.
   ASSIGN_OR_RETURN(DecodeTargetShape tc, ReadDecodeTargetShape(q.target_dir));
   std::optional<DFlashConfig> dc;
   if (!q.drafter_dir.empty()) {
@@ -107,7 +108,8 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
     s = stream->get();
   }
   const int64_t batch = std::min<int64_t>(q.batch, static_cast<int64_t>(set.prompts.size()));
-  // Several prompts per forward: the batched decoder drives a dense Qwen3Target directly.
+  // Several prompts per forward: the batched decoder drives a Qwen3Target (qwen3, qwen3_moe,
+  // llama) directly.
   // One at a time: any family, through its DecodeTarget.
   kernels::DevicePools pools;  // this run's: outlives the targets, drafter and decoders below
   ASSIGN_OR_RETURN(kernels::Allocator * alloc, pools.For(q.device));
@@ -116,8 +118,9 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   if (batch > 1) {
     if (tc.hybrid)
       return InvalidArgumentError(
-          "batch {}: batched decoding takes dense Qwen3 / Llama targets; {} is the Qwen3.5 "
-          "hybrid (model_type {}): use batch 1", q.batch, q.target_dir, tc.model_type);
+          "batch {}: batched decoding takes the dense loader's targets (qwen3, qwen3_moe, "
+          "llama); {} is the Qwen3.5 / 3.6 hybrid (model_type {}): use batch 1", q.batch,
+          q.target_dir, tc.model_type);
     Qwen3TargetOptions to;
     to.max_tokens = std::max(longest, batch * max_b);
     to.stream = s;

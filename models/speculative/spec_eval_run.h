@@ -1,12 +1,13 @@
-// One `tandem eval` run as a library call: load a target (dense Qwen3 / Llama, or the
-// Qwen3.5 / 3.6 hybrid, by its config.json's model_type) and a DFlash drafter from their HF
-// directories, check they fit (before any weights are read), read the prompt file
-// (prompt_set.h: ids, chat or a public set's layout, bad lines refused or skipped), decode
-// every prompt at block size B and again at block size 1 (`batch` prompts at a time, dense
-// targets only; each run timed by its wall clock), greedy; with temperature > 0 once more at
-// block size B by speculative sampling (spec_pick.h: temperature, top_p, top_k, draws keyed
-// by (seed, prompt index, step, position), so the run repeats bit for bit at any batch);
-// and summarize (spec_eval.h).
+// One `tandem eval` run as a library call: load a target (Qwen3, Qwen3-MoE or Llama by the
+// dense loader, or the Qwen3.5 / 3.6 hybrid, dense or MoE; decode_target.h picks the family
+// by config.json's model_type) and a DFlash drafter from their HF directories, check they
+// fit (before any weights are read), read the prompt file (prompt_set.h: ids, chat or a
+// public set's layout, bad lines refused or skipped), decode every prompt at block size B
+// and again at block size 1 (`batch` prompts at a time, the dense loader's targets only;
+// each run timed by its wall clock), greedy; with temperature > 0 once more at block size B
+// by speculative sampling (spec_pick.h: temperature, top_p, top_k, draws keyed by (seed,
+// prompt index, step, position), so the run repeats bit for bit at any batch); and
+// summarize (spec_eval.h).
 //
 // Thread-safety: one call at a time per device (it owns the models it loads).
 #pragma once
@@ -22,7 +23,7 @@
 namespace tandem::models {
 
 struct SpecEvalRequest {
-  std::string target_dir;   // config.json + *.safetensors (Qwen3 / Llama / Qwen3.5 hybrid)
+  std::string target_dir;   // config.json + *.safetensors (decode_target.h's model_types)
   std::string drafter_dir;  // DFlashDraftModel config.json + model.safetensors; "" = none
   std::string prompts_file;
   kernels::Device device = kernels::Device::Cpu();
