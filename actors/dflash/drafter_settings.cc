@@ -278,10 +278,10 @@ const KeyTable& DrafterKeys() {
       // Without a replica of its target group on its GPU the drafter loads its own copy of
       // the target's embedding and LM head, or with an eval table the whole target
       // (drafter_actor.cc).
-      KeyTable::DeviceBytes bytes{
-          static_cast<uint64_t>(models::DFlashParams::DeviceBytes(layout) + workspace +
-                                context + eval),
-          std::move(what)};
+      KeyTable::DeviceBytes bytes;
+      bytes.bytes = static_cast<uint64_t>(models::DFlashParams::DeviceBytes(layout) + workspace +
+                                          context + eval);
+      bytes.what = std::move(what);
       bytes.unless_group = ds.target_group;
       if (ds.eval.enabled) {
         std::string target_what;
