@@ -135,6 +135,29 @@ Result<ShardManifest> ReadShardManifest(const std::string& dir) {
   return ParseManifest(path, text);
 }
 
+namespace {
+
+// Shard `e` of the set in `dir`, opened with `check`, its counts matching the manifest's
+// entry; DataLoss naming the shard when it is missing or they differ.
+Result<Corpus> OpenListedShard(const std::string& dir, const ShardEntry& e, BinaryCheck check) {
+  const std::string path = Join(dir, e.name);
+  auto part = OpenBinary(path, check);
+  if (!part.ok()) {
+    if (part.status().code() == StatusCode::kNotFound) {
+      return DataLossError("{}: missing, but {} lists it", path, Join(dir, kManifest));
+    }
+    return part.status();
+  }
+  if (part->documents() != e.documents || part->tokens() != e.tokens) {
+    return DataLossError("{}: {} documents and {} tokens, but {} says {} and {}", path,
+                         part->documents(), part->tokens(), Join(dir, kManifest), e.documents,
+                         e.tokens);
+  }
+  return part;
+}
+
+}  // namespace
+
 Result<Corpus> OpenShardedSet(const std::string& dir, BinaryCheck check) {
   ASSIGN_OR_RETURN(ShardManifest m, ReadShardManifest(dir));
   if (!m.complete) {
@@ -145,20 +168,8 @@ Result<Corpus> OpenShardedSet(const std::string& dir, BinaryCheck check) {
   }
   std::vector<Corpus> parts;
   for (const ShardEntry& e : m.shards) {
-    const std::string path = Join(dir, e.name);
-    auto part = OpenBinary(path, check);
-    if (!part.ok()) {
-      if (part.status().code() == StatusCode::kNotFound) {
-        return DataLossError("{}: missing, but {} lists it", path, Join(dir, kManifest));
-      }
-      return part.status();
-    }
-    if (part->documents() != e.documents || part->tokens() != e.tokens) {
-      return DataLossError("{}: {} documents and {} tokens, but {} says {} and {}", path,
-                           part->documents(), part->tokens(), Join(dir, kManifest),
-                           e.documents, e.tokens);
-    }
-    parts.push_back(std::move(part).value());
+    ASSIGN_OR_RETURN(Corpus part, OpenListedShard(dir, e, check));
+    parts.push_back(std::move(part));
   }
   return Corpus::Concat(parts, dir);
 }
@@ -213,10 +224,10 @@ Result<ShardedSetWriter> ShardedSetWriter::Resume(const std::string& dir) {
     for (const ShardEntry& e : w.manifest_.shards) listed = listed || e.name == name;
     if (!listed && IsOwnName(name)) RETURN_IF_ERROR(RemoveAll(entry.path().string()));
   }
+  // The shards already written must be what the manifest says, or the finished set would
+  // not open: checked now (structure only, O(documents)), before anything is appended.
   for (const ShardEntry& e : w.manifest_.shards) {
-    if (!IsBinarySet(Join(dir, e.name))) {
-      return DataLossError("{}: missing, but {} lists it", Join(dir, e.name), Join(dir, kManifest));
-    }
+    RETURN_IF_ERROR(OpenListedShard(dir, e, BinaryCheck::kStructure).status());
   }
   return w;
 }

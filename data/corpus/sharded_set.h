@@ -66,7 +66,8 @@ class ShardedSetWriter {
                                          std::string producer_state = "{}");
   // Continues the unfinished set in `dir`: shard directories the manifest does not list
   // (written before a kill, never recorded) are removed. NotFound without a manifest;
-  // InvalidArgument when the set is already complete.
+  // InvalidArgument when the set is already complete; DataLoss naming a listed shard that is
+  // missing or whose counts differ from the manifest's (the finished set would not open).
   static Result<ShardedSetWriter> Resume(const std::string& dir);
 
   const ShardManifest& manifest() const { return manifest_; }

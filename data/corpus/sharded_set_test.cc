@@ -196,6 +196,29 @@ TEST(ShardedSetTest, ManifestAndShardDisagreeingIsDataLoss) {
   EXPECT_NE(gone.status().message().find("missing"), std::string::npos);
 }
 
+// A resumed conversion appends to the shards the manifest lists; one whose counts differ
+// from its entry (a tampered manifest or shard) made a finished set that would not open
+// (found by fuzz/chat_set_fuzz.cc). Resume refuses it at once, naming the shard.
+TEST(ShardedSetTest, ResumeRefusesAShardTheManifestMiscounts) {
+  const std::string dir = FreshDir("resume_miscount");
+  {
+    auto w = ShardedSetWriter::Create(dir);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->AddShard(Make(0, {2, 3}), "{}").ok());
+  }
+  ASSERT_TRUE(WriteBinary(Make(0, {5}), dir + "/shard-00000").ok());  // 1 document, 5 tokens
+  auto w = ShardedSetWriter::Resume(dir);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(w.status().message().find("shard-00000: 1 documents and 5 tokens"), std::string::npos)
+      << w.status().ToString();
+  EXPECT_TRUE(fs::exists(dir + "/shard-00000"));  // nothing removed
+  fs::remove_all(dir + "/shard-00000");
+  auto gone = ShardedSetWriter::Resume(dir);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("missing"), std::string::npos);
+}
+
 TEST(ShardedSetTest, ConcatRefusesMixedMasks) {
   Corpus with = Make(0, {2});
   Corpus without = Corpus::FromVectors({1, 2}, {0, 2}, {}, "plain");
