@@ -17,6 +17,10 @@ using config_detail::GetInt;
 using config_detail::GetIntList;
 
 constexpr std::string_view kArchitecture = "DFlashDraftModel";
+constexpr std::string_view kDFlash2Architecture = "DFlash2DraftModel";
+// Keys only a DFlash2 config has (dflash2_config.h).
+constexpr const char* kDFlash2OnlyKeys[] = {"conv_kernel_size", "conv_group_size",
+                                            "selector_rank", "selector_top_k"};
 
 // vLLM's capture ids: target_layer_ids + 1. vLLM numbers a captured hidden state by the
 // layer it enters (0 = the embedding), DFlash by the layer whose output it is
@@ -98,7 +102,47 @@ std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num
   return ids;
 }
 
+bool IsDFlash2Config(const json& j) {
+  if (!j.is_object()) return false;
+  auto arch = j.find("architectures");
+  if (arch != j.end() && arch->is_array()) {
+    for (const json& a : *arch)
+      if (a.is_string() && a.get<std::string>() == kDFlash2Architecture) return true;
+  }
+  auto type_is_dflash2 = [](const json& o) {
+    auto t = o.find("drafter_type");
+    return t != o.end() && t->is_string() && t->get<std::string>() == "dflash2";
+  };
+  if (type_is_dflash2(j)) return true;
+  auto dc = j.find("dflash_config");
+  return dc != j.end() && dc->is_object() && type_is_dflash2(*dc);
+}
+
 Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
+  if (!j.is_object()) return InvalidArgumentError("{}: expected a JSON object", source);
+  // No silent fallback: a DFlash2 checkpoint read as DFlash would lose its convolutions and
+  // selector.
+  if (IsDFlash2Config(j))
+    return InvalidArgumentError(
+        "{}: a DFlash2 drafter (architectures [\"{}\"]): DFlash2 training and decoding are not "
+        "implemented yet; tandem can read its config (docs/dflash2.md) but cannot train, "
+        "warm-start from or evaluate it", source, kDFlash2Architecture);
+  auto dc = j.find("dflash_config");
+  for (const char* key : kDFlash2OnlyKeys) {
+    const bool top = j.contains(key) && !j[key].is_null();
+    const bool inner = dc != j.end() && dc->is_object() && dc->contains(key) &&
+                       !(*dc)[key].is_null();
+    if (top || inner)
+      return InvalidArgumentError(
+          "{}: key '{}{}': a DFlash2 key in a config whose architectures is [\"{}\"]; a DFlash2 "
+          "drafter names [\"{}\"] (and DFlash2 training and decoding are not implemented yet)",
+          source, inner ? "dflash_config." : "", key, kArchitecture, kDFlash2Architecture);
+  }
+  return ParseDFlashSharedConfig(j, source, kArchitecture);
+}
+
+Result<DFlashConfig> ParseDFlashSharedConfig(const json& j, std::string_view source,
+                                             std::string_view architecture) {
   if (!j.is_object()) return InvalidArgumentError("{}: expected a JSON object", source);
   DFlashConfig c;
   ASSIGN_OR_RETURN(c.layers, ParseTransformerConfig(j, source));
@@ -106,9 +150,9 @@ Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
     return InvalidArgumentError("{}: key 'model_type': a DFlash drafter uses qwen3 layers, got "
                                 "'{}'", source, c.layers.model_type);
   }
-  if (c.layers.architectures != std::vector<std::string>{std::string(kArchitecture)}) {
+  if (c.layers.architectures != std::vector<std::string>{std::string(architecture)}) {
     return InvalidArgumentError("{}: key 'architectures': expected [\"{}\"]", source,
-                                kArchitecture);
+                                architecture);
   }
   auto dc = j.find("dflash_config");
   if (dc == j.end() || !dc->is_object()) {

@@ -56,8 +56,19 @@ Status CheckDFlashMask(const DFlashConfig& c, std::string_view source);
 std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num_context_layers);
 
 // InvalidArgument naming `source` and the key for a wrong or unsupported value (also an
-// eagle_aux_hidden_state_layer_ids that is not target_layer_ids + 1).
+// eagle_aux_hidden_state_layer_ids that is not target_layer_ids + 1). A DFlash2 config
+// (IsDFlash2Config) is refused, saying DFlash2 training and decoding are not implemented
+// yet, and so is a DFlash config carrying a DFlash2-only key (conv_kernel_size,
+// conv_group_size, selector_rank, selector_top_k): no silent fallback to DFlash. Jobs'
+// init_from, checkpoint resume and `tandem eval` all read drafters through this.
 Result<DFlashConfig> ParseDFlashConfig(const nlohmann::json& j, std::string_view source);
+// Whether `j` names a DFlash2 drafter: architectures containing "DFlash2DraftModel", or
+// drafter_type "dflash2" at the top level or inside dflash_config.
+bool IsDFlash2Config(const nlohmann::json& j);
+// The keys DFlash and DFlash2 share, for a config whose architectures must be
+// [`architecture`]; ParseDFlashConfig and ParseDFlash2Config (dflash2_config.h) build on it.
+Result<DFlashConfig> ParseDFlashSharedConfig(const nlohmann::json& j, std::string_view source,
+                                             std::string_view architecture);
 Result<DFlashConfig> ParseDFlashConfigText(std::string_view text, std::string_view source);
 // `path` is a config.json or a directory holding one.
 Result<DFlashConfig> LoadDFlashConfig(const std::string& path);
