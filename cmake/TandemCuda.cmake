@@ -25,6 +25,14 @@ if(TANDEM_HAVE_CUDA)
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "")
   # .cu files hold kernels and cudaError_t launchers only: nvcc 13 cannot compile fmt 9, which
   # runtime/core/status.h includes, so Status-returning wrappers live in *_cuda.cc files.
+  # Debian 12's CMake 3.25 FindCUDAToolkit sets a property on CUDA::nvToolsExt, a library
+  # CUDA 13 no longer ships, and stops when that target was not made. tandem does not link it:
+  # an empty stand-in, only where the library is absent, lets the module through.
+  find_library(TANDEM_NVTOOLSEXT_LIB NAMES nvToolsExt nvToolsExt64_1 nvToolsExt64
+               HINTS /usr/local/cuda/lib64 ENV CUDA_PATH PATH_SUFFIXES lib64 lib)
+  if(NOT TANDEM_NVTOOLSEXT_LIB AND NOT TARGET CUDA::nvToolsExt)
+    add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+  endif()
   find_package(CUDAToolkit REQUIRED)
   find_library(TANDEM_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
   find_library(TANDEM_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
