@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -133,6 +135,37 @@ inline AcceptKinds ExpectGreedyLossless(DFlashDecoder& decoder, const std::vecto
     fmt::print("block {} accept lengths: {}\n", b, fmt::join(r->accept_lengths, " "));
   }
   return kinds;
+}
+
+// The MoE targets' variants that must decode other tokens than the target as is.
+enum class MoeVariant { kAsIs, kExpertsZeroed, kRouterRotated };
+
+// The lossless test of a MoE target: `target`'s greedy tokens of a fixed prompt, which the
+// same weights with zeroed experts or rotated router rows (`load(variant)`) do not give (so a
+// decode that skipped the MoE blocks, or routed every token alike, could not match them), are
+// what greedy speculative decoding with `drafter` gives at every block size, with blocks
+// accepted both in part (`partial_note` says what that exercises) and whole.
+inline void ExpectMoeGreedyLossless(
+    std::unique_ptr<DecodeTarget> target, DFlashDrafter* drafter,
+    const std::function<std::unique_ptr<DecodeTarget>(MoeVariant)>& load,
+    const char* partial_note) {
+  const std::vector<int32_t> prompt = {3, 1, 1, 4, 4, 4, 3, 2, 0};
+  constexpr int kNew = 48;
+  const std::vector<int32_t> plain = PlainGreedy(*target, prompt, kNew);
+  ASSERT_EQ(plain.size(), static_cast<size_t>(kNew));
+  for (MoeVariant v : {MoeVariant::kExpertsZeroed, MoeVariant::kRouterRotated}) {
+    std::unique_ptr<DecodeTarget> other = load(v);
+    ASSERT_NE(other, nullptr);
+    EXPECT_NE(PlainGreedy(*other, prompt, kNew), plain)
+        << (v == MoeVariant::kExpertsZeroed ? "zeroed experts" : "rotated router")
+        << " decode the same tokens";
+  }
+  auto decoder = DFlashDecoder::Create(std::move(target), drafter, 128);
+  ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+  const AcceptKinds kinds = ExpectGreedyLossless(**decoder, prompt, plain);
+  EXPECT_TRUE(kinds.partial) << "no block was accepted in part: " << partial_note
+                             << " went untested";
+  EXPECT_TRUE(kinds.full) << "no block was accepted whole";
 }
 
 // Speculative sampling at temperature 1: a seed repeats tokens and accept lengths (so Reset
