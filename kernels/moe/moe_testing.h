@@ -1,4 +1,4 @@
-// Test-only helpers of kernels/moe: a float64 reference of one MoE block computed token by
+// Test-only utilities of kernels/moe: a float64 reference of one MoE block computed token by
 // token (no permutation: the definition, not the algorithm), and random problems whose
 // routing can be skewed so that one expert takes every token; and how often two routings
 // pick different expert sets (the MoE targets' goldens).

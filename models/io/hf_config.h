@@ -141,7 +141,7 @@ Status CheckOnlyKnownKeys(const nlohmann::json& j, const std::vector<std::string
 // ParseTransformerConfig and by transformers.
 nlohmann::json TransformerConfigToJson(const TransformerConfig& c);
 
-// Internal helpers shared with the drafter config; `source` names the file.
+// Internal functions shared with the drafter config; `source` names the file.
 namespace config_detail {
 // The MoE keys of a qwen3_moe config into c->moe (hf_config_moe.cc); InvalidArgument naming
 // `source` and the key (a top-k above the expert count, a shared expert, ...).

@@ -1,4 +1,4 @@
-// Test helper: runs the Qwen3 target on the HF transformers goldens made by
+// Test utility: runs the Qwen3 target on the HF transformers goldens made by
 // tests/golden/make_qwen3_golden.py and make_qwen3_moe_golden.py (tiny random Qwen3 and
 // Qwen3-MoE saved with save_pretrained, and the float64 reference + bf16 transformers
 // outputs of a packed batch) and compares, on the CPU or a CUDA device; for MoE goldens also

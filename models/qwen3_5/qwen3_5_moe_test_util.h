@@ -1,4 +1,4 @@
-// Test helpers for the mixture-of-experts hybrid (qwen3_5_moe): a tiny config, host
+// Test utilities for the mixture-of-experts hybrid (qwen3_5_moe): a tiny config, host
 // checkpoints of random weights in either expert layout, writing them as an HF directory,
 // and a CPU forward capturing every layer. Test-only.
 #pragma once

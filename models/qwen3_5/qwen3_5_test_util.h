@@ -1,4 +1,4 @@
-// Test helpers for the Qwen3.5 target tests: the committed goldens of
+// Test utilities for the Qwen3.5 target tests: the committed goldens of
 // tests/golden/make_qwen3_5_golden.py (and make_qwen3_5_moe_golden.py), tensor reads, the "as
 // accurate as transformers' bf16" criterion, and the golden checks both families run (every
 // layer, each layer alone, checkpoint rewrites). Test-only; expects TANDEM_SOURCE_DIR to be

@@ -1,4 +1,4 @@
-// Test-only helpers for speculative decoding over any DecodeTarget (used by the
+// Test-only utilities for speculative decoding over any DecodeTarget (used by the
 // mixture-of-experts decode tests of both families): a tiny random DFlash drafter for a
 // target shape, plain greedy decoding that recomputes the whole sequence from an empty cache
 // for every token (no state carried or rolled back), the lossless check of greedy
@@ -6,7 +6,7 @@
 // `tandem eval` request over a target directory with a drafter saved next to its prompts.
 //
 // Contract: gtest assertions report failures. PlainGreedy and TinyEvalRequest run on the CPU;
-// the drafter helpers work on either device.
+// the drafter functions work on either device.
 // Thread-safety: none needed (tests run on one thread).
 #pragma once
 

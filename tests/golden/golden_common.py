@@ -1,4 +1,4 @@
-"""Shared helpers for tandem's golden generators (run where torch + transformers exist).
+"""Shared functions of tandem's golden generators (run where torch + transformers exist).
 
 Golden files are safetensors with a versioned header:
   __metadata__ = {"format": "tandem-golden", "version": "1", ...}

@@ -1,4 +1,4 @@
-"""Helpers shared by the Qwen3.5/3.6 hybrid golden generators (make_qwen3_5_golden.py and
+"""Functions shared by the Qwen3.5/3.6 hybrid golden generators (make_qwen3_5_golden.py and
 make_qwen3_5_moe_golden.py; run where torch + transformers exist): the command line, the
 random values of the hybrid's own parameters, forward hooks on a text model, each decoder
 layer alone, the `mtp.*` tensor real checkpoints carry, and the golden tensors of a packed
