@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/random/philox.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/io/model_test_util.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/speculative/dflash_decoder.h"
+#include "models/speculative/moe_decode_test_util.h"
 #include "models/speculative/spec_eval_run.h"
 
 namespace tandem::models {
@@ -32,40 +32,11 @@ const std::string kTinyHybrid = std::string(TANDEM_SOURCE_DIR) + "/tests/golden/
 
 // A 2-layer DFlash drafter over target layers {1, 3, 6} of hybrid `t`.
 DFlashConfig DrafterFor(const Qwen35Config& t) {
-  DFlashConfig c;
-  TransformerConfig& l = c.layers;
-  l.model_type = "qwen3";
-  l.architectures = {"DFlashDraftModel"};
-  l.vocab_size = t.vocab_size;
-  l.hidden_size = t.hidden_size;
-  l.num_hidden_layers = 2;
-  l.num_attention_heads = 4;
-  l.num_key_value_heads = 2;
-  l.head_dim = 16;
-  l.rotary_dim = 16;
-  l.intermediate_size = 96;
-  l.max_position_embeddings = 4096;
-  l.rms_norm_eps = 1e-6;
-  l.rope_theta = 10000.0;
-  l.layer_types = {LayerType::kFullAttention, LayerType::kFullAttention};
-  c.block_size = 16;
-  c.mask_token_id = t.vocab_size - 1;
-  c.num_target_layers = t.num_hidden_layers;
-  c.target_layer_ids = {1, 3, 6};
-  return c;
-}
-
-// Matrices uniform(-0.3, 0.3), norms uniform(0.8, 1.2): drafts that depend on the context.
-void Randomize(DFlashDrafter& d, uint32_t seed) {
-  DFlashParams& params = d.params();
-  std::vector<float> host(params.layout.total);
-  for (const DFlashParamSpec& s : params.layout.specs)
-    for (int64_t i = s.offset; i < s.offset + s.numel(); ++i) {
-      const float u = 2 * kernels::PhiloxUniform(seed, 9, i) - 1;
-      host[i] = s.is_norm ? 1.0f + 0.2f * u : 0.3f * u;
-    }
-  ASSERT_TRUE(kernels::CopyFromHost(params.master, host.data(), nullptr).ok());
-  ASSERT_TRUE(params.SyncCompute(nullptr).ok());
+  DecodeTargetShape shape;
+  shape.vocab_size = t.vocab_size;
+  shape.hidden_size = t.hidden_size;
+  shape.num_hidden_layers = t.num_hidden_layers;
+  return testing::TinyDrafterForShape(shape, {1, 3, 6});
 }
 
 class HybridDecodeTest : public ::testing::Test {
@@ -87,7 +58,7 @@ class HybridDecodeTest : public ::testing::Test {
                                    kernels::HostAllocator(), nullptr);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     drafter_ = std::move(*d);
-    Randomize(*drafter_, 5);
+    testing::RandomizeDrafter(*drafter_, 5);
   }
 
   // Plain greedy decoding without carried state: for every new token, a fresh cache
@@ -215,7 +186,7 @@ TEST(HybridEval, RunsEndToEndOnTheTinyHybridCheckpoint) {
   auto drafter = DFlashDrafter::Create(DrafterFor(*config), {.max_tokens = 64, .num_blocks = 1},
                                        kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
-  Randomize(**drafter, 7);
+  testing::RandomizeDrafter(**drafter, 7);
   ASSERT_TRUE(SaveDFlashCheckpoint(dir + "/drafter", **drafter, {0, 7}).ok());
   {
     std::ofstream f(dir + "/prompts.jsonl");
