@@ -9,6 +9,12 @@ mask from create_block_mask; the whole step is torch.compile'd. Precision recipe
 bf16 compute weights, fp32 master weights and AdamW states (fused AdamW), grad clip 1.0.
 Prints a JSON line {"step_ms", "act_gib", "state_gib"} last. With --profile it first prints
 one step's GPU kernel time by kind (torch.profiler): GEMMs, attention, optimizer, the rest.
+
+--type dflash2: the DFlash2 drafter of the same shape (docs/dflash2.md): every layer's
+attention and MLP wrapped in a grouped dynamic causal convolution (2 taps, groups of 16
+channels, block-local), every layer bidirectional inside the block (is_causal false), and the
+candidate selector's strict top-16 loss (rank 256, teacher-forced previous token) added with
+weight 1. The public DFlash2 configs set no output multiplier or soft cap, so neither is applied.
 """
 
 import argparse
@@ -25,6 +31,7 @@ from peer_common import cuda_time_ms, print_result  # noqa: E402
 
 T, DOCS, NB, BS, H, L, HQ, HK, D, I, V = 8192, 4, 512, 16, 4096, 5, 32, 8, 128, 12288, 151936
 WINDOW, K_CTX, EPS, THETA = 2048, 5, 1e-6, 1e6
+CONV_K, CONV_GROUP, RANK, TOP_K = 2, 16, 256, 16  # --type dflash2
 MASK_ID, ID_RANGE = 151669, 151000
 # --shape 27b: the Qwen3.6-27B drafter (tandem-bench drafter --shape=27b); heads, layers,
 # window and the batch stay.
@@ -66,27 +73,85 @@ def make_params():
     return p
 
 
+def make_dflash2_params():
+    """The DFlash2 tensors beside make_params(): per layer two convolutions (base kernel at
+    the identity plus noise, a small kernel projection, so the conv is not a no-op), and the
+    selector's projection and codebooks."""
+    p = {}
+    for i in range(L):
+        for conv in ("aconv", "mconv"):
+            base = torch.randn(2, CONV_K, H, device=dev) * 0.02
+            base[:, 0] += 1
+            p[f"{i}.{conv}.base"] = base
+            p[f"{i}.{conv}.proj"] = torch.randn(2 * CONV_K * (H // CONV_GROUP), H, device=dev) * 0.02
+    p["sel.hidden"] = torch.randn(RANK, H, device=dev) * 0.02
+    p["sel.pred"] = torch.randn(V, RANK, device=dev) * 0.02
+    p["sel.succ"] = torch.randn(V, RANK, device=dev) * 0.02
+    return p
+
+
+def dynamic_conv(x, dyn, kernel):
+    """Conv(x; kernel [K, H], dyn [R, K, G]) per block of BS rows, taps reset at block start."""
+    xb = x.view(NB, BS, H)
+    out = torch.zeros_like(xb)
+    for k in range(CONV_K):
+        shifted = xb if k == 0 else F.pad(xb[:, : BS - k], (0, 0, k, 0))
+        weight = kernel[k] + dyn[:, k].repeat_interleave(CONV_GROUP, -1)
+        out = out + weight.view(NB, BS, H) * shifted
+    return out.view(R, H)
+
+
+def conv_branch(w, name, u, fn):
+    dyn = (u @ w[name + ".proj"].T).view(R, 2, CONV_K, H // CONV_GROUP)
+    return dynamic_conv(fn(dynamic_conv(u, dyn[:, 0], w[name + ".base"][0])), dyn[:, 1],
+                        w[name + ".base"][1])
+
+
+def selector_loss(w, hidden, logits, targets, weights, prev):
+    values, ids = logits.topk(TOP_K, dim=-1)
+    proj = (hidden @ w["sel.hidden"].T).float()
+    pair = w["sel.pred"][prev.clamp(min=0)].float() * proj
+    scores = values + torch.einsum("rq,rkq->rk", pair, w["sel.succ"][ids].float())
+    hit = ids == targets[:, None]
+    cw = weights * hit.any(-1).float()
+    ce = torch.logsumexp(scores, -1) - (scores * hit.float()).sum(-1)
+    return (ce * cw).sum() / cw.sum().clamp(min=1e-30)
+
+
 def drafter_loss(w, ctx_layers, emb, lm_head, block_ids, blk_cos, blk_sin, ctx_cos, ctx_sin,
-                 targets, weights, masks):
+                 targets, weights, masks, prev=None):
     ctx = rms(torch.cat(ctx_layers, -1) @ w["fc"].T, w["hidden_norm"])
     x = emb[block_ids]
+    dflash2 = "sel.hidden" in w
     for i in range(L):
-        xn = rms(x, w[f"{i}.in_n"])
-        q = rope(rms((xn @ w[f"{i}.q"].T).view(R, HQ, D), w[f"{i}.q_n"]), blk_cos, blk_sin)
-        k = rope(rms((xn @ w[f"{i}.k"].T).view(R, HK, D), w[f"{i}.k_n"]), blk_cos, blk_sin)
-        v = (xn @ w[f"{i}.v"].T).view(R, HK, D)
-        kc = rope(rms((ctx @ w[f"{i}.k"].T).view(T, HK, D), w[f"{i}.k_n"]), ctx_cos, ctx_sin)
-        vc = (ctx @ w[f"{i}.v"].T).view(T, HK, D)
-        keys = torch.cat([kc, k], 0).transpose(0, 1)[None]
-        vals = torch.cat([vc, v], 0).transpose(0, 1)[None]
-        o = flex_attention(q.transpose(0, 1)[None], keys, vals, block_mask=masks[SLIDING[i]],
-                           enable_gqa=True)
-        h = x + o[0].transpose(0, 1).reshape(R, HQ * D) @ w[f"{i}.o"].T
-        hn = rms(h, w[f"{i}.post_n"])
-        x = h + (F.silu(hn @ w[f"{i}.gate"].T) * (hn @ w[f"{i}.up"].T)) @ w[f"{i}.down"].T
-    logits = (rms(x, w["norm"]) @ lm_head.T).float()
+        def attn(xn):
+            q = rope(rms((xn @ w[f"{i}.q"].T).view(R, HQ, D), w[f"{i}.q_n"]), blk_cos, blk_sin)
+            k = rope(rms((xn @ w[f"{i}.k"].T).view(R, HK, D), w[f"{i}.k_n"]), blk_cos, blk_sin)
+            v = (xn @ w[f"{i}.v"].T).view(R, HK, D)
+            kc = rope(rms((ctx @ w[f"{i}.k"].T).view(T, HK, D), w[f"{i}.k_n"]), ctx_cos, ctx_sin)
+            vc = (ctx @ w[f"{i}.v"].T).view(T, HK, D)
+            keys = torch.cat([kc, k], 0).transpose(0, 1)[None]
+            vals = torch.cat([vc, v], 0).transpose(0, 1)[None]
+            o = flex_attention(q.transpose(0, 1)[None], keys, vals, block_mask=masks[SLIDING[i]],
+                               enable_gqa=True)
+            return o[0].transpose(0, 1).reshape(R, HQ * D) @ w[f"{i}.o"].T
+
+        def mlp(hn):
+            return (F.silu(hn @ w[f"{i}.gate"].T) * (hn @ w[f"{i}.up"].T)) @ w[f"{i}.down"].T
+
+        if dflash2:
+            x = x + conv_branch(w, f"{i}.aconv", rms(x, w[f"{i}.in_n"]), attn)
+            x = x + conv_branch(w, f"{i}.mconv", rms(x, w[f"{i}.post_n"]), mlp)
+        else:
+            h = x + attn(rms(x, w[f"{i}.in_n"]))
+            x = h + mlp(rms(h, w[f"{i}.post_n"]))
+    hidden = rms(x, w["norm"])
+    logits = (hidden @ lm_head.T).float()
     ce = F.cross_entropy(logits, targets.clamp(min=0), reduction="none")
-    return (ce * weights).sum() / weights.sum()
+    loss = (ce * weights).sum() / weights.sum()
+    if dflash2:
+        loss = loss + selector_loss(w, hidden, logits, targets, weights, prev)
+    return loss
 
 
 def main():
@@ -94,6 +159,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="8b")
+    ap.add_argument("--type", choices=["dflash", "dflash2"], default="dflash")
     args = ap.parse_args()
     globals().update(SHAPES[args.shape])
     torch.manual_seed(0)
@@ -115,6 +181,8 @@ def main():
     valid = (j[None] >= 1) & (tgt_idx < doc_start[:, None] + doc_len)
     targets = torch.where(valid, ids[tgt_idx.clamp(max=T - 1)], -1).reshape(-1)
     weights = torch.where(valid, torch.exp(-(j[None] - 1).float() / 7), 0.0).reshape(-1)
+    prev = torch.where(valid, ids[(tgt_idx - 1).clamp(max=T - 1)], -1).reshape(-1)
+    causal_block = args.type == "dflash"  # DFlash2: every layer bidirectional in the block
     blk_cos, blk_sin = rope_tables(block_pos)
     ctx_cos, ctx_sin = rope_tables(pos)
 
@@ -127,13 +195,15 @@ def main():
                 lo = torch.maximum(lo, a + q_idx % BS - (WINDOW - 1))
             in_ctx = (kv_idx < T) & (kv_idx >= lo) & (kv_idx < a)
             own = (kv_idx >= T) & ((kv_idx - T) // BS == blk)
-            if sliding:
+            if sliding and causal_block:
                 own = own & (kv_idx - T <= q_idx)
             return in_ctx | own
         return create_block_mask(mod, None, None, R, T + R, device=dev)
 
     masks = {True: mask_for(True), False: mask_for(False)}
     master = make_params()
+    if args.type == "dflash2":
+        master.update(make_dflash2_params())
     w = {n: t.to(torch.bfloat16).requires_grad_(True) for n, t in master.items()}
     for t in master.values():
         t.grad = torch.zeros_like(t)
@@ -142,7 +212,7 @@ def main():
 
     def step():
         loss = loss_fn(w, ctx_layers, emb, lm_head, block_ids, blk_cos, blk_sin, ctx_cos, ctx_sin,
-                       targets, weights, masks)
+                       targets, weights, masks, prev)
         loss.backward()
         for n, t in master.items():
             t.grad.copy_(w[n].grad)

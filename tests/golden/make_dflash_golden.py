@@ -113,7 +113,7 @@ def build_batch():
     T = len(ids)
     plan = {"anchors": [0] * NB, "doc_start": [0] * NB, "block_ids": [MASK] * (NB * BS),
             "block_pos": [r % BS for r in range(NB * BS)], "targets": [-1] * (NB * BS),
-            "weights": [0.0] * (NB * BS)}
+            "weights": [0.0] * (NB * BS), "prev_ids": [-1] * (NB * BS)}
     for b, a in enumerate(ANCHORS):
         assert mask[a] and mask[a + 1] and doc[a] == doc[a + 1]
         start, end = cu[doc[a]], cu[doc[a] + 1]
@@ -121,6 +121,8 @@ def build_batch():
         plan["block_ids"][b * BS] = ids[a]
         for j in range(BS):
             plan["block_pos"][b * BS + j] = pos[a] + j
+            if j >= 1 and a + j - 1 < end:  # the true token of the slot before (DFlash2's selector)
+                plan["prev_ids"][b * BS + j] = ids[a + j - 1]
             if j >= 1 and a + j < end and mask[a + j]:
                 plan["targets"][b * BS + j] = ids[a + j]
                 plan["weights"][b * BS + j] = math.exp(-(j - 1) / 7)
@@ -128,18 +130,14 @@ def build_batch():
     return T, plan
 
 
-def forward(P, ctx_layers, emb, lm_head, plan):
-    T = ctx_layers[0].shape[0]
+def visibility(plan, T):
+    """Per layer type, which keys each block row sees: bool [R, T + R] (context, then block).
+
+    A layer is causal inside the block by its type, unless the config's is_causal says so
+    for every layer; a sliding layer's window bounds |query - key| < sliding_window."""
     R = NB * BS
-    ctx = rms(torch.cat(ctx_layers, -1) @ P["fc.weight"].T, P["hidden_norm.weight"])
-    ctx_pos = torch.tensor(plan["ctx_pos"])
-    blk_pos = torch.tensor(plan["block_pos"])
-    x = emb[torch.tensor(plan["block_ids"])]
-    # Visibility [R, T + R] per layer type.
-    # A layer is causal inside the block by its type, unless the config's is_causal says
-    # so for every layer; a sliding layer's window bounds |query - key| < sliding_window.
     vis = {}
-    for lt in set(LAYER_TYPES):
+    for lt in set(CONFIG["layer_types"]):
         sliding = lt == "sliding_attention"
         causal = CONFIG.get("is_causal", sliding)
         window = CONFIG["sliding_window"]
@@ -153,29 +151,55 @@ def forward(P, ctx_layers, emb, lm_head, plan):
                     m[b * BS + j, T + b * BS + i] = ((not causal or i <= j) and
                                                      (not sliding or abs(j - i) <= window - 1))
         vis[lt] = m
-    for i in range(L):
-        p = f"layers.{i}."
-        w = lambda n: P[p + n]
-        xn = rms(x, w("input_layernorm.weight"))
-        q = rope(rms((xn @ w("self_attn.q_proj.weight").T).view(R, HQ, D), w("self_attn.q_norm.weight")), blk_pos)
-        k = rope(rms((xn @ w("self_attn.k_proj.weight").T).view(R, HK, D), w("self_attn.k_norm.weight")), blk_pos)
-        v = (xn @ w("self_attn.v_proj.weight").T).view(R, HK, D)
-        kc = rope(rms((ctx @ w("self_attn.k_proj.weight").T).view(T, HK, D), w("self_attn.k_norm.weight")), ctx_pos)
-        vc = (ctx @ w("self_attn.v_proj.weight").T).view(T, HK, D)
-        keys = torch.cat([kc, k], 0).repeat_interleave(HQ // HK, 1)   # [T+R, HQ, D]
-        vals = torch.cat([vc, v], 0).repeat_interleave(HQ // HK, 1)
-        s = torch.einsum("rhd,khd->hrk", q, keys) / math.sqrt(D)
-        s = s.masked_fill(~vis[LAYER_TYPES[i]][None], float("-inf"))
-        o = torch.einsum("hrk,khd->rhd", torch.softmax(s, -1), vals).reshape(R, HQ * D)
-        h = x + o @ w("self_attn.o_proj.weight").T
-        hn = rms(h, w("post_attention_layernorm.weight"))
-        act = torch.nn.functional.silu(hn @ w("mlp.gate_proj.weight").T) * (hn @ w("mlp.up_proj.weight").T)
-        x = h + act @ w("mlp.down_proj.weight").T
-    logits = rms(x, P["norm.weight"]) @ lm_head.T
+    return vis
+
+
+def context(P, ctx_layers):
+    return rms(torch.cat(ctx_layers, -1) @ P["fc.weight"].T, P["hidden_norm.weight"])
+
+
+def attention(w, xq, ctx, plan, vis):
+    """The attention branch of one layer: o_proj(attention) for block rows xq [R, H]; the
+    queries and the block's keys/values come from xq, the context's from ctx."""
+    T, R = ctx.shape[0], xq.shape[0]
+    ctx_pos = torch.tensor(plan["ctx_pos"])
+    blk_pos = torch.tensor(plan["block_pos"])
+    q = rope(rms((xq @ w("self_attn.q_proj.weight").T).view(R, HQ, D), w("self_attn.q_norm.weight")), blk_pos)
+    k = rope(rms((xq @ w("self_attn.k_proj.weight").T).view(R, HK, D), w("self_attn.k_norm.weight")), blk_pos)
+    v = (xq @ w("self_attn.v_proj.weight").T).view(R, HK, D)
+    kc = rope(rms((ctx @ w("self_attn.k_proj.weight").T).view(T, HK, D), w("self_attn.k_norm.weight")), ctx_pos)
+    vc = (ctx @ w("self_attn.v_proj.weight").T).view(T, HK, D)
+    keys = torch.cat([kc, k], 0).repeat_interleave(HQ // HK, 1)   # [T+R, HQ, D]
+    vals = torch.cat([vc, v], 0).repeat_interleave(HQ // HK, 1)
+    s = torch.einsum("rhd,khd->hrk", q, keys) / math.sqrt(D)
+    s = s.masked_fill(~vis[None], float("-inf"))
+    o = torch.einsum("hrk,khd->rhd", torch.softmax(s, -1), vals).reshape(R, HQ * D)
+    return o @ w("self_attn.o_proj.weight").T
+
+
+def mlp(w, x):
+    act = torch.nn.functional.silu(x @ w("mlp.gate_proj.weight").T) * (x @ w("mlp.up_proj.weight").T)
+    return act @ w("mlp.down_proj.weight").T
+
+
+def weighted_ce(logits, plan):
     wts = torch.tensor(plan["weights"], dtype=DT)
     tgt = torch.tensor(plan["targets"])
     ce = torch.nn.functional.cross_entropy(logits, tgt.clamp(min=0), reduction="none")
     return (ce * wts).sum() / wts.sum()
+
+
+def forward(P, ctx_layers, emb, lm_head, plan):
+    T = ctx_layers[0].shape[0]
+    ctx = context(P, ctx_layers)
+    x = emb[torch.tensor(plan["block_ids"])]
+    vis = visibility(plan, T)
+    for i in range(L):
+        p = f"layers.{i}."
+        w = lambda n: P[p + n]
+        h = x + attention(w, rms(x, w("input_layernorm.weight")), ctx, plan, vis[LAYER_TYPES[i]])
+        x = h + mlp(w, rms(h, w("post_attention_layernorm.weight")))
+    return weighted_ce(rms(x, P["norm.weight"]) @ lm_head.T, plan)
 
 
 def make(is_causal):
@@ -204,41 +228,32 @@ def main():
         make(value)
 
 
-def write(file_name):
-    T, plan = build_batch()
-    g = torch.Generator().manual_seed(2)
+def random_inputs(T, g):
     emb = bf16(torch.rand(V, H, generator=g, dtype=DT) * 2 - 1)
     lm_head = bf16((torch.rand(V, H, generator=g, dtype=DT) * 2 - 1) * 0.3)
     ctx_layers = [bf16(torch.rand(T, H, generator=g, dtype=DT) * 2 - 1) for _ in TARGET_LAYERS]
+    return emb, lm_head, ctx_layers
+
+
+def random_params(shapes, g):
     P = {}
-    for name, shape in param_shapes().items():
+    for name, shape in shapes.items():
         r = torch.rand(*shape, generator=g, dtype=DT) * 2 - 1
         P[name] = bf16(1.0 + 0.2 * r if len(shape) == 1 else 0.3 * r).requires_grad_(True)
+    return P
 
-    out = {"embedding": emb.to(torch.bfloat16), "lm_head": lm_head.to(torch.bfloat16)}
-    for i, c in enumerate(ctx_layers):
-        out[f"context.{i}"] = c.to(torch.bfloat16)
-    for key in ("anchors", "doc_start", "block_ids", "block_pos", "targets", "ctx_pos"):
-        out["plan." + key] = torch.tensor(plan[key], dtype=torch.int32)
-    out["plan.weights"] = torch.tensor(plan["weights"], dtype=torch.float32)
-    for name, t in P.items():
-        out["param." + name] = t.detach().to(torch.bfloat16)
 
-    loss = forward(P, ctx_layers, emb, lm_head, plan)
-    loss.backward()
-    out["loss"] = loss.detach().float().reshape(1)
-    for name, t in P.items():
-        out["grad." + name] = t.grad.float()
-
-    # 10 AdamW steps on the same batch: fp32 master (here float64), forward on the
-    # bf16-rounded copy like tandem, clip by the global norm, constant lr.
+def adamw_trajectory(P, loss_fn):
+    """Loss before each of ADAMW["steps"] AdamW steps on the same batch: fp32 master (here
+    float64), forward on the bf16-rounded copy like tandem, clip by the global norm, constant
+    lr."""
     master = {n: t.detach().clone() for n, t in P.items()}
     m = {n: torch.zeros_like(t) for n, t in master.items()}
     v = {n: torch.zeros_like(t) for n, t in master.items()}
     traj = []
     for step in range(ADAMW["steps"]):
         Q = {n: bf16(t).requires_grad_(True) for n, t in master.items()}
-        l = forward(Q, ctx_layers, emb, lm_head, plan)
+        l = loss_fn(Q)
         l.backward()
         traj.append(l.item())
         norm = math.sqrt(sum(float(q.grad.pow(2).sum()) for q in Q.values()))
@@ -251,14 +266,49 @@ def write(file_name):
             mh = m[n] / (1 - ADAMW["beta1"] ** t)
             vh = v[n] / (1 - ADAMW["beta2"] ** t)
             master[n] = master[n] - ADAMW["lr"] * mh / (vh.sqrt() + ADAMW["eps"])
-    out["trajectory"] = torch.tensor(traj, dtype=torch.float32)
+    return traj
 
-    meta = {"format": "tandem-golden", "version": "2", "config": json.dumps(CONFIG),
-            "adamw": json.dumps(ADAMW)}
+
+def golden_tensors(P, loss_fn, emb, lm_head, ctx_layers, plan, plan_keys):
+    """The golden file's tensors: inputs, plan, params, loss, grads and the trajectory."""
+    out = {"embedding": emb.to(torch.bfloat16), "lm_head": lm_head.to(torch.bfloat16)}
+    for i, c in enumerate(ctx_layers):
+        out[f"context.{i}"] = c.to(torch.bfloat16)
+    for key in plan_keys:
+        out["plan." + key] = torch.tensor(plan[key], dtype=torch.int32)
+    out["plan.weights"] = torch.tensor(plan["weights"], dtype=torch.float32)
+    for name, t in P.items():
+        out["param." + name] = t.detach().to(torch.bfloat16)
+    loss = loss_fn(P)
+    loss.backward()
+    out["loss"] = loss.detach().float().reshape(1)
+    for name, t in P.items():
+        out["grad." + name] = t.grad.float()
+    out["trajectory"] = torch.tensor(adamw_trajectory(P, loss_fn), dtype=torch.float32)
+    return out
+
+
+def save(out, file_name, meta):
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), file_name)
     save_file({k: t.contiguous() for k, t in out.items()}, path, metadata=meta)
-    print(f"wrote {path} ({os.path.getsize(path)} bytes), loss {loss.item():.6f}, "
+    traj = out["trajectory"].tolist()
+    print(f"wrote {path} ({os.path.getsize(path)} bytes), loss {out['loss'].item():.6f}, "
           f"trajectory {[round(x, 4) for x in traj]}")
+
+
+PLAN_KEYS = ("anchors", "doc_start", "block_ids", "block_pos", "targets", "ctx_pos")
+
+
+def write(file_name):
+    T, plan = build_batch()
+    g = torch.Generator().manual_seed(2)
+    emb, lm_head, ctx_layers = random_inputs(T, g)
+    P = random_params(param_shapes(), g)
+    out = golden_tensors(P, lambda Q: forward(Q, ctx_layers, emb, lm_head, plan), emb, lm_head,
+                         ctx_layers, plan, PLAN_KEYS)
+    meta = {"format": "tandem-golden", "version": "2", "config": json.dumps(CONFIG),
+            "adamw": json.dumps(ADAMW)}
+    save(out, file_name, meta)
 
 
 if __name__ == "__main__":
