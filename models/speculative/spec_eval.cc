@@ -1,5 +1,7 @@
 #include "models/speculative/spec_eval.h"
 
+#include <string>
+
 #include <fmt/format.h>
 
 #include "models/io/file_util.h"
@@ -63,6 +65,10 @@ constexpr const char* kGreedyDraftRule =
     "probability p(x) under the target's filtered distribution p, the first rejected slot "
     "redrawn from p without the draft, a bonus token from p when all are kept";
 
+// A float setting as the user wrote it: the shortest decimal that reads back as the same
+// float (0.7f is written 0.7, not 0.699999988079071).
+double AsWritten(float x) { return std::stod(fmt::format("{}", x)); }
+
 nlohmann::json StatsJson(const SpecEvalStats& s) {
   nlohmann::json j = {{"block_size", s.block_size},
                       {"prompts", s.prompts},
@@ -105,8 +111,8 @@ nlohmann::json SpecEvalReportToJson(const SpecEvalReport& r) {
                                                : 0.0;
   }
   if (r.sampled.prompts > 0)
-    j["sampled"] = {{"temperature", r.sampling.temperature},
-                    {"top_p", r.sampling.top_p},
+    j["sampled"] = {{"temperature", AsWritten(r.sampling.temperature)},
+                    {"top_p", AsWritten(r.sampling.top_p)},
                     {"top_k", r.sampling.top_k},
                     {"seed", r.seed},
                     {"drafts", r.greedy_drafts ? "greedy" : "sampled"},

@@ -64,6 +64,7 @@ TEST_F(RunSpecEvalTest, SampledRunIsSeededAndReportedNextToGreedy) {
   EXPECT_DOUBLE_EQ(j["run"]["tau"].get<double>(), a->run.tau);
   EXPECT_DOUBLE_EQ(j["sampled"]["run"]["tau"].get<double>(), a->sampled.tau);
   EXPECT_FLOAT_EQ(j["sampled"]["temperature"].get<float>(), 0.7f);
+  EXPECT_EQ(j["sampled"]["temperature"].dump(), "0.7");  // as written, not 0.699999988
   EXPECT_FLOAT_EQ(j["sampled"]["top_p"].get<float>(), 0.95f);
   EXPECT_EQ(j["sampled"]["top_k"], 20);
   EXPECT_EQ(j["sampled"]["seed"], 5);
