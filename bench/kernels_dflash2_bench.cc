@@ -90,22 +90,24 @@ Status Run(const std::vector<std::string>& args) {
   }));
   RETURN_IF_ERROR(stream.Synchronize());
 
-  std::printf("shape: rows %lld, H %lld, K %lld, group %lld, block %lld (d: one side of "
-              "[rows, %lld])\n",
-              static_cast<long long>(kRows), static_cast<long long>(kH),
-              static_cast<long long>(kTaps), static_cast<long long>(kGroup),
-              static_cast<long long>(kBlock), static_cast<long long>(2 * kg));
+  std::printf(
+      "shape: rows %lld, H %lld, K %lld, group %lld, block %lld (d: one side of "
+      "[rows, %lld])\n",
+      static_cast<long long>(kRows), static_cast<long long>(kH), static_cast<long long>(kTaps),
+      static_cast<long long>(kGroup), static_cast<long long>(kBlock),
+      static_cast<long long>(2 * kg));
   std::printf("%-18s %9s %9s %9s %9s %8s  %s\n", "op", "MB", "ms", "GB/s", "copy GB/s", "%copy",
               "bar>=75%");
   for (const ConvRow& r : rows) {
     const double gbs = r.bytes / r.ms / 1e6, copy_gbs = r.bytes / r.copy_ms / 1e6;
     const double pct = 100.0 * gbs / copy_gbs;
-    std::printf("%-18s %9.1f %9.3f %9.1f %9.1f %7.1f%%  %s\n", r.name.c_str(), r.bytes / 1e6,
-                r.ms, gbs, copy_gbs, pct, pct >= 75.0 ? "ok" : "BELOW");
+    std::printf("%-18s %9.1f %9.3f %9.1f %9.1f %7.1f%%  %s\n", r.name.c_str(), r.bytes / 1e6, r.ms,
+                gbs, copy_gbs, pct, pct >= 75.0 ? "ok" : "BELOW");
   }
-  std::printf("GB/s counts the bytes each op must read and write once (the backward's dbase "
-              "partials, %.1f MB each way, not counted); the copy moves the same bytes.\n",
-              ws_bytes / 1e6);
+  std::printf(
+      "GB/s counts the bytes each op must read and write once (the backward's dbase "
+      "partials, %.1f MB each way, not counted); the copy moves the same bytes.\n",
+      ws_bytes / 1e6);
   return Status::Ok();
 }
 #endif

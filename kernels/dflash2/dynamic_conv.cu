@@ -21,8 +21,8 @@ using conv_detail::MutAt;
 // per tap instead of one per channel.
 template <int kVec, int kTaps, bool kOneGroup>
 __global__ void __launch_bounds__(kThreadsX* kThreadsY)
-    conv_fwd_kernel(ConvArgs a, ConvRows y, ConvRows x, const bf16_t* __restrict__ base,
-                    ConvRows d, bool accumulate) {
+    conv_fwd_kernel(ConvArgs a, ConvRows y, ConvRows x, const bf16_t* __restrict__ base, ConvRows d,
+                    bool accumulate) {
   const int c0 = (blockIdx.x * kThreadsX + threadIdx.x) * kVec;
   if (c0 >= a.hidden) return;
   float b[kTaps][kVec];
@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
         } else {
 #pragma unroll
           for (int i = 0; i < kVec; ++i)
-            acc[i] += (b[k][i] + __bfloat162float(dt[k * a.groups + (c0 + i) / a.group])) *
-                      xw[k][i];
+            acc[i] +=
+                (b[k][i] + __bfloat162float(dt[k * a.groups + (c0 + i) / a.group])) * xw[k][i];
         }
       }
       if (accumulate) {
@@ -101,15 +101,24 @@ cudaError_t LaunchDynamicConvForward(const ConvArgs& a, ConvRows y, ConvRows x, 
                                      ConvRows d, bool accumulate, Stream s) {
   if (a.rows == 0) return cudaSuccess;
   switch (a.taps) {
-    case 1: return LaunchTaps<1>(a, y, x, base, d, accumulate, s);
-    case 2: return LaunchTaps<2>(a, y, x, base, d, accumulate, s);
-    case 3: return LaunchTaps<3>(a, y, x, base, d, accumulate, s);
-    case 4: return LaunchTaps<4>(a, y, x, base, d, accumulate, s);
-    case 5: return LaunchTaps<5>(a, y, x, base, d, accumulate, s);
-    case 6: return LaunchTaps<6>(a, y, x, base, d, accumulate, s);
-    case 7: return LaunchTaps<7>(a, y, x, base, d, accumulate, s);
-    case 8: return LaunchTaps<8>(a, y, x, base, d, accumulate, s);
-    default: return cudaErrorInvalidValue;
+    case 1:
+      return LaunchTaps<1>(a, y, x, base, d, accumulate, s);
+    case 2:
+      return LaunchTaps<2>(a, y, x, base, d, accumulate, s);
+    case 3:
+      return LaunchTaps<3>(a, y, x, base, d, accumulate, s);
+    case 4:
+      return LaunchTaps<4>(a, y, x, base, d, accumulate, s);
+    case 5:
+      return LaunchTaps<5>(a, y, x, base, d, accumulate, s);
+    case 6:
+      return LaunchTaps<6>(a, y, x, base, d, accumulate, s);
+    case 7:
+      return LaunchTaps<7>(a, y, x, base, d, accumulate, s);
+    case 8:
+      return LaunchTaps<8>(a, y, x, base, d, accumulate, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

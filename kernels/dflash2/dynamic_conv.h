@@ -47,8 +47,8 @@ int64_t DynamicConvBackwardWorkspaceBytes(int64_t rows, int64_t hidden, int64_t 
 
 namespace cpu {
 Status DynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
-                          const TensorView& d, int64_t group, int64_t block_size,
-                          bool accumulate, Stream s);
+                          const TensorView& d, int64_t group, int64_t block_size, bool accumulate,
+                          Stream s);
 Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const TensorView& dd,
                            const TensorView& dy, const TensorView& x, const TensorView& base,
                            const TensorView& d, int64_t group, int64_t block_size,
@@ -57,8 +57,8 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
 
 namespace cuda {
 Status DynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
-                          const TensorView& d, int64_t group, int64_t block_size,
-                          bool accumulate, Stream s);
+                          const TensorView& d, int64_t group, int64_t block_size, bool accumulate,
+                          Stream s);
 Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const TensorView& dd,
                            const TensorView& dy, const TensorView& x, const TensorView& base,
                            const TensorView& d, int64_t group, int64_t block_size,
@@ -67,8 +67,8 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
 
 // Dispatch on the tensors' device.
 Status DynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
-                          const TensorView& d, int64_t group, int64_t block_size,
-                          bool accumulate, Stream s);
+                          const TensorView& d, int64_t group, int64_t block_size, bool accumulate,
+                          Stream s);
 Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const TensorView& dd,
                            const TensorView& dy, const TensorView& x, const TensorView& base,
                            const TensorView& d, int64_t group, int64_t block_size,
@@ -85,10 +85,10 @@ struct DynamicConvDims {
 Status CheckDynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
                                const TensorView& d, int64_t group, int64_t block_size,
                                DynamicConvDims* dims);
-Status CheckDynamicConvBackward(const TensorView& dx, const TensorView& dbase,
-                                const TensorView& dd, const TensorView& dy, const TensorView& x,
-                                const TensorView& base, const TensorView& d, int64_t group,
-                                int64_t block_size, DynamicConvDims* dims);
+Status CheckDynamicConvBackward(const TensorView& dx, const TensorView& dbase, const TensorView& dd,
+                                const TensorView& dy, const TensorView& x, const TensorView& base,
+                                const TensorView& d, int64_t group, int64_t block_size,
+                                DynamicConvDims* dims);
 }  // namespace internal
 
 }  // namespace tandem::kernels::dflash2

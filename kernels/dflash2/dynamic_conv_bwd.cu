@@ -109,13 +109,22 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
       LoadOrZero<kVec>(At(x, r0 - 1 - j, c0), active && r0 < r1 && r0 - 1 - j >= 0, xw[j]);
       LoadOrZero<kVec>(At(dy, r0 + j, c0), active && r0 < r1 && r0 + j < a.rows, dyw[j + 1]);
     }
+    // The rows entering the windows at the next step, loaded one step ahead.
+    float next_x[kVec], next_dy[kVec];
+    LoadOrZero<kVec>(At(x, r0, c0), active && r0 < r1, next_x);
+    LoadOrZero<kVec>(At(dy, r0 + kTaps - 1, c0), active && r0 < r1 && r0 + kTaps - 1 < a.rows,
+                     next_dy);
     int pos = r0 < r1 ? static_cast<int>(r0 % a.block_size) : 0;
     for (int64_t t = r0; t < r1; ++t) {
       conv_detail::ShiftBack<kTaps, kVec>(xw);
       conv_detail::ShiftForward<kTaps, kVec>(dyw);
-      LoadOrZero<kVec>(At(x, t, c0), active, xw[0]);
-      LoadOrZero<kVec>(At(dy, t + kTaps - 1, c0), active && t + kTaps - 1 < a.rows,
-                       dyw[kTaps - 1]);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        xw[0][i] = next_x[i];
+        dyw[kTaps - 1][i] = next_dy[i];
+      }
+      LoadOrZero<kVec>(At(x, t + 1, c0), active && t + 1 < r1, next_x);
+      LoadOrZero<kVec>(At(dy, t + kTaps, c0), active && t + 1 < r1 && t + kTaps < a.rows, next_dy);
       // dx[t]: taps k whose output row t + k is in t's block.
       float g[kVec];
 #pragma unroll
@@ -124,7 +133,7 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
       for (int k = 0; k < kTaps; ++k) {
         if (pos + k >= a.block_size || t + k >= a.rows) break;
         const bf16_t* dk = At(d, t + k, k * a.groups);
-        if (!active) continue;  // g stays 0 and is not stored
+        if (!active) continue;      // g stays 0 and is not stored
         if (a.group % kVec == 0) {  // the thread's channels share one group
           const float dv = __bfloat162float(dk[c0 / a.group]);
 #pragma unroll
@@ -223,19 +232,27 @@ cudaError_t LaunchTaps(const ConvArgs& a, ConvRows dx, ConvRows dd, ConvRows dy,
   }
 }
 
-cudaError_t LaunchMainAnyTaps(const ConvArgs& a, ConvRows dx, ConvRows dd, ConvRows dy,
-                              ConvRows x, const void* base, ConvRows d, float* partial,
-                              Stream s) {
+cudaError_t LaunchMainAnyTaps(const ConvArgs& a, ConvRows dx, ConvRows dd, ConvRows dy, ConvRows x,
+                              const void* base, ConvRows d, float* partial, Stream s) {
   switch (a.taps) {
-    case 1: return LaunchTaps<1>(a, dx, dd, dy, x, base, d, partial, s);
-    case 2: return LaunchTaps<2>(a, dx, dd, dy, x, base, d, partial, s);
-    case 3: return LaunchTaps<3>(a, dx, dd, dy, x, base, d, partial, s);
-    case 4: return LaunchTaps<4>(a, dx, dd, dy, x, base, d, partial, s);
-    case 5: return LaunchTaps<5>(a, dx, dd, dy, x, base, d, partial, s);
-    case 6: return LaunchTaps<6>(a, dx, dd, dy, x, base, d, partial, s);
-    case 7: return LaunchTaps<7>(a, dx, dd, dy, x, base, d, partial, s);
-    case 8: return LaunchTaps<8>(a, dx, dd, dy, x, base, d, partial, s);
-    default: return cudaErrorInvalidValue;
+    case 1:
+      return LaunchTaps<1>(a, dx, dd, dy, x, base, d, partial, s);
+    case 2:
+      return LaunchTaps<2>(a, dx, dd, dy, x, base, d, partial, s);
+    case 3:
+      return LaunchTaps<3>(a, dx, dd, dy, x, base, d, partial, s);
+    case 4:
+      return LaunchTaps<4>(a, dx, dd, dy, x, base, d, partial, s);
+    case 5:
+      return LaunchTaps<5>(a, dx, dd, dy, x, base, d, partial, s);
+    case 6:
+      return LaunchTaps<6>(a, dx, dd, dy, x, base, d, partial, s);
+    case 7:
+      return LaunchTaps<7>(a, dx, dd, dy, x, base, d, partial, s);
+    case 8:
+      return LaunchTaps<8>(a, dx, dd, dy, x, base, d, partial, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -22,9 +22,10 @@ Status CheckRows(const char* op, const char* what, const TensorView& t, int64_t 
     return InvalidArgumentError("{}: {}: expected bf16 [{}, {}], got {}", op, what, rows, cols,
                                 t.ToString());
   if (cols > 0 && (t.stride(1) != 1 || (rows > 1 && t.stride(0) < cols)))
-    return InvalidArgumentError("{}: {}: the last dim must be contiguous and rows must not "
-                                "overlap, got {} with strides [{}, {}]",
-                                op, what, t.ToString(), t.stride(0), t.stride(1));
+    return InvalidArgumentError(
+        "{}: {}: the last dim must be contiguous and rows must not "
+        "overlap, got {} with strides [{}, {}]",
+        op, what, t.ToString(), t.stride(0), t.stride(1));
   return Status::Ok();
 }
 
@@ -36,8 +37,8 @@ std::pair<uintptr_t, uintptr_t> Span(const TensorView& t) {
   return {p, p + (last + 1) * DTypeSize(t.dtype())};
 }
 
-Status ExpectNoOverlap(const char* op, const char* a_name, const TensorView& a,
-                       const char* b_name, const TensorView& b) {
+Status ExpectNoOverlap(const char* op, const char* a_name, const TensorView& a, const char* b_name,
+                       const TensorView& b) {
   auto [a0, a1] = Span(a);
   auto [b0, b1] = Span(b);
   if (a0 < b1 && b0 < a1)
@@ -46,9 +47,8 @@ Status ExpectNoOverlap(const char* op, const char* a_name, const TensorView& a,
   return Status::Ok();
 }
 
-Status CheckCommon(const char* op, const TensorView& x, const TensorView& base,
-                   const TensorView& d, int64_t group, int64_t block_size,
-                   internal::DynamicConvDims* dims) {
+Status CheckCommon(const char* op, const TensorView& x, const TensorView& base, const TensorView& d,
+                   int64_t group, int64_t block_size, internal::DynamicConvDims* dims) {
   if (x.ndim() != 2 || base.ndim() != 2)
     return InvalidArgumentError("{}: x {} and base {} must be 2-d", op, x.ToString(),
                                 base.ToString());
@@ -104,10 +104,10 @@ Status CheckDynamicConvForward(const TensorView& y, const TensorView& x, const T
   return ExpectNoOverlap(kOp, "y", y, "x", x);
 }
 
-Status CheckDynamicConvBackward(const TensorView& dx, const TensorView& dbase,
-                                const TensorView& dd, const TensorView& dy, const TensorView& x,
-                                const TensorView& base, const TensorView& d, int64_t group,
-                                int64_t block_size, DynamicConvDims* dims) {
+Status CheckDynamicConvBackward(const TensorView& dx, const TensorView& dbase, const TensorView& dd,
+                                const TensorView& dy, const TensorView& x, const TensorView& base,
+                                const TensorView& d, int64_t group, int64_t block_size,
+                                DynamicConvDims* dims) {
   constexpr const char* kOp = "DynamicConvBackward";
   RETURN_IF_ERROR(CheckCommon(kOp, x, base, d, group, block_size, dims));
   RETURN_IF_ERROR(CheckRows(kOp, "dy", dy, dims->rows, dims->hidden));
@@ -129,8 +129,8 @@ Status CheckDynamicConvBackward(const TensorView& dx, const TensorView& dbase,
 namespace cpu {
 
 Status DynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
-                          const TensorView& d, int64_t group, int64_t block_size,
-                          bool accumulate, Stream) {
+                          const TensorView& d, int64_t group, int64_t block_size, bool accumulate,
+                          Stream) {
   internal::DynamicConvDims n;
   RETURN_IF_ERROR(internal::CheckDynamicConvForward(y, x, base, d, group, block_size, &n));
   if (!x.device().is_cpu())
@@ -157,8 +157,8 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
                            const TensorView& d, int64_t group, int64_t block_size,
                            const TensorView&, Stream) {
   internal::DynamicConvDims n;
-  RETURN_IF_ERROR(internal::CheckDynamicConvBackward(dx, dbase, dd, dy, x, base, d, group,
-                                                     block_size, &n));
+  RETURN_IF_ERROR(
+      internal::CheckDynamicConvBackward(dx, dbase, dd, dy, x, base, d, group, block_size, &n));
   if (!x.device().is_cpu())
     return InvalidArgumentError("cpu::DynamicConvBackward: views must be on the CPU");
   if (n.rows == 0) return Status::Ok();
@@ -183,11 +183,13 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
 }  // namespace cpu
 
 Status DynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
-                          const TensorView& d, int64_t group, int64_t block_size,
-                          bool accumulate, Stream s) {
-  ASSIGN_OR_RETURN([[maybe_unused]] Device dev, DispatchDevice("DynamicConvForward", {y, x, base, d}));
+                          const TensorView& d, int64_t group, int64_t block_size, bool accumulate,
+                          Stream s) {
+  ASSIGN_OR_RETURN([[maybe_unused]] Device dev,
+                   DispatchDevice("DynamicConvForward", {y, x, base, d}));
 #ifdef TANDEM_HAVE_CUDA
-  if (dev.is_cuda()) return cuda::DynamicConvForward(y, x, base, d, group, block_size, accumulate, s);
+  if (dev.is_cuda())
+    return cuda::DynamicConvForward(y, x, base, d, group, block_size, accumulate, s);
 #endif
   return cpu::DynamicConvForward(y, x, base, d, group, block_size, accumulate, s);
 }
@@ -200,11 +202,10 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
                    DispatchDevice("DynamicConvBackward", {dx, dbase, dd, dy, x, base, d}));
 #ifdef TANDEM_HAVE_CUDA
   if (dev.is_cuda())
-    return cuda::DynamicConvBackward(dx, dbase, dd, dy, x, base, d, group, block_size,
-                                     workspace, s);
+    return cuda::DynamicConvBackward(dx, dbase, dd, dy, x, base, d, group, block_size, workspace,
+                                     s);
 #endif
-  return cpu::DynamicConvBackward(dx, dbase, dd, dy, x, base, d, group, block_size, workspace,
-                                  s);
+  return cpu::DynamicConvBackward(dx, dbase, dd, dy, x, base, d, group, block_size, workspace, s);
 }
 
 }  // namespace tandem::kernels::dflash2

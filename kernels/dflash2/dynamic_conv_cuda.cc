@@ -15,11 +15,10 @@ bool Aligned(const TensorView& t) {
 }
 
 Status MakeArgs(const char* op, const internal::DynamicConvDims& n, int64_t group,
-                int64_t block_size, std::initializer_list<TensorView> vector_views,
-                ConvArgs* a) {
+                int64_t block_size, std::initializer_list<TensorView> vector_views, ConvArgs* a) {
   if (n.taps > kDynamicConvMaxTaps)
-    return InvalidArgumentError("{}: K = {} taps exceeds the CUDA kernels' maximum {}", op,
-                                n.taps, kDynamicConvMaxTaps);
+    return InvalidArgumentError("{}: K = {} taps exceeds the CUDA kernels' maximum {}", op, n.taps,
+                                kDynamicConvMaxTaps);
   if (n.hidden > (int64_t{1} << 30) || block_size > (int64_t{1} << 30))
     return InvalidArgumentError("{}: H = {} or block_size = {} is too large", op, n.hidden,
                                 block_size);
@@ -38,8 +37,8 @@ Status MakeArgs(const char* op, const internal::DynamicConvDims& n, int64_t grou
 }  // namespace
 
 Status DynamicConvForward(const TensorView& y, const TensorView& x, const TensorView& base,
-                          const TensorView& d, int64_t group, int64_t block_size,
-                          bool accumulate, Stream s) {
+                          const TensorView& d, int64_t group, int64_t block_size, bool accumulate,
+                          Stream s) {
   constexpr const char* kOp = "cuda::DynamicConvForward";
   internal::DynamicConvDims n;
   RETURN_IF_ERROR(internal::CheckDynamicConvForward(y, x, base, d, group, block_size, &n));
@@ -59,8 +58,8 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
                            const TensorView& workspace, Stream s) {
   constexpr const char* kOp = "cuda::DynamicConvBackward";
   internal::DynamicConvDims n;
-  RETURN_IF_ERROR(internal::CheckDynamicConvBackward(dx, dbase, dd, dy, x, base, d, group,
-                                                     block_size, &n));
+  RETURN_IF_ERROR(
+      internal::CheckDynamicConvBackward(dx, dbase, dd, dy, x, base, d, group, block_size, &n));
   if (!x.device().is_cuda()) return InvalidArgumentError("{}: views must be on CUDA", kOp);
   ConvArgs a;
   RETURN_IF_ERROR(MakeArgs(kOp, n, group, block_size, {dx, dy, x, base}, &a));
@@ -72,9 +71,10 @@ Status DynamicConvBackward(const TensorView& dx, const TensorView& dbase, const 
   RETURN_IF_ERROR(ExpectSameDevice(kOp, x, workspace));
   if (!workspace.is_contiguous() || workspace.nbytes() < need ||
       reinterpret_cast<uintptr_t>(workspace.data()) % 256 != 0)
-    return InvalidArgumentError("{}: workspace {}: need {} contiguous bytes, 256-byte aligned "
-                                "(DynamicConvBackwardWorkspaceBytes({}, {}, {}))",
-                                kOp, workspace.ToString(), need, n.rows, n.hidden, n.taps);
+    return InvalidArgumentError(
+        "{}: workspace {}: need {} contiguous bytes, 256-byte aligned "
+        "(DynamicConvBackwardWorkspaceBytes({}, {}, {}))",
+        kOp, workspace.ToString(), need, n.rows, n.hidden, n.taps);
   NvtxRange range("DynamicConvBackward");
   CUDA_RETURN_IF_ERROR(LaunchDynamicConvBackward(a, Rows(dx), dbase.data_as<float>(), Rows(dd),
                                                  Rows(dy), Rows(x), base.data(), Rows(d),

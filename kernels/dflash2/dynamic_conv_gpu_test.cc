@@ -48,12 +48,13 @@ TEST_P(DynamicConvGpuTest, CudaMatchesCpu) {
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     std::vector<bf16> y = y0;
-    ASSERT_TRUE(cpu::DynamicConvForward(TensorView(y.data(), DType::kBF16, {rows, ld_y}).Narrow(1, 0, h),
-                                        cx, cb, cd, group, bs, accumulate, nullptr)
-                    .ok());
+    ASSERT_TRUE(
+        cpu::DynamicConvForward(TensorView(y.data(), DType::kBF16, {rows, ld_y}).Narrow(1, 0, h),
+                                cx, cb, cd, group, bs, accumulate, nullptr)
+            .ok());
     Tensor gy = testing::ToDevice(y0, DType::kBF16, {rows, ld_y});
-    Status st = DynamicConvForward(gy.view().Narrow(1, 0, h), gx, gb, vd, group, bs, accumulate,
-                                   nullptr);
+    Status st =
+        DynamicConvForward(gy.view().Narrow(1, 0, h), gx, gb, vd, group, bs, accumulate, nullptr);
     ASSERT_TRUE(st.ok()) << st.ToString();
     // The padding columns are compared too: they must keep y0's values on both sides.
     EXPECT_TRUE(AllClose(testing::ToHost<bf16>(gy), y, 1e-6, kRtol, "y"));
@@ -61,18 +62,21 @@ TEST_P(DynamicConvGpuTest, CudaMatchesCpu) {
 
   std::vector<bf16> dx(rows * ld_y, bf16(3.f)), dd(rows * ld_d, bf16(3.f));
   std::vector<float> dbase(taps * h, 0.25f);
-  ASSERT_TRUE(cpu::DynamicConvBackward(
-                  TensorView(dx.data(), DType::kBF16, {rows, ld_y}).Narrow(1, 0, h),
-                  TensorView(dbase.data(), DType::kF32, {taps, h}),
-                  TensorView(dd.data(), DType::kBF16, {rows, ld_d}).Narrow(1, kg, kg), cdy, cx,
-                  cb, cd, group, bs, TensorView(), nullptr)
-                  .ok());
-  Tensor ws = Empty(DType::kU8, {std::max<int64_t>(1, DynamicConvBackwardWorkspaceBytes(rows, h, taps))});
+  ASSERT_TRUE(
+      cpu::DynamicConvBackward(TensorView(dx.data(), DType::kBF16, {rows, ld_y}).Narrow(1, 0, h),
+                               TensorView(dbase.data(), DType::kF32, {taps, h}),
+                               TensorView(dd.data(), DType::kBF16, {rows, ld_d}).Narrow(1, kg, kg),
+                               cdy, cx, cb, cd, group, bs, TensorView(), nullptr)
+          .ok());
+  Tensor ws =
+      Empty(DType::kU8, {std::max<int64_t>(1, DynamicConvBackwardWorkspaceBytes(rows, h, taps))});
   std::vector<float> db_first;
   std::vector<bf16> dx_first, dd_first;
   for (int run = 0; run < 2; ++run) {
-    Tensor gdx = testing::ToDevice(std::vector<bf16>(rows * ld_y, bf16(3.f)), DType::kBF16, {rows, ld_y});
-    Tensor gdd = testing::ToDevice(std::vector<bf16>(rows * ld_d, bf16(3.f)), DType::kBF16, {rows, ld_d});
+    Tensor gdx =
+        testing::ToDevice(std::vector<bf16>(rows * ld_y, bf16(3.f)), DType::kBF16, {rows, ld_y});
+    Tensor gdd =
+        testing::ToDevice(std::vector<bf16>(rows * ld_d, bf16(3.f)), DType::kBF16, {rows, ld_d});
     Tensor gdb = testing::ToDevice(std::vector<float>(taps * h, 0.25f), DType::kF32, {taps, h});
     Status st = DynamicConvBackward(gdx.view().Narrow(1, 0, h), gdb, gdd.view().Narrow(1, kg, kg),
                                     vdy, gx, gb, vd, group, bs, ws, nullptr);
@@ -99,20 +103,20 @@ TEST_P(DynamicConvGpuTest, CudaMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DynamicConvGpuTest,
-    ::testing::Values(GpuCase{37, 33, 3, 3, 5, 0},       // odd H: element-wise, generic dd
-                      GpuCase{37, 33, 3, 3, 5, 3},       // ... strided
-                      GpuCase{200, 64, 2, 16, 16, 0},    // shuffle over 2 lanes
-                      GpuCase{200, 64, 2, 16, 16, 8},    // ... strided, still aligned
-                      GpuCase{201, 64, 2, 16, 16, 5},    // ... strided, unaligned rows
-                      GpuCase{130, 256, 3, 1, 5, 0},     // dd in thread, group 1
-                      GpuCase{70, 48, 2, 4, 1, 8},       // group 4, blocks of one row
-                      GpuCase{100, 96, 2, 12, 16, 0},    // group 12: per-channel d, generic dd
-                      GpuCase{300, 1024, 2, 128, 16, 0},  // shuffle over 16 lanes
-                      GpuCase{65, 512, 4, 256, 7, 0},    // shuffle over 32 lanes
-                      GpuCase{90, 1024, 2, 512, 16, 0},  // group 512: generic dd
-                      GpuCase{33, 40, 1, 8, 3, 0},       // K = 1, one lane per group
-                      GpuCase{129, 2048, 8, 16, 16, 0},  // K = 8
-                      GpuCase{1, 64, 2, 16, 16, 0},      // one row
+    ::testing::Values(GpuCase{37, 33, 3, 3, 5, 0},          // odd H: element-wise, generic dd
+                      GpuCase{37, 33, 3, 3, 5, 3},          // ... strided
+                      GpuCase{200, 64, 2, 16, 16, 0},       // shuffle over 2 lanes
+                      GpuCase{200, 64, 2, 16, 16, 8},       // ... strided, still aligned
+                      GpuCase{201, 64, 2, 16, 16, 5},       // ... strided, unaligned rows
+                      GpuCase{130, 256, 3, 1, 5, 0},        // dd in thread, group 1
+                      GpuCase{70, 48, 2, 4, 1, 8},          // group 4, blocks of one row
+                      GpuCase{100, 96, 2, 12, 16, 0},       // group 12: per-channel d, generic dd
+                      GpuCase{300, 1024, 2, 128, 16, 0},    // shuffle over 16 lanes
+                      GpuCase{65, 512, 4, 256, 7, 0},       // shuffle over 32 lanes
+                      GpuCase{90, 1024, 2, 512, 16, 0},     // group 512: generic dd
+                      GpuCase{33, 40, 1, 8, 3, 0},          // K = 1, one lane per group
+                      GpuCase{129, 2048, 8, 16, 16, 0},     // K = 8
+                      GpuCase{1, 64, 2, 16, 16, 0},         // one row
                       GpuCase{1000, 5120, 2, 16, 16, 0}));  // the 27B drafter's width
 
 TEST(DynamicConvGpu, RejectsSmallWorkspaceAndTooManyTaps) {

@@ -2,11 +2,12 @@
 // grouped_dynamic_conv.h on odd shapes: rows not a multiple of the block, blocks of 1, 5 and
 // 16 rows, K = 1, 2, 3, group 1, 3 (odd H), 4 and 16, strided d / y / dd views, the fused
 // residual add, dbase accumulation, and the argument checks.
+#include "kernels/dflash2/dynamic_conv.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "kernels/dflash2/dynamic_conv.h"
 #include "kernels/dflash2/grouped_dynamic_conv.h"
 #include "kernels/testing/testing.h"
 
@@ -93,12 +94,11 @@ TEST_P(DynamicConvCpuTest, MatchesFloat64Reference) {
   EXPECT_TRUE(AllClose(dd_got, dd_want, kAtol, kRtol, "dd"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, DynamicConvCpuTest,
-    ::testing::Values(ConvCase{37, 33, 3, 3, 5}, ConvCase{20, 48, 2, 16, 16},
-                      ConvCase{9, 10, 1, 1, 1}, ConvCase{50, 64, 3, 16, 16},
-                      ConvCase{11, 16, 2, 1, 5}, ConvCase{7, 12, 3, 4, 1},
-                      ConvCase{1, 8, 2, 8, 16}, ConvCase{0, 16, 2, 16, 16}));
+INSTANTIATE_TEST_SUITE_P(Shapes, DynamicConvCpuTest,
+                         ::testing::Values(ConvCase{37, 33, 3, 3, 5}, ConvCase{20, 48, 2, 16, 16},
+                                           ConvCase{9, 10, 1, 1, 1}, ConvCase{50, 64, 3, 16, 16},
+                                           ConvCase{11, 16, 2, 1, 5}, ConvCase{7, 12, 3, 4, 1},
+                                           ConvCase{1, 8, 2, 8, 16}, ConvCase{0, 16, 2, 16, 16}));
 
 // Taps reset at block starts: convolving two blocks packed is convolving each alone.
 TEST(DynamicConvCpu, BlocksAreIndependent) {
@@ -109,15 +109,15 @@ TEST(DynamicConvCpu, BlocksAreIndependent) {
   const TensorView vb(base.data(), DType::kBF16, {taps, h});
   ASSERT_TRUE(cpu::DynamicConvForward(TensorView(y.data(), DType::kBF16, {rows, h}),
                                       TensorView(x.data(), DType::kBF16, {rows, h}), vb,
-                                      TensorView(d.data(), DType::kBF16, {rows, taps * g}),
-                                      h / g, bs, false, nullptr)
+                                      TensorView(d.data(), DType::kBF16, {rows, taps * g}), h / g,
+                                      bs, false, nullptr)
                   .ok());
-  ASSERT_TRUE(cpu::DynamicConvForward(TensorView(y2.data(), DType::kBF16, {bs, h}),
-                                      TensorView(x.data() + bs * h, DType::kBF16, {bs, h}), vb,
-                                      TensorView(d.data() + bs * taps * g, DType::kBF16,
-                                                 {bs, taps * g}),
-                                      h / g, rows, false, nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      cpu::DynamicConvForward(TensorView(y2.data(), DType::kBF16, {bs, h}),
+                              TensorView(x.data() + bs * h, DType::kBF16, {bs, h}), vb,
+                              TensorView(d.data() + bs * taps * g, DType::kBF16, {bs, taps * g}),
+                              h / g, rows, false, nullptr)
+          .ok());
   for (int64_t i = 0; i < bs * h; ++i) EXPECT_EQ(y[bs * h + i].bits, y2[i].bits) << i;
 }
 

@@ -85,8 +85,8 @@ __device__ void PickDigit(Shared& sh, int shift) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    row_topk_kernel(const T* __restrict__ logits, int64_t ld, int64_t vocab, Transform tr,
-                    int k, int32_t* __restrict__ ids, float* __restrict__ values) {
+    row_topk_kernel(const T* __restrict__ logits, int64_t ld, int64_t vocab, Transform tr, int k,
+                    int32_t* __restrict__ ids, float* __restrict__ values) {
   __shared__ Shared sh;
   const T* x = logits + blockIdx.x * ld;
   if (threadIdx.x == 0) {
@@ -163,9 +163,9 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-cudaError_t LaunchRowTopK(const void* logits, bool is_bf16, int64_t rows, int64_t ld,
-                          int64_t vocab, float multiplier, float softcap, int k, int32_t* ids,
-                          float* values, Stream s) {
+cudaError_t LaunchRowTopK(const void* logits, bool is_bf16, int64_t rows, int64_t ld, int64_t vocab,
+                          float multiplier, float softcap, int k, int32_t* ids, float* values,
+                          Stream s) {
   if (rows == 0) return cudaSuccess;
   if (k < 1 || k > kMaxK || k > vocab || rows > 0x7fffffff) return cudaErrorInvalidValue;
   const Transform tr{multiplier, softcap, softcap > 0.f ? multiplier / softcap : 0.f};
@@ -174,8 +174,8 @@ cudaError_t LaunchRowTopK(const void* logits, bool is_bf16, int64_t rows, int64_
     row_topk_kernel<__nv_bfloat16><<<grid, kThreads, 0, s>>>(
         static_cast<const __nv_bfloat16*>(logits), ld, vocab, tr, k, ids, values);
   else
-    row_topk_kernel<float><<<grid, kThreads, 0, s>>>(static_cast<const float*>(logits), ld,
-                                                     vocab, tr, k, ids, values);
+    row_topk_kernel<float><<<grid, kThreads, 0, s>>>(static_cast<const float*>(logits), ld, vocab,
+                                                     tr, k, ids, values);
   return cudaGetLastError();
 }
 

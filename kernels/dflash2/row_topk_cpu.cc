@@ -27,12 +27,11 @@ float TransformLogit(float x, float multiplier, float softcap) {
 
 Status CheckTopKOutputs(const char* op, const TensorView& ids, const TensorView& values,
                         int64_t rows, int64_t vocab, Device device, int64_t* k) {
-  if (ids.ndim() != 2)
-    return InvalidArgumentError("{}: ids {} must be 2-d", op, ids.ToString());
+  if (ids.ndim() != 2) return InvalidArgumentError("{}: ids {} must be 2-d", op, ids.ToString());
   *k = ids.dim(1);
   if (*k < 1 || *k > kLogitsTopKMax || *k > vocab)
-    return InvalidArgumentError("{}: k = ids.shape[1] = {} must be in [1, min({}, V = {})]", op,
-                                *k, kLogitsTopKMax, vocab);
+    return InvalidArgumentError("{}: k = ids.shape[1] = {} must be in [1, min({}, V = {})]", op, *k,
+                                kLogitsTopKMax, vocab);
   RETURN_IF_ERROR(ExpectDType(op, "ids", ids, DType::kI32));
   RETURN_IF_ERROR(ExpectShape(op, "ids", ids, Shape{rows, *k}));
   RETURN_IF_ERROR(ExpectContiguous(op, "ids", ids));
@@ -54,8 +53,7 @@ Status CheckRowTopK(const char* op, const TensorView& ids, const TensorView& val
                     int64_t* vocab, int64_t* k) {
   RETURN_IF_ERROR(CheckLogitTransform(op, multiplier, softcap));
   if (logits.dtype() != DType::kBF16 && logits.dtype() != DType::kF32)
-    return InvalidArgumentError("{}: logits: expected bf16 or f32, got {}", op,
-                                logits.ToString());
+    return InvalidArgumentError("{}: logits: expected bf16 or f32, got {}", op, logits.ToString());
   if (logits.ndim() != 2 || ids.ndim() != 2)
     return InvalidArgumentError("{}: logits {} and ids {} must be 2-d", op, logits.ToString(),
                                 ids.ToString());

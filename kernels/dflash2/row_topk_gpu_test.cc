@@ -47,21 +47,20 @@ TEST_P(RowTopKGpuTest, CudaMatchesCpu) {
   EXPECT_TRUE(testing::AllClose(testing::ToHost<float>(gv), vals, 1e-6, 1e-6, "values"));
   // ids only.
   Tensor gi2 = Tensor::Empty(testing::Pool(), DType::kI32, {c.rows, c.k}).value();
-  ASSERT_TRUE(RowTopK(gi2, TensorView(), gl.view().Narrow(1, 0, c.vocab), c.multiplier,
-                      c.softcap, nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      RowTopK(gi2, TensorView(), gl.view().Narrow(1, 0, c.vocab), c.multiplier, c.softcap, nullptr)
+          .ok());
   EXPECT_EQ(testing::ToHost<int32_t>(gi2), ids);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, RowTopKGpuTest,
-    ::testing::Values(TopKGpuCase{3, 151937, 64, 1.f, 0.f, true, 0},
-                      TopKGpuCase{5, 151937, 10, 0.5f, 30.f, true, 7},
-                      TopKGpuCase{7, 1001, 64, 2.f, 5.f, false, 3},
-                      TopKGpuCase{17, 37, 37, 1.f, 0.f, false, 0},
-                      TopKGpuCase{9, 4099, 1, 0.75f, 3.f, true, 1},
-                      TopKGpuCase{2, 64, 64, 1.f, 0.f, true, 0},
-                      TopKGpuCase{1, 1, 1, 1.f, 0.f, false, 0}));
+INSTANTIATE_TEST_SUITE_P(Shapes, RowTopKGpuTest,
+                         ::testing::Values(TopKGpuCase{3, 151937, 64, 1.f, 0.f, true, 0},
+                                           TopKGpuCase{5, 151937, 10, 0.5f, 30.f, true, 7},
+                                           TopKGpuCase{7, 1001, 64, 2.f, 5.f, false, 3},
+                                           TopKGpuCase{17, 37, 37, 1.f, 0.f, false, 0},
+                                           TopKGpuCase{9, 4099, 1, 0.75f, 3.f, true, 1},
+                                           TopKGpuCase{2, 64, 64, 1.f, 0.f, true, 0},
+                                           TopKGpuCase{1, 1, 1, 1.f, 0.f, false, 0}));
 
 // Every logit large: the cap saturates them all to exactly the cap, so the top-k is ids
 // 0 .. k-1 on both sides.

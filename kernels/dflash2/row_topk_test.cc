@@ -1,5 +1,7 @@
 // cpu::RowTopK (dflash2, transformed logits) against a full sort in float64 with ties, bf16
 // and f32 inputs with a row stride, the cap's saturation ties, and the argument checks.
+#include "kernels/dflash2/row_topk.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/dflash2/row_topk.h"
 #include "kernels/testing/testing.h"
 
 namespace tandem::kernels::dflash2 {
@@ -44,9 +45,8 @@ struct TopKCase {
 class RowTopKCpuTest : public ::testing::TestWithParam<TopKCase> {};
 
 TEST_P(RowTopKCpuTest, MatchesSortedReference) {
-  const auto [rows, v, k, m, cap] =
-      std::tuple(GetParam().rows, GetParam().vocab, GetParam().k, GetParam().multiplier,
-                 GetParam().softcap);
+  const auto [rows, v, k, m, cap] = std::tuple(GetParam().rows, GetParam().vocab, GetParam().k,
+                                               GetParam().multiplier, GetParam().softcap);
   const int64_t ld = v + 3;
   // Values on a coarse grid (multiples of 1/8 in [-4, 4]) so that rows hold many exact ties,
   // and distinct grid values stay distinct after the transform.
@@ -57,22 +57,21 @@ TEST_P(RowTopKCpuTest, MatchesSortedReference) {
   Reference(x, rows, v, ld, k, m, cap, &want_ids, &want_vals);
 
   std::vector<bf16> xb = testing::ToBf16(std::span<const float>(x));  // exact on this grid
-  const TensorView logits =
-      GetParam().bf16_input ? TensorView(xb.data(), DType::kBF16, {rows, ld}).Narrow(1, 0, v)
-                            : TensorView(x.data(), DType::kF32, {rows, ld}).Narrow(1, 0, v);
+  const TensorView logits = GetParam().bf16_input
+                                ? TensorView(xb.data(), DType::kBF16, {rows, ld}).Narrow(1, 0, v)
+                                : TensorView(x.data(), DType::kF32, {rows, ld}).Narrow(1, 0, v);
   std::vector<int32_t> ids(rows * k, -1);
   std::vector<float> vals(rows * k);
   ASSERT_TRUE(cpu::RowTopK(TensorView(ids.data(), DType::kI32, {rows, k}),
-                           TensorView(vals.data(), DType::kF32, {rows, k}), logits, m, cap,
-                           nullptr)
+                           TensorView(vals.data(), DType::kF32, {rows, k}), logits, m, cap, nullptr)
                   .ok());
   EXPECT_EQ(ids, want_ids);
   EXPECT_TRUE(testing::AllClose(testing::ToDouble(std::span<const float>(vals)), want_vals, 1e-6,
                                 1e-6, "values"));
   // ids only.
   std::vector<int32_t> ids2(rows * k, -1);
-  ASSERT_TRUE(cpu::RowTopK(TensorView(ids2.data(), DType::kI32, {rows, k}), TensorView(), logits,
-                           m, cap, nullptr)
+  ASSERT_TRUE(cpu::RowTopK(TensorView(ids2.data(), DType::kI32, {rows, k}), TensorView(), logits, m,
+                           cap, nullptr)
                   .ok());
   EXPECT_EQ(ids2, want_ids);
 }
@@ -106,7 +105,7 @@ TEST(RowTopKCpu, RejectsBadArguments) {
                         nullptr);
   };
   EXPECT_TRUE(run(8, 1.f, 0.f).ok());
-  EXPECT_FALSE(run(9, 1.f, 0.f).ok());   // k > V
+  EXPECT_FALSE(run(9, 1.f, 0.f).ok());  // k > V
   EXPECT_FALSE(run(0, 1.f, 0.f).ok());
   EXPECT_FALSE(run(4, 0.f, 0.f).ok());   // multiplier must be > 0
   EXPECT_FALSE(run(4, 1.f, -1.f).ok());  // softcap must be >= 0

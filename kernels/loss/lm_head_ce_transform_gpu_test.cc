@@ -75,14 +75,13 @@ TEST_P(LmHeadCeTransformCuda, MatchesFloat64Reference) {
   DeviceArray<uint8_t> dcor(rows);
   const int64_t ws_bytes = LmHeadCeWorkspaceBytes(rows, v, chunk);
   DeviceArray<uint8_t> ws(ws_bytes);
-  LmHeadCeOutputs out{dloss.View(DType::kF32, {1}), dam.View(DType::kI32, {rows}),
-                      dcor.View(DType::kU8, {rows}), ddh.View(DType::kBF16, {rows, h}),
+  LmHeadCeOutputs out{dloss.View(DType::kF32, {1}),      dam.View(DType::kI32, {rows}),
+                      dcor.View(DType::kU8, {rows}),     ddh.View(DType::kBF16, {rows, h}),
                       dids.View(DType::kI32, {rows, k}), dvals.View(DType::kF32, {rows, k})};
-  Status st = LmHeadCrossEntropy(ctx_.get(), dx.View(DType::kBF16, {rows, h}),
-                                 dw.View(DType::kBF16, {v, h}), dt.View(DType::kI32, {rows}),
-                                 dwt.View(DType::kF32, {rows}), out,
-                                 ws.View(DType::kU8, {ws_bytes}), chunk, nullptr,
-                                 LmHeadCeTransform{m, cap});
+  Status st = LmHeadCrossEntropy(
+      ctx_.get(), dx.View(DType::kBF16, {rows, h}), dw.View(DType::kBF16, {v, h}),
+      dt.View(DType::kI32, {rows}), dwt.View(DType::kF32, {rows}), out,
+      ws.View(DType::kU8, {ws_bytes}), chunk, nullptr, LmHeadCeTransform{m, cap});
   ASSERT_TRUE(st.ok()) << st.ToString();
 
   // The device rounds the logits to bf16 (2^-9 relative) before the transform: z moves by
@@ -120,18 +119,18 @@ TEST_P(LmHeadCeTransformCuda, MatchesFloat64Reference) {
   const auto dh = ddh.ToHost();
   double scale = 0;
   for (double d : dx_ref) scale = std::max(scale, std::fabs(d));
-  auto rep = CompareClose(rows * h, [&](int64_t i) { return dh[i].f(); },
-                          [&](int64_t i) { return dx_ref[i]; }, 3e-2 * scale, 3e-2);
+  auto rep = CompareClose(
+      rows * h, [&](int64_t i) { return dh[i].f(); }, [&](int64_t i) { return dx_ref[i]; },
+      3e-2 * scale, 3e-2);
   EXPECT_TRUE(rep.ok) << rep.ToString();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, LmHeadCeTransformCuda,
-    ::testing::Values(TransformCase{129, 64, 1001, 32, 64, 0.5f, 30.f},
-                      TransformCase{33, 128, 4099, 8, 5, 2.f, 5.f},
-                      TransformCase{7, 64, 1001, 2048, 1, 1.f, 0.f},
-                      TransformCase{50, 64, 15193, 16, 17, 1.5f, 0.f},
-                      TransformCase{20, 64, 999, 6, 8, 1.f, 1.f}));
+INSTANTIATE_TEST_SUITE_P(Shapes, LmHeadCeTransformCuda,
+                         ::testing::Values(TransformCase{129, 64, 1001, 32, 64, 0.5f, 30.f},
+                                           TransformCase{33, 128, 4099, 8, 5, 2.f, 5.f},
+                                           TransformCase{7, 64, 1001, 2048, 1, 1.f, 0.f},
+                                           TransformCase{50, 64, 15193, 16, 17, 1.5f, 0.f},
+                                           TransformCase{20, 64, 999, 6, 8, 1.f, 1.f}));
 
 }  // namespace
 }  // namespace tandem::kernels
