@@ -110,7 +110,9 @@ TEST_P(LmHeadCeTransformCuda, MatchesFloat64Reference) {
       if (i > 0) {
         const float prev = vals[r * k + i - 1], cur = vals[r * k + i];
         EXPECT_GE(prev, cur) << "row " << r << " rank " << i;
-        if (prev == cur) EXPECT_LT(ids[r * k + i - 1], id) << "tie order, row " << r;
+        if (prev == cur) {
+          EXPECT_LT(ids[r * k + i - 1], id) << "tie order, row " << r;
+        }
         for (int64_t j = 0; j < i; ++j) ASSERT_NE(ids[r * k + j], id) << "duplicate id";
       }
     }

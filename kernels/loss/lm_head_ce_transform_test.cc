@@ -80,7 +80,10 @@ struct Problem {
 };
 
 Problem MakeProblem(int64_t rows, int64_t h, int64_t v, uint64_t seed) {
-  Problem p{rows, h, v};
+  Problem p;
+  p.rows = rows;
+  p.h = h;
+  p.v = v;
   p.x = RandomBf16(rows * h, seed, -1.f, 1.f);
   p.w = RandomBf16(v * h, seed + 1, -1.f, 1.f);
   p.targets = testing::RandomI32(rows, seed + 2, 0, static_cast<int32_t>(v));
