@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
 #pragma unroll
       for (int i = 0; i < kVec; ++i) xw[0][i] = next[i];
       LoadOrZero<kVec>(At(x, t + 1, c0), t + 1 < r1, next);  // one row ahead
-      float acc[kVec];
+      float acc[kVec], old[kVec];  // old: y's value when accumulating, loaded early
+      if (accumulate) cuda_detail::LoadVec<kVec>(At(y, t, c0), old);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) acc[i] = 0.f;
       const bf16_t* dt = At(d, t, 0);
@@ -64,8 +65,6 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
         }
       }
       if (accumulate) {
-        float old[kVec];
-        cuda_detail::LoadVec<kVec>(At(y, t, c0), old);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) acc[i] = old[i] + acc[i];
       }

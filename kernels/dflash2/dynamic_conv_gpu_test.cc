@@ -18,7 +18,8 @@ using testing::RandomBf16;
 
 // Both sides compute in fp32 (products and sums in the same order for y and dx; FMA
 // contraction may differ), so an output may round to the neighbouring bf16: one ulp. dd sums
-// a group's channels in a different order (tree vs sequential): fp32 noise on top.
+// a group's channels in a different order (tree vs sequential): fp32 noise on top. Terms are
+// below ~16 in size, so an fp32 difference is below ~1e-6 absolute where sums cancel: atol.
 constexpr double kRtol = testing::kOneBf16UlpRtol;
 
 struct GpuCase {
@@ -57,7 +58,7 @@ TEST_P(DynamicConvGpuTest, CudaMatchesCpu) {
         DynamicConvForward(gy.view().Narrow(1, 0, h), gx, gb, vd, group, bs, accumulate, nullptr);
     ASSERT_TRUE(st.ok()) << st.ToString();
     // The padding columns are compared too: they must keep y0's values on both sides.
-    EXPECT_TRUE(AllClose(testing::ToHost<bf16>(gy), y, 1e-6, kRtol, "y"));
+    EXPECT_TRUE(AllClose(testing::ToHost<bf16>(gy), y, 1e-5, kRtol, "y"));
   }
 
   std::vector<bf16> dx(rows * ld_y, bf16(3.f)), dd(rows * ld_d, bf16(3.f));
@@ -84,7 +85,7 @@ TEST_P(DynamicConvGpuTest, CudaMatchesCpu) {
     std::vector<bf16> got_dx = testing::ToHost<bf16>(gdx), got_dd = testing::ToHost<bf16>(gdd);
     std::vector<float> got_db = testing::ToHost<float>(gdb);
     if (run == 0) {
-      EXPECT_TRUE(AllClose(got_dx, dx, 1e-6, kRtol, "dx"));
+      EXPECT_TRUE(AllClose(got_dx, dx, 1e-5, kRtol, "dx"));
       // dd: a group of up to 256 products of size <= 2 summed in another order: ~1e-5 abs.
       EXPECT_TRUE(AllClose(got_dd, dd, 1e-4, kRtol, "dd"));
       // dbase: sums over all rows in another order (tiles, then tiles of tiles).

@@ -8,7 +8,8 @@
 //      count, collects the `take` lowest-index entries equal to T;
 //   4. each candidate's output rank is the number of candidates ordered before it (higher
 //      key, or equal key and lower id). Exact and deterministic, whatever the scheduling.
-// z is recomputed from the logit in every pass (no row-sized scratch).
+// z is recomputed from the logit in every pass (no row-sized scratch); passes 1 and 2 read
+// the row in 16-byte vectors when it is aligned.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -33,6 +34,27 @@ __device__ __forceinline__ uint32_t Key(float f) {
 
 __device__ __forceinline__ float Load(const float* p) { return __ldg(p); }
 __device__ __forceinline__ float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Calls f(j, x[j]) for every j < vocab, in no particular order: 16-byte loads when `vec`
+// (the row 16-byte aligned), then the tail element by element.
+template <typename T, typename F>
+__device__ __forceinline__ void ForRow(const T* x, int64_t vocab, bool vec, F&& f) {
+  constexpr int kPer = 16 / sizeof(T);
+  int64_t done = 0;
+  if (vec) {
+    const int64_t nvec = vocab / kPer;
+    for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(x) + i);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int q = 0; q < kPer; ++q) f(i * kPer + q, ToFloat(e[q]));
+    }
+    done = nvec * kPer;
+  }
+  for (int64_t j = done + threadIdx.x; j < vocab; j += kThreads) f(j, Load(x + j));
+}
 
 struct Transform {
   float multiplier, softcap, inv;  // inv = multiplier / softcap
@@ -89,6 +111,7 @@ __global__ void __launch_bounds__(kThreads)
                     int32_t* __restrict__ ids, float* __restrict__ values) {
   __shared__ Shared sh;
   const T* x = logits + blockIdx.x * ld;
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   if (threadIdx.x == 0) {
     sh.prefix = 0;
     sh.mask = 0;
@@ -99,17 +122,17 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = threadIdx.x; i < 256; i += kThreads) sh.hist[i] = 0;
     __syncthreads();
     const uint32_t prefix = sh.prefix, mask = sh.mask;
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-      const uint32_t key = Key(tr(Load(x + j)));
+    ForRow(x, vocab, vec, [&](int64_t, float v) {
+      const uint32_t key = Key(tr(v));
       if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xffu], 1u);
-    }
+    });
     __syncthreads();
     if (threadIdx.x < 32) PickDigit(sh, shift);
     __syncthreads();
   }
   const uint32_t kth = sh.prefix, take = sh.need;  // keep `take` entries equal to kth
-  for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-    const float z = tr(Load(x + j));
+  ForRow(x, vocab, vec, [&](int64_t j, float v) {
+    const float z = tr(v);
     const uint32_t key = Key(z);
     if (key > kth) {
       const uint32_t slot = atomicAdd(&sh.greater, 1u);
@@ -117,7 +140,7 @@ __global__ void __launch_bounds__(kThreads)
       sh.cand_val[slot] = z;
       sh.cand_key[slot] = key;
     }
-  }
+  });
   __syncthreads();
   const uint32_t greater = sh.greater;  // == k - take
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
