@@ -14,39 +14,43 @@ using conv_detail::kMaxGridY;
 using conv_detail::kRowsPerThread;
 using conv_detail::kThreadsX;
 using conv_detail::kThreadsY;
-using conv_detail::LoadOrZero;
 using conv_detail::MutAt;
+using conv_detail::Packed;
+
+// Resident blocks per SM asked of the compiler: memory-bound, so occupancy is what keeps
+// enough loads in flight. K = 2 fits the budget of 4 blocks (64 registers) without spilling
+// on the group % 8 == 0 path (ptxas -v); K = 3 takes 3 blocks (85), larger K 2.
+constexpr int FwdMinBlocks(int taps) { return taps <= 2 ? 4 : taps == 3 ? 3 : 2; }
 
 // kOneGroup: the kVec channels of a thread share one group (group % kVec == 0): one d load
 // per tap instead of one per channel.
 template <int kVec, int kTaps, bool kOneGroup>
-__global__ void __launch_bounds__(kThreadsX* kThreadsY)
+__global__ void __launch_bounds__(kThreadsX* kThreadsY, FwdMinBlocks(kTaps))
     conv_fwd_kernel(ConvArgs a, ConvRows y, ConvRows x, const bf16_t* __restrict__ base, ConvRows d,
                     bool accumulate) {
   const int c0 = (blockIdx.x * kThreadsX + threadIdx.x) * kVec;
   if (c0 >= a.hidden) return;
-  float b[kTaps][kVec];
+  Packed<kVec> b[kTaps];
 #pragma unroll
-  for (int k = 0; k < kTaps; ++k) cuda_detail::LoadVec<kVec>(base + k * a.hidden + c0, b[k]);
+  for (int k = 0; k < kTaps; ++k) b[k].Load(base + k * a.hidden + c0, true);
   const int64_t tiles = (a.rows + kDynamicConvRowsPerBlock - 1) / kDynamicConvRowsPerBlock;
   for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
     const int64_t r0 = tile * kDynamicConvRowsPerBlock + threadIdx.y * kRowsPerThread;
     const int64_t r1 = r0 + kRowsPerThread < a.rows ? r0 + kRowsPerThread : a.rows;
     if (r0 >= r1) continue;
-    float xw[kTaps][kVec];  // xw[k] = x[t - k] once row t's shift is done
+    Packed<kVec> xw[kTaps];  // xw[k] = x[t - k] once row t's shift is done
 #pragma unroll
-    for (int j = 0; j + 1 < kTaps; ++j)
-      LoadOrZero<kVec>(At(x, r0 - 1 - j, c0), r0 - 1 - j >= 0, xw[j]);
-    float next[kVec];
-    LoadOrZero<kVec>(At(x, r0, c0), true, next);
+    for (int j = 0; j + 1 < kTaps; ++j) xw[j].Load(At(x, r0 - 1 - j, c0), r0 - 1 - j >= 0);
+    Packed<kVec> next;
+    next.Load(At(x, r0, c0), true);
     int pos = static_cast<int>(r0 % a.block_size);
     for (int64_t t = r0; t < r1; ++t) {
-      conv_detail::ShiftBack<kTaps, kVec>(xw);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) xw[0][i] = next[i];
-      LoadOrZero<kVec>(At(x, t + 1, c0), t + 1 < r1, next);  // one row ahead
-      float acc[kVec], old[kVec];  // old: y's value when accumulating, loaded early
-      if (accumulate) cuda_detail::LoadVec<kVec>(At(y, t, c0), old);
+      conv_detail::ShiftBack<kTaps>(xw);
+      xw[0] = next;
+      next.Load(At(x, t + 1, c0), t + 1 < r1);  // one row ahead
+      Packed<kVec> old;                         // y's value when accumulating, loaded early
+      old.Load(At(y, t, c0), accumulate);
+      float acc[kVec];
 #pragma unroll
       for (int i = 0; i < kVec; ++i) acc[i] = 0.f;
       const bf16_t* dt = At(d, t, 0);

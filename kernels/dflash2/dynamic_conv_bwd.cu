@@ -20,8 +20,8 @@ using conv_detail::kMaxGridY;
 using conv_detail::kRowsPerThread;
 using conv_detail::kThreadsX;
 using conv_detail::kThreadsY;
-using conv_detail::LoadOrZero;
 using conv_detail::MutAt;
+using conv_detail::Packed;
 
 // How the main kernel writes dd.
 enum DdMode : int { kDdNone = 0, kDdInThread = 1, kDdShuffle = 2 };
@@ -84,17 +84,23 @@ __device__ __forceinline__ void WritePartial(const ConvArgs& a, float* partial, 
   }
 }
 
+// Resident blocks per SM asked of the compiler (see FwdMinBlocks in dynamic_conv.cu). K = 2
+// at 3 blocks (80 registers) spills ~30 bytes per thread (ptxas -v), which stays in L1;
+// without the bound it takes 98 registers and 2 blocks. K = 3 takes 2 blocks, larger K 1.
+constexpr int BwdMinBlocks(int taps) { return taps <= 2 ? 3 : taps == 3 ? 2 : 1; }
+
 template <int kVec, int kTaps, int kDd>
-__global__ void __launch_bounds__(kThreadsX* kThreadsY)
+__global__ void __launch_bounds__(kThreadsX* kThreadsY, BwdMinBlocks(kTaps))
     conv_bwd_kernel(ConvArgs a, ConvRows dx, ConvRows dd, ConvRows dy, ConvRows x,
                     const bf16_t* __restrict__ base, ConvRows d, float* __restrict__ partial) {
   // No early exit: lanes past H take part in the shuffles and the barriers with zeros.
   const int c0 = (blockIdx.x * kThreadsX + threadIdx.x) * kVec;
   const bool active = c0 < a.hidden;
-  float b[kTaps][kVec], acc[kTaps][kVec];
+  Packed<kVec> b[kTaps];
+  float acc[kTaps][kVec];
 #pragma unroll
   for (int k = 0; k < kTaps; ++k) {
-    LoadOrZero<kVec>(base + k * a.hidden + c0, active, b[k]);
+    b[k].Load(base + k * a.hidden + c0, active);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[k][i] = 0.f;
   }
@@ -103,28 +109,24 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
     const int64_t r0 = tile * kDynamicConvRowsPerBlock + threadIdx.y * kRowsPerThread;
     const int64_t r1 = r0 + kRowsPerThread < a.rows ? r0 + kRowsPerThread : a.rows;
     // xw[k] = x[t - k] and dyw[k] = dy[t + k] once row t's shifts are done.
-    float xw[kTaps][kVec], dyw[kTaps][kVec];
+    Packed<kVec> xw[kTaps], dyw[kTaps];
 #pragma unroll
     for (int j = 0; j + 1 < kTaps; ++j) {
-      LoadOrZero<kVec>(At(x, r0 - 1 - j, c0), active && r0 < r1 && r0 - 1 - j >= 0, xw[j]);
-      LoadOrZero<kVec>(At(dy, r0 + j, c0), active && r0 < r1 && r0 + j < a.rows, dyw[j + 1]);
+      xw[j].Load(At(x, r0 - 1 - j, c0), active && r0 < r1 && r0 - 1 - j >= 0);
+      dyw[j + 1].Load(At(dy, r0 + j, c0), active && r0 < r1 && r0 + j < a.rows);
     }
     // The rows entering the windows at the next step, loaded one step ahead.
-    float next_x[kVec], next_dy[kVec];
-    LoadOrZero<kVec>(At(x, r0, c0), active && r0 < r1, next_x);
-    LoadOrZero<kVec>(At(dy, r0 + kTaps - 1, c0), active && r0 < r1 && r0 + kTaps - 1 < a.rows,
-                     next_dy);
+    Packed<kVec> next_x, next_dy;
+    next_x.Load(At(x, r0, c0), active && r0 < r1);
+    next_dy.Load(At(dy, r0 + kTaps - 1, c0), active && r0 < r1 && r0 + kTaps - 1 < a.rows);
     int pos = r0 < r1 ? static_cast<int>(r0 % a.block_size) : 0;
     for (int64_t t = r0; t < r1; ++t) {
-      conv_detail::ShiftBack<kTaps, kVec>(xw);
-      conv_detail::ShiftForward<kTaps, kVec>(dyw);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        xw[0][i] = next_x[i];
-        dyw[kTaps - 1][i] = next_dy[i];
-      }
-      LoadOrZero<kVec>(At(x, t + 1, c0), active && t + 1 < r1, next_x);
-      LoadOrZero<kVec>(At(dy, t + kTaps, c0), active && t + 1 < r1 && t + kTaps < a.rows, next_dy);
+      conv_detail::ShiftBack<kTaps>(xw);
+      conv_detail::ShiftForward<kTaps>(dyw);
+      xw[0] = next_x;
+      dyw[kTaps - 1] = next_dy;
+      next_x.Load(At(x, t + 1, c0), active && t + 1 < r1);
+      next_dy.Load(At(dy, t + kTaps, c0), active && t + 1 < r1 && t + kTaps < a.rows);
       // dx[t]: taps k whose output row t + k is in t's block.
       float g[kVec];
 #pragma unroll

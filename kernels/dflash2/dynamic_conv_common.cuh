@@ -27,17 +27,6 @@ static_assert(kRowsPerThread * kThreadsY == kDynamicConvRowsPerBlock);
 // Row tiles a grid covers per pass (gridDim.y's limit); larger inputs loop.
 constexpr int64_t kMaxGridY = 65535;
 
-// out = the kVec channels at p, or zeros when !valid.
-template <int kVec>
-__device__ __forceinline__ void LoadOrZero(const bf16_t* p, bool valid, float (&out)[kVec]) {
-  if (valid) {
-    cuda_detail::LoadVec<kVec>(p, out);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) out[i] = 0.f;
-  }
-}
-
 __device__ __forceinline__ const bf16_t* At(const ConvRows& m, int64_t r, int64_t c) {
   return static_cast<const bf16_t*>(m.p) + r * m.ld + c;
 }
@@ -45,22 +34,45 @@ __device__ __forceinline__ bf16_t* MutAt(const ConvRows& m, int64_t r, int64_t c
   return static_cast<bf16_t*>(m.p) + r * m.ld + c;
 }
 
-// Shifts a window of K vectors one step: w[k] = w[k - 1] for k = K-1 .. 1 (w[0] is reloaded).
-template <int kTaps, int kVec>
-__device__ __forceinline__ void ShiftBack(float (&w)[kTaps][kVec]) {
+// kVec bf16 kept packed in registers (half the registers of fp32 copies; the windows of rows
+// are what bounds the kernels' register count, and so their occupancy), read as fp32.
+template <int kVec>
+struct Packed;
+template <>
+struct Packed<8> {
+  __nv_bfloat162 h[4];
+  // The 8 channels at p (16-byte aligned), or zeros when !valid.
+  __device__ __forceinline__ void Load(const bf16_t* p, bool valid) {
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (valid) raw = __ldg(reinterpret_cast<const uint4*>(p));
+    *reinterpret_cast<uint4*>(h) = raw;
+  }
+  __device__ __forceinline__ float operator[](int i) const {
+    return i % 2 == 0 ? __low2float(h[i / 2]) : __high2float(h[i / 2]);
+  }
+};
+template <>
+struct Packed<1> {
+  bf16_t v;
+  __device__ __forceinline__ void Load(const bf16_t* p, bool valid) {
+    v = valid ? *p : __float2bfloat16_rn(0.f);
+  }
+  __device__ __forceinline__ float operator[](int) const { return __bfloat162float(v); }
+};
+
+// Shifts a window of K entries one step back: w[k] = w[k - 1] for k = K-1 .. 1 (w[0] is
+// then refilled).
+template <int kTaps, typename V>
+__device__ __forceinline__ void ShiftBack(V (&w)[kTaps]) {
 #pragma unroll
-  for (int k = kTaps - 1; k > 0; --k)
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) w[k][i] = w[k - 1][i];
+  for (int k = kTaps - 1; k > 0; --k) w[k] = w[k - 1];
 }
 
-// Shifts a window of K vectors one step forward: w[k] = w[k + 1] (w[K-1] is reloaded).
-template <int kTaps, int kVec>
-__device__ __forceinline__ void ShiftForward(float (&w)[kTaps][kVec]) {
+// Shifts a window of K entries one step forward: w[k] = w[k + 1] (w[K-1] is then refilled).
+template <int kTaps, typename V>
+__device__ __forceinline__ void ShiftForward(V (&w)[kTaps]) {
 #pragma unroll
-  for (int k = 0; k + 1 < kTaps; ++k)
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) w[k][i] = w[k + 1][i];
+  for (int k = 0; k + 1 < kTaps; ++k) w[k] = w[k + 1];
 }
 
 }  // namespace tandem::kernels::dflash2::conv_detail
