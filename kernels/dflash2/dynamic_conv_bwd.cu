@@ -32,15 +32,29 @@ template <int kVec, int kTaps, int kDd>
 __device__ __forceinline__ void WriteDd(const ConvArgs& a, ConvRows dd, int64_t t, int c0,
                                         bool active, const float (&p)[kTaps][kVec]) {
   if constexpr (kDd == kDdInThread) {
-    // group in {1, 2, 4}: kVec / group whole groups per thread.
+    // group in {1, 2, 4} (kVec == 8): 8 / group whole groups per thread. Pairwise sums with
+    // compile-time indices (a runtime index would put p in local memory).
+    static_assert(kVec == 8 || kDd != kDdInThread);
     if (!active) return;
 #pragma unroll
-    for (int k = 0; k < kTaps; ++k)
-      for (int q = 0; q < kVec / a.group; ++q) {
-        float sum = 0.f;
-        for (int i = q * a.group; i < (q + 1) * a.group; ++i) sum += p[k][i];
-        *MutAt(dd, t, k * a.groups + c0 / a.group + q) = __float2bfloat16_rn(sum);
+    for (int k = 0; k < kTaps; ++k) {
+      bf16_t* out = MutAt(dd, t, k * a.groups + c0 / a.group);
+      float s2[4], s4[2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s2[j] = p[k][2 * j] + p[k][2 * j + 1];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) s4[j] = s2[2 * j] + s2[2 * j + 1];
+      if (a.group == 1) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) out[j] = __float2bfloat16_rn(p[k][j]);
+      } else if (a.group == 2) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[j] = __float2bfloat16_rn(s2[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) out[j] = __float2bfloat16_rn(s4[j]);
       }
+    }
   } else if constexpr (kDd == kDdShuffle) {
     const int lanes = a.group / kVec;  // 1 .. 32, a power of two; every lane takes part
 #pragma unroll
