@@ -4,6 +4,7 @@
 // calls bitwise equal where selector.h claims determinism.
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 #include "kernels/dflash2/selector.h"
@@ -69,8 +70,8 @@ TEST_P(SelectorGpuTest, ScoresAndLossMatchCpu) {
     ASSERT_TRUE(SelectorLoss(gl, gst, gds, cs, g.ids, g.targets, g.weights, 0.5f, nullptr).ok());
     const std::vector<float> hs = ToHost<float>(gs), hds = ToHost<float>(gds);
     if (call == 0) {
-      // fp32 dots of Rk terms in another order.
-      EXPECT_TRUE(AllClose(hs, scores, 1e-5, 1e-5, "scores"));
+      // fp32 dots of Rk terms of size <= ~3.4 in another order.
+      EXPECT_TRUE(AllClose(hs, scores, 1e-6 * p.Rk, 1e-5, "scores"));
       EXPECT_TRUE(AllClose(hds, dscores, 1e-7, 1e-5, "dscores"));
       EXPECT_NEAR(ToHost<float>(gl)[0], loss[0], 1e-5 * (1 + loss[0]));
       EXPECT_EQ(ToHost<int32_t>(gst), stats);
@@ -102,7 +103,7 @@ TEST_P(SelectorGpuTest, BackwardMatchesCpu) {
                                        g.ids, nullptr)
                     .ok());
     if (dproj_type == DType::kF32) {
-      EXPECT_TRUE(AllClose(ToHost<float>(gdproj), dproj, 1e-5, 1e-5, "dproj"));
+      EXPECT_TRUE(AllClose(ToHost<float>(gdproj), dproj, 1e-6 * p.k, 1e-5, "dproj"));
     } else {
       EXPECT_TRUE(AllClose(testing::ToFloat(ToHost<bf16>(gdproj)), dproj, 1e-5,
                            testing::kOneBf16UlpRtol, "dproj bf16"));
@@ -157,8 +158,9 @@ TEST_P(SelectorGpuTest, WalksMatchCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, SelectorGpuTest, ::testing::ValuesIn(GpuCases()));
 
 TEST(SelectorGpuHeadTest, CandidateHeadBackwardMatchesCpu) {
-  for (const auto& [R, K, H, V] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{7, 3, 13, 11},
-                                   {33, 64, 4096, 300}, {129, 16, 1000, 64}}) {
+  using Shape4 = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // R, k, H, V
+  for (const auto& [R, K, H, V] :
+       std::vector<Shape4>{{7, 3, 13, 11}, {33, 64, 4096, 300}, {129, 16, 1000, 64}}) {
     const SelectorProblem src = MakeSelectorProblem({.R = R, .k = K, .Rk = 1, .V = V}, 105);
     const std::vector<bf16> head = testing::RandomBf16(V * H, 106);
     std::vector<float> dunary = testing::RandomFloats(R * K, 107);
