@@ -1,4 +1,4 @@
-// Device helpers shared by the selector kernels (selector.cu, selector_backward.cu,
+// Device functions shared by the selector kernels (selector.cu, selector_backward.cu,
 // selector_walk.cu): warp reductions with every lane holding the same bits (xor butterflies),
 // the first-maximum argmax, and one row's candidate scores. A row belongs to one warp; slots
 // j and j + 32 of its k <= 64 candidates live in lane j. Include only from .cu files.
