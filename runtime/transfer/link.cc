@@ -360,7 +360,9 @@ void LinkSender::Start(WirePort* port, int consumer, std::vector<int> producers,
 
 size_t LinkSender::unacked() const {
   std::lock_guard lock(mu_);
-  return unacked_.size();
+  size_t n = 0;
+  for (const Held& h : unacked_) n += h.acked ? 0 : 1;
+  return n;
 }
 
 bool LinkSender::done() const {
@@ -421,14 +423,15 @@ void LinkSender::ForwardLoop() {
     h.seq = item->seq;
     h.meta_bytes = item->meta.size();
     h.payload_bytes = item->object_bytes;
-    const OutgoingItem* held = nullptr;
+    Held* entry = nullptr;
     {
       // Held before the first byte leaves (the ack may come back before SendAll returns);
-      // the frame is sent from the held item, which stays put until its ack.
+      // the frame is sent from the held item, which stays put until it is sent and acked.
       std::lock_guard lock(mu_);
-      unacked_.push_back(std::move(*item));
-      held = &unacked_.back();
+      unacked_.push_back(Held{std::move(*item)});
+      entry = &unacked_.back();
     }
+    const OutgoingItem* held = &entry->item;
     std::vector<struct iovec> v;
     v.reserve(2 + held->objects.size());
     v.push_back({&h, sizeof(h)});
@@ -439,6 +442,12 @@ void LinkSender::ForwardLoop() {
       Fail(st);
       return;
     }
+    {
+      std::lock_guard lock(mu_);
+      entry->sent = true;
+      ReleaseDoneLocked();
+    }
+    cv_.notify_all();
   }
   if (Status st = SendEnd(); !st.ok()) Fail(st);
 }
@@ -466,14 +475,17 @@ void LinkSender::AckLoop() {
     }
     if (h.type == kAck) {
       std::unique_lock lock(mu_);
-      if (unacked_.empty() || unacked_.front().seq != h.seq ||
-          unacked_.front().producer != h.producer) {
+      auto next = std::find_if(unacked_.begin(), unacked_.end(),
+                               [](const Held& e) { return !e.acked; });
+      if (next == unacked_.end() || next->item.seq != h.seq ||
+          next->item.producer != h.producer) {
         lock.unlock();
         Fail(DataLossError("an acknowledgement of producer {}'s item {} out of order", h.producer,
                            h.seq));
         return;
       }
-      unacked_.pop_front();  // the hold goes: the fence over the wire completes
+      next->acked = true;
+      ReleaseDoneLocked();  // the hold goes: the fence over the wire completes
       last_progress_ = SteadyClock::now();
     } else if (h.type == kClosed) {
       {
@@ -489,6 +501,11 @@ void LinkSender::AckLoop() {
     }
     cv_.notify_all();
   }
+}
+
+void LinkSender::ReleaseDoneLocked() {
+  while (!unacked_.empty() && unacked_.front().sent && unacked_.front().acked)
+    unacked_.pop_front();
 }
 
 void LinkSender::Stop() {

@@ -172,7 +172,17 @@ class LinkSender {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<OutgoingItem> unacked_ GUARDED_BY(mu_);
+  // An item sent or being sent. It is released once both its SendAll has returned and its
+  // ack has come, whichever is last: the socket orders them for the kernel but not for the
+  // memory model, so the forwarder's reads of the payload end before the release.
+  struct Held {
+    OutgoingItem item;
+    bool sent = false;
+    bool acked = false;
+  };
+  void ReleaseDoneLocked() REQUIRES(mu_);
+
+  std::deque<Held> unacked_ GUARDED_BY(mu_);
   bool end_sent_ GUARDED_BY(mu_) = false;
   bool peer_closed_ GUARDED_BY(mu_) = false;
   bool done_ GUARDED_BY(mu_) = false;
