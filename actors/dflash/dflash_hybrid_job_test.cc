@@ -6,7 +6,8 @@
 // precision = "fp8" the CPU job runs the FP8 reference GEMMs on e4m3 projections; the eval
 // table decodes against the hybrid in either precision. What the
 // hybrid target does not implement (expert keys in a dense model_type, other layer types,
-// layers beyond the model) is refused before any work, naming the key. A job against the MoE hybrid (model_type qwen3_5_moe_text) runs to the end, and the
+// layers beyond the model) is refused before any work, naming the key. A job against the MoE
+// hybrid (model_type qwen3_5_moe_text) runs to the end, and the
 // memory bound counts its experts and the MoE block's buffers.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -79,13 +79,15 @@ TEST(MoeFp8ExpertsTest, QuantizerFillsSlots) {
   // Expert 0's row 5, group 1 (8 columns): scale at kb * 32 + 5; the codes dequantize to x.
   const float s = scale[1 * 32 + 5];
   for (int64_t c = 128; c < k; ++c)
-    EXPECT_NEAR(E4m3ToFloat(codes[5 * k + c]) * s, x[5 * k + c].f(), 0.07 * std::fabs(x[5 * k + c].f()) + 1e-6);
+    EXPECT_NEAR(E4m3ToFloat(codes[5 * k + c]) * s, x[5 * k + c].f(),
+                0.07 * std::fabs(x[5 * k + c].f()) + 1e-6);
   // Padding rows of expert 0 (20..31) are zero with scale 1; expert 2's row 0 is x row 20
   // with scales from 32 * 2.
   EXPECT_EQ(codes[25 * k + 3], 0);
   EXPECT_EQ(scale[0 * 32 + 25], 1.f);
   const float s2 = scale[32 * 2 + 0 * 16 + 0];
-  EXPECT_NEAR(E4m3ToFloat(codes[32 * k + 0]) * s2, x[20 * k].f(), 0.07 * std::fabs(x[20 * k].f()) + 1e-6);
+  EXPECT_NEAR(E4m3ToFloat(codes[32 * k + 0]) * s2, x[20 * k].f(),
+              0.07 * std::fabs(x[20 * k].f()) + 1e-6);
   EXPECT_EQ(scale[32 * 2 + 1 * 16 + 1], 1.f);  // expert 2's padding row 1, group 1
   // Too small a code buffer is refused.
   EXPECT_FALSE(MoeQuantizeFp8Slots(TensorView(x.data(), DType::kBF16, {n, k}), false,

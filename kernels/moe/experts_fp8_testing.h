@@ -29,14 +29,16 @@ inline MoeFp8Problem RandomMoeFp8Problem(int64_t e, int64_t h, int64_t i,
   MoeFp8Problem p{e, h, i, std::move(offsets), {}, {}, {}};
   const int64_t n = p.offsets.back();
   p.x = RandomBf16(n * h, seed, -2.f, 2.f);
-  p.gate_up = RandomBf16(e * 2 * i * h, seed + 1, -1.f / std::sqrt(float(h)), 1.f / std::sqrt(float(h)));
-  p.down = RandomBf16(e * h * i, seed + 2, -1.f / std::sqrt(float(i)), 1.f / std::sqrt(float(i)));
+  const float gb = 1.f / std::sqrt(static_cast<float>(h));
+  const float db = 1.f / std::sqrt(static_cast<float>(i));
+  p.gate_up = RandomBf16(e * 2 * i * h, seed + 1, -gb, gb);
+  p.down = RandomBf16(e * h * i, seed + 2, -db, db);
   return p;
 }
 
 // The FP8 path on `alloc`'s device (gemm: its context, null on the CPU): quantizes the
-// experts there, runs the forward, returns y's first N rows and, through w8_host, the
-// quantized experts (codes then scales of gate_up, then of down) for the reference.
+// experts there, runs the forward, returns y's first N rows and the quantized experts' codes
+// and scales (for the reference).
 struct MoeFp8Result {
   std::vector<bf16> y;
   std::vector<uint8_t> gu_codes, dn_codes;
