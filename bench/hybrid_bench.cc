@@ -25,6 +25,9 @@
 //            whole target >= 2x HF + fla (transformers' Qwen3_5MoeTextModel with its fastest
 //            experts implementation, measured by the peer). The GEMM rate counts the
 //            active parameters (router, the k routed experts, the shared expert).
+//            `--model=35b-a3b --precision=bf16,fp8` builds, times and frees the bf16 target,
+//            then the FP8 one (routed and shared experts in e4m3, kernels/moe/experts_fp8.h),
+//            and prints the FP8 / bf16 ratio against its bar (>= 1.4x).
 // Both peers run the layers tandem runs: up to the last captured one.
 // Args: --no-peer, --peer=PATH (hybrid_peer.py), --iters=N, --layers=N, --capture=I,J,..,
 // --only=gdr|attn256|forward, --precision=P[,P], --model=27b|35b-a3b, --job=PATH.
@@ -366,10 +369,15 @@ Status Forward(const Options& o) {
   for (models::TargetPrecision p : o.precisions) {
     ASSIGN_OR_RETURN(const double t, TandemForward(o, m, p));
     times.push_back(t);
-    if (times.size() > 1)
+    if (times.size() > 1) {
       std::printf("  %s / %s: %.3fx\n", std::string(models::TargetPrecisionName(p)).c_str(),
                   std::string(models::TargetPrecisionName(o.precisions[0])).c_str(),
                   times[0] / t);
+      if (moe && p == models::TargetPrecision::kFp8 &&
+          o.precisions[0] == models::TargetPrecision::kBf16)
+        std::printf("  bar: fp8 whole target >= 1.4x bf16: %s\n",
+                    times[0] / t >= 1.4 ? "met" : "missed");
+    }
   }
   const double ms = times[0];
   if (o.peer) {

@@ -6,8 +6,8 @@
 // precision = "fp8" the CPU job runs the FP8 reference GEMMs on e4m3 projections; the eval
 // table decodes against the hybrid in either precision. What the
 // hybrid target does not implement (expert keys in a dense model_type, other layer types,
-// layers beyond the model, fp8 for the MoE hybrid) is refused before any work, naming the
-// key. A job against the MoE hybrid (model_type qwen3_5_moe_text) runs to the end, and the
+// layers beyond the model) is refused before any work, naming the key. A job against the MoE
+// hybrid (model_type qwen3_5_moe_text) runs to the end, and the
 // memory bound counts its experts and the MoE block's buffers.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -270,7 +270,7 @@ TEST(DFlashHybridJobTest, TrainsAgainstRandomMoeHybridWeights) {
   for (double l : losses) EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
 }
 
-TEST(DFlashHybridJobTest, MoeHybridMemoryBoundCountsExpertsAndRefusesFp8) {
+TEST(DFlashHybridJobTest, MoeHybridMemoryBoundCountsExpertsInBothPrecisions) {
   auto job = ParseJobText(JobText(kRandomMoeHybrid, "", "/tmp", 1), "hybrid.toml");
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   const ConfigValue* target = TargetSection(*job);
@@ -298,15 +298,29 @@ TEST(DFlashHybridJobTest, MoeHybridMemoryBoundCountsExpertsAndRefusesFp8) {
             dflash::TargetWeightBytes(*model) + static_cast<uint64_t>(workspace));
   EXPECT_GE(workspace, kernels::MoeLayer::WorkspaceBytes(
                            models::Qwen35Target::MoeShape(*model->hybrid), model->max_tokens));
-  const std::string e = JobError(JobText(kRandomMoeHybrid, "precision = \"fp8\"", "/tmp", 1));
-  EXPECT_NE(e.find("precision"), std::string::npos) << e;
-  EXPECT_NE(e.find("not implemented for mixture-of-experts"), std::string::npos) << e;
+  // precision = "fp8": the experts, the shared expert and the token mixers' projections as
+  // e4m3 (Qwen35Fp8Projections' bytes, scales included); the router and gates stay bf16.
+  auto fp8_job = ParseJobText(JobText(kRandomMoeHybrid, "precision = \"fp8\"", "/tmp", 1),
+                              "hybrid.toml");
+  ASSERT_TRUE(fp8_job.ok()) << fp8_job.status().ToString();
+  auto fp8 = dflash::ParseTargetModelSpec(*TargetSection(*fp8_job), 0);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
+  const int64_t e4m3 = models::Qwen35Fp8Projections::Bytes(*fp8->hybrid);
+  const int64_t experts_bf16 = 8 * (4 * 3 * 32 * 64 + 3 * 48 * 64) * 2;
+  EXPECT_GT(static_cast<int64_t>(dflash::TargetWeightBytes(*fp8)), e4m3);
+  // Every expert byte halves (the attention projections' do too).
+  EXPECT_LE(static_cast<int64_t>(dflash::TargetWeightBytes(*fp8)),
+            static_cast<int64_t>(dflash::TargetWeightBytes(*model)) - experts_bf16 / 2 +
+                e4m3 / 100);
+  const int64_t fp8_workspace = models::Qwen35Target::WorkspaceBytes(
+      *fp8->hybrid, fp8->max_tokens, true, models::TargetPrecision::kFp8);
+  EXPECT_EQ(dflash::TargetDeviceBytes(*fp8, &what),
+            dflash::TargetWeightBytes(*fp8) + static_cast<uint64_t>(fp8_workspace));
 }
 
 // Example `file` passes the job's section checks (what `tandem validate` runs, less
-// placement: this host may have no GPU); with precision = "fp8" too, or, for a MoE target,
-// the fp8 variant is refused naming the key.
-void CheckExampleValidates(const std::string& file, bool fp8_runs) {
+// placement: this host may have no GPU), and with precision = "fp8" too.
+void CheckExampleValidates(const std::string& file) {
   const std::string path = std::string(TANDEM_SOURCE_DIR) + "/examples/" + file;
   auto job = LoadJobFile(path);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -319,24 +333,18 @@ void CheckExampleValidates(const std::string& file, bool fp8_runs) {
   auto fp8 = ParseJobText(text, file);
   ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
   const Status fp8_st = CheckActorSections(*fp8, &notes);
-  if (fp8_runs) {
-    EXPECT_TRUE(fp8_st.ok()) << fp8_st.ToString();
-  } else {
-    EXPECT_NE(fp8_st.ToString().find("precision"), std::string::npos) << fp8_st.ToString();
-    EXPECT_NE(fp8_st.ToString().find("mixture-of-experts"), std::string::npos)
-        << fp8_st.ToString();
-  }
+  EXPECT_TRUE(fp8_st.ok()) << fp8_st.ToString();
 }
 
 // The one-GPU Qwen3.6-27B example, with the drafter at the public drafters' shape, in bf16
 // and with precision = "fp8".
 TEST(DFlashHybridJobTest, TheQwen36ExampleValidatesInBothPrecisions) {
-  CheckExampleValidates("qwen3.6-27b-1gpu.toml", /*fp8_runs=*/true);
+  CheckExampleValidates("qwen3.6-27b-1gpu.toml");
 }
 
-// The one-GPU Qwen3.6-35B-A3B example (the MoE hybrid) in bf16; fp8 is refused.
-TEST(DFlashHybridJobTest, TheQwen36MoeExampleValidates) {
-  CheckExampleValidates("qwen3.6-35b-a3b-1gpu.toml", /*fp8_runs=*/false);
+// The one-GPU Qwen3.6-35B-A3B example (the MoE hybrid), in bf16 and with precision = "fp8".
+TEST(DFlashHybridJobTest, TheQwen36MoeExampleValidatesInBothPrecisions) {
+  CheckExampleValidates("qwen3.6-35b-a3b-1gpu.toml");
 }
 
 }  // namespace

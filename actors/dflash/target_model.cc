@@ -59,9 +59,19 @@ uint64_t TargetWeightBytes(const TargetModelSpec& spec) {
   for (const models::WeightSpec& w : specs) {
     uint64_t n = 1;
     for (int64_t d : w.shape) n *= static_cast<uint64_t>(d);
-    const bool projection = w.shape.size() == 2 && w.name.find(".layers.") != std::string::npos;
+    // What has an FP8 form: a layer's matrices, a MoE layer's experts in either layout (the
+    // fused ones are 3-d), not its router or its shared expert's gate (they stay bf16).
+    const bool moe_bf16 = w.name.ends_with(".mlp.gate.weight") ||
+                          w.name.ends_with(".mlp.shared_expert_gate.weight");
+    const bool projection =
+        w.name.find(".layers.") != std::string::npos && !moe_bf16 &&
+        (w.shape.size() == 2 || w.name.find(".mlp.experts.") != std::string::npos);
+    if (fp8 && projection && spec.hybrid) continue;  // counted exactly below
     bytes += n * (fp8 && projection ? 1 : 2);
   }
+  // The hybrid's e4m3 codes and scales, as Qwen35Fp8Projections allocates them.
+  if (fp8 && spec.hybrid)
+    bytes += static_cast<uint64_t>(models::Qwen35Fp8Projections::Bytes(*spec.hybrid));
   return bytes;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "kernels/gemm/fp8.h"
 #include "kernels/moe/combine.h"
 #include "kernels/moe/moe_layer.h"
 #include "kernels/moe/moe_testing.h"
@@ -137,6 +138,32 @@ void CheckLayer(const MoeLayerShape& s, int64_t tokens, uint64_t seed, int64_t f
   }
   EXPECT_TRUE(testing::AllClose(testing::ToDouble(gpu), testing::MoeBlockRef(p), 3e-2, 1.0 / 64,
                                 "gpu vs float64"));
+}
+
+// precision = "fp8": the CUDA layer (cuBLASLt e4m3 GEMMs) against the CPU one and the
+// float64 bf16 definition (e4m3's error on the expert outputs: a few %).
+void CheckFp8Layer(MoeLayerShape s, int64_t tokens, uint64_t seed, int64_t favourite = -1) {
+  s.fp8 = true;
+  const testing::MoeProblem p = testing::RandomMoeProblem(s, tokens, seed, favourite);
+  std::unique_ptr<GemmContext> gemm = GemmContext::Create(0).value();
+  std::vector<int32_t> gpu_ids, cpu_ids;
+  const std::vector<bf16> gpu = testing::RunMoeLayer(testing::Pool(), gemm.get(), p, &gpu_ids);
+  const std::vector<bf16> cpu = testing::RunMoeLayer(HostAllocator(), nullptr, p, &cpu_ids);
+  if (gpu_ids == cpu_ids) {
+    EXPECT_TRUE(testing::AllClose(testing::ToDouble(gpu), testing::ToDouble(cpu), 3e-2, 1.0 / 64,
+                                  "fp8 gpu vs cpu"));
+  }
+  EXPECT_TRUE(testing::AllClose(testing::ToDouble(gpu), testing::MoeBlockRef(p), 8e-2, 1.0 / 32,
+                                "fp8 gpu vs float64"));
+}
+
+TEST(MoeGpuTest, Fp8LayerOddShapes) {
+  if (!cuda::CheckFp8Device(0).ok()) GTEST_SKIP() << "no FP8 tensor cores (sm_90)";
+  CheckFp8Layer({272, 8, 2, 80, 48, true}, 13, 11);    // K not a multiple of 128
+  CheckFp8Layer({272, 8, 3, 80, 0, false}, 1, 12);     // one token: most experts empty
+  CheckFp8Layer({144, 4, 4, 32, 16, true}, 7, 13);     // top-k = E
+  CheckFp8Layer({144, 6, 1, 32, 0, true}, 10, 14, 3);  // one expert takes every token
+  CheckFp8Layer({512, 64, 8, 128, 256, true}, 300, 15);  // many experts, ragged rows
 }
 
 constexpr MoeExpertsPath kPaths[] = {MoeExpertsPath::kAuto, MoeExpertsPath::kLoop,

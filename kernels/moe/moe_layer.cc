@@ -23,7 +23,11 @@ struct Slot {
 // The slots of a MoeLayer for max_tokens rows, in allocation order; `views` may hold nulls
 // (sizing only).
 std::vector<Slot> Slots(const MoeLayerShape& s, int64_t max_tokens, std::vector<TensorView*> v) {
-  const int64_t t = max_tokens, n = t * s.top_k, p = MoeExpertBufferRows(n);
+  const int64_t t = max_tokens, n = t * s.top_k;
+  // FP8: gate_up and act in slot rows; the shared expert's GEMMs write Fp8PaddedRows rows.
+  const int64_t p = s.fp8 ? std::max(MoeExpertBufferRows(n), MoeFp8BufferRows(n, s.experts))
+                          : MoeExpertBufferRows(n);
+  const int64_t ts = s.fp8 ? Fp8PaddedRows(t) : t;
   std::vector<Slot> slots = {
       {v[0], DType::kF32, t, s.experts},         {v[1], DType::kI32, t, s.top_k},
       {v[2], DType::kF32, t, s.top_k},           {v[3], DType::kI32, s.experts + 1, 0},
@@ -32,11 +36,15 @@ std::vector<Slot> Slots(const MoeLayerShape& s, int64_t max_tokens, std::vector<
       {v[8], DType::kBF16, p, s.expert_size},    {v[9], DType::kI32, p, 0},
       {v[10], DType::kI32, n, 0}};
   if (s.shared_size > 0) {
-    slots.push_back({v[11], DType::kBF16, t, 2 * s.shared_size});
-    slots.push_back({v[12], DType::kBF16, t, s.shared_size});
-    slots.push_back({v[13], DType::kBF16, t, s.hidden});
+    slots.push_back({v[11], DType::kBF16, ts, 2 * s.shared_size});
+    slots.push_back({v[12], DType::kBF16, ts, s.shared_size});
+    slots.push_back({v[13], DType::kBF16, ts, s.hidden});
     slots.push_back({v[14], DType::kF32, t, 0});
   }
+  if (s.fp8)
+    slots.push_back({v[15], DType::kU8,
+                     MoeFp8WorkspaceBytes(n, s.experts, s.hidden,
+                                          std::max(s.expert_size, s.shared_size)), 0});
   return slots;
 }
 
@@ -67,7 +75,7 @@ Status MoeLayer::CheckShape(const MoeLayerShape& s) {
 }
 
 int64_t MoeLayer::WorkspaceBytes(const MoeLayerShape& shape, int64_t max_tokens) {
-  return Layout(Slots(shape, max_tokens, std::vector<TensorView*>(15, nullptr)), nullptr);
+  return Layout(Slots(shape, max_tokens, std::vector<TensorView*>(16, nullptr)), nullptr);
 }
 
 MoeLayer::~MoeLayer() {
@@ -86,7 +94,7 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
             {&m->logits_, &m->ids_, &m->weights_, &m->offsets_, &m->perm_token_,
              &m->assign_row_, &m->xp_, &m->gate_up_, &m->act_, &m->padded_token_,
              &m->padded_row_, &m->shared_gate_up_,
-             &m->shared_act_, &m->shared_out_, &m->shared_logit_});
+             &m->shared_act_, &m->shared_out_, &m->shared_logit_, &m->fp8_bytes_});
   std::vector<int64_t> offsets;
   const int64_t total = Layout(slots, &offsets);
   ASSIGN_OR_RETURN(m->workspace_, Tensor::Empty(alloc, DType::kU8, {total}, stream));
@@ -96,6 +104,13 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
     *s.view = s.cols == 0 ? TensorView(base + offsets[i], s.dtype, {s.rows}, alloc.device())
                           : TensorView(base + offsets[i], s.dtype, {s.rows, s.cols},
                                        alloc.device());
+  }
+  if (shape.fp8) {
+    int64_t offset = 0;
+    m->fp8_ = CarveMoeFp8Workspace(m->fp8_bytes_.data(), &offset, max_tokens * shape.top_k,
+                                   shape.experts, shape.hidden,
+                                   std::max(shape.expert_size, shape.shared_size),
+                                   alloc.device());
   }
   ASSIGN_OR_RETURN(m->experts_, MoeExperts::Create(alloc, shape.experts, experts_path));
   if (alloc.device().is_cuda()) {
@@ -115,6 +130,10 @@ Status MoeLayer::CheckWeights(const MoeLayerWeights& w) const {
     return Status::Ok();
   };
   RETURN_IF_ERROR(expect("router", w.router, {s.experts, s.hidden}));
+  if (s.fp8) {
+    if (s.shared_size > 0) RETURN_IF_ERROR(expect("shared gate", w.shared_gate, {1, s.hidden}));
+    return CheckFp8Weights(w);
+  }
   RETURN_IF_ERROR(expect("experts' gate_up", w.experts.gate_up,
                          {s.experts, 2 * s.expert_size, s.hidden}));
   RETURN_IF_ERROR(expect("experts' down", w.experts.down, {s.experts, s.hidden, s.expert_size}));
@@ -124,6 +143,53 @@ Status MoeLayer::CheckWeights(const MoeLayerWeights& w) const {
     RETURN_IF_ERROR(expect("shared gate", w.shared_gate, {1, s.hidden}));
   }
   return Status::Ok();
+}
+
+Status MoeLayer::CheckFp8Weights(const MoeLayerWeights& w) const {
+  constexpr const char* kOp = "MoeLayer (fp8)";
+  const MoeLayerShape& s = shape_;
+  RETURN_IF_ERROR(CheckMoeFp8Experts(kOp, w.experts8));
+  if (!(w.experts8.gate_up.shape() == Shape{s.experts, 2 * s.expert_size, s.hidden}))
+    return InvalidArgumentError("{}: fp8 experts {} must be [{}, {}, {}]", kOp,
+                                w.experts8.gate_up.ToString(), s.experts, 2 * s.expert_size,
+                                s.hidden);
+  if (s.shared_size > 0) {
+    RETURN_IF_ERROR(CheckFp8Weight(kOp, w.shared_gate_up8));
+    RETURN_IF_ERROR(CheckFp8Weight(kOp, w.shared_down8));
+    if (w.shared_gate_up8.rows() != 2 * s.shared_size || w.shared_gate_up8.cols() != s.hidden ||
+        w.shared_down8.rows() != s.hidden || w.shared_down8.cols() != s.shared_size)
+      return InvalidArgumentError("{}: fp8 shared expert {} / {} must be [{}, {}] / [{}, {}]",
+                                  kOp, w.shared_gate_up8.data.ToString(),
+                                  w.shared_down8.data.ToString(), 2 * s.shared_size, s.hidden,
+                                  s.hidden, s.shared_size);
+  }
+  return Status::Ok();
+}
+
+Status MoeLayer::SharedExpert(GemmContext* gemm, const MoeLayerWeights& w, const TensorView& x,
+                              Stream stream) {
+  GemmOptions linear;
+  linear.trans_b = true;
+  const int64_t t = x.dim(0);
+  if (!shape_.fp8) {
+    const TensorView gu = shared_gate_up_.Narrow(0, 0, t), act = shared_act_.Narrow(0, 0, t);
+    RETURN_IF_ERROR(Gemm(gemm, x, w.shared_gate_up, gu, linear, stream));
+    const auto [gate, up] = SplitGateUp(gu);
+    RETURN_IF_ERROR(SwiGluForward(act, gate, up, stream));
+    return Gemm(gemm, act, w.shared_down, shared_out_.Narrow(0, 0, t), linear, stream);
+  }
+  // FP8: x and act quantized into the expert path's code buffer (free by now), each GEMM
+  // writing Fp8PaddedRows(t) rows.
+  const int64_t tp = Fp8PaddedRows(t), is = shape_.shared_size;
+  const TensorView gu = shared_gate_up_.Narrow(0, 0, tp), act = shared_act_.Narrow(0, 0, tp);
+  const Fp8GroupActivation xh{fp8_.Codes(shape_.hidden).Narrow(0, 0, tp), fp8_.scale};
+  RETURN_IF_ERROR(QuantizeFp8Activation(x, xh, stream));
+  RETURN_IF_ERROR(Fp8Gemm(gemm, xh, w.shared_gate_up8, gu, linear, stream));
+  const auto [gate, up] = SplitGateUp(gu.Narrow(0, 0, t));
+  RETURN_IF_ERROR(SwiGluForward(act.Narrow(0, 0, t), gate, up, stream));
+  const Fp8GroupActivation ah{fp8_.Codes(is).Narrow(0, 0, tp), fp8_.scale};
+  RETURN_IF_ERROR(QuantizeFp8Activation(act.Narrow(0, 0, t), ah, stream));
+  return Fp8Gemm(gemm, ah, w.shared_down8, shared_out_.Narrow(0, 0, tp), linear, stream);
 }
 
 Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const TensorView& x,
@@ -156,7 +222,11 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   }
   // y reuses xp's rows: xp is read only by the gate_up GEMMs, which run before any down GEMM.
   TensorView rows = assign_row;
-  if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
+  if (shape_.fp8) {
+    RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
+    RETURN_IF_ERROR(MoeFp8ExpertsForward(gemm, w.experts8, offsets, offsets_, fp8_, xp_,
+                                         gate_up_, act_, xp_, stream));
+  } else if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
     const int64_t cap = MoeExpertCapacity(offsets), padded = shape_.experts * cap;
     rows = padded_row_.Narrow(0, 0, t * k);
     RETURN_IF_ERROR(MoePadLayout(padded_token_.Narrow(0, 0, padded), rows, offsets_, perm_token,
@@ -172,12 +242,8 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   }
   MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}};
   if (shape_.shared_size > 0) {
-    const TensorView gu = shared_gate_up_.Narrow(0, 0, t), act = shared_act_.Narrow(0, 0, t);
-    RETURN_IF_ERROR(Gemm(gemm, x, w.shared_gate_up, gu, linear, stream));
-    const auto [gate, up] = SplitGateUp(gu);
-    RETURN_IF_ERROR(SwiGluForward(act, gate, up, stream));
+    RETURN_IF_ERROR(SharedExpert(gemm, w, x, stream));
     combine.shared = shared_out_.Narrow(0, 0, t);
-    RETURN_IF_ERROR(Gemm(gemm, act, w.shared_down, combine.shared, linear, stream));
     combine.shared_gate = shared_logit_.Narrow(0, 0, t);
     RETURN_IF_ERROR(Gemm(gemm, x, w.shared_gate, combine.shared_gate.Reshape({t, 1}), linear,
                          stream));

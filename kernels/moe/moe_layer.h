@@ -10,6 +10,9 @@
 //     xp = x[padded_token]; yp = MoeExperts::ForwardPadded(xp), rows = padded_row
 //   shared  = SwiGLU MLP of x, gate g = x w_gate^T   (only with a shared expert)
 //   hidden  = hidden + sum_j w_j yp[row_j] + sigmoid(g) * shared   (MoeCombine)
+// With shape.fp8 the experts run MoeFp8ExpertsForward on the exact rows (the padded layout
+// buys nothing there: every expert is its own GEMM) and the shared expert's two GEMMs run
+// in FP8 on x quantized per row per 128 columns.
 //
 // MoeLayer owns the activation buffers for up to max_tokens rows, the MoeExperts that runs
 // the expert GEMMs (and, on CUDA, the pinned host copy of the offsets); one MoeLayer serves
@@ -26,6 +29,7 @@
 #include "kernels/core/pinned_allocator.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/moe/experts.h"
+#include "kernels/moe/experts_fp8.h"
 
 namespace tandem::kernels {
 
@@ -36,6 +40,10 @@ struct MoeLayerShape {
   int64_t expert_size = 0;  // I of each routed expert
   int64_t shared_size = 0;  // I of the shared expert; 0: none
   bool normalize = true;    // renormalise the k weights (norm_topk_prob)
+  // precision = "fp8": the routed and shared experts' GEMMs in e4m3 (kernels/moe/
+  // experts_fp8.h; MoeLayerWeights' fp8 fields), with the buffers that takes. The router
+  // and the shared expert's gate stay bf16.
+  bool fp8 = false;
 };
 
 struct MoeLayerWeights {
@@ -44,6 +52,11 @@ struct MoeLayerWeights {
   TensorView shared_gate_up;  // bf16 [2Is, H] (gate rows first); empty without shared expert
   TensorView shared_down;     // bf16 [H, Is]
   TensorView shared_gate;     // bf16 [1, H]
+  // With MoeLayerShape::fp8 these replace `experts`, `shared_gate_up` and `shared_down`
+  // (which may then be empty).
+  MoeFp8ExpertWeights experts8;
+  Fp8BlockWeight shared_gate_up8;  // [2Is, H]
+  Fp8BlockWeight shared_down8;     // [H, Is]
 };
 
 class MoeLayer {
@@ -77,6 +90,10 @@ class MoeLayer {
   MoeLayer(const MoeLayerShape& shape, int64_t max_tokens)
       : shape_(shape), max_tokens_(max_tokens) {}
   Status CheckWeights(const MoeLayerWeights& w) const;
+  Status CheckFp8Weights(const MoeLayerWeights& w) const;
+  // The shared expert's SwiGLU MLP of x into shared_out_ (bf16 or FP8 GEMMs).
+  Status SharedExpert(GemmContext* gemm, const MoeLayerWeights& w, const TensorView& x,
+                      Stream stream);
   // Views over workspace_ (rows as allocated).
   MoeLayerShape shape_;
   int64_t max_tokens_ = 0;
@@ -84,6 +101,8 @@ class MoeLayer {
   TensorView logits_, ids_, weights_, offsets_, perm_token_, assign_row_, xp_, gate_up_, act_;
   TensorView padded_token_, padded_row_;
   TensorView shared_gate_up_, shared_act_, shared_out_, shared_logit_;
+  TensorView fp8_bytes_;     // fp8 only: the bytes of fp8_
+  MoeFp8Workspace fp8_;      // fp8 only: codes and scales of the expert and shared GEMMs
   std::unique_ptr<MoeExperts> experts_;
   std::unique_ptr<PinnedAllocator> pinned_;  // CUDA only: the host copy of the offsets
   Tensor host_offsets_;

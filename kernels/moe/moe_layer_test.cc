@@ -41,6 +41,45 @@ TEST(MoeLayerTest, TopKEqualsExpertCount) { CheckLayer({24, 4, 4, 8, 0, true}, 7
 
 TEST(MoeLayerTest, OneExpertTakesEveryToken) { CheckLayer({24, 6, 1, 8, 0, true}, 10, 6, 3); }
 
+// precision = "fp8": the routed and shared experts in e4m3 against the float64 bf16
+// definition. The router is the same bf16 GEMM, so the experts are the same; e4m3's 3
+// mantissa bits put the expert outputs within ~5% of theirs (the residual is O(1)).
+void CheckFp8Layer(MoeLayerShape s, int64_t tokens, uint64_t seed, int64_t favourite = -1) {
+  s.fp8 = true;
+  const testing::MoeProblem p = testing::RandomMoeProblem(s, tokens, seed, favourite);
+  std::vector<int32_t> ids;
+  const std::vector<bf16> got = testing::RunMoeLayer(HostAllocator(), nullptr, p, &ids);
+  EXPECT_TRUE(testing::AllClose(testing::ToDouble(got), testing::MoeBlockRef(p), 8e-2, 1.0 / 32,
+                                "fp8 hidden"));
+  if (favourite >= 0) {
+    for (int64_t t = 0; t < tokens; ++t) EXPECT_EQ(ids[t * s.top_k], favourite) << t;
+  }
+}
+
+TEST(MoeLayerTest, Fp8RoutedAndSharedExperts) {
+  CheckFp8Layer({160, 8, 2, 48, 40, true}, 13, 11);   // K not a multiple of 128
+  CheckFp8Layer({160, 8, 3, 48, 0, false}, 1, 12);    // one token: most experts empty
+  CheckFp8Layer({144, 4, 4, 32, 16, true}, 7, 13);    // top-k = E
+  CheckFp8Layer({144, 6, 1, 32, 0, true}, 10, 14, 3);  // one expert takes every token
+}
+
+TEST(MoeLayerTest, Fp8NeedsFp8Weights) {
+  MoeLayerShape s{32, 4, 2, 16, 0, true};
+  s.fp8 = true;
+  const testing::MoeProblem p = testing::RandomMoeProblem(s, 3, 1);
+  std::vector<bf16> x = p.x, hidden = p.hidden, router = p.router;
+  MoeLayerWeights w;
+  w.router = TensorView(router.data(), DType::kBF16, {4, 32});
+  auto layer = MoeLayer::Create(s, 3, HostAllocator(), nullptr).value();
+  const Status st = layer->Forward(nullptr, w, TensorView(x.data(), DType::kBF16, {3, 32}),
+                                   TensorView(hidden.data(), DType::kBF16, {3, 32}), nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("fp8"), std::string::npos) << st.message();
+  MoeLayerShape b = s;
+  b.fp8 = false;
+  EXPECT_GT(MoeLayer::WorkspaceBytes(s, 64), MoeLayer::WorkspaceBytes(b, 64));
+}
+
 TEST(MoeLayerTest, PathRule) {
   // 4 experts of 10, 12, 0 and 9 rows: cap 16, 64 padded rows <= 31 + 15 + 64.
   const std::vector<int32_t> balanced = {0, 10, 22, 22, 31};

@@ -123,7 +123,7 @@ inline std::vector<double> MoeBlockRef(const MoeProblem& p) {
 }
 
 // Runs MoeLayer on `p` with buffers from `alloc` (its device; `gemm` for CUDA, else null),
-// its expert GEMMs on `path`; returns the updated hidden rows and, through `ids`, the routing
+// its expert GEMMs on `path` (with p.s.fp8: the FP8 experts, quantized from p's); returns the updated hidden rows and, through `ids`, the routing
 // it chose.
 inline std::vector<bf16> RunMoeLayer(Allocator& alloc, GemmContext* gemm, const MoeProblem& p,
                                      std::vector<int32_t>* ids = nullptr,
@@ -137,7 +137,9 @@ inline std::vector<bf16> RunMoeLayer(Allocator& alloc, GemmContext* gemm, const 
   Tensor router = make(p.router, {e, h}), gate_up = make(p.gate_up, {e, 2 * i, h}),
          down = make(p.down, {e, h, i});
   Tensor sgu, sdown, sgate;
-  MoeLayerWeights w{router, {gate_up, down}, {}, {}, {}};
+  MoeLayerWeights w;
+  w.router = router;
+  w.experts = {gate_up, down};
   if (is > 0) {
     sgu = make(p.shared_gate_up, {2 * is, h});
     sdown = make(p.shared_down, {h, is});
@@ -145,6 +147,26 @@ inline std::vector<bf16> RunMoeLayer(Allocator& alloc, GemmContext* gemm, const 
     w.shared_gate_up = sgu;
     w.shared_down = sdown;
     w.shared_gate = sgate;
+  }
+  // s.fp8: the routed and shared experts quantized to e4m3 on alloc's device.
+  Tensor w8;
+  if (s.fp8) {
+    const int64_t shared = is > 0 ? Fp8BlockWeightBytes(2 * is, h) + Fp8BlockWeightBytes(h, is)
+                                  : 0;
+    Result<Tensor> t = Tensor::Empty(alloc, DType::kU8, {MoeFp8ExpertBytes(e, i, h) + shared});
+    TANDEM_CHECK_OK(t.status());
+    w8 = std::move(t).value();
+    int64_t off = 0;
+    w.experts8 = CarveMoeFp8Experts(w8.data(), &off, e, i, h, alloc.device());
+    TANDEM_CHECK_OK(QuantizeMoeFp8Experts(w.experts, w.experts8, nullptr));
+    w.experts = {};
+    if (is > 0) {
+      w.shared_gate_up8 = CarveFp8BlockWeight(w8.data(), &off, 2 * is, h, alloc.device());
+      w.shared_down8 = CarveFp8BlockWeight(w8.data(), &off, h, is, alloc.device());
+      TANDEM_CHECK_OK(QuantizeFp8Weight(w.shared_gate_up, w.shared_gate_up8, nullptr));
+      TANDEM_CHECK_OK(QuantizeFp8Weight(w.shared_down, w.shared_down8, nullptr));
+      w.shared_gate_up = w.shared_down = TensorView();
+    }
   }
   Result<std::unique_ptr<MoeLayer>> layer = MoeLayer::Create(s, p.tokens + 3, alloc, nullptr, path);
   TANDEM_CHECK_OK(layer.status());

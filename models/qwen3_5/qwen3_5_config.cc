@@ -296,9 +296,6 @@ Result<Qwen35Config> ParseQwen35Config(const json& j, std::string_view source) {
                     "qwen3_5_moe_text)",
                     c.model_type);
   }
-  if (c.moe && c.fp8_block_weights)
-    return KeyError(top, "quantization_config",
-                    "FP8 checkpoints of the mixture-of-experts hybrid are not implemented");
   return c;
 }
 

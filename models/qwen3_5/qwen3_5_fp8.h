@@ -3,7 +3,8 @@
 // allocation from the allocator the bf16 weights came from:
 //   Gated DeltaNet layers: in_proj (qkv | z | b | a, one matrix) and out_proj;
 //   gated attention layers: q_proj (query | gate), k_proj, v_proj, o_proj;
-//   every layer: gate|up and down.
+//   every layer: gate|up and down (a MoE layer's: its shared expert's, and its routed
+//   experts as one MoeFp8ExpertWeights; the router and the shared expert's gate stay bf16).
 // Embeddings, norms, the conv, the gates' A_log / dt_bias and the LM head stay bf16.
 //
 // Made by quantizing the bf16 weights on their device, all at once (Quantize, after which the
@@ -21,6 +22,7 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/gemm/fp8.h"
+#include "kernels/moe/experts_fp8.h"
 #include "models/qwen3_5/qwen3_5_weights.h"
 #include "runtime/core/status.h"
 
@@ -31,7 +33,8 @@ namespace tandem::models {
 struct Qwen35Fp8Layer {
   kernels::Fp8BlockWeight in_proj, out_proj;                 // linear_attention
   kernels::Fp8BlockWeight q_proj, k_proj, v_proj, o_proj;    // full_attention
-  kernels::Fp8BlockWeight gate_up, down_proj;
+  kernels::Fp8BlockWeight gate_up, down_proj;  // MoE: the shared expert (empty without one)
+  kernels::MoeFp8ExpertWeights experts;        // MoE layers only
 };
 
 class Qwen35Fp8Projections {

@@ -124,6 +124,55 @@ inline void WriteCheckpoint(const std::string& dir, const nlohmann::json& config
   WriteRaw(dir + "/config.json", config.dump());
 }
 
+// `w` in the official FP8 layout (plus config.json `config` with its quantization_config):
+// every layer matrix but the router, the shared expert's gate and in_proj_b / in_proj_a as
+// F8_E4M3 with its F32 `weight_scale_inv` [ceil(N/128), ceil(K/128)], except that the scale
+// of `drop_scale` (a weight name) is left out.
+inline void WriteFp8Checkpoint(const std::string& dir, nlohmann::json config,
+                               const HostCheckpoint& w, const std::string& drop_scale = "") {
+  std::vector<TensorToWrite> out;
+  std::vector<std::vector<uint8_t>> codes;
+  std::vector<std::vector<float>> scales;
+  codes.reserve(w.size());
+  scales.reserve(w.size());
+  for (const auto& [name, t] : w) {
+    const bool fp8 = t.shape.size() == 2 && name.find(".layers.") != std::string::npos &&
+                     !name.ends_with("mlp.gate.weight") &&
+                     !name.ends_with("shared_expert_gate.weight") &&
+                     name.find("in_proj_b") == std::string::npos &&
+                     name.find("in_proj_a") == std::string::npos;
+    if (!fp8) {
+      out.push_back({name, kernels::DType::kBF16, t.shape,
+                     std::as_bytes(std::span<const kernels::bf16>(t.values))});
+      continue;
+    }
+    const int64_t n = t.shape[0], k = t.shape[1], nb = kernels::Fp8Blocks(n),
+                  kb = kernels::Fp8Blocks(k), ld = kernels::Fp8WeightScaleLd(k);
+    std::vector<kernels::bf16> src = t.values;
+    std::vector<float> padded(nb * ld);
+    codes.emplace_back(n * k);
+    const kernels::Fp8BlockWeight q{
+        kernels::TensorView(codes.back().data(), kernels::DType::kF8E4M3, {n, k}),
+        kernels::TensorView(padded.data(), kernels::DType::kF32, {nb, ld})};
+    TANDEM_CHECK_OK(kernels::cpu::QuantizeFp8Weight(
+        kernels::TensorView(src.data(), kernels::DType::kBF16, {n, k}), q, nullptr));
+    scales.emplace_back();
+    for (int64_t r = 0; r < nb; ++r)
+      for (int64_t c = 0; c < kb; ++c) scales.back().push_back(padded[r * ld + c]);
+    out.push_back({name, kernels::DType::kF8E4M3, t.shape,
+                   std::as_bytes(std::span<const uint8_t>(codes.back()))});
+    if (name != drop_scale)
+      out.push_back({name + "_scale_inv", kernels::DType::kF32, {nb, kb},
+                     std::as_bytes(std::span<const float>(scales.back()))});
+  }
+  TANDEM_CHECK_OK(WriteSafetensors(dir + "/model.safetensors", out));
+  config["quantization_config"] = {{"quant_method", "fp8"},
+                                   {"fmt", "e4m3"},
+                                   {"activation_scheme", "dynamic"},
+                                   {"weight_block_size", {128, 128}}};
+  WriteRaw(dir + "/config.json", config.dump());
+}
+
 // A packed batch of `lengths` documents (host), token ids from a fixed rule.
 struct HostHybridBatch {
   std::vector<int32_t> ids, pos, cu;

@@ -44,14 +44,6 @@ Status CheckIds(const char* what, const TensorView& t, int64_t len, Device devic
 
 std::string DeviceName(Device d) { return d.is_cpu() ? "cpu" : fmt::format("cuda:{}", d.index); }
 
-Status CheckMoePrecision(const Qwen35Config& c, TargetPrecision precision) {
-  if (c.moe && precision == TargetPrecision::kFp8)
-    return InvalidArgumentError(
-        "Qwen35Target: precision = \"fp8\" is not implemented for mixture-of-experts targets "
-        "(model_type {}); use precision = \"bf16\"", c.model_type);
-  return Status::Ok();
-}
-
 GemmOptions Linear(float beta = 0.f) {
   GemmOptions o;
   o.trans_b = true;
@@ -78,7 +70,6 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
     return InvalidArgumentError("Qwen35Target: max_tokens must be positive, got {}",
                                 options.max_tokens);
   const Qwen35Config& c = weights.config();
-  RETURN_IF_ERROR(CheckMoePrecision(c, options.precision));
   if (c.rotary_dim > kernels::kRopeMaxRotaryDim)
     return InvalidArgumentError("Qwen35Target: rotary_dim {} exceeds {}", c.rotary_dim,
                                 kernels::kRopeMaxRotaryDim);
@@ -101,7 +92,8 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Create(Qwen35Weights weights
   }
   RETURN_IF_ERROR(t->AllocateWorkspace());
   if (c.moe) {
-    ASSIGN_OR_RETURN(t->moe_, kernels::MoeLayer::Create(MoeShape(c), options.max_tokens,
+    ASSIGN_OR_RETURN(t->moe_, kernels::MoeLayer::Create(MoeShape(c, t->fp8()),
+                                                        options.max_tokens,
                                                         t->weights_.allocator(), options.stream));
   }
   if (device.is_cuda()) {
@@ -121,7 +113,6 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Load(const std::string& dir,
                                                          kernels::Allocator& alloc,
                                                          const Qwen35TargetOptions& options) {
   ASSIGN_OR_RETURN(Qwen35Config config, LoadQwen35Config(dir));
-  RETURN_IF_ERROR(CheckMoePrecision(config, options.precision));  // before any weight is read
   ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen35Weights weights,
@@ -144,7 +135,6 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Random(const Qwen35Config& c
                                                            uint64_t seed,
                                                            const Qwen35TargetOptions& options,
                                                            float scale) {
-  RETURN_IF_ERROR(CheckMoePrecision(config, options.precision));
   if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen35Weights weights,
                      Qwen35Weights::Random(config, alloc, seed, options.stream, scale));
@@ -161,10 +151,14 @@ Result<std::unique_ptr<Qwen35Target>> Qwen35Target::Random(const Qwen35Config& c
   return Create(std::move(weights), std::move(fp8), options);
 }
 
-kernels::MoeLayerShape Qwen35Target::MoeShape(const Qwen35Config& c) {
-  return {c.hidden_size, c.moe->num_experts, c.moe->num_experts_per_tok,
-          c.moe->moe_intermediate_size, c.moe->shared_expert_intermediate_size,
-          c.moe->norm_topk_prob};
+kernels::MoeLayerShape Qwen35Target::MoeShape(const Qwen35Config& c, bool fp8) {
+  return {c.hidden_size,
+          c.moe->num_experts,
+          c.moe->num_experts_per_tok,
+          c.moe->moe_intermediate_size,
+          c.moe->shared_expert_intermediate_size,
+          c.moe->norm_topk_prob,
+          fp8};
 }
 
 namespace {
@@ -200,7 +194,9 @@ int64_t Qwen35Target::WorkspaceBytes(const Qwen35Config& c, int64_t max_tokens, 
   const bool chunked = on_cuda && kernels::GatedDeltaRuleChunkedSupports(
                                       c.linear_key_head_dim, c.linear_value_head_dim);
   return LayoutWorkspace(c, max_tokens, chunked, precision == TargetPrecision::kFp8, nullptr) +
-         (c.moe ? kernels::MoeLayer::WorkspaceBytes(MoeShape(c), max_tokens) : 0);
+         (c.moe ? kernels::MoeLayer::WorkspaceBytes(
+                      MoeShape(c, precision == TargetPrecision::kFp8), max_tokens)
+                : 0);
 }
 
 int64_t Qwen35Target::LayoutWorkspace(const Qwen35Config& c, int64_t max_tokens,
@@ -344,12 +340,13 @@ kernels::Fp8GroupActivation Qwen35Target::Act8(int64_t t, int64_t k) const {
           TensorView(base, DType::kF32, {scales}, device())};
 }
 
-Result<Qwen35Target::LinearInput> Qwen35Target::NormedHidden(const TensorView& w, int64_t t) {
+Result<Qwen35Target::LinearInput> Qwen35Target::NormedHidden(const TensorView& w, int64_t t,
+                                                             bool bf16) {
   const Qwen35Config& c = config();
   const float eps = static_cast<float>(c.rms_norm_eps);
   const TensorView hidden = View(kHidden, t, c.hidden_size);
   LinearInput x;
-  if (fp8()) {
+  if (fp8() && !bf16) {
     x.fp8 = Act8(t, c.hidden_size);
     RETURN_IF_ERROR(kernels::RmsNormFp8Forward(x.fp8, hidden, w, eps, options_.stream,
                                                /*weight_offset=*/1.f));
@@ -481,9 +478,17 @@ Status Qwen35Target::Mlp(int i, int64_t t) {
   const Qwen35LayerWeights& w = weights_.layers()[i];
   const Qwen35Fp8Layer& f = Fp8Layer(i);
   const kernels::Stream s = options_.stream;
-  ASSIGN_OR_RETURN(const LinearInput x, NormedHidden(w.post_norm, t));
-  if (moe_ != nullptr)  // bf16 only (CheckMoePrecision)
-    return moe_->Forward(gemm_.get(), w.moe, x.bf16, View(kHidden, t, c.hidden_size), s);
+  // A MoE block takes the bf16 norm (its router and row gather), FP8 or not.
+  ASSIGN_OR_RETURN(const LinearInput x, NormedHidden(w.post_norm, t, moe_ != nullptr));
+  if (moe_ != nullptr) {
+    kernels::MoeLayerWeights m = w.moe;
+    if (fp8()) {
+      m.experts8 = f.experts;
+      m.shared_gate_up8 = f.gate_up;
+      m.shared_down8 = f.down_proj;
+    }
+    return moe_->Forward(gemm_.get(), m, x.bf16, View(kHidden, t, c.hidden_size), s);
+  }
   const TensorView gate_up = View(kGateUp, t, 2 * c.intermediate_size);
   RETURN_IF_ERROR(Project(x, w.gate_up, f.gate_up, gate_up));
   const auto [gate, up] = kernels::SplitGateUp(gate_up);

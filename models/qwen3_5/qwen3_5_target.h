@@ -10,7 +10,8 @@
 // instead (kernels/moe/moe_layer.h: fp32 router, softmax, top-k renormalised, the experts'
 // SwiGLU MLPs, plus the shared expert times sigmoid of its gate); on CUDA each MoE layer
 // waits once for the stream (its expert offsets go to the host for the per-expert GEMM
-// loop). precision fp8 is not implemented for MoE configs (InvalidArgument naming it).
+// loop). With precision fp8 a MoE block's routed and shared experts run in e4m3 (kernels/moe/
+// experts_fp8.h); its router and shared-expert gate stay bf16.
 // Token mixers:
 //   * Gated DeltaNet (linear_attention): one GEMM for qkv | z | b | a; causal depthwise
 //     conv1d + SiLU over qkv, restarting at every document; beta = sigmoid(b),
@@ -128,7 +129,7 @@ class Qwen35Target {
   // layer was L, moe()->topk_ids(T) holds layer L's expert choices.
   const kernels::MoeLayer* moe() const { return moe_.get(); }
   // The MoE block shape of `c` (REQUIRES c.moe).
-  static kernels::MoeLayerShape MoeShape(const Qwen35Config& c);
+  static kernels::MoeLayerShape MoeShape(const Qwen35Config& c, bool fp8 = false);
   TargetPrecision precision() const { return options_.precision; }
   // The e4m3 projections (precision fp8; else empty) and their bytes.
   const Qwen35Fp8Projections& fp8_projections() const { return fp8_; }
@@ -188,7 +189,8 @@ class Qwen35Target {
   kernels::Fp8GroupActivation Act8(int64_t t, int64_t k) const;
   // The zero-centred RMSNorm (weight `w`) of the residual stream's first t rows as a GEMM
   // input: bf16 in the kNormed slot, or e4m3 straight from the norm.
-  Result<LinearInput> NormedHidden(const kernels::TensorView& w, int64_t t);
+  // bf16: the bf16 form even with fp8 (a MoE block's input).
+  Result<LinearInput> NormedHidden(const kernels::TensorView& w, int64_t t, bool bf16 = false);
   // y = x W^T (+ y with beta 1: the residual add) with W's bf16 or e4m3 form; y is a
   // contiguous [t, N] view of a slot (an FP8 GEMM also writes its padding rows).
   Status Project(const LinearInput& x, const kernels::TensorView& w,

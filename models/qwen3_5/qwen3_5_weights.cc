@@ -33,8 +33,14 @@ struct Placed {
   bool projection = false;
 };
 
+// A layer's matrices that have an FP8 form (qwen3_5_fp8.h): every 2-d weight of a layer but
+// a MoE block's router and shared-expert gate (which stay bf16), and a MoE layer's experts in
+// either layout (transformers 5's fused tensors are 3-d).
 bool IsProjection(const WeightSpec& s) {
-  return s.shape.size() == 2 && s.name.find(".layers.") != std::string::npos;
+  if (s.name.find(".layers.") == std::string::npos) return false;
+  if (s.name.ends_with(".mlp.gate.weight") || s.name.ends_with(".mlp.shared_expert_gate.weight"))
+    return false;
+  return s.shape.size() == 2 || s.name.find(".mlp.experts.") != std::string::npos;
 }
 
 int64_t Numel(const std::vector<int64_t>& shape) {
@@ -314,9 +320,6 @@ Result<Qwen35Weights> Qwen35Weights::Allocate(const Qwen35Config& c, kernels::Al
                                               Stream stream, bool with_projections,
                                               ExpertLayout experts) {
   const Device device = alloc.device();
-  if (c.moe && !with_projections)
-    return InvalidArgumentError("Qwen35Weights: a mixture-of-experts model keeps its "
-                                "projections (no projection sink)");
   const std::vector<Placed> layout = Layout(c, experts);
   Qwen35Weights w;
   w.config_ = c;
@@ -359,18 +362,18 @@ Qwen35Weights Qwen35Weights::Alias() const {
 
 Status Qwen35Weights::ReleaseProjections(Stream stream) {
   if (!has_projections()) return Status::Ok();
-  if (config_.moe)  // its router, experts and shared expert have no FP8 form
-    return InvalidArgumentError("Qwen35Weights: the projections of a mixture-of-experts model "
-                                "are not released");
   // Whatever was enqueued on `stream` (e.g. quantizing them) reads them before they go.
   RETURN_IF_ERROR(kernels::SynchronizeStream(device(), stream));
   for (Qwen35LayerWeights& l : layers_) {
     for (TensorView* v : {&l.linear.in_proj, &l.linear.out_proj, &l.attn.q_proj, &l.attn.k_proj,
-                          &l.attn.v_proj, &l.attn.o_proj, &l.gate_up, &l.down_proj})
+                          &l.attn.v_proj, &l.attn.o_proj, &l.gate_up, &l.down_proj,
+                          &l.moe.experts.gate_up, &l.moe.experts.down, &l.moe.shared_gate_up,
+                          &l.moe.shared_down})
       *v = TensorView();
   }
-  for (const WeightSpec& s : Qwen35WeightSpecs(config_))
-    if (IsProjection(s)) by_name_.erase(s.name);
+  for (const ExpertLayout layout : {ExpertLayout::kFused, ExpertLayout::kPerExpert})
+    for (const WeightSpec& s : Qwen35WeightSpecs(config_, layout))
+      if (IsProjection(s)) by_name_.erase(s.name);
   projections_ = Tensor();
   return Status::Ok();
 }

@@ -92,7 +92,8 @@ class Qwen35Weights {
   // Errors: NotFound / DataLoss naming the file and tensor (missing, wrong shape, not a
   // float dtype, FP8 scales that do not match their weight), OutOfMemory.
   // With `sink`, each layer's projections go to it through a staging buffer instead of
-  // being kept (has_projections() is then false); not for a MoE config (InvalidArgument).
+  // being kept (has_projections() is then false); a MoE layer's projections are its experts
+  // and shared expert (its router and shared-expert gate are kept).
   // A MoE checkpoint's expert layout is detected, and an expert count that disagrees with
   // the config is DataLoss naming the tensor and the file (DetectExpertLayout).
   static Result<Qwen35Weights> Load(const Qwen35Config& config, const SafetensorsReader& reader,
@@ -121,7 +122,8 @@ class Qwen35Weights {
   kernels::Allocator& allocator() const { return *allocator_; }
   int64_t nbytes() const { return storage_.nbytes() + projections_.nbytes(); }
 
-  // Frees the layers' projection matrices (in_proj, out_proj, q/k/v/o, gate|up, down) once
+  // Frees the layers' projection matrices (in_proj, out_proj, q/k/v/o, gate|up, down; a MoE
+  // layer's experts and shared expert, not its router or shared-expert gate) once
   // an FP8 form of them exists (qwen3_5_fp8.h); their views become empty. Waits for `stream`
   // first, so work enqueued on it that reads them completes. Everything else stays.
   Status ReleaseProjections(kernels::Stream stream);
