@@ -357,6 +357,9 @@ Status DFlashDrafter::ForwardBackward(const DFlashTargetHead& head,
       return InvalidArgumentError("DFlash drafter: target embedding/LM head {} must be bf16 "
                                   "[{}, {}] on the drafter's device", v->ToString(),
                                   t.vocab_size, t.hidden_size);
+  if (config_.dflash2)
+    return InvalidArgumentError("DFlash drafter: the DFlash2 forward (convolutions and "
+                                "selector) is not wired into the step yet");
   kernels::NvtxRange range(backward ? "dflash.fwd_bwd" : "dflash.fwd");
   num_marks_ = 0;
   RETURN_IF_ERROR(Mark("begin"));

@@ -67,6 +67,8 @@ struct DFlashDrafterOptions {
   // this drafter, keeps its buffers, has this config's layout, and its updates are ordered
   // before this drafter's forwards (the same stream, after JoinOptimizer).
   const DFlashParams* shared_weights = nullptr;
+  // DFlash2 (config.dflash2): alpha of loss = DFlash loss + alpha * selector loss.
+  float selector_loss_weight = 1.0f;
 };
 
 struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter_internal.h)
