@@ -160,7 +160,7 @@ int RunMath(const std::vector<std::string>& args) {
     LmHeadCeOutputs out{TensorView(loss, DType::kF32, {1}, d),
                         TensorView(am, DType::kI32, {rows}, d),
                         TensorView(cor, DType::kU8, {rows}, d),
-                        TensorView(dh, DType::kBF16, {rows, h}, d)};
+                        TensorView(dh, DType::kBF16, {rows, h}, d), {}, {}};
     auto run = [&] {
       return LmHeadCrossEntropy(ctx, TensorView(hid, DType::kBF16, {rows, h}, d),
                                 TensorView(w, DType::kBF16, {v, h}, d),

@@ -6,6 +6,9 @@
 //      a block reduction gives logsumexp. Pass 2 (backward) rereads the row (mostly from L2)
 //      and overwrites it with g = (softmax - onehot) * w / sum(w) in bf16.
 //   3. cuBLASLt: dhidden[chunk] = g @ W.
+// With a logit transform (multiplier, soft cap) the row kernel reads z = T(logit) in both
+// passes and multiplies the gradient by dz/dlogit; the identity takes the plain
+// instantiation (kTransform = false), unchanged.
 // The weight sum is reduced on the device first; per-row weighted losses go to a f32 [R]
 // buffer that one block sums at the end, so the loss is deterministic and needs no atomics.
 #include <cuda_bf16.h>
@@ -70,13 +73,39 @@ __device__ __forceinline__ void Accumulate(RowStats& s, const float* x, int n, i
   s.sum = sum;
 }
 
-template <bool kBackward>
+// z = T(x) and dz/dx of the logit transform (lm_head_ce.h); `inv` = multiplier / softcap.
+struct LogitTransform {
+  float multiplier, softcap, inv;
+  __device__ __forceinline__ float Apply(float x) const {
+    return softcap > 0.f ? softcap * tanhf(x * inv) : x * multiplier;
+  }
+  __device__ __forceinline__ float Slope(float z) const {
+    if (softcap <= 0.f) return multiplier;
+    const float r = z / softcap;
+    return multiplier * (1.f - r * r);
+  }
+};
+
+// d loss / d logit of one entry: (softmax(z) - onehot) * scale, times dz/dx with a transform.
+template <bool kTransform>
+__device__ __forceinline__ float RowGrad(const LogitTransform& tr, float x, float lse,
+                                         bool is_target, float scale) {
+  if constexpr (kTransform) {
+    const float z = tr.Apply(x);
+    return (__expf(z - lse) - (is_target ? 1.f : 0.f)) * scale * tr.Slope(z);
+  } else {
+    return (__expf(x - lse) - (is_target ? 1.f : 0.f)) * scale;
+  }
+}
+
+template <bool kBackward, bool kTransform>
 __global__ void __launch_bounds__(kRowThreads)
     ce_rows_kernel(__nv_bfloat16* __restrict__ logits, int64_t ld, int64_t vocab,
                    const int32_t* __restrict__ targets, const float* __restrict__ row_weights,
                    const float* __restrict__ weight_sum, int64_t row0,
                    float* __restrict__ row_loss, int32_t* __restrict__ argmax,
-                   uint8_t* __restrict__ correct) {
+                   uint8_t* __restrict__ correct, LogitTransform tr) {
+  auto z_of = [&](float x) { return kTransform ? tr.Apply(x) : x; };
   __shared__ RowStats warp_stats[kRowThreads / 32];
   __shared__ float shared_lse;
   const int64_t local_row = blockIdx.x;
@@ -91,13 +120,13 @@ __global__ void __launch_bounds__(kRowThreads)
     float v[8];
     for (int k = 0; k < 4; ++k) {
       float2 f = __bfloat1622float2(h[k]);
-      v[2 * k] = f.x;
-      v[2 * k + 1] = f.y;
+      v[2 * k] = z_of(f.x);
+      v[2 * k + 1] = z_of(f.y);
     }
     Accumulate(s, v, 8, i * 8);
   }
   for (int64_t j = nvec * 8 + threadIdx.x; j < vocab; j += kRowThreads) {
-    float v = __bfloat162float(x[j]);
+    float v = z_of(__bfloat162float(x[j]));
     Accumulate(s, &v, 1, j);
   }
   s = WarpCombine(s);
@@ -113,7 +142,7 @@ __global__ void __launch_bounds__(kRowThreads)
     if (lane == 0) {
       float lse = s.max + __logf(s.sum);
       shared_lse = lse;
-      float target_logit = valid ? __bfloat162float(x[target]) : 0.f;
+      float target_logit = valid ? z_of(__bfloat162float(x[target])) : 0.f;
       row_loss[row] = valid ? w * (lse - target_logit) : 0.f;
       if (argmax) argmax[row] = s.best_index;
       if (correct) correct[row] = valid && s.best_index == target;
@@ -130,15 +159,15 @@ __global__ void __launch_bounds__(kRowThreads)
       for (int k = 0; k < 4; ++k) {
         float2 f = __bfloat1622float2(h[k]);
         int64_t j = i * 8 + 2 * k;
-        f.x = (__expf(f.x - lse) - (j == target ? 1.f : 0.f)) * scale;
-        f.y = (__expf(f.y - lse) - (j + 1 == target ? 1.f : 0.f)) * scale;
+        f.x = RowGrad<kTransform>(tr, f.x, lse, j == target, scale);
+        f.y = RowGrad<kTransform>(tr, f.y, lse, j + 1 == target, scale);
         h[k] = __float22bfloat162_rn(f);
       }
       reinterpret_cast<uint4*>(x)[i] = u;
     }
     for (int64_t j = nvec * 8 + threadIdx.x; j < vocab; j += kRowThreads) {
       float v = __bfloat162float(x[j]);
-      x[j] = __float2bfloat16_rn((__expf(v - lse) - (j == target ? 1.f : 0.f)) * scale);
+      x[j] = __float2bfloat16_rn(RowGrad<kTransform>(tr, v, lse, j == target, scale));
     }
   }
 }
@@ -184,14 +213,19 @@ cudaError_t LaunchCeWeightSum(const int32_t* targets, const float* row_weights, 
 cudaError_t LaunchCeRows(bool backward, void* logits, int64_t n, int64_t ld, int64_t vocab,
                          const int32_t* targets, const float* row_weights,
                          const float* weight_sum, int64_t row0, float* row_loss,
-                         int32_t* argmax, uint8_t* correct, Stream s) {
+                         int32_t* argmax, uint8_t* correct, Stream s, float multiplier,
+                         float softcap) {
   auto* x = static_cast<__nv_bfloat16*>(logits);
+  const LogitTransform tr{multiplier, softcap, softcap > 0.f ? multiplier / softcap : 0.f};
+  const bool transform = multiplier != 1.f || softcap != 0.f;
+  auto launch = [&](auto kernel) {
+    kernel<<<n, kRowThreads, 0, s>>>(x, ld, vocab, targets, row_weights, weight_sum, row0,
+                                     row_loss, argmax, correct, tr);
+  };
   if (backward)
-    ce_rows_kernel<true><<<n, kRowThreads, 0, s>>>(x, ld, vocab, targets, row_weights,
-                                                   weight_sum, row0, row_loss, argmax, correct);
+    transform ? launch(ce_rows_kernel<true, true>) : launch(ce_rows_kernel<true, false>);
   else
-    ce_rows_kernel<false><<<n, kRowThreads, 0, s>>>(x, ld, vocab, targets, row_weights,
-                                                    weight_sum, row0, row_loss, argmax, correct);
+    transform ? launch(ce_rows_kernel<false, true>) : launch(ce_rows_kernel<false, false>);
   return cudaGetLastError();
 }
 

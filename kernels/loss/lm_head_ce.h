@@ -15,6 +15,17 @@
 //   argmax      i32  [R]      optional; lowest index among ties
 //   correct     u8   [R]      optional; argmax == target (masked rows: 0)
 //   dhidden     bf16 [R, H]   optional; d loss / d hidden; empty = forward only
+//   topk_ids    i32  [R, k]   optional (with topk_values or alone); the k largest transformed
+//                             logits of each row over the whole vocabulary, decreasing, ties
+//                             by lower id; 1 <= k <= 64 (kernels/dflash2/row_topk.h)
+//   topk_values f32  [R, k]   optional, only with topk_ids; those transformed logits
+//
+// Logit transform (DFlash2's output multiplier and final soft cap): every use of the logits
+// (loss, argmax, correct, top-k, dhidden) is of
+//   z = softcap > 0 ? softcap * tanh(multiplier * x / softcap) : multiplier * x
+// for the LM head's output x; dhidden's per-logit gradient is multiplied by dz/dx =
+// multiplier * (1 - (z / softcap)^2), or multiplier without a cap. The default (1, 0) is the
+// identity and runs exactly the plain path.
 //
 // Everything stays on the device: no host sync, no allocation (the workspace comes from
 // the caller, sized by LmHeadCeWorkspaceBytes). Thread-safety: calls sharing a workspace
@@ -34,6 +45,15 @@ struct LmHeadCeOutputs {
   TensorView argmax;   // i32 [R] or empty
   TensorView correct;  // u8 [R] or empty
   TensorView dhidden;  // bf16 [R, H] or empty
+  TensorView topk_ids;     // i32 [R, k] or empty
+  TensorView topk_values;  // f32 [R, k] or empty (only with topk_ids)
+};
+
+// The logit transform above. multiplier finite > 0; softcap finite >= 0 (0: no cap).
+struct LmHeadCeTransform {
+  float multiplier = 1.0f;
+  float softcap = 0.0f;
+  bool identity() const { return multiplier == 1.0f && softcap == 0.0f; }
 };
 
 inline constexpr int64_t kLmHeadCeDefaultChunkRows = 2048;
@@ -47,21 +67,21 @@ namespace cpu {
 Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
                           const LmHeadCeOutputs& out, const TensorView& workspace,
-                          int64_t chunk_rows, Stream s);
+                          int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform = {});
 }  // namespace cpu
 
 namespace cuda {
 Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
                           const LmHeadCeOutputs& out, const TensorView& workspace,
-                          int64_t chunk_rows, Stream s);
+                          int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform = {});
 }  // namespace cuda
 
 // Dispatches on hidden's device.
 Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
                           const LmHeadCeOutputs& out, const TensorView& workspace,
-                          int64_t chunk_rows, Stream s);
+                          int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform = {});
 
 namespace internal {
 // The checks of everything but the weight (hidden, targets, row weights, outputs) against a

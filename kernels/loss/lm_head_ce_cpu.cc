@@ -2,9 +2,13 @@
 // every vocab row of W, logsumexp and softmax in float64, then dHidden accumulated in fp32.
 // Also holds the shared argument checks, the workspace size and the device dispatch.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
+#include "kernels/dflash2/row_topk.h"
+#include "kernels/elementwise/row_topk.h"
 #include "kernels/loss/lm_head_ce.h"
 
 namespace tandem::kernels {
@@ -66,6 +70,14 @@ Status internal::CheckLmHeadCeRows(const char* op, const TensorView& hidden, int
     RETURN_IF_ERROR(ExpectContiguous(op, "dhidden", out.dhidden));
     RETURN_IF_ERROR(ExpectSameDevice(op, hidden, out.dhidden));
   }
+  if (!out.topk_ids.empty()) {
+    int64_t k;
+    RETURN_IF_ERROR(dflash2::internal::CheckTopKOutputs(op, out.topk_ids, out.topk_values, r,
+                                                        vocab, hidden.device(), &k));
+  } else if (!out.topk_values.empty()) {
+    return InvalidArgumentError("{}: topk_values {} needs topk_ids", op,
+                                out.topk_values.ToString());
+  }
   if (chunk_rows <= 0)
     return InvalidArgumentError("{}: chunk_rows must be positive, got {}", op, chunk_rows);
   if (vocab <= 0) return InvalidArgumentError("{}: empty vocabulary", op);
@@ -75,23 +87,43 @@ Status internal::CheckLmHeadCeRows(const char* op, const TensorView& hidden, int
 Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
                           const LmHeadCeOutputs& out, const TensorView& workspace,
-                          int64_t chunk_rows, Stream s) {
+                          int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform) {
   if (hidden.device().is_cpu())
     return cpu::LmHeadCrossEntropy(ctx, hidden, weight, targets, row_weights, out, workspace,
-                                   chunk_rows, s);
+                                   chunk_rows, s, transform);
   return cuda::LmHeadCrossEntropy(ctx, hidden, weight, targets, row_weights, out, workspace,
-                                  chunk_rows, s);
+                                  chunk_rows, s, transform);
 }
 
 namespace cpu {
+namespace {
+
+// Row r's top-k of z [V] into out.topk_ids / topk_values (decreasing, ties by lower id).
+void WriteTopK(const std::vector<float>& z, int64_t k, int64_t r, const LmHeadCeOutputs& out,
+               std::vector<int32_t>* order) {
+  auto key = [&](int32_t j) { return kernels::internal::TopKKey(std::bit_cast<uint32_t>(z[j])); };
+  std::iota(order->begin(), order->end(), 0);
+  std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
+    return key(a) > key(b) || (key(a) == key(b) && a < b);
+  });
+  for (int64_t i = 0; i < k; ++i) {
+    out.topk_ids.data_as<int32_t>()[r * k + i] = (*order)[i];
+    if (!out.topk_values.empty()) out.topk_values.data_as<float>()[r * k + i] = z[(*order)[i]];
+  }
+}
+
+}  // namespace
 
 Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
                           const LmHeadCeOutputs& out, const TensorView&, int64_t chunk_rows,
-                          Stream) {
+                          Stream, const LmHeadCeTransform& transform) {
+  constexpr const char* kOp = "cpu::LmHeadCrossEntropy";
   int64_t rows, h, v;
-  RETURN_IF_ERROR(CheckLmHeadCeArgs("cpu::LmHeadCrossEntropy", hidden, weight, targets,
-                                    row_weights, out, chunk_rows, &rows, &h, &v));
+  RETURN_IF_ERROR(CheckLmHeadCeArgs(kOp, hidden, weight, targets, row_weights, out, chunk_rows,
+                                    &rows, &h, &v));
+  RETURN_IF_ERROR(
+      dflash2::internal::CheckLogitTransform(kOp, transform.multiplier, transform.softcap));
   if (!hidden.device().is_cpu())
     return InvalidArgumentError("cpu::LmHeadCrossEntropy: views must be on the CPU");
   const bf16* x = hidden.data_as<const bf16>();
@@ -105,17 +137,24 @@ Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorVi
   const double inv_wsum = wsum != 0 ? 1.0 / wsum : 0.0;
 
   std::vector<float> xr(static_cast<size_t>(h)), logits(static_cast<size_t>(v)),
-      dx(static_cast<size_t>(h));
+      dx(static_cast<size_t>(h)), slope(static_cast<size_t>(v));
+  const float m = transform.multiplier, cap = transform.softcap;
+  const int64_t k = out.topk_ids.empty() ? 0 : out.topk_ids.dim(1);
+  std::vector<int32_t> order(static_cast<size_t>(v));
   double loss = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t k = 0; k < h; ++k) xr[k] = x[r * h + k].f();
+    for (int64_t i = 0; i < h; ++i) xr[i] = x[r * h + i].f();
     int32_t best = 0;
     for (int64_t j = 0; j < v; ++j) {
       float acc = 0;
-      for (int64_t k = 0; k < h; ++k) acc += xr[k] * wt[j * h + k];
-      logits[j] = acc;
-      if (acc > logits[best]) best = static_cast<int32_t>(j);
+      for (int64_t i = 0; i < h; ++i) acc += xr[i] * wt[j * h + i];
+      // The transformed logit z and dz/dx (the identity stays exact).
+      const float z = transform.identity() ? acc : dflash2::internal::TransformLogit(acc, m, cap);
+      slope[j] = cap > 0.f ? m * (1.f - (z / cap) * (z / cap)) : m;
+      logits[j] = z;
+      if (z > logits[best]) best = static_cast<int32_t>(j);
     }
+    if (k > 0) WriteTopK(logits, k, r, out, &order);
     double mx = logits[best], sum = 0;
     for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(logits[j]) - mx);
     const double lse = mx + std::log(sum);
@@ -129,9 +168,10 @@ Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorVi
     for (int64_t j = 0; j < v && scale != 0; ++j) {
       float g = static_cast<float>(
           (std::exp(static_cast<double>(logits[j]) - lse) - (j == tgt[r] ? 1.0 : 0.0)) * scale);
-      for (int64_t k = 0; k < h; ++k) dx[k] += g * wt[j * h + k];
+      if (!transform.identity()) g *= slope[j];
+      for (int64_t i = 0; i < h; ++i) dx[i] += g * wt[j * h + i];
     }
-    for (int64_t k = 0; k < h; ++k) out.dhidden.data_as<bf16>()[r * h + k] = bf16(dx[k]);
+    for (int64_t i = 0; i < h; ++i) out.dhidden.data_as<bf16>()[r * h + i] = bf16(dx[i]);
   }
   out.loss.data_as<float>()[0] = static_cast<float>(loss * inv_wsum);
   return Status::Ok();
@@ -143,7 +183,7 @@ Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorVi
 namespace cuda {
 Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorView&,
                           const TensorView&, const TensorView&, const LmHeadCeOutputs&,
-                          const TensorView&, int64_t, Stream) {
+                          const TensorView&, int64_t, Stream, const LmHeadCeTransform&) {
   return UnavailableError("LmHeadCrossEntropy: {} is on a CUDA device but tandem was built "
                           "without CUDA", hidden.ToString());
 }

@@ -1,10 +1,13 @@
 // Host side of the CUDA fused LM head + cross-entropy: argument checks, workspace carving
-// and the per-chunk sequence GEMM -> row kernel -> GEMM (kernels in lm_head_ce.cu).
+// and the per-chunk sequence GEMM -> [row top-k] -> row kernel -> GEMM (kernels in
+// lm_head_ce.cu; the top-k in kernels/dflash2/row_topk.cu).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 
 #include "kernels/core/cuda_check.h"
+#include "kernels/dflash2/row_topk.h"
+#include "kernels/dflash2/row_topk_kernels.h"
 #include "kernels/loss/lm_head_ce.h"
 #include "kernels/loss/lm_head_ce_kernels.h"
 
@@ -18,12 +21,15 @@ namespace cuda {
 Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
                           const LmHeadCeOutputs& out, const TensorView& workspace,
-                          int64_t chunk_rows, Stream s) {
+                          int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform) {
   constexpr const char* kOp = "cuda::LmHeadCrossEntropy";
   int64_t rows, h, v;
   RETURN_IF_ERROR(CheckLmHeadCeArgs(kOp, hidden, weight, targets, row_weights, out, chunk_rows,
                                     &rows, &h, &v));
   if (!hidden.device().is_cuda()) return InvalidArgumentError("{}: views must be on CUDA", kOp);
+  RETURN_IF_ERROR(
+      dflash2::internal::CheckLogitTransform(kOp, transform.multiplier, transform.softcap));
+  const int64_t topk = out.topk_ids.empty() ? 0 : out.topk_ids.dim(1);
   const int64_t need = LmHeadCeWorkspaceBytes(rows, v, chunk_rows);
   RETURN_IF_ERROR(ExpectDType(kOp, "workspace", workspace, DType::kU8));
   RETURN_IF_ERROR(ExpectSameDevice(kOp, hidden, workspace));
@@ -54,8 +60,14 @@ Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const Tens
     RETURN_IF_ERROR(cuda::Gemm(ctx, hidden.Narrow(0, r0, n), weight, lg, logits_opt, s));
     auto* am = out.argmax.empty() ? nullptr : out.argmax.data_as<int32_t>();
     auto* cor = out.correct.empty() ? nullptr : out.correct.data_as<uint8_t>();
+    if (topk > 0)  // before the row kernel, which overwrites the logits with gradients
+      CUDA_RETURN_IF_ERROR(dflash2::LaunchRowTopK(
+          logits, true, n, ld, v, transform.multiplier, transform.softcap,
+          static_cast<int>(topk), out.topk_ids.data_as<int32_t>() + r0 * topk,
+          out.topk_values.empty() ? nullptr : out.topk_values.data_as<float>() + r0 * topk, s));
     CUDA_RETURN_IF_ERROR(LaunchCeRows(backward, logits, n, ld, v, tgt, w, weight_sum, r0,
-                                      row_loss, am, cor, s));
+                                      row_loss, am, cor, s, transform.multiplier,
+                                      transform.softcap));
     if (backward)
       RETURN_IF_ERROR(cuda::Gemm(ctx, lg, weight, out.dhidden.Narrow(0, r0, n), GemmOptions{}, s));
   }

@@ -16,6 +16,9 @@
 // float64, with the device's rounding points (logits and g in bf16, both quantized the same
 // way), so the CUDA version can be checked against it on any shape.
 //
+// No logit transform (LmHeadCeTransform: the FP8 functions take none, the logits are used as
+// they come) and no top-k: non-empty topk_ids / topk_values are refused with InvalidArgument.
+//
 // CUDA REQUIRES sm_90 (FP8 tensor cores) and H, V multiples of 16 (cuBLASLt FP8); rows may
 // be any number (padded to 4 inside). Everything stays on the device: no host sync, no
 // allocation (workspace: LmHeadCeFp8WorkspaceBytes). Thread-safety: as LmHeadCrossEntropy.

@@ -82,6 +82,9 @@ Status internal::CheckLmHeadCeFp8Args(const char* op, const TensorView& hidden,
                                       const TensorView& row_weights, const LmHeadCeOutputs& out,
                                       int64_t chunk_rows, int64_t* rows, int64_t* hidden_dim) {
   RETURN_IF_ERROR(CheckFp8Transpose(op, head.w, head.wt));
+  if (!out.topk_ids.empty() || !out.topk_values.empty())
+    return InvalidArgumentError("{}: the FP8 LM head computes no top-k (topk_ids / topk_values "
+                                "must be empty); use the bf16 LM head", op);
   RETURN_IF_ERROR(CheckLmHeadCeRows(op, hidden, head.vocab(), targets, row_weights, out,
                                     chunk_rows, rows, hidden_dim));
   if (*hidden_dim != head.hidden())

@@ -50,7 +50,7 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
     LmHeadCeOutputs hout{TensorView(&want_loss, DType::kF32, {1}),
                          TensorView(want_am.data(), DType::kI32, {rows}), {},
                          backward ? TensorView(want_dx.data(), DType::kBF16, {rows, h})
-                                  : TensorView()};
+                                  : TensorView(), {}, {}};
     Status st = LmHeadCrossEntropyFp8(nullptr, TensorView(x.data(), DType::kBF16, {rows, h}),
                                       hhead->head(), TensorView(targets.data(), DType::kI32, {rows}),
                                       TensorView(weights.data(), DType::kF32, {rows}), hout,
@@ -86,7 +86,7 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
     DeviceArray<uint8_t> ws(ws_bytes);
     LmHeadCeOutputs out{dloss.View(DType::kF32, {1}), dam.View(DType::kI32, {rows}),
                         dcor.View(DType::kU8, {rows}),
-                        backward ? ddh.View(DType::kBF16, {rows, h}) : TensorView()};
+                        backward ? ddh.View(DType::kBF16, {rows, h}) : TensorView(), {}, {}};
     st = LmHeadCrossEntropyFp8(ctx_.get(), dx.View(DType::kBF16, {rows, h}), g,
                                dt.View(DType::kI32, {rows}), dwt.View(DType::kF32, {rows}), out,
                                ws.View(DType::kU8, {ws_bytes}), chunk, nullptr);
@@ -147,7 +147,7 @@ TEST_F(LmHeadCeFp8Cuda, RefusesShapesCublasFp8CannotRun) {
   DeviceArray<uint8_t> ws(LmHeadCeFp8WorkspaceBytes(4, 40, 40, 16));
   Status st = LmHeadCrossEntropyFp8(
       ctx_.get(), dx.View(DType::kBF16, {4, 40}), head->head(), dt.View(DType::kI32, {4}),
-      dwt.View(DType::kF32, {4}), LmHeadCeOutputs{dloss.View(DType::kF32, {1}), {}, {}, {}},
+      dwt.View(DType::kF32, {4}), LmHeadCeOutputs{dloss.View(DType::kF32, {1}), {}, {}, {}, {}, {}},
       ws.View(DType::kU8, {ws.size()}), 16, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("multiples of 16"), std::string::npos) << st.ToString();

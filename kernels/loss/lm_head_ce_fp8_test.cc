@@ -58,7 +58,7 @@ Got RunFp8(Problem& p, int64_t chunk_rows = 4) {
   LmHeadCeOutputs out{TensorView(&g.loss, DType::kF32, {1}),
                       TensorView(g.argmax.data(), DType::kI32, {p.rows}),
                       TensorView(g.correct.data(), DType::kU8, {p.rows}),
-                      TensorView(g.dx.data(), DType::kBF16, {p.rows, p.h})};
+                      TensorView(g.dx.data(), DType::kBF16, {p.rows, p.h}), {}, {}};
   g.status = LmHeadCrossEntropyFp8(nullptr, TensorView(p.x.data(), DType::kBF16, {p.rows, p.h}),
                                    head->head(), TensorView(p.targets.data(), DType::kI32, {p.rows}),
                                    TensorView(p.weights.data(), DType::kF32, {p.rows}), out,
@@ -155,10 +155,29 @@ TEST(LmHeadCeFp8Cpu, RejectsAHeadOfAnotherShape) {
   Status st = LmHeadCrossEntropyFp8(
       nullptr, TensorView(p.x.data(), DType::kBF16, {3, 16}), head->head(),
       TensorView(p.targets.data(), DType::kI32, {3}), TensorView(p.weights.data(), DType::kF32, {3}),
-      LmHeadCeOutputs{TensorView(&loss, DType::kF32, {1}), {}, {}, {}}, TensorView(), 4, nullptr);
+      LmHeadCeOutputs{TensorView(&loss, DType::kF32, {1}), {}, {}, {}, {}, {}}, TensorView(), 4,
+      nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("does not match the FP8 LM head"), std::string::npos)
       << st.ToString();
+}
+
+TEST(LmHeadCeFp8Cpu, RefusesTopK) {
+  Problem p = MakeProblem(3, 16, 13, 9);
+  auto head = Fp8LmHeadWeights::Quantize(TensorView(p.w.data(), DType::kBF16, {13, 16}),
+                                         HostAllocator(), nullptr);
+  ASSERT_TRUE(head.ok());
+  float loss;
+  std::vector<int32_t> ids(3 * 4);
+  LmHeadCeOutputs out;
+  out.loss = TensorView(&loss, DType::kF32, {1});
+  out.topk_ids = TensorView(ids.data(), DType::kI32, {3, 4});
+  Status st = LmHeadCrossEntropyFp8(
+      nullptr, TensorView(p.x.data(), DType::kBF16, {3, 16}), head->head(),
+      TensorView(p.targets.data(), DType::kI32, {3}), TensorView(p.weights.data(), DType::kF32, {3}),
+      out, TensorView(), 4, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("computes no top-k"), std::string::npos) << st.ToString();
 }
 
 }  // namespace

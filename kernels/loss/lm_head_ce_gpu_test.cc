@@ -52,7 +52,7 @@ class LmHeadCeCuda : public ::testing::Test {
     DeviceArray<uint8_t> ws(ws_bytes);
     LmHeadCeOutputs out{dloss.View(DType::kF32, {1}), dam.View(DType::kI32, {rows}),
                         dcor.View(DType::kU8, {rows}),
-                        backward ? ddh.View(DType::kBF16, {rows, h}) : TensorView()};
+                        backward ? ddh.View(DType::kBF16, {rows, h}) : TensorView(), {}, {}};
     Status st = LmHeadCrossEntropy(ctx_.get(), dx.View(DType::kBF16, {rows, h}),
                                    dw.View(DType::kBF16, {v, h}), dt.View(DType::kI32, {rows}),
                                    dwt.View(DType::kF32, {rows}), out,
@@ -127,7 +127,8 @@ TEST_F(LmHeadCeCuda, ChunkSizeDoesNotChangeResult) {
     DeviceArray<bf16> ddh(rows * h);
     int64_t ws_bytes = LmHeadCeWorkspaceBytes(rows, v, chunk);
     DeviceArray<uint8_t> ws(ws_bytes);
-    LmHeadCeOutputs out{dloss.View(DType::kF32, {1}), {}, {}, ddh.View(DType::kBF16, {rows, h})};
+    LmHeadCeOutputs out{dloss.View(DType::kF32, {1}), {}, {}, ddh.View(DType::kBF16, {rows, h}),
+                        {}, {}};
     ASSERT_TRUE(LmHeadCrossEntropy(ctx_.get(), dx.View(DType::kBF16, {rows, h}),
                                    dw.View(DType::kBF16, {v, h}), dt.View(DType::kI32, {rows}),
                                    dwt.View(DType::kF32, {rows}), out,
@@ -154,7 +155,7 @@ TEST_F(LmHeadCeCuda, RejectsSmallWorkspace) {
   Status st = LmHeadCrossEntropy(ctx_.get(), dx.View(DType::kBF16, {4, 8}),
                                  dw.View(DType::kBF16, {9, 8}), dt.View(DType::kI32, {4}),
                                  dwt.View(DType::kF32, {4}),
-                                 LmHeadCeOutputs{dloss.View(DType::kF32, {1}), {}, {}, {}},
+                                 LmHeadCeOutputs{dloss.View(DType::kF32, {1}), {}, {}, {}, {}, {}},
                                  ws.View(DType::kU8, {64}), 4, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("LmHeadCeWorkspaceBytes"), std::string::npos) << st.ToString();

@@ -57,7 +57,7 @@ Got RunCpu(Problem& p) {
   LmHeadCeOutputs out{TensorView(&g.loss, DType::kF32, {1}),
                       TensorView(g.argmax.data(), DType::kI32, {p.rows}),
                       TensorView(g.correct.data(), DType::kU8, {p.rows}),
-                      TensorView(g.dx.data(), DType::kBF16, {p.rows, p.h})};
+                      TensorView(g.dx.data(), DType::kBF16, {p.rows, p.h}), {}, {}};
   Status st = LmHeadCrossEntropy(
       nullptr, TensorView(p.x.data(), DType::kBF16, {p.rows, p.h}),
       TensorView(p.w.data(), DType::kBF16, {p.v, p.h}),
@@ -129,7 +129,8 @@ TEST(LmHeadCeCpu, RejectsBadShapes) {
       TensorView(p.w.data(), DType::kBF16, {13, 8}),
       TensorView(p.targets.data(), DType::kI32, {2}),
       TensorView(p.weights.data(), DType::kF32, {3}),
-      LmHeadCeOutputs{TensorView(&loss, DType::kF32, {1}), {}, {}, {}}, TensorView(), 4, nullptr);
+      LmHeadCeOutputs{TensorView(&loss, DType::kF32, {1}), {}, {}, {}, {}, {}}, TensorView(), 4,
+      nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("targets"), std::string::npos) << st.ToString();
 }

@@ -1,0 +1,205 @@
+// CUDA row top-k of transformed logits (row_topk.h). One block of kThreads per row:
+//   1. radix select over the order keys of z (8 bits a pass, most significant first): a
+//      shared histogram (integer atomics) of the keys matching the prefix found so far, and
+//      warp 0 picks the digit holding the k-th largest. After four passes the k-th largest
+//      key T is known, and how many entries equal to T are kept (`take`).
+//   2. a pass collects the entries with key > T (fewer than k) into shared slots;
+//   3. a walk of the row in index order, kThreads entries at a time, with a block prefix
+//      count, collects the `take` lowest-index entries equal to T;
+//   4. each candidate's output rank is the number of candidates ordered before it (higher
+//      key, or equal key and lower id). Exact and deterministic, whatever the scheduling.
+// z is recomputed from the logit in every pass (no row-sized scratch); passes 1 and 2 read
+// the row in 16-byte vectors when it is aligned.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/dflash2/row_topk_kernels.h"
+
+namespace tandem::kernels::dflash2 {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxK = 64;  // kLogitsTopKMax
+
+// The order key of kernels/elementwise/row_topk.h: grows with the value, -0 == +0, NaN lowest.
+__device__ __forceinline__ uint32_t Key(float f) {
+  uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0;
+  if (bits == 0x80000000u) bits = 0;
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+
+__device__ __forceinline__ float Load(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Calls f(j, x[j]) for every j < vocab, in no particular order: 16-byte loads when `vec`
+// (the row 16-byte aligned), then the tail element by element.
+template <typename T, typename F>
+__device__ __forceinline__ void ForRow(const T* x, int64_t vocab, bool vec, F&& f) {
+  constexpr int kPer = 16 / sizeof(T);
+  int64_t done = 0;
+  if (vec) {
+    const int64_t nvec = vocab / kPer;
+    for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(x) + i);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int q = 0; q < kPer; ++q) f(i * kPer + q, ToFloat(e[q]));
+    }
+    done = nvec * kPer;
+  }
+  for (int64_t j = done + threadIdx.x; j < vocab; j += kThreads) f(j, Load(x + j));
+}
+
+struct Transform {
+  float multiplier, softcap, inv;  // inv = multiplier / softcap
+  __device__ __forceinline__ float operator()(float x) const {
+    return softcap > 0.f ? softcap * tanhf(x * inv) : x * multiplier;
+  }
+};
+
+struct Shared {
+  uint32_t hist[256];
+  uint32_t warp_counts[kWarps];
+  uint32_t prefix, mask, need;  // key bits fixed so far, their mask, entries still to find
+  uint32_t greater;             // candidates collected with key > T
+  int32_t cand_id[kMaxK];
+  float cand_val[kMaxK];
+  uint32_t cand_key[kMaxK];
+};
+
+// Warp 0: the digit (bits `shift` .. shift+7) holding the need-th largest key among the
+// histogram; updates prefix / mask / need.
+__device__ void PickDigit(Shared& sh, int shift) {
+  const int lane = threadIdx.x % 32;
+  // Lane l owns digits 255 - 8l .. 248 - 8l (highest first).
+  uint32_t own = 0;
+  for (int i = 0; i < 8; ++i) own += sh.hist[255 - lane * 8 - i];
+  uint32_t above = own;  // inclusive prefix over lanes 0..lane
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, above, off);
+    if (lane >= off) above += y;
+  }
+  above -= own;  // exclusive: count in higher digits
+  const uint32_t need = sh.need;
+  const bool here = above < need && need <= above + own;
+  const unsigned ballot = __ballot_sync(0xffffffffu, here);
+  if (lane == __ffs(ballot) - 1) {
+    uint32_t cum = above;
+    for (int i = 0; i < 8; ++i) {
+      const int digit = 255 - lane * 8 - i;
+      const uint32_t c = sh.hist[digit];
+      if (cum + c >= need) {
+        sh.prefix |= static_cast<uint32_t>(digit) << shift;
+        sh.mask |= 0xffu << shift;
+        sh.need = need - cum;
+        break;
+      }
+      cum += c;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    row_topk_kernel(const T* __restrict__ logits, int64_t ld, int64_t vocab, Transform tr, int k,
+                    int32_t* __restrict__ ids, float* __restrict__ values) {
+  __shared__ Shared sh;
+  const T* x = logits + blockIdx.x * ld;
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  if (threadIdx.x == 0) {
+    sh.prefix = 0;
+    sh.mask = 0;
+    sh.need = k;
+    sh.greater = 0;
+  }
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += kThreads) sh.hist[i] = 0;
+    __syncthreads();
+    const uint32_t prefix = sh.prefix, mask = sh.mask;
+    ForRow(x, vocab, vec, [&](int64_t, float v) {
+      const uint32_t key = Key(tr(v));
+      if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xffu], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) PickDigit(sh, shift);
+    __syncthreads();
+  }
+  const uint32_t kth = sh.prefix, take = sh.need;  // keep `take` entries equal to kth
+  ForRow(x, vocab, vec, [&](int64_t j, float v) {
+    const float z = tr(v);
+    const uint32_t key = Key(z);
+    if (key > kth) {
+      const uint32_t slot = atomicAdd(&sh.greater, 1u);
+      sh.cand_id[slot] = static_cast<int32_t>(j);
+      sh.cand_val[slot] = z;
+      sh.cand_key[slot] = key;
+    }
+  });
+  __syncthreads();
+  const uint32_t greater = sh.greater;  // == k - take
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint32_t taken = 0;
+  for (int64_t base = 0; base < vocab && taken < take; base += kThreads) {
+    const int64_t j = base + threadIdx.x;
+    float z = 0.f;
+    bool flag = false;
+    if (j < vocab) {
+      z = tr(Load(x + j));
+      flag = Key(z) == kth;
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+    if (lane == 0) sh.warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    uint32_t before = __popc(ballot & ((1u << lane) - 1u)), total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      const uint32_t c = sh.warp_counts[w];
+      if (w < warp) before += c;
+      total += c;
+    }
+    if (flag && taken + before < take) {
+      const uint32_t slot = greater + taken + before;
+      sh.cand_id[slot] = static_cast<int32_t>(j);
+      sh.cand_val[slot] = z;
+      sh.cand_key[slot] = kth;
+    }
+    taken += total;
+    __syncthreads();  // warp_counts is rewritten by the next tile
+  }
+  __syncthreads();
+  if (threadIdx.x < k) {
+    const int i = threadIdx.x;
+    const uint32_t key = sh.cand_key[i];
+    const int32_t id = sh.cand_id[i];
+    int rank = 0;
+    for (int c = 0; c < k; ++c)
+      rank += sh.cand_key[c] > key || (sh.cand_key[c] == key && sh.cand_id[c] < id);
+    ids[blockIdx.x * int64_t{k} + rank] = id;
+    if (values != nullptr) values[blockIdx.x * int64_t{k} + rank] = sh.cand_val[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRowTopK(const void* logits, bool is_bf16, int64_t rows, int64_t ld, int64_t vocab,
+                          float multiplier, float softcap, int k, int32_t* ids, float* values,
+                          Stream s) {
+  if (rows == 0) return cudaSuccess;
+  if (k < 1 || k > kMaxK || k > vocab || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  const Transform tr{multiplier, softcap, softcap > 0.f ? multiplier / softcap : 0.f};
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (is_bf16)
+    row_topk_kernel<__nv_bfloat16><<<grid, kThreads, 0, s>>>(
+        static_cast<const __nv_bfloat16*>(logits), ld, vocab, tr, k, ids, values);
+  else
+    row_topk_kernel<float><<<grid, kThreads, 0, s>>>(static_cast<const float*>(logits), ld, vocab,
+                                                     tr, k, ids, values);
+  return cudaGetLastError();
+}
+
+}  // namespace tandem::kernels::dflash2
