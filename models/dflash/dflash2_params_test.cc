@@ -107,6 +107,7 @@ class DFlash2CheckpointTest : public ::testing::Test {
     DFlashDrafterOptions o;
     o.max_tokens = 32;
     o.num_blocks = 2;
+    o.selector_loss_weight = 0.0f;  // checkpoints do not depend on it
     auto d = DFlashDrafter::Create(testing::TinyDFlash2Config(), o, kernels::HostAllocator(),
                                    nullptr);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
@@ -149,6 +150,7 @@ TEST_F(DFlash2CheckpointTest, ShapeMismatchNamesTheTensor) {
   DFlashDrafterOptions o;
   o.max_tokens = 32;
   o.num_blocks = 2;
+  o.selector_loss_weight = 0.0f;
   auto b = DFlashDrafter::Create(other, o, kernels::HostAllocator(), nullptr);
   ASSERT_TRUE(b.ok());
   Status st = LoadDFlashWeights(dir_ + "_bad", **b);
