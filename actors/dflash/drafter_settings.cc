@@ -330,7 +330,6 @@ const KeyTable& DrafterKeys() {
       o.max_tokens = ds.target.max_tokens;
       o.num_blocks = ds.anchors_per_batch;
       o.lm_head_fp8 = ds.lm_head_fp8;
-      o.selector_loss_weight = 0.0f;  // no workspace of its own; checked when it starts
       ASSIGN_OR_RETURN(const int64_t workspace, models::DFlashDrafter::WorkspaceBytes(
                                                     config, o, kernels::Device::Cuda(0)));
       const int64_t context = kDrafterContextSets *

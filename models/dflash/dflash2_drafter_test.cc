@@ -20,12 +20,6 @@
 namespace tandem::models {
 namespace {
 
-#ifdef TANDEM_HAVE_DFLASH2_SELECTOR
-constexpr bool kSelector = true;  // the selector's kernels are built: alpha > 0 runs
-#else
-constexpr bool kSelector = false;  // backbone only: alpha must be 0
-#endif
-
 using kernels::bf16;
 using kernels::DType;
 using kernels::Shape;
@@ -134,7 +128,7 @@ class DFlash2DrafterTest : public ::testing::Test {
     return out;
   }
 
-  float alpha_ = kSelector ? 0.7f : 0.0f;
+  float alpha_ = 0.7f;
   DFlashConfig config_;
   testing::HostBatch batch_;
   DFlashBlockPlan plan_;
@@ -169,9 +163,7 @@ TEST_F(DFlash2DrafterTest, FreshDFlash2IsDFlash) {
   // are fused in DFlash (the norm reads the fp32 sum) and separate in DFlash2.
   EXPECT_NEAR(Loss(*drafter_), Loss(*d1), 2e-3 * std::abs(Loss(*d1)));
   // The selector's scores are the unary logits: its loss is the top-k CE of the logits.
-  if (kSelector) {
-    EXPECT_GT(SelectorLoss(*drafter_), 0.0f);
-  }
+  EXPECT_GT(SelectorLoss(*drafter_), 0.0f);
 }
 
 // With alpha = 0 the selector adds no gradient to the shared tensors: a fresh DFlash2
@@ -222,7 +214,6 @@ TEST_F(DFlash2DrafterTest, ForwardMatchesFloat64Reference) {
   Reference(&in).Loss(ComputeParams(), &dflash, &selector);
   EXPECT_NEAR(Loss(*drafter_), dflash, 1e-2 * std::abs(dflash));
   EXPECT_GT(dflash, 0.5);
-  if (!kSelector) return;
   EXPECT_NEAR(SelectorLoss(*drafter_), selector, 2e-2 * std::abs(selector) + 1e-3);
   // Some loss rows have their target among the candidates (else the selector test is
   // vacuous); covered >= correct.
@@ -241,11 +232,6 @@ TEST_F(DFlash2DrafterTest, BackwardMatchesFiniteDifferences) {
   const float* grads = params.grads.view().data_as<float>();
   std::mt19937 rng(1);
   for (const DFlashParamSpec& s : params.layout.specs) {
-    if (!kSelector && s.name.starts_with("candidate_selector.")) {
-      // alpha = 0: the selector's tensors get exactly zero gradient.
-      for (int64_t i = 0; i < s.numel(); ++i) ASSERT_EQ(grads[s.offset + i], 0.0f) << s.name;
-      continue;
-    }
     // The codebooks' gradient lives on the rows of prev and candidate tokens only: sample
     // those rows' entries where the analytic gradient is nonzero, plus random ones.
     std::vector<int64_t> picks;
@@ -289,14 +275,6 @@ TEST_F(DFlash2DrafterTest, WorkspaceBytesIsWhatCreateAllocates) {
   DFlashConfig scaled = config_;
   scaled.dflash2->input_embedding_scale = 2.0;
   EXPECT_FALSE(DFlashDrafter::WorkspaceBytes(scaled, o, kernels::Device::Cpu()).ok());
-  if (!kSelector) {  // without the selector's kernels only alpha = 0 trains
-    DFlashDrafterOptions with_selector = o;
-    with_selector.selector_loss_weight = 1.0f;
-    Result<int64_t> refused = DFlashDrafter::WorkspaceBytes(config_, with_selector,
-                                                            kernels::Device::Cpu());
-    ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.status().message().find("selector_loss_weight"), std::string::npos);
-  }
 }
 
 TEST_F(DFlash2DrafterTest, TotalLossFallsUnderAdamW) {

@@ -12,8 +12,8 @@
 #include <algorithm>
 
 #include "kernels/dflash2/dynamic_conv.h"
+#include "kernels/dflash2/row_topk.h"
 #include "kernels/elementwise/elementwise.h"
-#include "kernels/elementwise/row_gather.h"
 #include "kernels/mlp/swiglu.h"
 #include "kernels/mlp/swiglu_fused.h"
 #include "kernels/norm/fused_norm.h"
@@ -26,6 +26,31 @@ namespace tandem::models {
 using kernels::DType;
 using kernels::Shape;
 using kernels::TensorView;
+
+// DFlash2's limits: what the kernels take (kernels/dflash2/dynamic_conv.h, row_topk.h).
+Status CheckDFlash2Supported(const DFlashConfig& c) {
+  if (!c.dflash2) return Status::Ok();
+  const DFlash2Extension& e = *c.dflash2;
+  if (e.conv_kernel_size < 1 || e.conv_kernel_size > kernels::dflash2::kDynamicConvMaxTaps ||
+      e.conv_kernel_size > c.block_size)
+    return InvalidArgumentError("DFlash2 drafter: conv_kernel_size {} not in [1, {}]",
+                                e.conv_kernel_size,
+                                std::min(kernels::dflash2::kDynamicConvMaxTaps, c.block_size));
+  if (e.conv_group_size < 1 || c.layers.hidden_size % e.conv_group_size != 0)
+    return InvalidArgumentError("DFlash2 drafter: conv_group_size {} does not divide "
+                                "hidden_size {}", e.conv_group_size, c.layers.hidden_size);
+  if (e.selector_top_k < 1 || e.selector_top_k > kernels::dflash2::kLogitsTopKMax ||
+      e.selector_top_k > c.layers.vocab_size)
+    return InvalidArgumentError("DFlash2 drafter: selector_top_k {} not in [1, {}]",
+                                e.selector_top_k, kernels::dflash2::kLogitsTopKMax);
+  if (e.selector_rank < 1)
+    return InvalidArgumentError("DFlash2 drafter: selector_rank {} < 1", e.selector_rank);
+  // The block's token embeddings enter unscaled (no scaling op in the step yet).
+  if (e.input_embedding_scale != 1.0)
+    return InvalidArgumentError("DFlash2 drafter: input_embedding_scale {} is not supported "
+                                "(only 1)", e.input_embedding_scale);
+  return Status::Ok();
+}
 
 namespace {
 
@@ -191,21 +216,5 @@ Status DFlashDrafter::Layer2Backward(int l) {
   return ContextKvBackward(l);
 }
 
-#ifndef TANDEM_HAVE_DFLASH2_SELECTOR
-// Without the selector's kernels the drafter refuses selector_loss_weight != 0 (Blank), so
-// the selector contributes nothing: loss 0, no candidate covered, zero gradients.
-Status DFlashDrafter::SelectorForward() {
-  RETURN_IF_ERROR(kernels::FillZero(sel_loss_, stream_));
-  return kernels::FillZero(sel_stats_, stream_);
-}
-
-Status DFlashDrafter::SelectorBackward() {
-  kernels::Stream s = stream_;
-  for (const TensorView& g : {params_.g.sel_proj, params_.g.sel_pred, params_.g.sel_succ})
-    RETURN_IF_ERROR(kernels::FillZero(g, s));
-  if (lm_rows_count_ == 0) return Status::Ok();  // d_tmp_ is 0 from LmHeadLoss
-  return kernels::RowGather(d_tmp_, lm_slot_, lm_dhidden_.Narrow(0, 0, lm_rows_count_), s);
-}
-#endif
 
 }  // namespace tandem::models

@@ -1,5 +1,4 @@
-// The DFlash2 drafter's candidate selector step (docs/dflash2.md), built when the
-// selector's kernels (kernels/dflash2/selector.h) are in the tree (TANDEM_HAVE_DFLASH2_SELECTOR):
+// The DFlash2 drafter's candidate selector step (docs/dflash2.md; kernels/dflash2/selector.h):
 //   C[t], U[t] = top-k ids and values of the transformed logits (the LM head + CE call)
 //   P = h Wh^T (hidden_projection);  S[t, j] = U[t, j] + sum_q A[prev_t, q] P[t, q] B[C[t, j], q]
 //   L_sel = strict top-k CE over the candidates (covered rows, weighted as the DFlash loss)

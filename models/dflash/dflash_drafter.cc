@@ -11,8 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/dflash2/dynamic_conv.h"
-#include "kernels/dflash2/row_topk.h"
 #include "kernels/elementwise/concat_noise.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/embedding.h"
@@ -31,31 +29,6 @@ using kernels::Shape;
 using kernels::TensorView;
 
 namespace {
-
-// DFlash2's limits: what the kernels take (kernels/dflash2/dynamic_conv.h, row_topk.h).
-Status CheckDFlash2Supported(const DFlashConfig& c) {
-  if (!c.dflash2) return Status::Ok();
-  const DFlash2Extension& e = *c.dflash2;
-  if (e.conv_kernel_size < 1 || e.conv_kernel_size > kernels::dflash2::kDynamicConvMaxTaps ||
-      e.conv_kernel_size > c.block_size)
-    return InvalidArgumentError("DFlash2 drafter: conv_kernel_size {} not in [1, {}]",
-                                e.conv_kernel_size,
-                                std::min(kernels::dflash2::kDynamicConvMaxTaps, c.block_size));
-  if (e.conv_group_size < 1 || c.layers.hidden_size % e.conv_group_size != 0)
-    return InvalidArgumentError("DFlash2 drafter: conv_group_size {} does not divide "
-                                "hidden_size {}", e.conv_group_size, c.layers.hidden_size);
-  if (e.selector_top_k < 1 || e.selector_top_k > kernels::dflash2::kLogitsTopKMax ||
-      e.selector_top_k > c.layers.vocab_size)
-    return InvalidArgumentError("DFlash2 drafter: selector_top_k {} not in [1, {}]",
-                                e.selector_top_k, kernels::dflash2::kLogitsTopKMax);
-  if (e.selector_rank < 1)
-    return InvalidArgumentError("DFlash2 drafter: selector_rank {} < 1", e.selector_rank);
-  // The block's token embeddings enter unscaled (no scaling op in the step yet).
-  if (e.input_embedding_scale != 1.0)
-    return InvalidArgumentError("DFlash2 drafter: input_embedding_scale {} is not supported "
-                                "(only 1)", e.input_embedding_scale);
-  return Status::Ok();
-}
 
 Status CheckSupported(const DFlashConfig& c) {
   const TransformerConfig& t = c.layers;
@@ -186,12 +159,6 @@ Result<std::unique_ptr<DFlashDrafter>> DFlashDrafter::Blank(const DFlashConfig& 
     return InvalidArgumentError("DFlash drafter: max_tokens ({}), num_blocks ({}) and "
                                 "ce_chunk_rows ({}) must be positive", options.max_tokens,
                                 options.num_blocks, options.ce_chunk_rows);
-#ifndef TANDEM_HAVE_DFLASH2_SELECTOR
-  if (config.dflash2 && options.selector_loss_weight != 0.0f)
-    return InvalidArgumentError("DFlash2 drafter: selector_loss_weight {} needs the candidate "
-                                "selector's kernels, which this build lacks; set 0 to train "
-                                "the backbone only", options.selector_loss_weight);
-#endif
   std::unique_ptr<DFlashDrafter> d(new DFlashDrafter());
   d->config_ = config;
   d->options_ = options;

@@ -87,6 +87,10 @@ kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l
 // The RMSNorm backward workspace for rows of width h, from the flat f32 scratch.
 kernels::TensorView RmsWorkspace(const kernels::TensorView& flat, int64_t h);
 
+// InvalidArgument for a DFlash2 config the kernels do not take (taps, group, top-k, rank,
+// input_embedding_scale != 1); Ok for DFlash (dflash2_layer.cc).
+Status CheckDFlash2Supported(const DFlashConfig& c);
+
 // A view as 2-D [numel / last, last] (REQUIRES contiguous).
 kernels::TensorView As2d(const kernels::TensorView& t, int64_t cols);
 
