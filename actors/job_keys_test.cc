@@ -307,5 +307,76 @@ TEST(JobKeysTest, InitFromMustHoldThisDrafterForThisTarget) {
                                  "the target group 'target' has 512");
 }
 
+// drafter_type = "dflash2": its keys with their defaults, checked against the target; a
+// DFlash2 key without it is refused naming the key; init_from of a DFlash checkpoint names
+// the architecture.
+TEST(JobKeysTest, DFlash2DrafterKeys) {
+  const std::string d2 = "drafter_type = \"dflash2\"\n";
+  EXPECT_EQ(Problems(d2), "accepted");
+  EXPECT_EQ(Problems(d2 + "conv_kernel_size = 3\nconv_group_size = 8\nselector_rank = 8\n"
+                          "selector_top_k = 5\nfinal_logit_softcapping = 30.0\n"
+                          "selector_loss_weight = 0.1\n"), "accepted");
+  EXPECT_CONTAINS(Problems("selector_rank = 8\n"),
+                  "actors.drafter.selector_rank: a DFlash2 setting; it needs drafter_type = "
+                  "\"dflash2\"");
+  EXPECT_CONTAINS(Problems("drafter_type = \"dflash3\"\n"), "actors.drafter.drafter_type");
+  EXPECT_CONTAINS(Problems(d2 + "conv_group_size = 48\n"),
+                  "actors.drafter.conv_group_size: 48 does not divide the target's hidden_size 64");
+  EXPECT_CONTAINS(Problems(d2 + "selector_top_k = 600\n"),
+                  "actors.drafter.selector_top_k: 600 exceeds the target's vocab_size 512");
+  EXPECT_CONTAINS(Problems(d2 + "conv_kernel_size = 0\n"), "actors.drafter.conv_kernel_size");
+  EXPECT_CONTAINS(Problems(d2 + "output_multiplier = 0\n"), "actors.drafter.output_multiplier");
+  EXPECT_CONTAINS(Problems(d2 + "final_logit_softcapping = -1.0\n"),
+                  "actors.drafter.final_logit_softcapping");
+  EXPECT_CONTAINS(Problems(d2 + "selector_loss_weight = -1.0\n"),
+                  "actors.drafter.selector_loss_weight");
+  EXPECT_CONTAINS(Problems(d2 + "input_embedding_scale = 2.0\n"),
+                  "actors.drafter.input_embedding_scale: 2: the drafter trains only 1");
+  EXPECT_CONTAINS(Problems(d2 + "lm_head_precision = \"fp8\"\n"),
+                  "actors.drafter.lm_head_precision");
+
+  auto job = ParseJobText(std::string(kTiny) + d2 + "selector_rank = 8\n", "job.toml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const ActorGroupSpec* group = nullptr;
+  for (const ActorGroupSpec& g : job->actors)
+    if (g.name == "drafter") group = &g;
+  ASSERT_NE(group, nullptr);
+  auto ds = dflash::ParseDrafterSettings(group->settings, JobSectionContext(*job, "drafter"));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_TRUE(ds->dflash2.has_value());
+  EXPECT_EQ(ds->dflash2->conv_kernel_size, 2);
+  EXPECT_EQ(ds->dflash2->conv_group_size, 16);
+  EXPECT_EQ(ds->dflash2->selector_rank, 8);
+  EXPECT_EQ(ds->dflash2->selector_top_k, 16);
+  EXPECT_FALSE(ds->dflash2->final_logit_softcapping.has_value());
+  EXPECT_DOUBLE_EQ(ds->selector_loss_weight, 1.0);
+  const models::DFlashConfig config = dflash::DrafterConfig(*ds, ds->target);
+  EXPECT_EQ(config.is_causal, false);  // DFlash2's default mask
+  EXPECT_EQ(config.dflash2, ds->dflash2);
+  EXPECT_FLOAT_EQ(dflash::DrafterTrainOptions(*ds, ds->target).selector_loss_weight, 1.0f);
+
+  // init_from a DFlash drafter where a DFlash2 one is trained: the architecture is named.
+  const testing::ScratchDir scratch;
+  const std::string dir = scratch.File("dflash");
+  std::filesystem::create_directories(dir);
+  models::DFlashConfig plain = config;
+  plain.dflash2.reset();
+  plain.is_causal.reset();
+  plain.layers.architectures = {"DFlashDraftModel"};
+  ASSERT_TRUE(models::WriteDFlashConfig(dir + "/config.json", plain).ok());
+  { std::ofstream(dir + "/model.safetensors") << "weights are read when the drafter starts"; }
+  const std::string key = fmt::format("init_from = \"{}\"\n", dir);
+  EXPECT_CONTAINS(Problems(d2 + "selector_rank = 8\n" + key), "key 'is_causal'");
+  plain.is_causal = false;
+  ASSERT_TRUE(models::WriteDFlashConfig(dir + "/config.json", plain).ok());
+  EXPECT_CONTAINS(Problems(d2 + "selector_rank = 8\n" + key),
+                  "key 'architectures' is DFlashDraftModel, but the drafter this group trains "
+                  "has DFlash2DraftModel; set drafter_type to match");
+  ASSERT_TRUE(models::WriteDFlashConfig(dir + "/config.json", config).ok());
+  EXPECT_EQ(Problems(d2 + "selector_rank = 8\n" + key), "accepted");
+  EXPECT_CONTAINS(Problems(d2 + key), "key 'dflash_config.selector_rank' is 8, but the drafter "
+                                      "this group trains has 256; set selector_rank to match");
+}
+
 }  // namespace
 }  // namespace tandem

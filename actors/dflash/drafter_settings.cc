@@ -37,6 +37,12 @@ KeyTable CheckpointKeys() {
   return t;
 }
 
+// The settings only a DFlash2 drafter has.
+constexpr const char* kDFlash2Keys[] = {
+    "conv_kernel_size",        "conv_group_size",        "selector_rank",
+    "selector_top_k",          "output_multiplier",      "final_logit_softcapping",
+    "input_embedding_scale",   "selector_loss_weight"};
+
 // The drafter setting that decides a config.json field, for messages.
 std::string_view SettingOf(std::string_view config_key) {
   static const std::pair<std::string_view, std::string_view> kSettings[] = {
@@ -48,6 +54,14 @@ std::string_view SettingOf(std::string_view config_key) {
       {"sliding_window", "sliding_window"},
       {"is_causal", "is_causal"},
       {"block_size", "block_size"},
+      {"architectures", "drafter_type"},
+      {"dflash_config.conv_kernel_size", "conv_kernel_size"},
+      {"dflash_config.conv_group_size", "conv_group_size"},
+      {"dflash_config.selector_rank", "selector_rank"},
+      {"dflash_config.selector_top_k", "selector_top_k"},
+      {"dflash_config.output_multiplier", "output_multiplier"},
+      {"dflash_config.final_logit_softcapping", "final_logit_softcapping"},
+      {"dflash_config.input_embedding_scale", "input_embedding_scale"},
       {"dflash_config.mask_token_id", "mask_token_id"},
       {"dflash_config.target_layer_ids", "the target group's `layers`"}};
   for (const auto& [key, setting] : kSettings)
@@ -82,6 +96,42 @@ Status CheckInitFrom(const std::string& at, const DrafterSettings& s) {
       m->key, m->have, m->want,
       setting.empty() ? std::string(" (the target's; tandem trains the drafter with it)")
                       : fmt::format("; set {} to match", setting));
+}
+
+// DFlash2's keys: only with drafter_type = "dflash2", and shapes the target allows.
+Status CheckDFlash2Keys(const ConfigValue& section, const std::string& prefix,
+                        const DrafterSettings& s) {
+  auto at = [&](std::string_view key) { return KeyPath(section, prefix, key); };
+  if (!s.dflash2) {
+    for (const char* key : kDFlash2Keys)
+      if (section.Find(key) != nullptr)
+        return InvalidArgumentError("{}: a DFlash2 setting; it needs drafter_type = "
+                                    "\"dflash2\"", at(key));
+    return Status::Ok();
+  }
+  const models::DFlash2Extension& e = *s.dflash2;
+  const int64_t hidden = s.target.config.hidden_size, vocab = s.target.config.vocab_size;
+  if (hidden % e.conv_group_size != 0)
+    return InvalidArgumentError("{}: {} does not divide the target's hidden_size {}",
+                                at("conv_group_size"), e.conv_group_size, hidden);
+  if (e.conv_kernel_size > s.block_size)
+    return InvalidArgumentError("{}: {} taps exceed block_size = {}", at("conv_kernel_size"),
+                                e.conv_kernel_size, s.block_size);
+  if (e.selector_top_k > vocab)
+    return InvalidArgumentError("{}: {} exceeds the target's vocab_size {}",
+                                at("selector_top_k"), e.selector_top_k, vocab);
+  if (e.input_embedding_scale != 1.0)
+    return InvalidArgumentError("{}: {}: the drafter trains only 1 (no scaling op in its step)",
+                                at("input_embedding_scale"), e.input_embedding_scale);
+  if (section.Find("eval") != nullptr)
+    return InvalidArgumentError("{}: training eval does not propose with the DFlash2 "
+                                "candidate selector yet; drop the eval table for "
+                                "drafter_type = \"dflash2\"", at("eval"));
+  if (s.lm_head_fp8)
+    return InvalidArgumentError("{}: \"fp8\" does not apply DFlash2's logit transform and "
+                                "top-k; use \"bf16\" with drafter_type = \"dflash2\"",
+                                at("lm_head_precision"));
+  return Status::Ok();
 }
 
 // The settings that need more than one key, another group or the filesystem.
@@ -121,6 +171,7 @@ Status CheckCrossKeys(const ConfigValue& section, const std::string& prefix,
         "fills are padding)", at("anchors_per_sequence"), s.anchors_per_sequence,
         s.anchors_per_batch);
   RETURN_IF_ERROR(models::CheckDFlashMask(DrafterConfig(s, s.target), at("is_causal")));
+  RETURN_IF_ERROR(CheckDFlash2Keys(section, prefix, s));
   if (s.nranks > 1 && s.max_seconds > 0)
     return InvalidArgumentError("{}: needs replicas = 1 (data-parallel replicas must stop at "
                                 "the same step)", at("max_seconds"));
@@ -199,7 +250,28 @@ const KeyTable& DrafterKeys() {
             "true, each layer causal inside the block; false, bidirectional (needs "
             "sliding_window >= block_size when a layer is sliding); the window stays per "
             "layer from layer_types")
-        .DefaultIs("absent: sliding layers causal, full layers bidirectional");
+        .DefaultIs("absent: sliding layers causal, full layers bidirectional; dflash2: "
+                   "false");
+    t->String("drafter_type", "the drafter trained: dflash, or dflash2 (DFlash plus a "
+              "dynamic convolution around attention and the MLP and a candidate selector; "
+              "docs/dflash2.md)")
+        .Default("dflash").OneOf({"dflash", "dflash2"});
+    t->Int("conv_kernel_size", "dflash2: taps K of the convolution inside each block "
+           "(<= block_size)").Default(2).Range(1, 16);
+    t->Int("conv_group_size", "dflash2: channels sharing one dynamic conv weight (divides "
+           "hidden_size)").Default(16).Min(1);
+    t->Int("selector_rank", "dflash2: rank of the candidate selector's codebooks")
+        .Default(256).Range(1, 4096);
+    t->Int("selector_top_k", "dflash2: candidates per draft position the selector rescores "
+           "(<= the target's vocab)").Default(16).Range(1, 1024);
+    t->Number("output_multiplier", "dflash2: scale m of the logits (logits = m * lm_head(h), "
+              "then the soft cap)").Default(1.0).Range(1e-6, 1e6);
+    t->Number("final_logit_softcapping", "dflash2: soft cap c of the logits, c * tanh(x / c) "
+              "(0: none)").Default(0.0).Range(0, 1e6);
+    t->Number("input_embedding_scale", "dflash2: scale of the block's token embeddings "
+              "before layer 0 (only 1 is trained yet)").Default(1.0).Range(1e-6, 1e6);
+    t->Number("selector_loss_weight", "dflash2: alpha of loss = DFlash loss + alpha * the "
+              "selector's top-k cross entropy").Default(1.0).Range(0, 1000);
     t->String("init_from", "warm start: a drafter checkpoint directory (config.json + "
               "model.safetensors, as released or as tandem exports) for the same target and "
               "drafter shape, loaded instead of random weights; a resumed run loads its own "
@@ -347,6 +419,19 @@ Result<DrafterSettings> ParseDrafterSettings(const ConfigValue& section,
   s.loss_decay = k.GetOptNumber(section, "loss_decay")
                      .value_or(models::DFlashDefaultLossDecay(s.block_size));
   if (const ConfigValue* c = section.Find("is_causal")) s.is_causal = *c->AsBool();
+  if (k.GetString(section, "drafter_type") == "dflash2") {
+    models::DFlash2Extension e;
+    e.conv_kernel_size = k.GetInt(section, "conv_kernel_size");
+    e.conv_group_size = k.GetInt(section, "conv_group_size");
+    e.selector_rank = k.GetInt(section, "selector_rank");
+    e.selector_top_k = k.GetInt(section, "selector_top_k");
+    e.output_multiplier = k.GetNumber(section, "output_multiplier");
+    const double cap = k.GetNumber(section, "final_logit_softcapping");
+    if (cap > 0) e.final_logit_softcapping = cap;
+    e.input_embedding_scale = k.GetNumber(section, "input_embedding_scale");
+    s.dflash2 = e;
+    s.selector_loss_weight = k.GetNumber(section, "selector_loss_weight");
+  }
   s.init_from = k.GetString(section, "init_from");
   s.lr = k.GetNumber(section, "lr");
   s.warmup_ratio = k.GetNumber(section, "warmup_ratio");
@@ -394,6 +479,11 @@ models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelS
   dc.num_target_layers = spec.config.num_hidden_layers;
   dc.target_layer_ids = spec.layer_ids;
   dc.is_causal = ds.is_causal;
+  if (ds.dflash2) {
+    dc.dflash2 = ds.dflash2;
+    dc.layers.architectures = {"DFlash2DraftModel"};
+    if (!dc.is_causal) dc.is_causal = false;  // the reference's mask
+  }
   return dc;
 }
 
@@ -412,6 +502,7 @@ models::DFlashTrainOptions DrafterTrainOptions(const DrafterSettings& ds,
   to.grad_clip = static_cast<float>(ds.grad_clip);
   to.seed = static_cast<uint64_t>(ds.seed);
   to.lm_head_fp8 = ds.lm_head_fp8;
+  to.selector_loss_weight = static_cast<float>(ds.selector_loss_weight);
   return to;
 }
 

@@ -9,7 +9,10 @@
 // sliding (CheckDFlashMask); anchors_per_sequence <= anchors_per_batch; `target` names a
 // dflash.target group, whose config gives the vocab that mask_token_id must fall in;
 // init_from holds a drafter checkpoint whose config is the drafter this group trains; max_seconds needs replicas = 1; metrics_file's directory
-// exists; checkpoint.dir is not a file; the `eval` table's own checks
+// exists; checkpoint.dir is not a file; drafter_type = "dflash2" for any DFlash2 key,
+// conv_group_size dividing the target's hidden_size, conv_kernel_size <= block_size,
+// selector_top_k <= the target's vocab, and neither an `eval` table nor lm_head_precision =
+// "fp8" with a DFlash2 drafter (neither runs the selector yet); the `eval` table's own checks
 // (drafter_eval_settings.h). Without `pinned_bytes` the group's pinned memory is what its
 // asynchronous checkpoint snapshot needs (DefaultDrafterPinnedBytes).
 //
@@ -52,6 +55,9 @@ struct DrafterSettings {
   int64_t anchors_per_sequence = 0;  // > 0: at most this many per document
   double loss_decay = 0;             // gamma of the slot weights exp(-(j-1)/gamma)
   std::optional<bool> is_causal;     // the drafter config's is_causal (absent: per layer)
+  // drafter_type = "dflash2": the DFlash2 extension (its is_causal defaults to false).
+  std::optional<models::DFlash2Extension> dflash2;
+  double selector_loss_weight = 1.0;  // alpha of loss = DFlash loss + alpha * selector loss
   std::string init_from;             // "" = random init; else a drafter checkpoint directory
   double lr = 0;
   double warmup_ratio = 0;

@@ -60,7 +60,7 @@ Result<double> OptionalNumber(const json& j, std::string_view source, const char
 
 }  // namespace
 
-Result<DFlash2Config> ParseDFlash2Config(const json& j, std::string_view source) {
+Result<DFlashConfig> ParseDFlash2Config(const json& j, std::string_view source) {
   if (!j.is_object()) return InvalidArgumentError("{}: expected a JSON object", source);
   if (!IsDFlash2Config(j))
     return InvalidArgumentError("{}: key 'architectures': expected [\"{}\"] for a DFlash2 "
@@ -74,20 +74,20 @@ Result<DFlash2Config> ParseDFlash2Config(const json& j, std::string_view source)
                                   "\"dflash2\"", source, o == &j ? "" : "dflash_config.",
                                   DescribeJson(*t));
   }
-  DFlash2Config c;
-  ASSIGN_OR_RETURN(c.base, ParseDFlashSharedConfig(j, source, kArchitecture));
+  ASSIGN_OR_RETURN(DFlashConfig base, ParseDFlashSharedConfig(j, source, kArchitecture));
+  DFlash2Extension c;
   ASSIGN_OR_RETURN(c.conv_kernel_size, RequiredPositiveInt(j, source, "conv_kernel_size"));
   ASSIGN_OR_RETURN(c.conv_group_size, RequiredPositiveInt(j, source, "conv_group_size"));
   ASSIGN_OR_RETURN(c.selector_rank, RequiredPositiveInt(j, source, "selector_rank"));
   ASSIGN_OR_RETURN(c.selector_top_k, RequiredPositiveInt(j, source, "selector_top_k"));
-  const int64_t hidden = c.base.layers.hidden_size;
+  const int64_t hidden = base.layers.hidden_size;
   if (hidden % c.conv_group_size != 0)
     return InvalidArgumentError("{}: key 'dflash_config.conv_group_size': {} does not divide "
                                 "hidden_size {} (the convolution shares one dynamic weight per "
                                 "group of channels)", source, c.conv_group_size, hidden);
-  if (c.selector_top_k > c.base.layers.vocab_size)
+  if (c.selector_top_k > base.layers.vocab_size)
     return InvalidArgumentError("{}: key 'dflash_config.selector_top_k': {} exceeds vocab_size "
-                                "{}", source, c.selector_top_k, c.base.layers.vocab_size);
+                                "{}", source, c.selector_top_k, base.layers.vocab_size);
   ASSIGN_OR_RETURN(c.output_multiplier, OptionalNumber(j, source, "output_multiplier", 1.0));
   if (!std::isfinite(c.output_multiplier) || c.output_multiplier <= 0)
     return InvalidArgumentError("{}: key 'output_multiplier': expected a finite number > 0, got "
@@ -103,15 +103,35 @@ Result<DFlash2Config> ParseDFlash2Config(const json& j, std::string_view source)
     return InvalidArgumentError("{}: key 'final_logit_softcapping': expected null, 0 (no cap) "
                                 "or a finite number > 0, got {}", source, cap);
   if (cap > 0) c.final_logit_softcapping = cap;
-  return c;
+  // The reference runs every DFlash2 layer bidirectionally inside the block.
+  if (!base.is_causal) {
+    base.is_causal = false;
+    RETURN_IF_ERROR(CheckDFlashMask(base, source));
+  }
+  base.dflash2 = c;
+  return base;
 }
 
-Result<DFlash2Config> ParseDFlash2ConfigText(std::string_view text, std::string_view source) {
+void AddDFlash2Keys(const DFlash2Extension& e, json* j) {
+  (*j)["architectures"] = {std::string(kArchitecture)};
+  json& dc = (*j)["dflash_config"];
+  dc["drafter_type"] = "dflash2";
+  dc["conv_kernel_size"] = e.conv_kernel_size;
+  dc["conv_group_size"] = e.conv_group_size;
+  dc["selector_rank"] = e.selector_rank;
+  dc["selector_top_k"] = e.selector_top_k;
+  dc["output_multiplier"] = e.output_multiplier;
+  dc["input_embedding_scale"] = e.input_embedding_scale;
+  if (e.final_logit_softcapping) dc["final_logit_softcapping"] = *e.final_logit_softcapping;
+  if (!j->contains("is_causal")) (*j)["is_causal"] = false;
+}
+
+Result<DFlashConfig> ParseDFlash2ConfigText(std::string_view text, std::string_view source) {
   ASSIGN_OR_RETURN(const json j, ParseJson(text, source));
   return ParseDFlash2Config(j, source);
 }
 
-Result<DFlash2Config> LoadDFlash2Config(const std::string& path) {
+Result<DFlashConfig> LoadDFlash2Config(const std::string& path) {
   std::string file = path;
   if (std::filesystem::is_directory(path))
     file = (std::filesystem::path(path) / "config.json").string();

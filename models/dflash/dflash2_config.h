@@ -12,9 +12,10 @@
 //                                       (kernels/dflash2/logit_softcap.h).
 // Each DFlash2 key is read from dflash_config first (where the trainers write it) and then
 // from the top level; when both are present they must agree.
-// Only the config is read: DFlash2 training and decoding are not implemented yet, and every
-// path that trains, warm-starts or evaluates a drafter refuses a DFlash2 config
-// (ParseDFlashConfig). docs/dflash2.md.
+// ParseDFlashConfig (dflash_config.h) reads a DFlash2 config through ParseDFlash2Config, so
+// every path that trains or warm-starts a drafter accepts one; the result is a DFlashConfig
+// with `dflash2` set. Without is_causal, a DFlash2 config reads as is_causal = false: the
+// reference runs every layer bidirectionally inside the block. docs/dflash2.md.
 //
 // Thread-safety: value types and pure functions.
 #pragma once
@@ -31,25 +32,20 @@
 
 namespace tandem::models {
 
-struct DFlash2Config {
-  DFlashConfig base;  // the keys shared with DFlash (its layers, block, mask, target layers)
-  int64_t conv_kernel_size = 0;  // taps: output t reads inputs t, t-1, .., t-(K-1) of its block
-  int64_t conv_group_size = 0;   // channels sharing one dynamic weight; divides hidden_size
-  int64_t selector_rank = 0;     // rank of the codebooks and of the hidden projection
-  int64_t selector_top_k = 0;    // candidates per draft position, <= vocab_size
-  double output_multiplier = 1.0;
-  std::optional<double> final_logit_softcapping;  // > 0 when set
-  double input_embedding_scale = 1.0;
-};
-
 // InvalidArgument naming `source` and the key: a config not naming DFlash2 (IsDFlash2Config),
 // a missing conv_kernel_size / conv_group_size / selector_rank / selector_top_k, a
 // conv_group_size that does not divide hidden_size, a selector_top_k above vocab_size, a
 // non-positive or non-finite multiplier / scale, a negative soft cap, or any error of the
 // shared keys (ParseDFlashSharedConfig).
-Result<DFlash2Config> ParseDFlash2Config(const nlohmann::json& j, std::string_view source);
-Result<DFlash2Config> ParseDFlash2ConfigText(std::string_view text, std::string_view source);
+// The result is a DFlashConfig with `dflash2` set.
+Result<DFlashConfig> ParseDFlash2Config(const nlohmann::json& j, std::string_view source);
+Result<DFlashConfig> ParseDFlash2ConfigText(std::string_view text, std::string_view source);
 // `path` is a config.json or a directory holding one.
-Result<DFlash2Config> LoadDFlash2Config(const std::string& path);
+Result<DFlashConfig> LoadDFlash2Config(const std::string& path);
+
+// Writes the extension into a DFlash config's JSON `j` (DFlashConfigToJson): architectures
+// ["DFlash2DraftModel"], drafter_type "dflash2" and the keys in dflash_config (the soft cap
+// only when set).
+void AddDFlash2Keys(const DFlash2Extension& e, nlohmann::json* j);
 
 }  // namespace tandem::models

@@ -1,6 +1,6 @@
 // DFlash2 drafter config: parsing a config shaped like the released DFlash2 checkpoints, the
-// key-naming rejections, and the refusal of a DFlash2 config wherever a DFlash drafter is
-// read (jobs' init_from, checkpoint resume, tandem eval all go through ParseDFlashConfig).
+// key-naming rejections, and reading one wherever a drafter is read (jobs' init_from,
+// checkpoint resume and tandem eval all go through ParseDFlashConfig), plus the export.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -43,23 +43,23 @@ json DFlash2Json() {
 }
 
 std::string Error(const json& j) {
-  Result<DFlash2Config> c = ParseDFlash2Config(j, "d2/config.json");
+  Result<DFlashConfig> c = ParseDFlash2Config(j, "d2/config.json");
   return c.ok() ? "accepted" : c.status().message();
 }
 
 TEST(DFlash2ConfigTest, ParsesTheDFlash2Keys) {
-  Result<DFlash2Config> c = ParseDFlash2Config(DFlash2Json(), "d2/config.json");
+  Result<DFlashConfig> c = ParseDFlash2Config(DFlash2Json(), "d2/config.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->base.block_size, 8);
-  EXPECT_EQ(c->base.mask_token_id, 151669);
-  EXPECT_EQ(c->base.layers.hidden_size, 48);
-  EXPECT_EQ(c->conv_kernel_size, 2);
-  EXPECT_EQ(c->conv_group_size, 16);
-  EXPECT_EQ(c->selector_rank, 256);
-  EXPECT_EQ(c->selector_top_k, 16);
-  EXPECT_EQ(c->output_multiplier, 1.0);
-  EXPECT_EQ(c->input_embedding_scale, 1.0);
-  EXPECT_FALSE(c->final_logit_softcapping);
+  EXPECT_EQ(c->block_size, 8);
+  EXPECT_EQ(c->mask_token_id, 151669);
+  EXPECT_EQ(c->layers.hidden_size, 48);
+  EXPECT_EQ(c->dflash2->conv_kernel_size, 2);
+  EXPECT_EQ(c->dflash2->conv_group_size, 16);
+  EXPECT_EQ(c->dflash2->selector_rank, 256);
+  EXPECT_EQ(c->dflash2->selector_top_k, 16);
+  EXPECT_EQ(c->dflash2->output_multiplier, 1.0);
+  EXPECT_EQ(c->dflash2->input_embedding_scale, 1.0);
+  EXPECT_FALSE(c->dflash2->final_logit_softcapping);
 }
 
 TEST(DFlash2ConfigTest, ScalesFromDFlashConfigOrTopLevel) {
@@ -67,22 +67,22 @@ TEST(DFlash2ConfigTest, ScalesFromDFlashConfigOrTopLevel) {
   j["dflash_config"]["output_multiplier"] = 0.5;
   j["final_logit_softcapping"] = 30.0;
   j["input_embedding_scale"] = 8;
-  Result<DFlash2Config> c = ParseDFlash2Config(j, "d2/config.json");
+  Result<DFlashConfig> c = ParseDFlash2Config(j, "d2/config.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->output_multiplier, 0.5);
-  EXPECT_EQ(c->final_logit_softcapping, 30.0);
-  EXPECT_EQ(c->input_embedding_scale, 8.0);
+  EXPECT_EQ(c->dflash2->output_multiplier, 0.5);
+  EXPECT_EQ(c->dflash2->final_logit_softcapping, 30.0);
+  EXPECT_EQ(c->dflash2->input_embedding_scale, 8.0);
   j["final_logit_softcapping"] = 0;  // 0: no cap, as the reference reads it
   c = ParseDFlash2Config(j, "d2/config.json");
   ASSERT_TRUE(c.ok());
-  EXPECT_FALSE(c->final_logit_softcapping);
+  EXPECT_FALSE(c->dflash2->final_logit_softcapping);
   // Top-level keys are read too; the same key in both places must agree.
   json k = DFlash2Json();
   k["dflash_config"].erase("selector_rank");
   k["selector_rank"] = 64;
   c = ParseDFlash2Config(k, "d2/config.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->selector_rank, 64);
+  EXPECT_EQ(c->dflash2->selector_rank, 64);
   k["dflash_config"]["selector_rank"] = 128;
   EXPECT_NE(Error(k).find("'dflash_config.selector_rank': 128 disagrees"), std::string::npos)
       << Error(k);
@@ -129,18 +129,33 @@ TEST(DFlash2ConfigTest, WrongValuesAreNamed) {
   EXPECT_NE(e.find("key 'architectures'"), std::string::npos) << e;
 }
 
-// A DFlash2 config where a DFlash drafter is read: refused with the reason, never read as
-// DFlash without its convolutions and selector.
-TEST(DFlash2ConfigTest, DFlashReadersRefuseDFlash2) {
+// A DFlash2 config where a drafter is read: read as DFlash2 (the extension set, is_causal
+// false by default), never as DFlash without its convolutions and selector; written back
+// as the same config.
+TEST(DFlash2ConfigTest, DFlashReadersReadDFlash2) {
   const std::string dir = ::testing::TempDir() + "/dflash2_drafter";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json") << DFlash2Json().dump(2);
   Result<DFlashConfig> c = LoadDFlashConfig(dir);
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("DFlash2 training and decoding are not implemented yet"),
-            std::string::npos) << c.status().message();
-  EXPECT_NE(c.status().message().find(dir + "/config.json"), std::string::npos);
-  EXPECT_TRUE(LoadDFlash2Config(dir).ok());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->dflash2.has_value());
+  EXPECT_EQ(c->dflash2->selector_rank, 256);
+  EXPECT_EQ(c->is_causal, false);
+  EXPECT_FALSE(DFlashLayerCausal(*c, 0));
+  Result<DFlashConfig> d = LoadDFlash2Config(dir);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->dflash2, c->dflash2);
+  // Export: DFlash2DraftModel with its keys and is_causal false; read back the same.
+  const json out = DFlashConfigToJson(*c);
+  EXPECT_EQ(out["architectures"], json({"DFlash2DraftModel"}));
+  EXPECT_EQ(out["is_causal"], false);
+  EXPECT_EQ(out["dflash_config"]["conv_kernel_size"], 2);
+  EXPECT_EQ(out["dflash_config"]["drafter_type"], "dflash2");
+  Result<DFlashConfig> back = ParseDFlashConfig(out, "out/config.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->dflash2, c->dflash2);
+  EXPECT_EQ(back->is_causal, false);
+  EXPECT_EQ(back->target_layer_ids, c->target_layer_ids);
 
   // Named by drafter_type alone: refused the same way.
   json j = DFlash2Json();
@@ -148,7 +163,7 @@ TEST(DFlash2ConfigTest, DFlashReadersRefuseDFlash2) {
   j["drafter_type"] = "dflash2";
   c = ParseDFlashConfig(j, "d/config.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("not implemented yet"), std::string::npos);
+  EXPECT_NE(c.status().message().find("key 'architectures'"), std::string::npos);
   // A DFlash config carrying a DFlash2-only key: refused, naming the key.
   j.erase("drafter_type");
   c = ParseDFlashConfig(j, "d/config.json");

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/dflash/dflash2_config.h"
 #include "models/io/file_util.h"
 #include "runtime/core/json_parse.h"
 
@@ -69,12 +70,13 @@ Status ParseIsCausal(const json& j, const json& dc, std::string_view source, DFl
 }  // namespace
 
 bool DFlashLayerCausal(const DFlashConfig& c, int64_t l) {
+  if (c.dflash2) return c.is_causal.value_or(false);  // DFlash2: bidirectional by default
   return c.is_causal.value_or(c.layers.layer_types.at(static_cast<size_t>(l)) ==
                               LayerType::kSlidingAttention);
 }
 
 Status CheckDFlashMask(const DFlashConfig& c, std::string_view source) {
-  if (c.is_causal.value_or(true)) return Status::Ok();
+  if (c.is_causal.value_or(!c.dflash2.has_value())) return Status::Ok();
   const auto& types = c.layers.layer_types;
   const bool sliding = std::find(types.begin(), types.end(), LayerType::kSlidingAttention) !=
                        types.end();
@@ -120,13 +122,7 @@ bool IsDFlash2Config(const json& j) {
 
 Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
   if (!j.is_object()) return InvalidArgumentError("{}: expected a JSON object", source);
-  // No silent fallback: a DFlash2 checkpoint read as DFlash would lose its convolutions and
-  // selector.
-  if (IsDFlash2Config(j))
-    return InvalidArgumentError(
-        "{}: a DFlash2 drafter (architectures [\"{}\"]): DFlash2 training and decoding are not "
-        "implemented yet; tandem can read its config (docs/dflash2.md) but cannot train, "
-        "warm-start from or evaluate it", source, kDFlash2Architecture);
+  if (IsDFlash2Config(j)) return ParseDFlash2Config(j, source);
   auto dc = j.find("dflash_config");
   for (const char* key : kDFlash2OnlyKeys) {
     const bool top = j.contains(key) && !j[key].is_null();
@@ -135,7 +131,7 @@ Result<DFlashConfig> ParseDFlashConfig(const json& j, std::string_view source) {
     if (top || inner)
       return InvalidArgumentError(
           "{}: key '{}{}': a DFlash2 key in a config whose architectures is [\"{}\"]; a DFlash2 "
-          "drafter names [\"{}\"] (and DFlash2 training and decoding are not implemented yet)",
+          "drafter names [\"{}\"]",
           source, inner ? "dflash_config." : "", key, kArchitecture, kDFlash2Architecture);
   }
   return ParseDFlashSharedConfig(j, source, kArchitecture);
@@ -217,7 +213,7 @@ Result<DFlashConfig> LoadDFlashConfig(const std::string& path) {
 
 json DFlashConfigToJson(const DFlashConfig& c) {
   TransformerConfig layers = c.layers;
-  layers.architectures = {std::string(kArchitecture)};
+  layers.architectures = {std::string(c.dflash2 ? kDFlash2Architecture : kArchitecture)};
   layers.model_type = "qwen3";
   json j = TransformerConfigToJson(layers);
   // block_size at the top level (z-lab's layout) and inside dflash_config (newer loaders
@@ -232,6 +228,7 @@ json DFlashConfigToJson(const DFlashConfig& c) {
   j["eagle_aux_hidden_state_layer_ids"] = AuxLayerIds(c.target_layer_ids);
   // Only when set: without it every reader applies the per-layer rule tandem trained with.
   if (c.is_causal) j["is_causal"] = *c.is_causal;
+  if (c.dflash2) AddDFlash2Keys(*c.dflash2, &j);
   return j;
 }
 

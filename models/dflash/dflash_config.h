@@ -5,6 +5,10 @@
 //   dflash_config {mask_token_id, target_layer_ids, block_size},
 //   eagle_aux_hidden_state_layer_ids (= target_layer_ids + 1, vLLM's numbering),
 //   and is_causal only when the config had it.
+// A DFlash2 drafter (dflash2_config.h, docs/dflash2.md) is the same config under
+// architectures ["DFlash2DraftModel"] with its extension keys in dflash_config: one config
+// type, DFlashConfig with `dflash2` set, flows through every path (parameters, drafter,
+// checkpoints, warm start, trainer, actors).
 // vocab_size and max_position_embeddings are the target's (the drafter actor copies the
 // target's layer config): SGLang refuses a draft whose context is shorter than the target's.
 // dflash_config_loaders_test.cc reads a written config rule by rule as SGLang and vLLM do.
@@ -27,6 +31,20 @@
 
 namespace tandem::models {
 
+// DFlash2's keys (dflash2_config.h): the grouped dynamic convolution around attention and
+// the MLP, the candidate selector, and the logit transform.
+struct DFlash2Extension {
+  int64_t conv_kernel_size = 0;  // taps: output t reads inputs t, t-1, .., t-(K-1) of its block
+  int64_t conv_group_size = 0;   // channels sharing one dynamic weight; divides hidden_size
+  int64_t selector_rank = 0;     // rank of the codebooks and of the hidden projection
+  int64_t selector_top_k = 0;    // candidates per draft position, <= vocab_size
+  double output_multiplier = 1.0;
+  std::optional<double> final_logit_softcapping;  // > 0 when set
+  double input_embedding_scale = 1.0;
+  int64_t conv_groups(int64_t hidden) const { return hidden / conv_group_size; }
+  bool operator==(const DFlash2Extension&) const = default;
+};
+
 struct DFlashConfig {
   TransformerConfig layers;  // the drafter's decoder layers (family kQwen3)
   int64_t block_size = 16;   // slot 0 = anchor token, slots 1.. = mask token
@@ -38,9 +56,12 @@ struct DFlashConfig {
   // layer causal inside the block (true) or bidirectional (false); the window stays per
   // layer, from layer_types and sliding_window.
   std::optional<bool> is_causal;
+  // Set for a DFlash2 drafter (architectures ["DFlash2DraftModel"]).
+  std::optional<DFlash2Extension> dflash2;
 };
 
-// Whether layer l attends causally inside its block (the rule above).
+// Whether layer l attends causally inside its block (the rule above; a DFlash2 config
+// without is_causal: bidirectional, as the reference runs it).
 bool DFlashLayerCausal(const DFlashConfig& c, int64_t l);
 
 // The masks tandem's block attention trains: InvalidArgument naming `source` and the key
@@ -57,10 +78,11 @@ std::vector<int64_t> DFlashTargetLayerIds(int64_t num_target_layers, int64_t num
 
 // InvalidArgument naming `source` and the key for a wrong or unsupported value (also an
 // eagle_aux_hidden_state_layer_ids that is not target_layer_ids + 1). A DFlash2 config
-// (IsDFlash2Config) is refused, saying DFlash2 training and decoding are not implemented
-// yet, and so is a DFlash config carrying a DFlash2-only key (conv_kernel_size,
-// conv_group_size, selector_rank, selector_top_k): no silent fallback to DFlash. Jobs'
-// init_from, checkpoint resume and `tandem eval` all read drafters through this.
+// (IsDFlash2Config) is read by ParseDFlash2Config (dflash2_config.h) and returned with
+// `dflash2` set; a DFlash config carrying a DFlash2-only key (conv_kernel_size,
+// conv_group_size, selector_rank, selector_top_k) is refused: no silent fallback to DFlash.
+// Jobs' init_from, checkpoint resume and `tandem eval` all read drafters through this (eval
+// refuses a DFlash2 drafter itself: its proposals need the selector).
 Result<DFlashConfig> ParseDFlashConfig(const nlohmann::json& j, std::string_view source);
 // Whether `j` names a DFlash2 drafter: architectures containing "DFlash2DraftModel", or
 // drafter_type "dflash2" at the top level or inside dflash_config.
@@ -73,6 +95,8 @@ Result<DFlashConfig> ParseDFlashConfigText(std::string_view text, std::string_vi
 // `path` is a config.json or a directory holding one.
 Result<DFlashConfig> LoadDFlashConfig(const std::string& path);
 
+// A DFlash2 config (`dflash2` set) is written under architectures ["DFlash2DraftModel"] with
+// drafter_type "dflash2" and its keys in dflash_config.
 nlohmann::json DFlashConfigToJson(const DFlashConfig& c);
 // Writes `path` (a config.json) atomically.
 Status WriteDFlashConfig(const std::string& path, const DFlashConfig& c);

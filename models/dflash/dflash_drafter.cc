@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <numbers>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,7 @@ Status CheckSupported(const DFlashConfig& c) {
     if (lt == LayerType::kSlidingAttention && !t.sliding_window)
       return InvalidArgumentError("DFlash drafter: sliding layers need sliding_window");
   RETURN_IF_ERROR(CheckDFlashMask(c, "DFlash drafter"));
+  RETURN_IF_ERROR(CheckDFlash2Supported(c));
   const size_t k = c.target_layer_ids.size();
   if (k < 1 || k > static_cast<size_t>(kernels::kMaxConcatInputs))
     return InvalidArgumentError("DFlash drafter: {} target layers (1..{} supported)", k,
@@ -62,10 +64,10 @@ Status CheckSupported(const DFlashConfig& c) {
 // num_blocks works (one block, as a decoder drafts, included).
 int64_t AlignedWords(int64_t n) { return (n + 3) / 4 * 4; }
 
-// Words of plan_i32_: anchors and doc starts (nb each), six row tables (r each), and the
+// Words of plan_i32_: anchors and doc starts (nb each), seven row tables (r each), and the
 // context positions (t).
 int64_t PlanWords(int64_t nb, int64_t r, int64_t t) {
-  return 2 * AlignedWords(nb) + 6 * AlignedWords(r) + AlignedWords(t);
+  return 2 * AlignedWords(nb) + 7 * AlignedWords(r) + AlignedWords(t);
 }
 
 }  // namespace
@@ -196,6 +198,7 @@ Status DFlashDrafter::Carve(char* base) {
     lm_slot_ = slice(DType::kI32, r);
     lm_targets_ = slice(DType::kI32, r);
     lm_weights_ = slice(DType::kF32, r);
+    lm_prev_ = slice(DType::kI32, r);
     ctx_pos_ = slice(DType::kI32, tmax);
   }
   concat_ = c.Take(DType::kBF16, Shape{tmax, k * h});
@@ -230,6 +233,7 @@ Status DFlashDrafter::Carve(char* base) {
     a.rstd2 = c.Take(DType::kF32, Shape{r});
     a.gu = c.Take(DType::kBF16, Shape{r, 2 * inter});
   }
+  if (config_.dflash2) Carve2(c);
   d_res_ = c.Take(DType::kBF16, Shape{r, h});
   d_tmp_ = c.Take(DType::kBF16, Shape{r, h});
   d_tmp2_ = c.Take(DType::kBF16, Shape{r, h});
@@ -300,14 +304,17 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
   // The LM head runs only on the R' rows with loss weight (not the anchors, nor slots past a
   // document end, nor padding blocks): lm_rows lists them, lm_slot maps a row to its compact
   // index (-1: skipped), lm_targets/lm_weights are the compacted targets and weights.
-  std::vector<int32_t> lm_rows, lm_slot(r, -1), lm_targets;
+  // lm_prev: DFlash2's teacher-forced previous token of each (the anchor's for slot 1).
+  std::vector<int32_t> lm_rows, lm_slot(r, -1), lm_targets, lm_prev;
   std::vector<float> lm_weights;
+  const int64_t bs = config_.block_size;
   for (int64_t i = 0; i < r; ++i) {
     if (plan.weights[i] == 0.0f) continue;  // the CE skips exactly these rows
     lm_slot[i] = static_cast<int32_t>(lm_rows.size());
     lm_rows.push_back(static_cast<int32_t>(i));
     lm_targets.push_back(plan.targets[i]);
     lm_weights.push_back(plan.weights[i]);
+    lm_prev.push_back(i % bs <= 1 ? plan.block_ids[i - i % bs] : plan.targets[i - 1]);
   }
   const int64_t kept = static_cast<int64_t>(lm_rows.size());
   // Host image of plan_i32_ (compact tables and the T-sized tail written only up to their
@@ -330,6 +337,7 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
   put(lm_slot.data(), r);
   put_padded(lm_targets.data(), kept);
   put_padded(lm_weights.data(), kept);
+  put_padded(lm_prev.data(), kept);
   put(plan.ctx_pos.data(), plan.tokens);
   tokens_ = plan.tokens;
   lm_rows_count_ = kept;
@@ -413,6 +421,7 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
   if (n == 0) {  // no row carries loss weight: loss 0 and a zero gradient, no empty GEMMs
     RETURN_IF_ERROR(kernels::FillZero(loss_, s));
     RETURN_IF_ERROR(kernels::FillZero(correct_, s));
+    if (config_.dflash2) RETURN_IF_ERROR(SelectorForward());
     return want_grad ? kernels::FillZero(d_tmp_, s) : Status::Ok();
   }
   // Same weighted sum over the same rows and the same denominator as over all R rows (the
@@ -425,6 +434,14 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
   out.loss = loss_;
   out.correct = correct;
   if (want_grad) out.dhidden = dhidden;
+  kernels::LmHeadCeTransform transform;
+  if (const std::optional<DFlash2Extension>& e = config_.dflash2) {
+    // DFlash2: the transformed logits, and their top-k for the selector.
+    transform.multiplier = static_cast<float>(e->output_multiplier);
+    transform.softcap = static_cast<float>(e->final_logit_softcapping.value_or(0.0));
+    out.topk_ids = sel_ids_.Narrow(0, 0, n);
+    out.topk_values = sel_vals_.Narrow(0, 0, n);
+  }
   if (options_.lm_head_fp8) {
     RETURN_IF_ERROR(kernels::LmHeadCrossEntropyFp8(gemm_.get(), hidden, *head_lm_fp8_,
                                                    lm_targets_.Narrow(0, 0, n),
@@ -434,9 +451,11 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
     RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), hidden, head_lm_,
                                                 lm_targets_.Narrow(0, 0, n),
                                                 lm_weights_.Narrow(0, 0, n), out, ce_workspace_,
-                                                options_.ce_chunk_rows, s));
+                                                options_.ce_chunk_rows, s, transform));
   }
   RETURN_IF_ERROR(kernels::RowGather(correct_, lm_slot_, correct, s));
+  // DFlash2 adds the selector's d hidden before scattering (SelectorBackward).
+  if (config_.dflash2) return SelectorForward();
   return want_grad ? kernels::RowGather(d_tmp_, lm_slot_, dhidden, s) : Status::Ok();
 }
 
@@ -449,33 +468,18 @@ kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l
 }
 
 Status DFlashDrafter::LayerForward(int l) {
+  if (config_.dflash2) return Layer2Forward(l);
   const TransformerConfig& t = config_.layers;
   const float eps = static_cast<float>(t.rms_norm_eps);
   const DFlashLayerParams& w = params_.w.layers[l];
   DFlashLayerActs& a = acts_[l];
-  const int64_t tt = tokens_;
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
   RETURN_IF_ERROR(WaitUpdated(1 + l));  // this layer's matrices (overlapped optimizer)
-  // Block queries, keys and values (xn = input_layernorm(x_[l]) is already in d_tmp_, with
-  // a.rstd1: written by the previous layer's fused residual add + norm, or by Forward).
-  const TensorView xn = d_tmp_;
-  RETURN_IF_ERROR(LinearForward(g, xn, w.q_proj, a.q_pre, s));
-  RETURN_IF_ERROR(LinearForward(g, xn, w.k_proj, a.k_pre, s));
-  RETURN_IF_ERROR(LinearForward(g, xn, w.v_proj, a.v, s));
-  // Context keys and values through this layer's k/v projections (no input_layernorm).
-  const TensorView ctx = ctx_.Narrow(0, 0, tt), kc_pre = a.kc_pre.Narrow(0, 0, tt),
-                   vc = a.vc.Narrow(0, 0, tt);
-  RETURN_IF_ERROR(LinearForward(g, ctx, w.k_proj, kc_pre, s));
-  RETURN_IF_ERROR(LinearForward(g, ctx, w.v_proj, vc, s));
-  RETURN_IF_ERROR(NormRopeQk(l));
-  RETURN_IF_ERROR(Mark("fwd.qkv", l));
-  const kernels::DFlashAttentionInputs in{a.q_s, a.k_s, a.v, a.kc_s.Narrow(0, 0, tt), vc,
-                                          anchors_, doc_start_};
-  RETURN_IF_ERROR(DFlashAttentionFwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse, s));
-  RETURN_IF_ERROR(Mark("fwd.attn", l));
+  // xn = input_layernorm(x_[l]) is already in d_tmp_, with a.rstd1: written by the previous
+  // layer's fused residual add + norm, or by Forward.
+  RETURN_IF_ERROR(AttentionForward(l, d_tmp_, a.h1));
   // Residual, MLP (h1n lives in d_tmp2_, the SwiGLU output in act_s_).
-  RETURN_IF_ERROR(LinearForward(g, a.attn, w.o_proj, a.h1, s));
   RETURN_IF_ERROR(
       kernels::AddRmsNormForward(a.h1, d_tmp2_, a.rstd2, a.h1, x_[l], w.post_norm, eps, s));
   RETURN_IF_ERROR(LinearForward(g, d_tmp2_, w.gate_up, a.gu, s));
@@ -488,6 +492,31 @@ Status DFlashDrafter::LayerForward(int l) {
       x_[l + 1], last ? final_hidden_ : d_tmp_, last ? final_rstd_ : acts_[l + 1].rstd1,
       x_[l + 1], a.h1, last ? params_.w.norm : params_.w.layers[l + 1].input_norm, eps, s));
   return Mark("fwd.mlp", l);
+}
+
+Status DFlashDrafter::AttentionForward(int l, const TensorView& in, const TensorView& out) {
+  const DFlashLayerParams& w = params_.w.layers[l];
+  DFlashLayerActs& a = acts_[l];
+  const int64_t tt = tokens_;
+  kernels::GemmContext* g = gemm_.get();
+  kernels::Stream s = stream_;
+  // Block queries, keys and values from `in`.
+  RETURN_IF_ERROR(LinearForward(g, in, w.q_proj, a.q_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, in, w.k_proj, a.k_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, in, w.v_proj, a.v, s));
+  // Context keys and values through this layer's k/v projections (no input_layernorm).
+  const TensorView ctx = ctx_.Narrow(0, 0, tt), kc_pre = a.kc_pre.Narrow(0, 0, tt),
+                   vc = a.vc.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(LinearForward(g, ctx, w.k_proj, kc_pre, s));
+  RETURN_IF_ERROR(LinearForward(g, ctx, w.v_proj, vc, s));
+  RETURN_IF_ERROR(NormRopeQk(l));
+  RETURN_IF_ERROR(Mark("fwd.qkv", l));
+  const kernels::DFlashAttentionInputs attn_in{a.q_s, a.k_s, a.v, a.kc_s.Narrow(0, 0, tt), vc,
+                                               anchors_, doc_start_};
+  RETURN_IF_ERROR(
+      DFlashAttentionFwd(attn_in, DFlashLayerAttention(config_, l), a.attn, a.lse, s));
+  RETURN_IF_ERROR(Mark("fwd.attn", l));
+  return LinearForward(g, a.attn, w.o_proj, out, s);
 }
 
 Status DFlashDrafter::NormRopeQk(int l) {

@@ -67,9 +67,12 @@ struct DFlashDrafterOptions {
   // this drafter, keeps its buffers, has this config's layout, and its updates are ordered
   // before this drafter's forwards (the same stream, after JoinOptimizer).
   const DFlashParams* shared_weights = nullptr;
+  // DFlash2 (config.dflash2): alpha of loss = DFlash loss + alpha * selector loss.
+  float selector_loss_weight = 1.0f;
 };
 
 struct DFlashLayerActs;  // saved activations of one layer (dflash_drafter_internal.h)
+class WorkspaceCarver;   // dflash_drafter_internal.h
 
 // GPU time of one stage of the last timed step; `stage` names what ran since the previous
 // mark (e.g. "fwd.attn"), `layer` is its layer or -1.
@@ -158,6 +161,12 @@ class DFlashDrafter {
   // u8 [R]: argmax == target (0 on rows without loss weight, where no LM head ran).
   kernels::TensorView correct() const { return correct_; }
   kernels::TensorView grad_stats() const { return grad_stats_; }  // f32 [4] (adamw_types.h)
+  // DFlash2 (empty views for DFlash): the selector's strict top-k loss (unweighted by
+  // alpha; the step minimises loss() + selector_loss_weight * selector_loss()) and i32 [2]
+  // {covered rows: loss rows whose target is among the top-k candidates, correct rows:
+  // covered rows where the teacher-forced selector ranks the target first}.
+  kernels::TensorView selector_loss() const { return sel_loss_; }
+  kernels::TensorView selector_stats() const { return sel_stats_; }
   // Final hidden state norm(x_L) of the last forward, bf16 [R, H] (tests, speculation).
   kernels::TensorView final_hidden() const { return final_hidden_; }
 
@@ -171,6 +180,22 @@ class DFlashDrafter {
   Status Forward(const DFlashTargetHead& head, std::span<const kernels::TensorView> ctx_layers,
                  float noise_std, uint64_t seed, uint64_t offset, bool want_grad);
   Status LayerForward(int l);
+  // q/k/v from `in` (bf16 [R, H]), the block attention with the context, o_proj into `out`.
+  Status AttentionForward(int l, const kernels::TensorView& in, const kernels::TensorView& out);
+  // The DFlash2 layer (dflash2_layer.cc): the dynamic convolutions around attention and MLP.
+  Status Layer2Forward(int l);
+  Status Layer2Backward(int l);
+  // The DFlash2 workspace (dflash2_selector_step.cc): the layers' extra activations, the
+  // convolutions' backward scratch and the selector's buffers.
+  void Carve2(WorkspaceCarver& c);
+  // The DFlash2 candidate selector on the LM head's compact rows (dflash2_selector_step.cc).
+  // Forward (after the LM head + CE): projection, scores, the strict top-k loss into
+  // sel_loss_ / sel_stats_ and alpha * d loss / d scores. Backward (first in Backward, after
+  // the optimizer join): the selector's parameter grads, its d hidden (through the hidden
+  // projection and the unary logits) added to the CE's compact lm_dhidden_, then scattered
+  // to d_tmp_ (which the DFlash path gathers at the end of LmHeadLoss).
+  Status SelectorForward();
+  Status SelectorBackward();
   // The fused LM head + CE on the rows with loss weight; loss_, correct_ and (want_grad)
   // d_tmp_ = d loss / d final_hidden_ over all R rows.
   Status LmHeadLoss(bool want_grad);
@@ -181,6 +206,9 @@ class DFlashDrafter {
   // Records the end of `stage` (of `layer`) when stage timing is on; a no-op otherwise.
   Status Mark(const char* stage, int layer = -1);
   Status LayerBackward(int l);
+  Status AttentionBackward(int l, const kernels::TensorView& d_out);
+  Status QkvBackward(int l, const kernels::TensorView& in);
+  Status ContextKvBackward(int l);
   // Makes stream() wait for update group `group` of a pending overlapped optimizer step.
   Status WaitUpdated(int group);
   // One AdamW launch per range on `s`; with `record`, updated_[group] after each group.
@@ -242,6 +270,16 @@ class DFlashDrafter {
   kernels::TensorView head_lm_;  // the LM head of the current step
   const kernels::Fp8LmHead* head_lm_fp8_ = nullptr;  // its FP8 form (lm_head_fp8)
   kernels::TensorView concat_in_;
+  // DFlash2 (dflash2_selector_step.cc). lm_prev_ i32 [R] (first R' used): each loss row's
+  // teacher-forced previous token (the anchor's for slot 1). Selector buffers over the R'
+  // compact rows (capacity R): candidate ids i32 [R, k] and transformed logits f32 [R, k]
+  // from the LM head, the projection f32 [R, r], scores and d scores f32 [R, k], d proj
+  // bf16 [R, r]. Conv backward scratch: d2_dyn_ bf16 [R, 2*K*G], d2_a_/d2_b_ bf16 [R, H],
+  // d2_f32_ f32 [R, H], conv_ws_ (CUDA's deterministic dbase partials).
+  kernels::TensorView lm_prev_;
+  kernels::TensorView sel_ids_, sel_vals_, sel_proj_, sel_scores_, sel_dscores_, sel_dproj_;
+  kernels::TensorView sel_loss_, sel_stats_;
+  kernels::TensorView d2_dyn_, d2_a_, d2_b_, d2_f32_, conv_ws_;
 };
 
 // Cosine learning rate with linear warmup: lr * (s+1)/warmup for s < warmup, then

@@ -19,15 +19,10 @@ namespace tandem::models {
 using kernels::Shape;
 using kernels::TensorView;
 
-namespace {
-
-// The RMSNorm backward workspace for rows of width h.
 TensorView RmsWorkspace(const TensorView& flat, int64_t h) {
   const int64_t rows = kernels::RmsNormBackwardWorkspaceRows();
   return flat.Narrow(0, 0, rows * h).Reshape(Shape{rows, h});
 }
-
-}  // namespace
 
 Status DFlashDrafter::Backward() {
   const DFlashParamViews& w = params_.w;
@@ -41,7 +36,8 @@ Status DFlashDrafter::Backward() {
   RETURN_IF_ERROR(
       kernels::FillZero(params_.grads.view().Narrow(0, mc, params_.layout.total - mc), s));
   RETURN_IF_ERROR(kernels::FillZero(d_ctx_f32_.Narrow(0, 0, tt), s));
-  // d_tmp_ holds d loss / d final_hidden from the fused CE.
+  if (config_.dflash2) RETURN_IF_ERROR(SelectorBackward());
+  // d_tmp_ holds d loss / d final_hidden from the fused CE (and DFlash2's selector).
   RETURN_IF_ERROR(kernels::RmsNormBackward(d_res_, g.norm, d_tmp_, x_.back(), w.norm,
                                            final_rstd_, RmsWorkspace(rms_workspace_, h), s));
   RETURN_IF_ERROR(Mark("bwd.final_norm"));
@@ -60,13 +56,13 @@ Status DFlashDrafter::Backward() {
 
 // On entry d_res_ = d loss / d x_[l+1]; on exit d loss / d x_[l].
 Status DFlashDrafter::LayerBackward(int l) {
+  if (config_.dflash2) return Layer2Backward(l);
   const TransformerConfig& t = config_.layers;
   const float eps = static_cast<float>(t.rms_norm_eps);
   const DFlashLayerParams& w = params_.w.layers[l];
   const DFlashLayerParams& gw = params_.g.layers[l];
   const DFlashLayerActs& a = acts_[l];
-  const int64_t tt = tokens_, h = t.hidden_size, d = t.head_dim;
-  const TensorView ws_h = RmsWorkspace(rms_workspace_, h), ws_d = RmsWorkspace(rms_workspace_, d);
+  const TensorView ws_h = RmsWorkspace(rms_workspace_, t.hidden_size);
   kernels::GemmContext* g = gemm_.get();
   kernels::Stream s = stream_;
 
@@ -89,9 +85,31 @@ Status DFlashDrafter::LayerBackward(int l) {
                                               a.rstd2, ws_h, s));  // d h1
   RETURN_IF_ERROR(Mark("bwd.mlp", l));
 
-  // Attention output projection and the block attention.
-  RETURN_IF_ERROR(LinearInputGrad(g, d_res_, w.o_proj, d_attn_, false, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_res_, a.attn, gw.o_proj, false, s));
+  RETURN_IF_ERROR(AttentionBackward(l, d_res_));
+  // xn rebuilt in d_tmp_ (no-add fused norm: bitwise the forward's xn).
+  RETURN_IF_ERROR(kernels::AddRmsNormForward(TensorView(), d_tmp_, a.rstd1, x_[l], TensorView(),
+                                             w.input_norm, eps, s));
+  RETURN_IF_ERROR(QkvBackward(l, d_tmp_));
+  // input_layernorm backward from the f32 d xn, its dx added into d_res_: d x_[l].
+  RETURN_IF_ERROR(kernels::RmsNormBackwardAdd(d_res_, gw.input_norm, d_xn_f32_, x_[l],
+                                              w.input_norm, a.rstd1, ws_h, s));
+  RETURN_IF_ERROR(Mark("bwd.qkv", l));
+  return ContextKvBackward(l);
+}
+
+// From d_out = d loss / d (attention output after o_proj) to d_q_, d_k_, d_v_ (before the
+// norm and RoPE) and the context's d_kc_f32_ / d_vc_f32_; o_proj's and q/k_norm's grads.
+Status DFlashDrafter::AttentionBackward(int l, const TensorView& d_out) {
+  const TransformerConfig& t = config_.layers;
+  const DFlashLayerParams& w = params_.w.layers[l];
+  const DFlashLayerParams& gw = params_.g.layers[l];
+  const DFlashLayerActs& a = acts_[l];
+  const int64_t tt = tokens_;
+  const TensorView ws_d = RmsWorkspace(rms_workspace_, t.head_dim);
+  kernels::GemmContext* g = gemm_.get();
+  kernels::Stream s = stream_;
+  RETURN_IF_ERROR(LinearInputGrad(g, d_out, w.o_proj, d_attn_, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_out, a.attn, gw.o_proj, false, s));
   const TensorView kc = a.kc_s.Narrow(0, 0, tt), vc = a.vc.Narrow(0, 0, tt);
   const TensorView d_kc_f32 = d_kc_f32_.Narrow(0, 0, tt), d_vc_f32 = d_vc_f32_.Narrow(0, 0, tt);
   const kernels::DFlashAttentionInputs in{a.q_s, a.k_s, a.v, kc, vc, anchors_, doc_start_};
@@ -99,33 +117,42 @@ Status DFlashDrafter::LayerBackward(int l) {
   RETURN_IF_ERROR(DFlashAttentionBwd(in, DFlashLayerAttention(config_, l), a.attn, a.lse,
                                      d_attn_, grads, s));
   RETURN_IF_ERROR(Mark("bwd.attn", l));
-
-  // Block q/k: RoPE and the per-head norm in one backward (in place); then the projections
-  // from xn.
+  // Block q/k: RoPE and the per-head norm in one backward (in place).
   RETURN_IF_ERROR(kernels::RopeRmsNormBackward(d_q_, gw.q_norm, d_q_, a.q_pre, w.q_norm,
                                                a.q_rstd, block_pos_, t.rope_theta, ws_d, s));
-  RETURN_IF_ERROR(kernels::RopeRmsNormBackward(d_k_, gw.k_norm, d_k_, a.k_pre, w.k_norm,
-                                               a.k_rstd, block_pos_, t.rope_theta, ws_d, s));
-  // xn rebuilt in d_tmp_ (no-add fused norm: bitwise the forward's xn).
-  RETURN_IF_ERROR(kernels::AddRmsNormForward(TensorView(), d_tmp_, a.rstd1, x_[l], TensorView(),
-                                             w.input_norm, eps, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, d_tmp_, gw.q_proj, false, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, d_tmp_, gw.k_proj, false, s));
-  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, d_tmp_, gw.v_proj, false, s));
+  return kernels::RopeRmsNormBackward(d_k_, gw.k_norm, d_k_, a.k_pre, w.k_norm, a.k_rstd,
+                                      block_pos_, t.rope_theta, ws_d, s);
+}
+
+// The q/k/v projections' weight grads from their input `in` (bf16 [R, H]) and d `in` into
+// d_xn_f32_ (f32, overwritten).
+Status DFlashDrafter::QkvBackward(int l, const TensorView& in) {
+  const DFlashLayerParams& w = params_.w.layers[l];
+  const DFlashLayerParams& gw = params_.g.layers[l];
+  kernels::GemmContext* g = gemm_.get();
+  kernels::Stream s = stream_;
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_q_, in, gw.q_proj, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_k_, in, gw.k_proj, false, s));
+  RETURN_IF_ERROR(LinearWeightGrad(g, d_v_, in, gw.v_proj, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_q_, w.q_proj, d_xn_f32_, false, s));
   RETURN_IF_ERROR(LinearInputGrad(g, d_k_, w.k_proj, d_xn_f32_, true, s));
-  RETURN_IF_ERROR(LinearInputGrad(g, d_v_, w.v_proj, d_xn_f32_, true, s));
-  // input_layernorm backward from the f32 d xn, its dx added into d_res_: d x_[l].
-  RETURN_IF_ERROR(kernels::RmsNormBackwardAdd(d_res_, gw.input_norm, d_xn_f32_, x_[l],
-                                              w.input_norm, a.rstd1, ws_h, s));
-  RETURN_IF_ERROR(Mark("bwd.qkv", l));
+  return LinearInputGrad(g, d_v_, w.v_proj, d_xn_f32_, true, s);
+}
 
-  // Context keys/values: the same k_proj/k_norm/v_proj, fed by ctx (no input_layernorm).
+// Context keys/values: the same k_proj/k_norm/v_proj, fed by ctx (no input_layernorm).
+Status DFlashDrafter::ContextKvBackward(int l) {
+  const TransformerConfig& t = config_.layers;
+  const DFlashLayerParams& w = params_.w.layers[l];
+  const DFlashLayerParams& gw = params_.g.layers[l];
+  const DFlashLayerActs& a = acts_[l];
+  const int64_t tt = tokens_;
+  const TensorView ws_d = RmsWorkspace(rms_workspace_, t.head_dim);
+  kernels::GemmContext* g = gemm_.get();
+  kernels::Stream s = stream_;
   const TensorView d_kc = d_kc_.Narrow(0, 0, tt), d_vc = d_vc_.Narrow(0, 0, tt),
-                   ctx = ctx_.Narrow(0, 0, tt),
-                   d_ctx_f32 = d_ctx_f32_.Narrow(0, 0, tt);
-  RETURN_IF_ERROR(kernels::Cast(d_kc, d_kc_f32, s));
-  RETURN_IF_ERROR(kernels::Cast(d_vc, d_vc_f32, s));
+                   ctx = ctx_.Narrow(0, 0, tt), d_ctx_f32 = d_ctx_f32_.Narrow(0, 0, tt);
+  RETURN_IF_ERROR(kernels::Cast(d_kc, d_kc_f32_.Narrow(0, 0, tt), s));
+  RETURN_IF_ERROR(kernels::Cast(d_vc, d_vc_f32_.Narrow(0, 0, tt), s));
   RETURN_IF_ERROR(kernels::RopeRmsNormBackward(
       d_kc, gw.k_norm, d_kc, a.kc_pre.Narrow(0, 0, tt), w.k_norm,
       a.kc_rstd.Narrow(0, 0, tt * t.num_key_value_heads), ctx_pos_.Narrow(0, 0, tt),

@@ -29,6 +29,11 @@ struct DFlashLayerActs {
   kernels::TensorView attn, lse;              // bf16 [R, hq, d], f32 [R, hq]
   kernels::TensorView h1, rstd2;              // bf16 [R, H], f32 [R]
   kernels::TensorView gu;                     // bf16 [R, 2I]
+  // DFlash2 only (dflash2_layer.cc): each branch's dynamic conv weights u . W^T (both sides),
+  // the prepare conv's output (the branch input) and the branch output (the finish conv's
+  // input). Attention: u = xn, output = o_proj's; MLP: u = h1n, output = down_proj's.
+  kernels::TensorView dyn_attn, y_attn, o_attn;  // bf16 [R, 2*K*G], [R, H], [R, H]
+  kernels::TensorView dyn_mlp, y_mlp, m_out;     // bf16 [R, 2*K*G], [R, H], [R, H]
 };
 
 // Hands out 256-byte aligned views of one buffer; with a null base it only measures.
@@ -78,6 +83,13 @@ Status LinearInputGrad(kernels::GemmContext* ctx, const kernels::TensorView& dy,
 // layers the whole document prefix; inside the block causal or not by DFlashLayerCausal
 // (without is_causal: sliding layers causal, full layers bidirectional).
 kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l);
+
+// The RMSNorm backward workspace for rows of width h, from the flat f32 scratch.
+kernels::TensorView RmsWorkspace(const kernels::TensorView& flat, int64_t h);
+
+// InvalidArgument for a DFlash2 config the kernels do not take (taps, group, top-k, rank,
+// input_embedding_scale != 1); Ok for DFlash (dflash2_layer.cc).
+Status CheckDFlash2Supported(const DFlashConfig& c);
 
 // A view as 2-D [numel / last, last] (REQUIRES contiguous).
 kernels::TensorView As2d(const kernels::TensorView& t, int64_t cols);

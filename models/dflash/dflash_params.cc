@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,9 +29,10 @@ namespace {
 int64_t AlignUp(int64_t x) { return (x + kDFlashParamAlign - 1) / kDFlashParamAlign * kDFlashParamAlign; }
 
 void Add(DFlashParamLayout* l, std::string name, std::vector<int64_t> shape, bool is_norm,
-         bool align = true) {
+         bool align = true, DFlashParamInit init = DFlashParamInit::kUniform) {
   if (align) l->total = AlignUp(l->total);
-  DFlashParamSpec s{std::move(name), std::move(shape), l->total, is_norm};
+  if (is_norm && init == DFlashParamInit::kUniform) init = DFlashParamInit::kOnes;
+  DFlashParamSpec s{std::move(name), std::move(shape), l->total, is_norm, init};
   l->total += s.numel();
   l->specs.push_back(std::move(s));
 }
@@ -41,6 +43,10 @@ DFlashParamLayout MakeDFlashParamLayout(const DFlashConfig& c) {
   const TransformerConfig& t = c.layers;
   const int64_t h = t.hidden_size, d = t.head_dim, i_dim = t.intermediate_size;
   const int64_t k = static_cast<int64_t>(c.target_layer_ids.size());
+  const std::optional<DFlash2Extension>& d2 = c.dflash2;
+  const int64_t taps = d2 ? d2->conv_kernel_size : 0;
+  const int64_t conv_rows = d2 ? 2 * taps * d2->conv_groups(h) : 0;
+  constexpr auto kZeros = DFlashParamInit::kZeros;
   DFlashParamLayout l;
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
     const std::string p = fmt::format("layers.{}.", i);
@@ -51,8 +57,18 @@ DFlashParamLayout MakeDFlashParamLayout(const DFlashConfig& c) {
     Add(&l, p + "mlp.gate_proj.weight", {i_dim, h}, false);
     Add(&l, p + "mlp.up_proj.weight", {i_dim, h}, false, /*align=*/false);
     Add(&l, p + "mlp.down_proj.weight", {h, i_dim}, false);
+    if (d2) {
+      Add(&l, p + "attention_conv.kernel_projection.weight", {conv_rows, h}, false, true, kZeros);
+      Add(&l, p + "mlp_conv.kernel_projection.weight", {conv_rows, h}, false, true, kZeros);
+    }
   }
   Add(&l, "fc.weight", {h, k * h}, false);
+  if (d2) {
+    const int64_t r = d2->selector_rank, v = t.vocab_size;
+    Add(&l, "candidate_selector.hidden_projection.weight", {r, h}, false);
+    Add(&l, "candidate_selector.predecessor_codebook", {v, r}, false);
+    Add(&l, "candidate_selector.successor_codebook", {v, r}, false, true, kZeros);
+  }
   l.total = AlignUp(l.total);
   l.matrix_count = l.total;
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
@@ -61,6 +77,11 @@ DFlashParamLayout MakeDFlashParamLayout(const DFlashConfig& c) {
     Add(&l, p + "post_attention_layernorm.weight", {h}, true);
     Add(&l, p + "self_attn.q_norm.weight", {d}, true);
     Add(&l, p + "self_attn.k_norm.weight", {d}, true);
+    if (d2) {
+      for (const char* conv : {"attention_conv", "mlp_conv"})
+        Add(&l, p + conv + ".base_kernel", {2, taps, h}, true, true,
+            DFlashParamInit::kConvIdentity);
+    }
   }
   Add(&l, "hidden_norm.weight", {h}, true);
   Add(&l, "norm.weight", {h}, true);
@@ -113,14 +134,27 @@ DFlashParamViews ViewDFlashParams(const DFlashParamLayout& layout, const DFlashC
                     .Reshape(Shape{2 * gate.shape[0], gate.shape[1]});
     idx += 2;
     p.down_proj = next();
+    if (c.dflash2) {
+      p.attn_conv_proj = next();
+      p.mlp_conv_proj = next();
+    }
   }
   v.fc = next();
+  if (c.dflash2) {
+    v.sel_proj = next();
+    v.sel_pred = next();
+    v.sel_succ = next();
+  }
   for (int64_t i = 0; i < n_layers; ++i) {
     DFlashLayerParams& p = v.layers[i];
     p.input_norm = next();
     p.post_norm = next();
     p.q_norm = next();
     p.k_norm = next();
+    if (c.dflash2) {
+      p.attn_conv_base = next();
+      p.mlp_conv_base = next();
+    }
   }
   v.hidden_norm = next();
   v.norm = next();
@@ -155,14 +189,26 @@ Status DFlashParams::InitFromScratch(uint64_t seed, kernels::Stream s) {
   for (size_t i = 0; i < layout.specs.size(); ++i) {
     const DFlashParamSpec& spec = layout.specs[i];
     if (spec.is_norm) continue;
-    RETURN_IF_ERROR(kernels::PhiloxUniformFill(master.view().Narrow(0, spec.offset, spec.numel()),
-                                               -a, a, seed, /*offset=*/i, s));
+    const TensorView dst = master.view().Narrow(0, spec.offset, spec.numel());
+    if (spec.init == DFlashParamInit::kZeros) {
+      RETURN_IF_ERROR(kernels::FillZero(dst, s));
+      continue;
+    }
+    RETURN_IF_ERROR(kernels::PhiloxUniformFill(dst, -a, a, seed, /*offset=*/i, s));
   }
+  // The tail (norm weights, base kernels) is small: written from the host.
   const int64_t n_norm = layout.total - layout.matrix_count;
   std::vector<float> ones(n_norm, 0.0f);
-  for (const DFlashParamSpec& spec : layout.specs)
-    if (spec.is_norm)
-      std::fill_n(ones.begin() + (spec.offset - layout.matrix_count), spec.numel(), 1.0f);
+  for (const DFlashParamSpec& spec : layout.specs) {
+    if (!spec.is_norm) continue;
+    float* dst = ones.data() + (spec.offset - layout.matrix_count);
+    if (spec.init == DFlashParamInit::kOnes) {
+      std::fill_n(dst, spec.numel(), 1.0f);
+    } else if (spec.init == DFlashParamInit::kConvIdentity) {  // [2, K, H]: tap 0 = 1
+      const int64_t taps = spec.shape[1], h = spec.shape[2];
+      for (int64_t side = 0; side < 2; ++side) std::fill_n(dst + side * taps * h, h, 1.0f);
+    }
+  }
   RETURN_IF_ERROR(kernels::CopyFromHost(master.view().Narrow(0, layout.matrix_count, n_norm),
                                         ones.data(), s));
   RETURN_IF_ERROR(kernels::FillZero(adam_m, s));

@@ -8,6 +8,15 @@
 //   down_proj [H, I]; then fc [H, k*H].
 // norms, per layer i: input_layernorm [H], post_attention_layernorm [H], q_norm [d],
 //   k_norm [d]; then hidden_norm [H], norm [H].
+// A DFlash2 drafter (config.dflash2, docs/dflash2.md) adds, K taps, G = H / conv_group_size
+// groups, r = selector_rank, V = vocab_size:
+//   matrices, per layer after down_proj: attention_conv.kernel_projection [2*K*G, H],
+//     mlp_conv.kernel_projection [2*K*G, H]; after fc: candidate_selector.hidden_projection
+//     [r, H], candidate_selector.predecessor_codebook [V, r],
+//     candidate_selector.successor_codebook [V, r] (z-lab's names: no `.weight` on the
+//     codebooks);
+//   no weight decay, per layer after k_norm: attention_conv.base_kernel [2, K, H],
+//     mlp_conv.base_kernel [2, K, H].
 // Names are the HF checkpoint keys (docs/architecture.md). Every tensor starts at a multiple of
 // kDFlashParamAlign elements except up_proj, which directly follows gate_proj.
 //
@@ -28,11 +37,20 @@ namespace tandem::models {
 
 inline constexpr int64_t kDFlashParamAlign = 64;
 
+// How InitFromScratch fills a tensor.
+enum class DFlashParamInit {
+  kUniform,       // std 0.02 (the matrices)
+  kOnes,          // norm weights
+  kZeros,         // DFlash2's kernel projections and successor codebook
+  kConvIdentity,  // DFlash2's base_kernel [2, K, H]: tap 0 = 1 on both sides, others 0
+};
+
 struct DFlashParamSpec {
   std::string name;            // HF key, e.g. "layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape;  // [out, in] for matrices, [n] for norms
   int64_t offset = 0;          // elements into the flat buffer
-  bool is_norm = false;
+  bool is_norm = false;        // in the tail without weight decay (norms, base kernels)
+  DFlashParamInit init = DFlashParamInit::kUniform;
   int64_t numel() const;
 };
 
@@ -52,12 +70,19 @@ struct DFlashLayerParams {
   kernels::TensorView down_proj;                       // [H, I]
   kernels::TensorView input_norm, post_norm;           // [H]
   kernels::TensorView q_norm, k_norm;                  // [d]
+  // DFlash2 only (empty views for DFlash): base_kernel [2, K, H], kernel_projection
+  // [2*K*G, H] of the convolution around attention and around the MLP.
+  kernels::TensorView attn_conv_base, attn_conv_proj, mlp_conv_base, mlp_conv_proj;
 };
 struct DFlashParamViews {
   std::vector<DFlashLayerParams> layers;
   kernels::TensorView fc;           // [H, k*H]
   kernels::TensorView hidden_norm;  // [H]
   kernels::TensorView norm;         // [H]
+  // DFlash2 only (empty for DFlash): the candidate selector.
+  kernels::TensorView sel_proj;  // hidden_projection [r, H]
+  kernels::TensorView sel_pred;  // predecessor_codebook [V, r]
+  kernels::TensorView sel_succ;  // successor_codebook [V, r]
 };
 // REQUIRES: flat is a contiguous [layout.total] view.
 DFlashParamViews ViewDFlashParams(const DFlashParamLayout& layout, const DFlashConfig& c,
@@ -98,7 +123,11 @@ struct DFlashParams {
   static int64_t DeviceBytes(const DFlashParamLayout& layout);
   // From-scratch init as the public trainers do (HF Qwen3 `_init_weights`): matrices with
   // std 0.02 (drawn uniform(-0.02*sqrt(3), 0.02*sqrt(3)) with Philox on the device, which
-  // has that std and is fast at 8B scale), norm weights 1. Resets m, v and step.
+  // has that std and is fast at 8B scale), norm weights 1. DFlash2 (SpecForge's
+  // DFlash2DraftModel init): base kernels the identity, kernel projections 0 (a fresh layer
+  // computes what a DFlash layer does), hidden_projection and predecessor_codebook std 0.02,
+  // successor_codebook 0 (the selector starts as a no-op; the successor codebook gets the
+  // first gradient). Resets m, v and step.
   Status InitFromScratch(uint64_t seed, kernels::Stream s);
   // Sets compute = bf16(master) (after master was written directly).
   Status SyncCompute(kernels::Stream s);

@@ -42,6 +42,30 @@ inline DFlashConfig TinyDFlashConfig() {
   return c;
 }
 
+// A tiny DFlash2 drafter: H = 64, 2 layers (sliding with a window of the whole block, then
+// full; both bidirectional in the block), V = 97, K = 2 taps, groups of 4 channels, selector
+// rank 8 over the top 5.
+inline DFlashConfig TinyDFlash2Config() {
+  DFlashConfig c = TinyDFlashConfig();
+  TransformerConfig& t = c.layers;
+  t.architectures = {"DFlash2DraftModel"};
+  t.vocab_size = 97;
+  t.hidden_size = 64;
+  t.head_dim = 16;
+  t.rotary_dim = 16;
+  t.intermediate_size = 96;
+  t.sliding_window = 16;
+  c.mask_token_id = 96;
+  c.is_causal = false;
+  DFlash2Extension e;
+  e.conv_kernel_size = 2;
+  e.conv_group_size = 4;
+  e.selector_rank = 8;
+  e.selector_top_k = 5;
+  c.dflash2 = e;
+  return c;
+}
+
 // Host data of a packed batch: documents of the given lengths, the first 3 tokens of every
 // document are prompt (loss mask 0).
 struct HostBatch {

@@ -20,6 +20,7 @@ Result<std::unique_ptr<DFlashTrainer>> DFlashTrainer::Create(const DFlashConfig&
       1, static_cast<int64_t>(std::llround(options.warmup_ratio * options.total_steps)));
   DFlashDrafterOptions o{options.max_tokens, options.anchors_per_batch, options.ce_chunk_rows,
                          options.lm_head_fp8};
+  o.selector_loss_weight = options.selector_loss_weight;
   ASSIGN_OR_RETURN(t->drafter_, DFlashDrafter::Create(config, o, alloc, stream));
   if (options.optimizer_overlap) RETURN_IF_ERROR(t->drafter_->SetOptimizerOverlap(true));
   return t;

@@ -38,6 +38,7 @@ struct DFlashTrainOptions {
   // AdamW on a second stream, overlapping the next forward (DFlashDrafter::OptimizerStep).
   bool optimizer_overlap = false;
   bool lm_head_fp8 = false;  // DFlashDrafterOptions::lm_head_fp8
+  float selector_loss_weight = 1.0f;  // DFlashDrafterOptions::selector_loss_weight (DFlash2)
 };
 
 class DFlashTrainer {

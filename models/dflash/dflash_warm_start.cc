@@ -11,6 +11,8 @@ std::string Show(int64_t v) { return std::to_string(v); }
 std::string Show(double v) { return fmt::format("{}", v); }
 std::string Show(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 std::string Show(const std::optional<int64_t>& v) { return v ? Show(*v) : "none"; }
+std::string Show(const std::optional<double>& v) { return v ? Show(*v) : "none"; }
+std::string Show(bool v) { return v ? "DFlash2DraftModel" : "DFlashDraftModel"; }
 std::string Show(const std::optional<bool>& v) {
   return v ? (*v ? "true" : "false") : "absent (the per-layer rule)";
 }
@@ -44,6 +46,19 @@ std::optional<DFlashConfigMismatch> FindDFlashConfigMismatch(const DFlashConfig&
   check("dflash_config.target_layer_ids", have.target_layer_ids, want.target_layer_ids);
   check("rope_theta", h.rope_theta, w.rope_theta);
   check("rms_norm_eps", h.rms_norm_eps, w.rms_norm_eps);
+  check("architectures", have.dflash2.has_value(), want.dflash2.has_value());
+  if (!m && have.dflash2 && want.dflash2) {
+    const DFlash2Extension &a = *have.dflash2, &b = *want.dflash2;
+    check("dflash_config.conv_kernel_size", a.conv_kernel_size, b.conv_kernel_size);
+    check("dflash_config.conv_group_size", a.conv_group_size, b.conv_group_size);
+    check("dflash_config.selector_rank", a.selector_rank, b.selector_rank);
+    check("dflash_config.selector_top_k", a.selector_top_k, b.selector_top_k);
+    check("dflash_config.output_multiplier", a.output_multiplier, b.output_multiplier);
+    check("dflash_config.final_logit_softcapping", a.final_logit_softcapping,
+          b.final_logit_softcapping);
+    check("dflash_config.input_embedding_scale", a.input_embedding_scale,
+          b.input_embedding_scale);
+  }
   return m;
 }
 

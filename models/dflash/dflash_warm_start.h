@@ -25,7 +25,9 @@ struct DFlashConfigMismatch {
 // The first field of `have` (a checkpoint's config) that differs from `want` (the drafter to
 // train) among those that shape its weights or its computation: vocab and hidden size, layer
 // count, heads, head and MLP dims, layer types, window, mask rule, block size, mask token,
-// target layers, RoPE theta, RMSNorm epsilon. std::nullopt when they all agree.
+// target layers, RoPE theta, RMSNorm epsilon, the architecture (DFlash or DFlash2) and a
+// DFlash2 drafter's convolution, selector and logit-transform keys. std::nullopt when they
+// all agree.
 std::optional<DFlashConfigMismatch> FindDFlashConfigMismatch(const DFlashConfig& have,
                                                              const DFlashConfig& want);
 

@@ -1,0 +1,165 @@
+// DFlash2 parameters on the CPU: the layout's names and shapes (z-lab's, 81 tensors for 5
+// layers), weight decay and update groups, the from-scratch init (identity convolutions,
+// zero projections, a no-op selector), and checkpoints: a bitwise round trip with the new
+// names, and a shape mismatch naming the tensor.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "models/dflash/dflash_checkpoint.h"
+#include "models/dflash/dflash_drafter.h"
+#include "models/dflash/dflash_test_util.h"
+#include "models/io/safetensors.h"
+#include "models/io/safetensors_writer.h"
+
+namespace tandem::models {
+namespace {
+
+std::map<std::string, DFlashParamSpec> ByName(const DFlashParamLayout& l) {
+  std::map<std::string, DFlashParamSpec> m;
+  for (const DFlashParamSpec& s : l.specs) m[s.name] = s;
+  return m;
+}
+
+TEST(DFlash2ParamsTest, LayoutHasZLabsNamesAndShapes) {
+  DFlashConfig c = testing::TinyDFlash2Config();
+  c.layers.num_hidden_layers = 5;
+  c.layers.layer_types.assign(5, LayerType::kFullAttention);
+  const DFlashParamLayout l = MakeDFlashParamLayout(c);
+  EXPECT_EQ(l.specs.size(), 81u);
+  const auto m = ByName(l);
+  const int64_t conv_rows = 2 * 2 * (64 / 4);
+  for (int i = 0; i < 5; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (const char* conv : {"attention_conv", "mlp_conv"}) {
+      const DFlashParamSpec& base = m.at(p + conv + ".base_kernel");
+      EXPECT_EQ(base.shape, (std::vector<int64_t>{2, 2, 64}));
+      EXPECT_TRUE(base.is_norm);  // no weight decay
+      const DFlashParamSpec& proj = m.at(p + conv + ".kernel_projection.weight");
+      EXPECT_EQ(proj.shape, (std::vector<int64_t>{conv_rows, 64}));
+      EXPECT_FALSE(proj.is_norm);
+      EXPECT_LT(proj.offset, l.matrix_count);
+    }
+  }
+  EXPECT_EQ(m.at("candidate_selector.hidden_projection.weight").shape,
+            (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(m.at("candidate_selector.predecessor_codebook").shape,
+            (std::vector<int64_t>{97, 8}));
+  EXPECT_EQ(m.at("candidate_selector.successor_codebook").shape, (std::vector<int64_t>{97, 8}));
+  for (const char* n : {"candidate_selector.hidden_projection.weight",
+                        "candidate_selector.predecessor_codebook",
+                        "candidate_selector.successor_codebook"})
+    EXPECT_LT(m.at(n).offset + m.at(n).numel(), l.matrix_count + 1) << n;
+  // The update ranges still tile the buffer once, weight decay exactly on the matrices.
+  std::vector<DFlashUpdateRange> r = DFlashUpdateRanges(l, 5);
+  std::sort(r.begin(), r.end(), [](auto& a, auto& b) { return a.lo < b.lo; });
+  int64_t at = 0;
+  for (const DFlashUpdateRange& u : r) {
+    EXPECT_EQ(u.lo, at);
+    EXPECT_EQ(u.weight_decay, u.hi <= l.matrix_count);
+    at = u.hi;
+  }
+  EXPECT_EQ(at, l.total);
+  // A DFlash config's layout is unchanged: no DFlash2 name.
+  for (const DFlashParamSpec& s : MakeDFlashParamLayout(testing::TinyDFlashConfig()).specs)
+    EXPECT_EQ(s.name.find("conv"), std::string::npos) << s.name;
+}
+
+TEST(DFlash2ParamsTest, InitStartsAsDFlashWithANoOpSelector) {
+  const DFlashConfig c = testing::TinyDFlash2Config();
+  Result<DFlashParams> p = DFlashParams::Create(c, kernels::HostAllocator(), nullptr);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->InitFromScratch(5, nullptr).ok());
+  const float* w = p->master.view().data_as<float>();
+  for (const DFlashParamSpec& s : p->layout.specs) {
+    const float* v = w + s.offset;
+    const int64_t n = s.numel();
+    if (s.name.ends_with("base_kernel")) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t tap = (i / 64) % 2;
+        ASSERT_EQ(v[i], tap == 0 ? 1.0f : 0.0f) << s.name << " " << i;
+      }
+    } else if (s.name.ends_with("kernel_projection.weight") ||
+               s.name == "candidate_selector.successor_codebook") {
+      EXPECT_TRUE(std::all_of(v, v + n, [](float x) { return x == 0.0f; })) << s.name;
+    } else if (!s.is_norm) {
+      double sq = 0;
+      for (int64_t i = 0; i < n; ++i) sq += double(v[i]) * v[i];
+      EXPECT_NEAR(std::sqrt(sq / n), 0.02, 0.006) << s.name;
+    }
+  }
+  // The views: per layer and the selector.
+  EXPECT_EQ(p->w.layers[1].attn_conv_base.dim(0), 2);
+  EXPECT_EQ(p->w.layers[1].mlp_conv_proj.dim(0), 2 * 2 * 16);
+  EXPECT_EQ(p->w.sel_pred.dim(0), 97);
+  EXPECT_EQ(p->g.sel_succ.dim(1), 8);
+}
+
+class DFlash2CheckpointTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<DFlashDrafter> NewDrafter() {
+    DFlashDrafterOptions o;
+    o.max_tokens = 32;
+    o.num_blocks = 2;
+    o.selector_loss_weight = 0.0f;  // checkpoints do not depend on it
+    auto d = DFlashDrafter::Create(testing::TinyDFlash2Config(), o, kernels::HostAllocator(),
+                                   nullptr);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? std::move(*d) : nullptr;
+  }
+  std::string dir_ = ::testing::TempDir() + "/dflash2_ckpt";
+};
+
+TEST_F(DFlash2CheckpointTest, RoundTripWithZLabNames) {
+  std::unique_ptr<DFlashDrafter> a = NewDrafter(), b = NewDrafter();
+  ASSERT_TRUE(a && b);
+  testing::RandomizeParams(a->params(), 3);
+  ASSERT_TRUE(SaveDFlashCheckpoint(dir_, *a, {7, 9}).ok());
+  Result<SafetensorsReader> r = SafetensorsReader::Open(dir_ + "/model.safetensors");
+  ASSERT_TRUE(r.ok());
+  for (const char* n : {"layers.0.attention_conv.base_kernel",
+                        "layers.1.mlp_conv.kernel_projection.weight",
+                        "candidate_selector.predecessor_codebook",
+                        "candidate_selector.successor_codebook",
+                        "candidate_selector.hidden_projection.weight"})
+    EXPECT_TRUE(r->Get(n).ok()) << n;
+  Result<DFlashConfig> saved = LoadDFlashConfig(dir_);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_EQ(saved->dflash2, testing::TinyDFlash2Config().dflash2);
+  DFlashTrainerState st;
+  ASSERT_TRUE(LoadDFlashCheckpoint(dir_, *b, &st).ok());
+  const DFlashParams &pa = a->params(), &pb = b->params();
+  EXPECT_EQ(std::memcmp(pa.master.data(), pb.master.data(), pa.layout.total * 4), 0);
+  EXPECT_EQ(std::memcmp(pa.compute.data(), pb.compute.data(), pa.layout.total * 2), 0);
+}
+
+TEST_F(DFlash2CheckpointTest, ShapeMismatchNamesTheTensor) {
+  std::unique_ptr<DFlashDrafter> a = NewDrafter();
+  ASSERT_TRUE(a);
+  testing::RandomizeParams(a->params(), 3);
+  ASSERT_TRUE(SaveDFlashCheckpoint(dir_ + "_bad", *a, {1, 1}).ok());
+  // A drafter of another selector rank reads the same file: refused naming the tensor.
+  DFlashConfig other = testing::TinyDFlash2Config();
+  other.dflash2->selector_rank = 4;
+  DFlashDrafterOptions o;
+  o.max_tokens = 32;
+  o.num_blocks = 2;
+  o.selector_loss_weight = 0.0f;
+  auto b = DFlashDrafter::Create(other, o, kernels::HostAllocator(), nullptr);
+  ASSERT_TRUE(b.ok());
+  Status st = LoadDFlashWeights(dir_ + "_bad", **b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("candidate_selector.hidden_projection.weight"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("does not match the drafter's [4, 64]"), std::string::npos)
+      << st.message();
+}
+
+}  // namespace
+}  // namespace tandem::models
