@@ -1,8 +1,8 @@
 // The DFlash job against a Qwen3-MoE target (model_type qwen3_moe) on the CPU through
 // JobRunner: random weights of a tiny MoE config train a drafter (the loss falls, the store
 // empties, the drafter's exported layers are dense); the memory bound counts every expert's
-// weights and the MoE block's buffers; precision = "fp8" is refused before any work, naming
-// the key.
+// weights and the MoE block's buffers; precision = "fp8" trains too (experts in e4m3), and
+// its bound counts the bf16 load beside the e4m3 form.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -66,12 +66,34 @@ TEST(DFlashMoeJobTest, TrainsAgainstRandomMoeWeights) {
   EXPECT_FALSE(j.contains("num_experts")) << j.dump();
 }
 
-TEST(DFlashMoeJobTest, Fp8IsRefusedNamingTheKey) {
+TEST(DFlashMoeJobTest, Fp8TrainsAndItsBoundCountsTheBf16Load) {
   const std::string dir = FreshDir("moe_fp8");
-  auto report = dflash::testing::RunJob(MoeJob(dir, 5, "precision = \"fp8\""));
-  const std::string err = !report.ok() ? report.status().ToString() : report->ToString();
-  EXPECT_NE(err.find("precision"), std::string::npos) << err;
-  EXPECT_NE(err.find("not implemented for mixture-of-experts"), std::string::npos) << err;
+  auto report = dflash::testing::RunJob(MoeJob(dir, 10, "precision = \"fp8\""));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(report->status.ok()) << report->ToString();
+  EXPECT_EQ(report->store.live_objects, 0u) << report->ToString();
+  const std::vector<double> losses = LoggedLosses(dir + "/metrics.jsonl");
+  ASSERT_FALSE(losses.empty());
+  EXPECT_TRUE(std::isfinite(losses.back()));
+
+  auto spec = ParseJobText(
+      dflash::testing::TinyJobText(MoeJob("/tmp", 1, "precision = \"fp8\"")), "moe.toml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const ConfigValue* target = nullptr;
+  for (const ActorGroupSpec& g : spec->actors)
+    if (g.name == "target") target = &g.settings;
+  ASSERT_NE(target, nullptr);
+  auto model = dflash::ParseTargetModelSpec(*target, 0);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ(model->precision, models::TargetPrecision::kFp8);
+  model->max_tokens = 1;  // a workspace far below the weights: the load is the peak
+  dflash::TargetModelSpec bf16 = *model;
+  bf16.precision = models::TargetPrecision::kBf16;
+  ASSERT_LT(dflash::TargetWeightBytes(*model), dflash::TargetWeightBytes(bf16));
+  std::string what;
+  EXPECT_EQ(dflash::TargetDeviceBytes(*model, &what),
+            dflash::TargetWeightBytes(bf16) + dflash::TargetWeightBytes(*model));
+  EXPECT_NE(what.find("while it loads"), std::string::npos) << what;
 }
 
 TEST(DFlashMoeJobTest, MemoryBoundCountsExpertsAndTheirBuffers) {

@@ -76,15 +76,27 @@ uint64_t TargetWeightBytes(const TargetModelSpec& spec) {
 }
 
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
-  // With fp8, both families' Load / Random quantize layer by layer: the load holds one bf16
-  // layer's projections beside the e4m3 model, less than the workspace allocated after.
+  // With fp8, the hybrid and the dense Qwen3 quantize layer by layer as they load: the load
+  // holds one bf16 layer's projections beside the e4m3 model, less than the workspace
+  // allocated after. A Qwen3-MoE target loads whole in bf16 and is quantized after: its
+  // peak is the bf16 model beside its e4m3 form.
   const int64_t workspace =
       spec.hybrid ? models::Qwen35Target::WorkspaceBytes(*spec.hybrid, spec.max_tokens,
                                                          /*on_cuda=*/true, spec.precision)
                   : models::Qwen3Target::WorkspaceBytes(spec.config, spec.max_tokens,
                                                         spec.precision);
+  const uint64_t steady = TargetWeightBytes(spec) + static_cast<uint64_t>(workspace);
+  if (spec.precision == models::TargetPrecision::kFp8 && !spec.hybrid && spec.config.moe) {
+    TargetModelSpec bf16 = spec;
+    bf16.precision = models::TargetPrecision::kBf16;
+    const uint64_t load = TargetWeightBytes(bf16) + TargetWeightBytes(spec);
+    if (load > steady) {
+      *what = "the target's bf16 weights beside their FP8 form while it loads";
+      return load;
+    }
+  }
   *what = "the target's weights and activation workspace";
-  return TargetWeightBytes(spec) + static_cast<uint64_t>(workspace);
+  return steady;
 }
 
 models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c) {

@@ -139,11 +139,6 @@ Result<TargetModelSpec> ParseLayers(const ConfigValue& s, const std::string& pre
                                     TargetModelSpec spec) {
   const KeyTable& k = TargetKeys();
   const int64_t n = spec.config.num_hidden_layers;
-  // FP8 runs the hybrid's MoE blocks (qwen3_5_moe); qwen3_moe targets are bf16 only.
-  if (!spec.hybrid && spec.config.moe && spec.precision == models::TargetPrecision::kFp8)
-    return InvalidArgumentError("{}: \"fp8\" is not implemented for mixture-of-experts targets "
-                                "of model_type {} (qwen3_5_moe runs it); use \"bf16\"",
-                                KeyPath(s, prefix, "precision"), spec.config.model_type);
   if (const ConfigValue* layers = s.Find("layers")) {
     for (const ConfigValue& v : layers->array()) {
       const int64_t id = *v.AsInt();

@@ -1,7 +1,9 @@
 // The FP8 form of a Qwen3 target's projections (precision = "fp8"): q/k/v/o, gate|up and
 // down of every layer as e4m3 with one fp32 scale per 128x128 block (kernels/gemm/fp8.h),
-// in one allocation on the weights' device, from the allocator they came from. Embeddings,
-// norms and the LM head stay bf16.
+// in one allocation on the weights' device, from the allocator they came from. A Qwen3-MoE
+// layer (config.IsMoeLayer) has its routed experts' gate|up and down instead
+// (kernels/moe/experts_fp8.h) and no dense gate|up or down. Embeddings, norms, the routers
+// and the LM head stay bf16.
 //
 // Made by quantizing the bf16 weights on their device (Quantize), after which the caller
 // may drop the bf16 copies (Qwen3Weights::ReleaseProjections), halving the projections'
@@ -16,6 +18,7 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/gemm/fp8.h"
+#include "kernels/moe/experts_fp8.h"
 #include "models/io/target_precision.h"
 #include "models/qwen3/qwen3_weights.h"
 #include "runtime/core/status.h"
@@ -24,6 +27,7 @@ namespace tandem::models {
 
 struct Qwen3Fp8Layer {
   kernels::Fp8BlockWeight q_proj, k_proj, v_proj, o_proj, gate_up, down_proj;
+  kernels::MoeFp8ExpertWeights experts;  // MoE layers only (gate_up, down_proj then empty)
 };
 
 class Qwen3Fp8Projections {

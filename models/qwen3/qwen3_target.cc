@@ -68,14 +68,6 @@ Status CheckPrecisionDevice(Device device, TargetPrecision precision) {
   return Status::Ok();
 }
 
-Status CheckMoePrecision(const TransformerConfig& c, TargetPrecision precision) {
-  if (c.moe && precision == TargetPrecision::kFp8)
-    return InvalidArgumentError(
-        "Qwen3Target: precision = \"fp8\" is not implemented for mixture-of-experts targets "
-        "(model_type {}); use precision = \"bf16\"", c.model_type);
-  return Status::Ok();
-}
-
 // Loads or makes the weights through `make(sink)`; with fp8 the sink quantizes each layer's
 // projections into a Qwen3Fp8Projections as they arrive.
 template <typename MakeWeights>
@@ -84,8 +76,10 @@ Result<std::unique_ptr<Qwen3Target>> BuildTarget(const TransformerConfig& config
                                                  const Qwen3TargetOptions& options,
                                                  MakeWeights make) {
   RETURN_IF_ERROR(CheckPrecisionDevice(alloc.device(), options.precision));
-  RETURN_IF_ERROR(CheckMoePrecision(config, options.precision));  // before any weight is read
-  if (options.precision != TargetPrecision::kFp8) {
+  // A MoE model's experts are not staged layer by layer: with fp8 it loads in bf16 and
+  // Create quantizes every layer, then releases the bf16 projections and experts (the load's
+  // peak is bf16 + e4m3 of the whole model).
+  if (options.precision != TargetPrecision::kFp8 || config.moe) {
     ASSIGN_OR_RETURN(Qwen3Weights weights, make(ProjectionSink()));
     return Qwen3Target::Create(std::move(weights), options);
   }
@@ -131,7 +125,6 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
           "Qwen3Target: layer {} is {}; only full_attention layers are implemented", i,
           LayerTypeName(c.layer_types[i]));
   }
-  RETURN_IF_ERROR(CheckMoePrecision(c, options.precision));
   if (c.rotary_dim > kernels::kRopeMaxRotaryDim || c.rotary_dim % 2 != 0)
     return InvalidArgumentError("Qwen3Target: rotary_dim {} unsupported (even, <= {})",
                                 c.rotary_dim, kernels::kRopeMaxRotaryDim);
@@ -144,7 +137,8 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
   t->fp8_ = std::move(fp8);
   RETURN_IF_ERROR(t->AllocateWorkspace());
   if (c.moe) {
-    ASSIGN_OR_RETURN(t->moe_, kernels::MoeLayer::Create(MoeShape(c), options.max_tokens,
+    ASSIGN_OR_RETURN(t->moe_, kernels::MoeLayer::Create(MoeShape(c, options.precision),
+                                                        options.max_tokens,
                                                         t->weights_.allocator(), options.stream));
   }
   if (options.precision == TargetPrecision::kFp8) RETURN_IF_ERROR(t->PrepareFp8());
@@ -160,9 +154,11 @@ Result<std::unique_ptr<Qwen3Target>> Qwen3Target::CreateImpl(Qwen3Weights weight
   return t;
 }
 
-kernels::MoeLayerShape Qwen3Target::MoeShape(const TransformerConfig& c) {
+kernels::MoeLayerShape Qwen3Target::MoeShape(const TransformerConfig& c,
+                                             TargetPrecision precision) {
   return {c.hidden_size, c.moe->num_experts, c.moe->num_experts_per_tok,
-          c.moe->moe_intermediate_size, 0, c.moe->norm_topk_prob};
+          c.moe->moe_intermediate_size, 0, c.moe->norm_topk_prob,
+          precision == TargetPrecision::kFp8};
 }
 
 Result<std::unique_ptr<Qwen3Target>> Qwen3Target::Load(const std::string& dir,
@@ -209,7 +205,7 @@ int64_t Qwen3Target::WorkspaceBytes(const TransformerConfig& c, int64_t max_toke
   return bf16 +
          (precision == TargetPrecision::kFp8 ? Fp8InputLayout(c, max_tokens, &code_bytes, &scales)
                                              : 0) +
-         (c.moe ? kernels::MoeLayer::WorkspaceBytes(MoeShape(c), max_tokens) : 0);
+         (c.moe ? kernels::MoeLayer::WorkspaceBytes(MoeShape(c, precision), max_tokens) : 0);
 }
 
 Status Qwen3Target::AllocateWorkspace() {

@@ -24,8 +24,9 @@
 // and SwiGLU kernels that produce them, and in one extra pass over the attention output,
 // which cuDNN writes in bf16). Embedding, norms, RoPE, attention, the residual stream and
 // the LM head stay bf16/fp32. fp8 on CUDA needs sm_90 or newer (InvalidArgument otherwise);
-// on the CPU it runs the FP8 reference kernels. fp8 is not implemented for MoE configs
-// (InvalidArgument naming `precision`).
+// on the CPU it runs the FP8 reference kernels. In a MoE layer the routed experts' GEMMs run
+// in e4m3 (kernels/moe/experts_fp8.h) while the router stays bf16; a MoE model loads in
+// bf16 and is quantized whole at Create (its load peaks at bf16 + e4m3).
 //
 // Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
 #pragma once
@@ -147,8 +148,9 @@ class Qwen3Target {
   // The MoE block's buffers and last routing (null for a dense model): after a Forward that
   // ran layer L last among MoE layers, moe()->topk_ids(T) holds that layer's choices.
   const kernels::MoeLayer* moe() const { return moe_.get(); }
-  // The MoE block shape of `c` (REQUIRES c.moe).
-  static kernels::MoeLayerShape MoeShape(const TransformerConfig& c);
+  // The MoE block shape of `c` at `precision` (REQUIRES c.moe).
+  static kernels::MoeLayerShape MoeShape(const TransformerConfig& c,
+                                         TargetPrecision precision = TargetPrecision::kBf16);
   // Bytes of parameters on the device: the weights plus, with fp8, the e4m3 projections.
   int64_t weight_bytes() const { return weights_.nbytes() + fp8_.nbytes(); }
 

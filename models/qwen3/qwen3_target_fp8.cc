@@ -5,6 +5,7 @@
 #include "kernels/gemm/fp8.h"
 #include "kernels/mlp/swiglu.h"
 #include "kernels/mlp/swiglu_fp8.h"
+#include "kernels/norm/rmsnorm.h"
 #include "kernels/norm/rmsnorm_fp8.h"
 #include "models/qwen3/qwen3_target.h"
 
@@ -75,7 +76,14 @@ Status Qwen3Target::LayerFp8(size_t index, const PackedBatch& batch, int64_t t, 
   RETURN_IF_ERROR(kernels::QuantizeFp8Activation(rows(act_.attn), xa, s));
   RETURN_IF_ERROR(kernels::Fp8Gemm(g, xa, f.o_proj, padded(act_.hidden), residual, s));
 
-  // MLP block.
+  // MLP block. A MoE block takes the bf16 norm (its router and row gather).
+  if (!w.moe.router.empty()) {
+    const TensorView normed = rows(act_.normed);
+    RETURN_IF_ERROR(kernels::RmsNormForward(normed, {}, hidden, w.post_norm, eps, s));
+    kernels::MoeLayerWeights m = w.moe;
+    m.experts8 = f.experts;
+    return moe_->Forward(g, m, normed, hidden, s);
+  }
   RETURN_IF_ERROR(kernels::RmsNormFp8Forward(xh, hidden, w.post_norm, eps, s));
   const TensorView gate_up = padded(act_.gate_up);
   RETURN_IF_ERROR(kernels::Fp8Gemm(g, xh, f.gate_up, gate_up, linear, s));

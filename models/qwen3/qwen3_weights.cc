@@ -182,7 +182,7 @@ Status Qwen3Weights::ReleaseProjections(Stream stream) {
   std::vector<TensorView*> keep = {&embed_, &final_norm_};
   if (!config_.tie_word_embeddings) keep.push_back(&lm_head_);
   for (Qwen3LayerWeights& l : layers_)
-    for (TensorView* v : {&l.input_norm, &l.q_norm, &l.k_norm, &l.post_norm})
+    for (TensorView* v : {&l.input_norm, &l.q_norm, &l.k_norm, &l.post_norm, &l.moe.router})
       if (!v->empty()) keep.push_back(v);
   int64_t total = 0;
   for (const TensorView* v : keep) total = AlignUp(total, kParamAlignment) + v->nbytes();
@@ -198,8 +198,10 @@ Status Qwen3Weights::ReleaseProjections(Stream stream) {
     offset += v->nbytes();
   }
   if (config_.tie_word_embeddings) lm_head_ = embed_;
-  for (Qwen3LayerWeights& l : layers_)
+  for (Qwen3LayerWeights& l : layers_) {
     l.q_proj = l.k_proj = l.v_proj = l.o_proj = l.gate_up = l.down_proj = TensorView();
+    l.moe.experts = kernels::MoeExpertWeights();
+  }
   by_name_.clear();  // only Load uses it
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   storage_ = std::move(fresh);

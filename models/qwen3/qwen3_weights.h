@@ -82,9 +82,10 @@ class Qwen3Weights {
                                      uint64_t seed, kernels::Stream stream, float scale = 1.f,
                                      const ProjectionSink& sink = {});
 
-  // Drops the bf16 q/k/v/o, gate|up and down weights (after an FP8 copy was made of them:
-  // models/qwen3/qwen3_fp8.h): the remaining parameters move to a new, smaller allocation
-  // and the layers' projection views become empty. Returns once the copies are done.
+  // Drops the bf16 q/k/v/o, gate|up and down weights and a MoE layer's experts (after an FP8
+  // copy was made of them: models/qwen3/qwen3_fp8.h); routers stay. The remaining parameters
+  // move to a new, smaller allocation and the layers' projection views become empty.
+  // Returns once the copies are done.
   Status ReleaseProjections(kernels::Stream stream);
   bool has_projections() const { return layers_.empty() || !layers_[0].q_proj.empty(); }
 
