@@ -47,6 +47,15 @@ std::vector<double> LoggedLosses(const std::string& metrics_file) {
   return out;
 }
 
+// The target's model spec as the job `job` declares it.
+Result<dflash::TargetModelSpec> TargetSpecOf(const dflash::testing::TinyJob& job) {
+  ASSIGN_OR_RETURN(const JobSpec spec,
+                   ParseJobText(dflash::testing::TinyJobText(job), "moe.toml"));
+  for (const ActorGroupSpec& g : spec.actors)
+    if (g.name == "target") return dflash::ParseTargetModelSpec(g.settings, 0);
+  return NotFoundError("moe.toml: no actor group named target");
+}
+
 TEST(DFlashMoeJobTest, TrainsAgainstRandomMoeWeights) {
   const std::string dir = FreshDir("moe_train");
   auto report = dflash::testing::RunJob(MoeJob(dir, 60));
@@ -76,14 +85,7 @@ TEST(DFlashMoeJobTest, Fp8TrainsAndItsBoundCountsTheBf16Load) {
   ASSERT_FALSE(losses.empty());
   EXPECT_TRUE(std::isfinite(losses.back()));
 
-  auto spec = ParseJobText(
-      dflash::testing::TinyJobText(MoeJob("/tmp", 1, "precision = \"fp8\"")), "moe.toml");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  const ConfigValue* target = nullptr;
-  for (const ActorGroupSpec& g : spec->actors)
-    if (g.name == "target") target = &g.settings;
-  ASSERT_NE(target, nullptr);
-  auto model = dflash::ParseTargetModelSpec(*target, 0);
+  auto model = TargetSpecOf(MoeJob("/tmp", 1, "precision = \"fp8\""));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_EQ(model->precision, models::TargetPrecision::kFp8);
   model->max_tokens = 1;  // a workspace far below the weights: the load is the peak
@@ -97,13 +99,7 @@ TEST(DFlashMoeJobTest, Fp8TrainsAndItsBoundCountsTheBf16Load) {
 }
 
 TEST(DFlashMoeJobTest, MemoryBoundCountsExpertsAndTheirBuffers) {
-  auto spec = ParseJobText(dflash::testing::TinyJobText(MoeJob("/tmp", 1)), "moe.toml");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  const ConfigValue* target = nullptr;
-  for (const ActorGroupSpec& g : spec->actors)
-    if (g.name == "target") target = &g.settings;
-  ASSERT_NE(target, nullptr);
-  auto model = dflash::ParseTargetModelSpec(*target, 0);
+  auto model = TargetSpecOf(MoeJob("/tmp", 1));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_TRUE(model->config.moe.has_value());
   const models::TransformerConfig& c = model->config;

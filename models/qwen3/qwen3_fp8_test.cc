@@ -49,18 +49,9 @@ TEST(Qwen3Fp8Test, Fp8ForwardTracksBf16) {
   testing::HostBatch b = testing::MakeBatch({5, 11, 1, 6}, cfg.vocab_size, 3);  // 23 tokens
   const auto want = RunCaptures(**bf, b);
   const auto got = RunCaptures(**f8, b);
-  const int64_t h = cfg.hidden_size, t = static_cast<int64_t>(b.ids.size());
   for (int l = 0; l < 3; ++l) {
-    double err = 0, ref = 0, min_cos = 1;
-    for (int64_t r = 0; r < t; ++r) {
-      double dot = 0, gg = 0, ww = 0;
-      for (int64_t c = 0; c < h; ++c) {
-        const double g = got[l][r * h + c].f(), x = want[l][r * h + c].f();
-        dot += g * x, gg += g * g, ww += x * x, err += (g - x) * (g - x), ref += x * x;
-      }
-      min_cos = std::min(min_cos, dot / std::sqrt(gg * ww));
-    }
-    const double rel = std::sqrt(err / ref);
+    double rel = 0, min_cos = 0;
+    testing::RelL2AndMinCos(got[l], want[l], cfg.hidden_size, &rel, &min_cos);
     // e4m3 keeps 3 mantissa bits (2^-4 relative per element, averaging down over K); over
     // three layers the captures stay within a few percent of bf16. A forward that ignored
     // the fp8 path would give rel == 0.

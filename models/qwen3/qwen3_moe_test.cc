@@ -151,22 +151,6 @@ TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
 
 }
 
-// Relative L2 error and the smallest per-row cosine of `got` against `want` ([t, h] rows).
-void Compare(const std::vector<bf16>& got, const std::vector<bf16>& want, int64_t h,
-             double* rel, double* min_cos) {
-  double err = 0, ref = 0;
-  *min_cos = 1;
-  for (size_t r = 0; r * h < got.size(); ++r) {
-    double dot = 0, gg = 0, ww = 0;
-    for (int64_t c = 0; c < h; ++c) {
-      const double g = got[r * h + c].f(), x = want[r * h + c].f();
-      dot += g * x, gg += g * g, ww += x * x, err += (g - x) * (g - x), ref += x * x;
-    }
-    *min_cos = std::min(*min_cos, dot / std::sqrt(gg * ww));
-  }
-  *rel = std::sqrt(err / ref);
-}
-
 // precision = "fp8": the attention projections, the dense layer's MLP and the routed experts
 // in e4m3; the model loads in bf16 and is quantized at Create, so the bf16 projections and
 // experts are gone afterwards while the routers stay.
@@ -194,7 +178,7 @@ TEST(Qwen3MoeTargetTest, Fp8ForwardTracksBf16) {
   const auto got = RunAll(**f8, b, &got_logits);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     double rel = 0, min_cos = 0;
-    Compare(got[l], want[l], cfg.hidden_size, &rel, &min_cos);
+    testing::RelL2AndMinCos(got[l], want[l], cfg.hidden_size, &rel, &min_cos);
     // e4m3 keeps 3 mantissa bits; over three layers the captures stay within a few percent
     // of bf16 (as for the dense target). A forward that skipped the fp8 path gives rel == 0.
     EXPECT_GT(rel, 1e-4) << "layer " << l;

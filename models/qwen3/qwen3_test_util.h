@@ -5,6 +5,7 @@
 // Test-only; not part of the library.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -48,6 +49,24 @@ inline double RelL2(const std::vector<double>& got, const std::vector<double>& w
     den += want[i] * want[i];
   }
   return std::sqrt(num / den);
+}
+
+// The relative L2 error of `got` against `want` (rows of h) and the smallest per-row cosine:
+// how the FP8 forward is compared with the bf16 one.
+inline void RelL2AndMinCos(const std::vector<kernels::bf16>& got,
+                           const std::vector<kernels::bf16>& want, int64_t h, double* rel,
+                           double* min_cos) {
+  double err = 0, ref = 0;
+  *min_cos = 1;
+  for (size_t r = 0; r * h < got.size(); ++r) {
+    double dot = 0, gg = 0, ww = 0;
+    for (int64_t c = 0; c < h; ++c) {
+      const double g = got[r * h + c].f(), x = want[r * h + c].f();
+      dot += g * x, gg += g * g, ww += x * x, err += (g - x) * (g - x), ref += x * x;
+    }
+    *min_cos = std::min(*min_cos, dot / std::sqrt(gg * ww));
+  }
+  *rel = std::sqrt(err / ref);
 }
 
 inline double Rms(const std::vector<double>& v) {
