@@ -11,17 +11,10 @@
 #include <unordered_map>
 
 #include "kernels/core/cuda_check.h"
+#include "kernels/gemm/cublas_check.h"
 #include "kernels/gemm/fp8.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/core/thread_annotations.h"
-
-#define CUBLASLT_RETURN_IF_ERROR(expr)                                                   \
-  do {                                                                                   \
-    cublasStatus_t _s = (expr);                                                          \
-    if (_s != CUBLAS_STATUS_SUCCESS)                                                     \
-      return ::tandem::CudaError("{}:{}: {}: {}", __FILE__, __LINE__, #expr,             \
-                                 cublasLtGetStatusString(_s));                           \
-  } while (0)
 
 namespace tandem::kernels {
 namespace {
@@ -107,20 +100,20 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
   if (it != plans.end()) return it->second.get();
 
   auto plan = std::make_unique<GemmPlan>();
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // cuBLASLt A = our B, cuBLASLt B = our A (see the file comment).
   cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   if (key.has_bias) {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     cudaDataType_t bias_type = LtType(key.c_type);
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // Column-major layouts of the stored buffers: a row-major [r, c] view with row stride ld
@@ -132,45 +125,45 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
     // cuBLASLt's A is our weight (128x128 blocks), its B our activation (1x128 groups).
     int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
     if (fp8_scales == nullptr) return InternalError("Gemm: an FP8 plan needs its scale pointers");
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &fp8_scales[0], sizeof(void*)));
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &fp8_scales[1], sizeof(void*)));
   }
-  CUBLASLT_RETURN_IF_ERROR(
+  CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->la, in_type, b_rows, b_cols, key.ldb));
-  CUBLASLT_RETURN_IF_ERROR(
+  CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->lb, in_type, a_rows, a_cols, key.lda));
-  CUBLASLT_RETURN_IF_ERROR(
+  CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->lc, LtType(key.c_type), key.n, key.m, key.ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
   struct PrefGuard {
     cublasLtMatmulPreference_t p;
     ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
   } guard{pref};
   uint64_t ws = workspace_bytes;
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   uint32_t align_la = key.align_b, align_lb = key.align_a, align_c = key.align_c;
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_la, sizeof(align_la)));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_lb, sizeof(align_lb)));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
       handle, plan->desc, plan->la, plan->lb, plan->lc, plan->lc, pref, 1, &result, &found));
   if (found == 0)
     return CudaError("Gemm: cuBLASLt has no algorithm for M={} N={} K={} trans_a={} trans_b={} "
@@ -196,7 +189,7 @@ Result<std::unique_ptr<GemmContext>> GemmContext::Create(int device, size_t work
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
+  CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&impl->handle));
   if (workspace_bytes > 0) CUDA_RETURN_IF_ERROR(cudaMalloc(&impl->workspace, workspace_bytes));
   impl->workspace_bytes = workspace_bytes;
   return std::unique_ptr<GemmContext>(new GemmContext(std::move(impl)));
@@ -223,10 +216,10 @@ Status Gemm(GemmContext* ctx, const TensorView& a, const TensorView& b, const Te
   if (!opt.bias.empty()) {
     bias_lock.lock();
     const void* bias_ptr = opt.bias.data();
-    CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   }
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, b.data(),
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, b.data(),
                                           plan->la, a.data(), plan->lb, &opt.beta, c.data(),
                                           plan->lc, c.data(), plan->lc, &plan->algo,
                                           impl->workspace, impl->workspace_bytes, s));
@@ -266,11 +259,11 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
   ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key, scales));
   // The scale pointers live in the descriptor: hold the plan from setting them to launch.
   std::lock_guard<std::mutex> lock(plan->mu);
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
-  CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, w.data.data(),
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, w.data.data(),
                                           plan->la, a.data.data(), plan->lb, &opt.beta, c.data(),
                                           plan->lc, c.data(), plan->lc, &plan->algo,
                                           impl->workspace, impl->workspace_bytes, s));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/core/cuda_check.h"
+#include "kernels/gemm/cublas_check.h"
 #include "kernels/mlp/swiglu.h"
 #include "kernels/moe/experts_internal.h"
 
@@ -22,14 +23,6 @@ MoeExperts::Impl::~Impl() {
 
 namespace internal {
 namespace {
-
-#define CUBLAS_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                   \
-    cublasStatus_t _s = (expr);                                                          \
-    if (_s != CUBLAS_STATUS_SUCCESS)                                                     \
-      return ::tandem::CudaError("{}:{}: {}: {}", __FILE__, __LINE__, #expr,             \
-                                 cublasGetStatusString(_s));                             \
-  } while (0)
 
 // One projection of every expert with tokens: out[rows of e] = in[rows of e] weight[e]^T.
 struct GroupedProjection {
