@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <vector>
 
 #ifdef TANDEM_HAVE_CUDA
@@ -18,8 +19,22 @@
 
 namespace tandem::bench {
 
-nlohmann::json RunPeer(const std::string& script, const std::string& args,
+namespace {
+
+// The peer script: `built` if it exists, else bench/NAME of the checkout the bench runs in.
+std::string PeerScript(const std::string& built) {
+  if (std::filesystem::exists(built)) return built;
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  const std::filesystem::path moved = std::filesystem::path(root != nullptr ? root : ".") /
+                                      "bench" / std::filesystem::path(built).filename();
+  return std::filesystem::exists(moved) ? moved.string() : built;
+}
+
+}  // namespace
+
+nlohmann::json RunPeer(const std::string& built_script, const std::string& args,
                        const std::string& modules) {
+  const std::string script = PeerScript(built_script);
   // A peer that uses torch must see a CUDA device; others (e.g. HF tokenizers) only import.
   const bool torch = modules.find("torch") != std::string::npos;
   const std::string probe = "python3 -c 'import " + modules + ", sys" +

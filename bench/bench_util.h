@@ -21,7 +21,10 @@
 namespace tandem::bench {
 
 // Runs `python3 SCRIPT ARGS` when python3 can `import MODULES` (e.g. "torch, transformers")
-// and torch sees a CUDA device, echoing the command. Returns the JSON object on the last
+// and torch sees a CUDA device, echoing the command. SCRIPT is the peer's path in the source
+// tree the bench was built from; where that tree is absent (the binary copied to a GPU host
+// with a checkout elsewhere), bench/NAME under $TANDEM_SOURCE_DIR, else under the current
+// directory, is run instead. Returns the JSON object on the last
 // stdout line that starts with '{' (the peers print one such line last), or an empty json
 // when the peer is unavailable, exits non-zero or prints no JSON; each case says so on stdout.
 nlohmann::json RunPeer(const std::string& script, const std::string& args,

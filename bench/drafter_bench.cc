@@ -14,6 +14,8 @@
 // two priorities), interleaved with the serial order, each against the GEMM floor.
 // With a second argument `stages`, it then times 3 more steps stage by stage (CUDA events
 // between the drafter's stages) and prints where a step's time goes.
+// With `--type=dflash2` it trains the DFlash2 drafter of the same shape instead
+// (drafter_bench_dflash2.h) against the peer's DFlash2 step, and prints the selector's numbers.
 // With `--lm-head=fp8` it first compares one step's loss and gradient with the FP8 LM head
 // (lm_head_precision = "fp8") against the bf16 head's on the same inputs and parameters
 // (relative errors), then times tandem with the FP8 head too, next to the same peer run (bar
@@ -33,6 +35,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/drafter_bench_dflash2.h"
 #include "bench/target_bench.h"
 #include "bench/gpu_power.h"
 #include "kernels/core/device_pools.h"
@@ -96,7 +99,8 @@ double StepGemmFlops(const models::DFlashConfig& c, int64_t rows, int64_t ctx, i
                        2.0 * rows * q * h + 2.0 * rows * h * 3 * inter;
   const double fc = 2.0 * ctx * (static_cast<double>(c.target_layer_ids.size()) * h) * h;
   const double lm_head = 2.0 * loss_rows * h * t.vocab_size;
-  return 3 * t.num_hidden_layers * layer + 2 * fc + 2 * lm_head;
+  return 3 * t.num_hidden_layers * layer + 2 * fc + 2 * lm_head +
+         DFlash2ExtraGemmFlops(c, rows, loss_rows);
 }
 
 // Times `steps` steps stage by stage and prints the mean ms of each stage kind, in total and
@@ -300,6 +304,7 @@ Status Run(const DrafterShape& shape, int steps, bool stages, bool lm_head_fp8,
                    TimeMs(nullptr, steps, 0, [&] { return trainer->Step(head, meta, ctx_views); }));
   std::printf("tandem steps: %s\n",
               power.ok() ? (*power)->Stop().ToString().c_str() : power.status().ToString().c_str());
+  RETURN_IF_ERROR(PrintSelector(trainer->drafter()));
   const int64_t peak = pool->stats().high_water_in_use;
   out->act_gib = static_cast<double>(peak - inputs_bytes - state_bytes) / (1 << 30);
   out->state_gib = static_cast<double>(state_bytes) / (1 << 30);
@@ -354,7 +359,7 @@ Status Run(const DrafterShape& shape, int steps, bool stages, bool lm_head_fp8,
 
 int RunDrafter(const std::vector<std::string>& args) {
   int steps = 10;
-  bool stages = false, peer_wanted = true, fp8 = false;
+  bool stages = false, peer_wanted = true, fp8 = false, dflash2 = false;
   DrafterShape shape = Shape8b();
   for (const std::string& a : args) {
     if (a == "--shape=8b" || a == "--shape=27b") {
@@ -363,16 +368,24 @@ int RunDrafter(const std::vector<std::string>& args) {
       stages = true;
     } else if (a == "--no-peer") {
       peer_wanted = false;
+    } else if (a == "--type=dflash" || a == "--type=dflash2") {
+      dflash2 = a == "--type=dflash2";
     } else if (a == "--lm-head=fp8" || a == "--lm-head=bf16") {
       fp8 = a == "--lm-head=fp8";
     } else if (std::atoi(a.c_str()) > 0) {
       steps = std::atoi(a.c_str());
     } else {
       std::printf("drafter: unknown argument \"%s\" (usage: [steps] [stages] [--no-peer] "
-                  "[--lm-head=fp8] [--shape=8b|27b])\n", a.c_str());
+                  "[--lm-head=fp8] [--shape=8b|27b] [--type=dflash|dflash2])\n", a.c_str());
       return 1;
     }
   }
+  if (dflash2 && fp8) {
+    std::printf("drafter: --lm-head=fp8 runs no logit transform or top-k, which a DFlash2 "
+                "drafter's selector needs; use --type=dflash2 with the bf16 head\n");
+    return 1;
+  }
+  if (dflash2) MakeDFlash2Config(&shape.config);
   if (kernels::CudaDeviceCount() == 0) {
     std::printf("drafter: no CUDA device\n");
     return 1;
@@ -384,8 +397,9 @@ int RunDrafter(const std::vector<std::string>& args) {
     if (s.ok()) s = Run(shape, steps, false, true, &r8);
     if (s.ok()) std::printf("tandem with the FP8 LM head: %.2f ms a step\n", r8.step_ms);
   }
-  std::printf("drafter shape %s: hidden %lld, %lld/%lld heads of %lld, MLP %lld, vocab %lld\n",
-              shape.name.c_str(), static_cast<long long>(shape.hidden()),
+  std::printf("%s drafter shape %s: hidden %lld, %lld/%lld heads of %lld, MLP %lld, vocab %lld\n",
+              dflash2 ? "DFlash2" : "DFlash", shape.name.c_str(),
+              static_cast<long long>(shape.hidden()),
               static_cast<long long>(shape.config.layers.num_attention_heads),
               static_cast<long long>(shape.config.layers.num_key_value_heads),
               static_cast<long long>(shape.config.layers.head_dim),
@@ -398,7 +412,9 @@ int RunDrafter(const std::vector<std::string>& args) {
   }
   const nlohmann::json peer =
       peer_wanted ? RunPeer(TANDEM_DRAFTER_PEER,
-                            fmt::format("--steps {} --shape {}", steps, shape.name), "torch")
+                            fmt::format("--steps {} --shape {} --type {}", steps, shape.name,
+                                        dflash2 ? "dflash2" : "dflash"),
+                            "torch")
                   : nlohmann::json();
   auto num = [&](const char* k) { return PeerNumber(peer, k); };
   const double pms = num("step_ms"), pact = num("act_gib");
@@ -439,7 +455,7 @@ int RunDrafter(const std::vector<std::string>& args) {
 TANDEM_BENCH("drafter", "step",
              "DFlash drafter training step, Qwen3-8B shape or --shape=27b (args: steps, default "
              "10; `stages` for a per-stage GPU time breakdown; --no-peer; --lm-head=fp8 adds the "
-             "FP8 LM head)",
+             "FP8 LM head; --type=dflash2 trains the DFlash2 drafter)",
              RunDrafter);
 
 }  // namespace tandem::bench
