@@ -52,3 +52,6 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/dflash/checkpoint/checkpoint.cmake)
 # A HiddenBatch across nodes: its wire codec, without the actors archive.
 tandem_add_test(hidden_batch_wire_test SOURCES dflash/hidden_batch_wire_test.cc
                 LIBS tandem::transfer tandem::corpus)
+# The drafter's metrics line and train record, DFlash2's selector numbers included.
+tandem_add_test(drafter_metrics_test SOURCES dflash/drafter_metrics_test.cc
+                LIBS tandem::actors_whole)

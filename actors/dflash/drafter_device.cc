@@ -48,6 +48,12 @@ class CpuDrafterDevice final : public DrafterDevice {
     std::memcpy(m.grad_stats, d.grad_stats().data_as<float>(), sizeof(m.grad_stats));
     const uint8_t* c = d.correct().data_as<uint8_t>();
     m.correct.assign(c, c + d.correct().numel());
+    if (!d.selector_loss().empty()) {
+      m.has_selector = true;
+      m.selector_loss = *d.selector_loss().data_as<float>();
+      std::memcpy(m.selector_stats, d.selector_stats().data(), sizeof(m.selector_stats));
+      m.loss_rows = d.loss_rows();
+    }
     return m;
   }
   Status Synchronize() override { return Status::Ok(); }
@@ -174,6 +180,16 @@ class CudaDrafterDevice final : public DrafterDevice {
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.correct.data(), d.correct().data(),
                                          m.correct.size(), cudaMemcpyDeviceToHost,
                                          compute_.get()));
+    if (!d.selector_loss().empty()) {
+      m.has_selector = true;
+      m.loss_rows = d.loss_rows();
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&m.selector_loss, d.selector_loss().data(),
+                                           sizeof(float), cudaMemcpyDeviceToHost,
+                                           compute_.get()));
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.selector_stats, d.selector_stats().data(),
+                                           sizeof(m.selector_stats), cudaMemcpyDeviceToHost,
+                                           compute_.get()));
+    }
     RETURN_IF_ERROR(compute_.Synchronize());
     return m;
   }

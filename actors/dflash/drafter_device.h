@@ -38,6 +38,12 @@ struct StepMetrics {
   float loss = 0;
   float grad_stats[4] = {};     // kernels/optim/adamw_types.h layout
   std::vector<uint8_t> correct; // [rows]
+  // DFlash2 only (has_selector): DFlashDrafter::selector_loss() and selector_stats()
+  // {covered, correct}, and the step's loss rows (DFlashDrafter::loss_rows()).
+  bool has_selector = false;
+  float selector_loss = 0;
+  int32_t selector_stats[2] = {};
+  int64_t loss_rows = 0;
 };
 
 class DrafterDevice {

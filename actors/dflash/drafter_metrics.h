@@ -1,6 +1,7 @@
 // DrafterMetricsLog: the drafter's periodic metrics (every `log_every` steps): loss,
 // accuracy and tau (models/dflash/dflash_metrics.h) of the last step, grad norm, learning
-// rate and tokens/s, logged as one JSON object and recorded in the job's JobMetrics (which
+// rate and tokens/s, and for a DFlash2 drafter its selector's loss, candidate recall and
+// accuracy (SelectorOf), logged as one JSON object and recorded in the job's JobMetrics (which
 // writes the metrics file, docs/metrics.md). Remembers the first and last loss it saw for
 // the run's summary.
 //
@@ -15,6 +16,10 @@
 #include "runtime/job/job_metrics.h"
 
 namespace tandem::dflash {
+
+// The selector's numbers of `m` (inactive without a selector): recall = covered / loss
+// rows, accuracy = correct / covered, each 0 when its denominator is.
+SelectorMetrics SelectorOf(const StepMetrics& m);
 
 class DrafterMetricsLog {
  public:

@@ -127,10 +127,6 @@ Status CheckDFlash2Keys(const ConfigValue& section, const std::string& prefix,
     return InvalidArgumentError("{}: training eval does not propose with the DFlash2 "
                                 "candidate selector yet; drop the eval table for "
                                 "drafter_type = \"dflash2\"", at("eval"));
-  if (s.lm_head_fp8)
-    return InvalidArgumentError("{}: \"fp8\" does not apply DFlash2's logit transform and "
-                                "top-k; use \"bf16\" with drafter_type = \"dflash2\"",
-                                at("lm_head_precision"));
   return Status::Ok();
 }
 

@@ -2,7 +2,8 @@
 // GPU without FP8 tensor cores are refused when the job is validated (JobRunner::Check,
 // which Run calls first), with an error naming the key and the GPU, not later at the first
 // FP8 GEMM; on sm_90 and with bf16 the same job validates. And the tiny CPU job trains with
-// the FP8 LM head (CPU reference kernels) along the bf16 head's loss curve.
+// the FP8 LM head (CPU reference kernels) along the bf16 head's loss curve, with a DFlash
+// drafter and with a DFlash2 one.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -74,7 +75,9 @@ TEST(Fp8ValidationTest, Fp8LmHeadBelowSm90IsRefusedAtValidation) {
   EXPECT_NE(bad_st.ToString().find("lm_head_precision"), std::string::npos) << bad_st.ToString();
 }
 
-std::vector<double> TrainLosses(const std::string& name, const std::string& drafter_extra) {
+// The logged losses of a 60-step tiny job; `metrics` (optional) gets its metrics file.
+std::vector<double> TrainLosses(const std::string& name, const std::string& drafter_extra,
+                                std::string* metrics = nullptr) {
   const std::string dir = testing::FreshDir(name);
   auto report = testing::RunJob(
       {.name = name,
@@ -89,8 +92,10 @@ std::vector<double> TrainLosses(const std::string& name, const std::string& draf
   std::ifstream f(dir + "/metrics.jsonl");
   std::string line;
   const std::regex re("\"loss\": ([0-9.eE+-]+)");
-  for (std::smatch m; std::getline(f, line);)
+  for (std::smatch m; std::getline(f, line);) {
+    if (metrics != nullptr) *metrics += line + "\n";
     if (std::regex_search(line, m, re)) out.push_back(std::stod(m[1]));
+  }
   return out;
 }
 
@@ -105,6 +110,24 @@ TEST(Fp8LmHeadJobTest, TinyJobTrainsAlongTheBf16Curve) {
     EXPECT_NEAR(fp8[i], bf16[i], 0.05 * bf16[i]) << "log " << i;
   EXPECT_NE(fp8, bf16) << "the FP8 head made no difference at all: did it run?";
   EXPECT_LT(fp8.back(), 0.9 * fp8.front()) << fmt::format("{}", fmt::join(fp8, " "));
+}
+
+// A DFlash2 drafter with the FP8 LM head: the transform and the selector's candidates come
+// from the FP8 logits; the curve follows the bf16 head's, and the selector's numbers reach the
+// metrics file.
+TEST(Fp8LmHeadJobTest, DFlash2TrainsWithTheFp8Head) {
+  const std::string d2 = "drafter_type = \"dflash2\"\nfinal_logit_softcapping = 30.0\n";
+  const std::vector<double> bf16 = TrainLosses("d2_bf16", d2);
+  std::string metrics;
+  const std::vector<double> fp8 =
+      TrainLosses("d2_fp8", d2 + "lm_head_precision = \"fp8\"\n", &metrics);
+  ASSERT_EQ(bf16.size(), 6u);
+  ASSERT_EQ(fp8.size(), bf16.size());
+  for (size_t i = 0; i < bf16.size(); ++i)
+    EXPECT_NEAR(fp8[i], bf16[i], 0.05 * bf16[i]) << "log " << i;
+  EXPECT_NE(fp8, bf16) << "the FP8 head made no difference at all: did it run?";
+  EXPECT_LT(fp8.back(), 0.9 * fp8.front()) << fmt::format("{}", fmt::join(fp8, " "));
+  EXPECT_NE(metrics.find("\"cand_recall\": "), std::string::npos) << metrics.substr(0, 2000);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/gemm/gemm.h"
 #include "kernels/core/tensor.h"
@@ -84,6 +85,10 @@ Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const Tens
                           int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform = {});
 
 namespace internal {
+// Row r's top-k of the transformed logits z [V] into out.topk_ids / topk_values (decreasing,
+// ties by lower id), as the kernels order them; `order` is scratch of V ids. CPU references.
+void WriteRowTopK(const float* z, int64_t vocab, int64_t k, int64_t r,
+                  const LmHeadCeOutputs& out, std::vector<int32_t>* order);
 // The checks of everything but the weight (hidden, targets, row weights, outputs) against a
 // vocabulary of `vocab`; returns R and H. Shared with the FP8 LM head (lm_head_ce_fp8.h).
 Status CheckLmHeadCeRows(const char* op, const TensorView& hidden, int64_t vocab,

@@ -95,13 +95,10 @@ Status LmHeadCrossEntropy(GemmContext* ctx, const TensorView& hidden, const Tens
                                   chunk_rows, s, transform);
 }
 
-namespace cpu {
-namespace {
-
-// Row r's top-k of z [V] into out.topk_ids / topk_values (decreasing, ties by lower id).
-void WriteTopK(const std::vector<float>& z, int64_t k, int64_t r, const LmHeadCeOutputs& out,
-               std::vector<int32_t>* order) {
+void internal::WriteRowTopK(const float* z, int64_t vocab, int64_t k, int64_t r,
+                            const LmHeadCeOutputs& out, std::vector<int32_t>* order) {
   auto key = [&](int32_t j) { return kernels::internal::TopKKey(std::bit_cast<uint32_t>(z[j])); };
+  order->resize(static_cast<size_t>(vocab));
   std::iota(order->begin(), order->end(), 0);
   std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
     return key(a) > key(b) || (key(a) == key(b) && a < b);
@@ -112,7 +109,7 @@ void WriteTopK(const std::vector<float>& z, int64_t k, int64_t r, const LmHeadCe
   }
 }
 
-}  // namespace
+namespace cpu {
 
 Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorView& weight,
                           const TensorView& targets, const TensorView& row_weights,
@@ -154,7 +151,7 @@ Status LmHeadCrossEntropy(GemmContext*, const TensorView& hidden, const TensorVi
       logits[j] = z;
       if (z > logits[best]) best = static_cast<int32_t>(j);
     }
-    if (k > 0) WriteTopK(logits, k, r, out, &order);
+    if (k > 0) internal::WriteRowTopK(logits.data(), v, k, r, out, &order);
     double mx = logits[best], sum = 0;
     for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(logits[j]) - mx);
     const double lse = mx + std::log(sum);

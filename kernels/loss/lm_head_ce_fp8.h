@@ -16,8 +16,10 @@
 // float64, with the device's rounding points (logits and g in bf16, both quantized the same
 // way), so the CUDA version can be checked against it on any shape.
 //
-// No logit transform (LmHeadCeTransform: the FP8 functions take none, the logits are used as
-// they come) and no top-k: non-empty topk_ids / topk_values are refused with InvalidArgument.
+// The logit transform and top-k as LmHeadCrossEntropy has them (DFlash2's output multiplier,
+// soft cap and candidates): z = T(logits) is taken of the bf16 logits of the FP8 GEMM; loss,
+// argmax, correct and the top-k are of z; g is multiplied by dz/dlogit in float before its
+// bf16 rounding and e4m3 quantization.
 //
 // CUDA REQUIRES sm_90 (FP8 tensor cores) and H, V multiples of 16 (cuBLASLt FP8); rows may
 // be any number (padded to 4 inside). Everything stays on the device: no host sync, no
@@ -67,27 +69,31 @@ namespace cpu {
 Status LmHeadCrossEntropyFp8(GemmContext* ctx, const TensorView& hidden, const Fp8LmHead& head,
                              const TensorView& targets, const TensorView& row_weights,
                              const LmHeadCeOutputs& out, const TensorView& workspace,
-                             int64_t chunk_rows, Stream s);
+                             int64_t chunk_rows, Stream s,
+                             const LmHeadCeTransform& transform = {});
 }  // namespace cpu
 
 namespace cuda {
 Status LmHeadCrossEntropyFp8(GemmContext* ctx, const TensorView& hidden, const Fp8LmHead& head,
                              const TensorView& targets, const TensorView& row_weights,
                              const LmHeadCeOutputs& out, const TensorView& workspace,
-                             int64_t chunk_rows, Stream s);
+                             int64_t chunk_rows, Stream s,
+                             const LmHeadCeTransform& transform = {});
 }  // namespace cuda
 
 // Dispatches on hidden's device.
 Status LmHeadCrossEntropyFp8(GemmContext* ctx, const TensorView& hidden, const Fp8LmHead& head,
                              const TensorView& targets, const TensorView& row_weights,
                              const LmHeadCeOutputs& out, const TensorView& workspace,
-                             int64_t chunk_rows, Stream s);
+                             int64_t chunk_rows, Stream s,
+                             const LmHeadCeTransform& transform = {});
 
 namespace internal {
-// Checks shared by both versions; returns R and H (V is head.vocab()).
+// Checks shared by both versions (the transform's too); returns R and H (V is head.vocab()).
 Status CheckLmHeadCeFp8Args(const char* op, const TensorView& hidden, const Fp8LmHead& head,
                             const TensorView& targets, const TensorView& row_weights,
-                            const LmHeadCeOutputs& out, int64_t chunk_rows, int64_t* rows,
+                            const LmHeadCeOutputs& out, int64_t chunk_rows,
+                            const LmHeadCeTransform& transform, int64_t* rows,
                             int64_t* hidden_dim);
 }  // namespace internal
 

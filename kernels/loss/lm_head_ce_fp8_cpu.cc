@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/dflash2/row_topk.h"
 #include "kernels/loss/lm_head_ce_fp8.h"
 
 namespace tandem::kernels {
@@ -80,11 +81,11 @@ int64_t LmHeadCeFp8WorkspaceBytes(int64_t rows, int64_t vocab, int64_t hidden,
 Status internal::CheckLmHeadCeFp8Args(const char* op, const TensorView& hidden,
                                       const Fp8LmHead& head, const TensorView& targets,
                                       const TensorView& row_weights, const LmHeadCeOutputs& out,
-                                      int64_t chunk_rows, int64_t* rows, int64_t* hidden_dim) {
+                                      int64_t chunk_rows, const LmHeadCeTransform& transform,
+                                      int64_t* rows, int64_t* hidden_dim) {
   RETURN_IF_ERROR(CheckFp8Transpose(op, head.w, head.wt));
-  if (!out.topk_ids.empty() || !out.topk_values.empty())
-    return InvalidArgumentError("{}: the FP8 LM head computes no top-k (topk_ids / topk_values "
-                                "must be empty); use the bf16 LM head", op);
+  RETURN_IF_ERROR(
+      dflash2::internal::CheckLogitTransform(op, transform.multiplier, transform.softcap));
   RETURN_IF_ERROR(CheckLmHeadCeRows(op, hidden, head.vocab(), targets, row_weights, out,
                                     chunk_rows, rows, hidden_dim));
   if (*hidden_dim != head.hidden())
@@ -96,12 +97,12 @@ Status internal::CheckLmHeadCeFp8Args(const char* op, const TensorView& hidden,
 Status LmHeadCrossEntropyFp8(GemmContext* ctx, const TensorView& hidden, const Fp8LmHead& head,
                              const TensorView& targets, const TensorView& row_weights,
                              const LmHeadCeOutputs& out, const TensorView& workspace,
-                             int64_t chunk_rows, Stream s) {
+                             int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform) {
   if (hidden.device().is_cpu())
     return cpu::LmHeadCrossEntropyFp8(ctx, hidden, head, targets, row_weights, out, workspace,
-                                      chunk_rows, s);
+                                      chunk_rows, s, transform);
   return cuda::LmHeadCrossEntropyFp8(ctx, hidden, head, targets, row_weights, out, workspace,
-                                     chunk_rows, s);
+                                     chunk_rows, s, transform);
 }
 
 namespace cpu {
@@ -109,11 +110,11 @@ namespace cpu {
 Status LmHeadCrossEntropyFp8(GemmContext*, const TensorView& hidden, const Fp8LmHead& head,
                              const TensorView& targets, const TensorView& row_weights,
                              const LmHeadCeOutputs& out, const TensorView&, int64_t chunk_rows,
-                             Stream) {
+                             Stream, const LmHeadCeTransform& transform) {
   constexpr const char* kOp = "cpu::LmHeadCrossEntropyFp8";
   int64_t rows, h;
   RETURN_IF_ERROR(internal::CheckLmHeadCeFp8Args(kOp, hidden, head, targets, row_weights, out,
-                                                 chunk_rows, &rows, &h));
+                                                 chunk_rows, transform, &rows, &h));
   if (!hidden.device().is_cpu()) return InvalidArgumentError("{}: views must be on the CPU", kOp);
   const int64_t v = head.vocab();
   std::vector<float> x(static_cast<size_t>(rows * h)), w(static_cast<size_t>(v * h)),
@@ -129,16 +130,25 @@ Status LmHeadCrossEntropyFp8(GemmContext*, const TensorView& hidden, const Fp8Lm
   for (int64_t r = 0; r < rows; ++r) wsum += valid(r) ? rw[r] : 0.f;
   const double inv_wsum = wsum != 0 ? 1.0 / wsum : 0.0;
 
-  std::vector<float> g(static_cast<size_t>(rows * v), 0.f), logits(static_cast<size_t>(v));
+  std::vector<float> g(static_cast<size_t>(rows * v), 0.f), logits(static_cast<size_t>(v)),
+      slope(static_cast<size_t>(v), 1.f);
+  const float m = transform.multiplier, cap = transform.softcap;
+  const int64_t topk = out.topk_ids.empty() ? 0 : out.topk_ids.dim(1);
+  std::vector<int32_t> order;
   double loss = 0;
   for (int64_t r = 0; r < rows; ++r) {
     int32_t best = 0;
     for (int64_t j = 0; j < v; ++j) {
       double acc = 0;
       for (int64_t k = 0; k < h; ++k) acc += double(x[r * h + k]) * w[j * h + k];
-      logits[j] = RoundBf16(acc);
+      logits[j] = RoundBf16(acc);  // the GEMM's bf16 output, then the transform in float
+      if (!transform.identity()) {
+        logits[j] = dflash2::internal::TransformLogit(logits[j], m, cap);
+        slope[j] = cap > 0.f ? m * (1.f - (logits[j] / cap) * (logits[j] / cap)) : m;
+      }
       if (logits[j] > logits[best]) best = static_cast<int32_t>(j);
     }
+    if (topk > 0) internal::WriteRowTopK(logits.data(), v, topk, r, out, &order);
     double sum = 0;
     for (int64_t j = 0; j < v; ++j) sum += std::exp(double(logits[j]) - logits[best]);
     const double lse = logits[best] + std::log(sum);
@@ -147,9 +157,12 @@ Status LmHeadCrossEntropyFp8(GemmContext*, const TensorView& hidden, const Fp8Lm
     if (!out.argmax.empty()) out.argmax.data_as<int32_t>()[r] = best;
     if (!out.correct.empty()) out.correct.data_as<uint8_t>()[r] = ok && best == tgt[r];
     const double scale = ok ? rw[r] * inv_wsum : 0.0;
-    for (int64_t j = 0; j < v && scale != 0; ++j)
-      g[r * v + j] =
-          RoundBf16((std::exp(double(logits[j]) - lse) - (j == tgt[r] ? 1.0 : 0.0)) * scale);
+    for (int64_t j = 0; j < v && scale != 0; ++j) {
+      float gj = static_cast<float>((std::exp(double(logits[j]) - lse) -
+                                     (j == tgt[r] ? 1.0 : 0.0)) * scale);
+      if (!transform.identity()) gj *= slope[j];
+      g[r * v + j] = RoundBf16(gj);
+    }
   }
   out.loss.data_as<float>()[0] = static_cast<float>(loss * inv_wsum);
   if (out.dhidden.empty()) return Status::Ok();
@@ -169,7 +182,7 @@ Status LmHeadCrossEntropyFp8(GemmContext*, const TensorView& hidden, const Fp8Lm
 namespace cuda {
 Status LmHeadCrossEntropyFp8(GemmContext*, const TensorView& hidden, const Fp8LmHead&,
                              const TensorView&, const TensorView&, const LmHeadCeOutputs&,
-                             const TensorView&, int64_t, Stream) {
+                             const TensorView&, int64_t, Stream, const LmHeadCeTransform&) {
   return UnavailableError("LmHeadCrossEntropyFp8: {} is on a CUDA device but tandem was built "
                           "without CUDA", hidden.ToString());
 }

@@ -1,11 +1,13 @@
 // Host side of the CUDA FP8 LM head + cross-entropy (lm_head_ce_fp8.h): argument checks,
-// workspace carving, and per chunk: quantize hidden rows -> FP8 GEMM (logits) -> the bf16
-// path's row kernel (loss, argmax, g in place) -> quantize g -> FP8 GEMM (d hidden).
+// workspace carving, and per chunk: quantize hidden rows -> FP8 GEMM (logits) -> [the bf16
+// path's row top-k] -> its row kernel (loss, argmax, g in place, the logit transform in
+// both) -> quantize g -> FP8 GEMM (d hidden).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 
 #include "kernels/core/cuda_check.h"
+#include "kernels/dflash2/row_topk_kernels.h"
 #include "kernels/loss/lm_head_ce_fp8.h"
 #include "kernels/loss/lm_head_ce_kernels.h"
 
@@ -26,11 +28,12 @@ TensorView Take(char** cursor, DType dtype, Shape shape, Device device) {
 Status LmHeadCrossEntropyFp8(GemmContext* ctx, const TensorView& hidden, const Fp8LmHead& head,
                              const TensorView& targets, const TensorView& row_weights,
                              const LmHeadCeOutputs& out, const TensorView& workspace,
-                             int64_t chunk_rows, Stream s) {
+                             int64_t chunk_rows, Stream s, const LmHeadCeTransform& transform) {
   constexpr const char* kOp = "cuda::LmHeadCrossEntropyFp8";
   int64_t rows, h;
   RETURN_IF_ERROR(internal::CheckLmHeadCeFp8Args(kOp, hidden, head, targets, row_weights, out,
-                                                 chunk_rows, &rows, &h));
+                                                 chunk_rows, transform, &rows, &h));
+  const int64_t topk = out.topk_ids.empty() ? 0 : out.topk_ids.dim(1);
   const int64_t v = head.vocab();
   if (!hidden.device().is_cuda()) return InvalidArgumentError("{}: views must be on CUDA", kOp);
   if (h % 16 != 0 || v % 16 != 0)
@@ -74,8 +77,14 @@ Status LmHeadCrossEntropyFp8(GemmContext* ctx, const TensorView& hidden, const F
     RETURN_IF_ERROR(cuda::Fp8Gemm(ctx, xa, head.w, lg, linear, s));
     auto* am = out.argmax.empty() ? nullptr : out.argmax.data_as<int32_t>();
     auto* cor = out.correct.empty() ? nullptr : out.correct.data_as<uint8_t>();
+    if (topk > 0)  // before the row kernel, which overwrites the logits with gradients
+      CUDA_RETURN_IF_ERROR(dflash2::LaunchRowTopK(
+          logits.data(), true, n, ld, v, transform.multiplier, transform.softcap,
+          static_cast<int>(topk), out.topk_ids.data_as<int32_t>() + r0 * topk,
+          out.topk_values.empty() ? nullptr : out.topk_values.data_as<float>() + r0 * topk, s));
     CUDA_RETURN_IF_ERROR(LaunchCeRows(backward, logits.data(), n, ld, v, tgt, w, weight_sum, r0,
-                                      row_loss, am, cor, s));
+                                      row_loss, am, cor, s, transform.multiplier,
+                                      transform.softcap));
     if (!backward) continue;
     const Fp8GroupActivation ga{g8.Narrow(0, 0, np * v).Reshape({np, v}), g8_scale};
     RETURN_IF_ERROR(cuda::QuantizeFp8Activation(lg.Narrow(0, 0, n), ga, s));

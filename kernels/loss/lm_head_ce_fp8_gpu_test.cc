@@ -1,9 +1,11 @@
 // CUDA FP8 LM head + cross-entropy against its CPU reference twin on odd shapes: rows not a
 // multiple of 4 (padded FP8 rows, a ragged last chunk), H and V not multiples of 128
-// (partial scale blocks), several chunks, masked rows, forward-only; and the quantized head
-// (codes, transposed codes, scales) byte-exact against the CPU's.
+// (partial scale blocks), several chunks, masked rows, forward-only, DFlash2's logit transform
+// with the top-k; and the quantized head (codes, transposed codes, scales) byte-exact against
+// the CPU's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <vector>
@@ -29,9 +31,12 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
     pool_ = *pool;
   }
 
-  void RunCase(int64_t rows, int64_t h, int64_t v, int64_t chunk, bool backward) {
+  void RunCase(int64_t rows, int64_t h, int64_t v, int64_t chunk, bool backward,
+               const LmHeadCeTransform& t = {}, int64_t k = 0) {
     SCOPED_TRACE(::testing::Message() << "R=" << rows << " H=" << h << " V=" << v
-                                      << " chunk=" << chunk << " backward=" << backward);
+                                      << " chunk=" << chunk << " backward=" << backward
+                                      << " multiplier=" << t.multiplier << " softcap="
+                                      << t.softcap << " k=" << k);
     auto x = testing::RandomBf16(rows * h, 11 + rows, -1.f, 1.f);
     auto w = testing::RandomBf16(v * h, 12 + v, -0.5f, 0.5f);
     auto targets = testing::RandomI32(rows, 13, 0, static_cast<int32_t>(v));
@@ -51,10 +56,16 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
                          TensorView(want_am.data(), DType::kI32, {rows}), {},
                          backward ? TensorView(want_dx.data(), DType::kBF16, {rows, h})
                                   : TensorView(), {}, {}};
+    std::vector<int32_t> want_ids(rows * k);
+    std::vector<float> want_vals(rows * k);
+    if (k > 0) {
+      hout.topk_ids = TensorView(want_ids.data(), DType::kI32, {rows, k});
+      hout.topk_values = TensorView(want_vals.data(), DType::kF32, {rows, k});
+    }
     Status st = LmHeadCrossEntropyFp8(nullptr, TensorView(x.data(), DType::kBF16, {rows, h}),
                                       hhead->head(), TensorView(targets.data(), DType::kI32, {rows}),
                                       TensorView(weights.data(), DType::kF32, {rows}), hout,
-                                      TensorView(), chunk, nullptr);
+                                      TensorView(), chunk, nullptr, t);
     ASSERT_TRUE(st.ok()) << st.ToString();
 
     DeviceArray<bf16> dx(x), dw(w), ddh(std::vector<bf16>(rows * h, bf16(7.f)));
@@ -87,10 +98,28 @@ class LmHeadCeFp8Cuda : public ::testing::Test {
     LmHeadCeOutputs out{dloss.View(DType::kF32, {1}), dam.View(DType::kI32, {rows}),
                         dcor.View(DType::kU8, {rows}),
                         backward ? ddh.View(DType::kBF16, {rows, h}) : TensorView(), {}, {}};
+    DeviceArray<int32_t> dids(std::max<int64_t>(rows * k, 1));
+    DeviceArray<float> dvals(std::max<int64_t>(rows * k, 1));
+    if (k > 0) {
+      out.topk_ids = dids.View(DType::kI32, {rows, k});
+      out.topk_values = dvals.View(DType::kF32, {rows, k});
+    }
     st = LmHeadCrossEntropyFp8(ctx_.get(), dx.View(DType::kBF16, {rows, h}), g,
                                dt.View(DType::kI32, {rows}), dwt.View(DType::kF32, {rows}), out,
-                               ws.View(DType::kU8, {ws_bytes}), chunk, nullptr);
+                               ws.View(DType::kU8, {ws_bytes}), chunk, nullptr, t);
     ASSERT_TRUE(st.ok()) << st.ToString();
+    if (k > 0) {
+      // Rank by rank the value moves by at most a bf16 logit ulp through the transform;
+      // the ids agree except where two logits tie within that.
+      const auto ids = dids.ToHost();
+      const auto vals = dvals.ToHost();
+      int64_t same = 0;
+      for (int64_t i = 0; i < rows * k; ++i) {
+        EXPECT_NEAR(vals[i], want_vals[i], 1e-2 * (1 + std::fabs(want_vals[i]))) << i;
+        same += ids[i] == want_ids[i];
+      }
+      EXPECT_GE(same, rows * k - rows * k / 10) << "top-k ids differ beyond near-ties";
+    }
     const float loss = dloss.ToHost()[0];
     const auto am = dam.ToHost();
     const auto cor = dcor.ToHost();
@@ -136,6 +165,10 @@ TEST_F(LmHeadCeFp8Cuda, MatchesCpuTwinOnOddShapes) {
     RunCase(rows, h, v, chunk, true);
   }
   RunCase(9, 144, 400, 4, false);
+  // DFlash2's transform and candidates: with a soft cap, multiplier alone, top-1 and 64.
+  RunCase(37, 144, 400, 16, true, LmHeadCeTransform{0.8f, 6.0f}, 16);
+  RunCase(5, 256, 1024, 2048, true, LmHeadCeTransform{1.5f, 0.0f}, 64);
+  RunCase(130, 128, 160, 64, false, LmHeadCeTransform{0.5f, 3.0f}, 1);
 }
 
 TEST_F(LmHeadCeFp8Cuda, RefusesShapesCublasFp8CannotRun) {

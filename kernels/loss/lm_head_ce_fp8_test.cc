@@ -1,9 +1,10 @@
 // CPU reference of the FP8 LM head + cross-entropy: against the float64 naive LM head on the
 // same inputs (the FP8 error stays within e4m3's bounds and is not zero: the FP8 path ran),
-// exact agreement where the operands are e4m3-representable, masked rows, bad arguments; and
-// the quantized head's transpose.
+// exact agreement where the operands are e4m3-representable, masked rows, bad arguments, the
+// logit transform and top-k against the bf16 head; and the quantized head's transpose.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <vector>
@@ -162,22 +163,85 @@ TEST(LmHeadCeFp8Cpu, RejectsAHeadOfAnotherShape) {
       << st.ToString();
 }
 
-TEST(LmHeadCeFp8Cpu, RefusesTopK) {
-  Problem p = MakeProblem(3, 16, 13, 9);
-  auto head = Fp8LmHeadWeights::Quantize(TensorView(p.w.data(), DType::kBF16, {13, 16}),
-                                         HostAllocator(), nullptr);
-  ASSERT_TRUE(head.ok());
-  float loss;
-  std::vector<int32_t> ids(3 * 4);
+// DFlash2's logit transform and top-k: the FP8 head against the bf16 head (lm_head_ce.h, itself
+// checked against float64) with the same transform, within the e4m3 bounds of the test above.
+// The top-k values are compared rank by rank: a rank's value moves by at most the logits'
+// error even where near-equal logits trade places.
+struct TopKRun {
+  float loss = 0;
+  std::vector<bf16> dx;
+  std::vector<int32_t> ids;
+  std::vector<float> values;
+  Status status;
+};
+
+TopKRun RunWithTopK(Problem& p, int64_t k, const LmHeadCeTransform& t, bool fp8) {
+  TopKRun g;
+  g.dx.resize(p.rows * p.h);
+  g.ids.resize(p.rows * k);
+  g.values.resize(p.rows * k);
   LmHeadCeOutputs out;
-  out.loss = TensorView(&loss, DType::kF32, {1});
-  out.topk_ids = TensorView(ids.data(), DType::kI32, {3, 4});
-  Status st = LmHeadCrossEntropyFp8(
-      nullptr, TensorView(p.x.data(), DType::kBF16, {3, 16}), head->head(),
-      TensorView(p.targets.data(), DType::kI32, {3}), TensorView(p.weights.data(), DType::kF32, {3}),
-      out, TensorView(), 4, nullptr);
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("computes no top-k"), std::string::npos) << st.ToString();
+  out.loss = TensorView(&g.loss, DType::kF32, {1});
+  out.dhidden = TensorView(g.dx.data(), DType::kBF16, {p.rows, p.h});
+  out.topk_ids = TensorView(g.ids.data(), DType::kI32, {p.rows, k});
+  out.topk_values = TensorView(g.values.data(), DType::kF32, {p.rows, k});
+  const TensorView x(p.x.data(), DType::kBF16, {p.rows, p.h}), w(p.w.data(), DType::kBF16, {p.v, p.h}),
+      tgt(p.targets.data(), DType::kI32, {p.rows}), rw(p.weights.data(), DType::kF32, {p.rows});
+  if (!fp8) {
+    g.status = LmHeadCrossEntropy(nullptr, x, w, tgt, rw, out, TensorView(), 4, nullptr, t);
+    return g;
+  }
+  auto head = Fp8LmHeadWeights::Quantize(w, HostAllocator(), nullptr);
+  EXPECT_TRUE(head.ok()) << head.status().ToString();
+  g.status = LmHeadCrossEntropyFp8(nullptr, x, head->head(), tgt, rw, out, TensorView(), 4,
+                                   nullptr, t);
+  return g;
+}
+
+TEST(LmHeadCeFp8Cpu, TransformAndTopKTrackTheBf16Head) {
+  const LmHeadCeTransform t{0.8f, 6.0f};
+  for (auto [rows, h, v, k] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+           {5, 16, 1001, 16}, {9, 200, 37, 37}, {17, 130, 259, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "R=" << rows << " H=" << h << " V=" << v << " k=" << k);
+    Problem p = MakeProblem(rows, h, v, 700 + rows);
+    TopKRun want = RunWithTopK(p, k, t, false), got = RunWithTopK(p, k, t, true);
+    ASSERT_TRUE(want.status.ok()) << want.status.ToString();
+    ASSERT_TRUE(got.status.ok()) << got.status.ToString();
+    EXPECT_NEAR(got.loss, want.loss, 2e-2 * std::fabs(want.loss));
+    std::vector<double> want_dx = ToDouble(want.dx);
+    const double rel = RelL2(got.dx, want_dx);
+    EXPECT_LT(rel, 0.08);
+    EXPECT_GT(rel, 1e-4);  // the FP8 path ran
+    for (int64_t r = 0; r < rows; ++r) {
+      // e4m3 rounds each operand by at most 2^-4 relative, so a logit moves by at most
+      // 2^-3 sum_i |x_i w_i| (plus its bf16 rounding), and the transform's slope is <= m.
+      double worst = 0;
+      for (int64_t c = 0; c < v; ++c) {
+        double sum = 0;
+        for (int64_t i = 0; i < h; ++i) sum += std::fabs(p.x[r * h + i].f() * p.w[c * h + i].f());
+        worst = std::max(worst, sum);
+      }
+      const double bound = t.multiplier * 0.125 * worst;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t i = r * k + j;
+        EXPECT_NEAR(got.values[i], want.values[i], bound + 1e-2 * std::fabs(want.values[i]))
+            << "row " << r << " rank " << j;
+        if (j > 0) EXPECT_GE(got.values[i - 1], got.values[i]);  // best first
+        EXPECT_LT(std::fabs(got.values[i]), 6.0f);               // under the soft cap
+      }
+    }
+    // The transform changed the result: the same head without it gives another loss.
+    TopKRun plain = RunWithTopK(p, k, LmHeadCeTransform{}, true);
+    ASSERT_TRUE(plain.status.ok());
+    EXPECT_GT(std::fabs(plain.loss - got.loss), 1e-3);
+  }
+}
+
+TEST(LmHeadCeFp8Cpu, RefusesABadTransform) {
+  Problem p = MakeProblem(3, 16, 13, 9);
+  TopKRun got = RunWithTopK(p, 4, LmHeadCeTransform{0.0f, 0.0f}, true);
+  EXPECT_EQ(got.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status.message().find("multiplier"), std::string::npos) << got.status.ToString();
 }
 
 }  // namespace

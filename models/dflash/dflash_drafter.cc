@@ -446,7 +446,8 @@ Status DFlashDrafter::LmHeadLoss(bool want_grad) {
     RETURN_IF_ERROR(kernels::LmHeadCrossEntropyFp8(gemm_.get(), hidden, *head_lm_fp8_,
                                                    lm_targets_.Narrow(0, 0, n),
                                                    lm_weights_.Narrow(0, 0, n), out,
-                                                   ce_workspace_, options_.ce_chunk_rows, s));
+                                                   ce_workspace_, options_.ce_chunk_rows, s,
+                                                   transform));
   } else {
     RETURN_IF_ERROR(kernels::LmHeadCrossEntropy(gemm_.get(), hidden, head_lm_,
                                                 lm_targets_.Narrow(0, 0, n),

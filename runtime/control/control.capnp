@@ -167,6 +167,14 @@ struct TrainingStatus {         # what training actors publish (runtime/job/job_
   tau @8 :Float64;
   tokensPerSecond @9 :Float64;
   eval @10 :EvalStatus;
+  selector @11 :SelectorMetrics;
+}
+
+struct SelectorMetrics {        # a DFlash2 drafter's candidate selector (job_status.h)
+  active @0 :Bool;
+  loss @1 :Float64;
+  recall @2 :Float64;
+  accuracy @3 :Float64;
 }
 
 struct EvalStatus {             # the last evaluation by speculative decoding (job_status.h)

@@ -167,6 +167,11 @@ void PutJob(const JobStatus& j, wire::JobStatus::Builder b) {
   t.setAcc(j.training.acc);
   t.setTau(j.training.tau);
   t.setTokensPerSecond(j.training.tok_s);
+  auto sel = t.initSelector();
+  sel.setActive(j.training.selector.active);
+  sel.setLoss(j.training.selector.loss);
+  sel.setRecall(j.training.selector.recall);
+  sel.setAccuracy(j.training.selector.accuracy);
   const EvalStatus& e = j.training.eval;
   auto ev = t.initEval();
   ev.setActive(e.active);
@@ -217,6 +222,8 @@ JobStatus GetJob(wire::JobStatus::Reader r) {
   e = {ev.getActive(), ev.getStep(), ev.getTau(), ev.getTokensPerSecond(), ev.getPrompts(), {},
        ev.getBestStep(), ev.getBestTau()};
   for (double r : ev.getAcceptRate()) e.accept_rate.push_back(r);
+  auto sel = t.getSelector();
+  j.training.selector = {sel.getActive(), sel.getLoss(), sel.getRecall(), sel.getAccuracy()};
   return j;
 }
 

@@ -38,6 +38,7 @@ TEST(MessagesTest, TrainingEvalRoundTrips) {
   j.training.active = true;
   j.training.tau = 1.5;
   j.training.eval = {true, 200, 3.25, 410.5, 8, {0.9, 0.5, 0.25}, 150, 3.5};
+  j.training.selector = {true, 0.5, 0.875, 0.625};
   r.jobs.push_back(j);
   auto back = DecodeResponse(EncodeResponse(r).substr(kFrameHeaderBytes));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -52,6 +53,11 @@ TEST(MessagesTest, TrainingEvalRoundTrips) {
   EXPECT_EQ(e.best_step, 150);
   EXPECT_DOUBLE_EQ(e.best_tau, 3.5);
   EXPECT_DOUBLE_EQ(back->jobs[0].training.tau, 1.5);
+  const SelectorMetrics& s = back->jobs[0].training.selector;
+  EXPECT_TRUE(s.active);
+  EXPECT_DOUBLE_EQ(s.loss, 0.5);
+  EXPECT_DOUBLE_EQ(s.recall, 0.875);
+  EXPECT_DOUBLE_EQ(s.accuracy, 0.625);
 }
 
 // The head's `tandem status` of a job on several nodes carries every node's health and parts;

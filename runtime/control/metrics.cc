@@ -120,6 +120,21 @@ std::string FormatPrometheus(const std::vector<JobStatus>& jobs) {
            [](const TrainingStatus& t) { return t.tau; });
   training("tandem_train_tokens_per_second", "gauge", "tokens trained per second",
            [](const TrainingStatus& t) { return t.tok_s; });
+  // DFlash2 drafters only (SelectorMetrics::active): the candidate selector.
+  auto selector = [&](const char* name, const char* help, auto value) {
+    w.Family(name, "gauge", help);
+    for (const auto& j : jobs)
+      if (j.training.active && j.training.selector.active)
+        w.Sample(job_label(j), value(j.training.selector));
+  };
+  selector("tandem_train_selector_loss", "DFlash2 candidate selector loss at the last log step",
+           [](const SelectorMetrics& s) { return s.loss; });
+  selector("tandem_train_candidate_recall",
+           "share of loss rows whose target is among the selector's top-k candidates",
+           [](const SelectorMetrics& s) { return s.recall; });
+  selector("tandem_train_selector_accuracy",
+           "share of covered rows where the selector ranks the target first",
+           [](const SelectorMetrics& s) { return s.accuracy; });
   // Jobs whose drafter evaluates by speculative decoding (its `eval` table): the last one.
   auto eval = [&](const char* name, const char* help, auto value) {
     w.Family(name, "gauge", help);

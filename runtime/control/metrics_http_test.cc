@@ -1,8 +1,11 @@
 // The metrics endpoint serves GET/HEAD /metrics only: routing as a pure function, then the
-// same answers over a real TCP connection.
+// same answers over a real TCP connection. The text format's selector families carry a
+// sample only for a job whose drafter has a selector.
 #include "runtime/control/metrics_http.h"
 
 #include <gtest/gtest.h>
+
+#include "runtime/control/metrics.h"
 
 #include "runtime/control/server.h"
 #include "runtime/control/server_test_util.h"
@@ -11,6 +14,30 @@ namespace tandem {
 namespace {
 
 using testing::RawClient;
+
+TEST(MetricsTextTest, SelectorGaugesOnlyForADrafterWithASelector) {
+  JobStatus dflash, dflash2;
+  dflash.id = "j1";
+  dflash.name = "dflash";
+  dflash.training.active = true;
+  dflash2 = dflash;
+  dflash2.id = "j2";
+  dflash2.name = "dflash2";
+  dflash2.training.selector = {true, 0.5, 0.875, 0.625};
+  const std::string text = FormatPrometheus({dflash, dflash2});
+  EXPECT_NE(text.find("# TYPE tandem_train_candidate_recall gauge"), std::string::npos);
+  size_t samples = 0;
+  for (size_t at = 0; (at = text.find("\ntandem_train_candidate_recall{", at)) !=
+                      std::string::npos; ++at) {
+    ++samples;
+    const std::string line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find("dflash2"), std::string::npos) << line;
+    EXPECT_NE(line.find("} 0.875"), std::string::npos) << line;
+  }
+  EXPECT_EQ(samples, 1u) << text;
+  EXPECT_NE(text.find("tandem_train_selector_accuracy{"), std::string::npos);
+  EXPECT_NE(text.find("tandem_train_selector_loss{"), std::string::npos);
+}
 
 TEST(MetricsHttpTest, RoutesOnlyGetAndHeadOfMetrics) {
   EXPECT_EQ(RouteMetricsRequest("GET /metrics HTTP/1.1\r\nHost: x").code, 200);

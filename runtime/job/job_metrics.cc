@@ -113,11 +113,17 @@ void JobMetrics::Record(const std::string& actor, const TrainPoint& p) {
   a.has_point = true;
   a.point = p;
   // Written by hand to keep the `"key": value` layout older tools grep for.
+  std::string selector;
+  if (p.selector.active)
+    selector = fmt::format(R"(, "sel_loss": {}, "cand_recall": {}, "sel_acc": {})",
+                           Num(p.selector.loss).dump(), Num(p.selector.recall).dump(),
+                           Num(p.selector.accuracy).dump());
   WriteLine(fmt::format(
       R"({{"kind": "train", "t": {:.3f}, "actor": {}, "step": {}, "total_steps": {}, )"
-      R"("loss": {}, "acc": {}, "tau": {}, "grad_norm": {}, "lr": {}, "tok_s": {}}})",
+      R"("loss": {}, "acc": {}, "tau": {}, "grad_norm": {}, "lr": {}, "tok_s": {}{}}})",
       Now(), Json(actor).dump(), p.step, p.total_steps, Num(p.loss).dump(), Num(p.acc).dump(),
-      Num(p.tau).dump(), Num(p.grad_norm).dump(), Num(p.lr).dump(), Num(p.tok_s).dump()));
+      Num(p.tau).dump(), Num(p.grad_norm).dump(), Num(p.lr).dump(), Num(p.tok_s).dump(),
+      selector));
 }
 
 void JobMetrics::RecordEval(const std::string& actor, const EvalPoint& p) {
@@ -202,7 +208,7 @@ TrainingStatus JobMetrics::Training() const {
     t.eval = {true, a.eval.step, a.eval.tau, a.eval.tok_s, a.eval.prompts, a.eval.accept_rate,
               a.eval.best_step, a.eval.best_tau};
   }
-  int m = 0;
+  int m = 0, ms = 0;
   for (const auto& [name, a] : actors_) {
     if (!a.has_point) continue;
     t.has_metrics = true;
@@ -212,11 +218,23 @@ TrainingStatus JobMetrics::Training() const {
     t.tau += a.point.tau;
     t.tok_s += a.point.tok_s;  // replicas train side by side: their rates add up
     ++m;
+    if (const SelectorMetrics& s = a.point.selector; s.active) {
+      t.selector.active = true;
+      t.selector.loss += s.loss;
+      t.selector.recall += s.recall;
+      t.selector.accuracy += s.accuracy;
+      ++ms;
+    }
   }
   if (m > 0) {
     t.loss /= m;
     t.acc /= m;
     t.tau /= m;
+  }
+  if (ms > 0) {
+    t.selector.loss /= ms;
+    t.selector.recall /= ms;
+    t.selector.accuracy /= ms;
   }
   return t;
 }

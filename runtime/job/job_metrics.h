@@ -45,6 +45,7 @@ struct TrainPoint {
   double grad_norm = 0;
   double lr = 0;
   double tok_s = 0;
+  SelectorMetrics selector;  // DFlash2 drafters only
 };
 
 // What one evaluation by speculative decoding measured (a drafter's `eval` table, every

@@ -119,6 +119,33 @@ TEST(JobMetricsTest, NonFiniteNumbersAreNullAndAFreshRunTruncates) {
   EXPECT_TRUE(r[1]["grad_norm"].is_null());
 }
 
+// A DFlash2 drafter's selector numbers go into its train records (a DFlash drafter's
+// records have none) and the live status averages them over the replicas that have them.
+TEST(JobMetricsTest, SelectorMetricsOnlyWhereADrafterHasASelector) {
+  const testing::ScratchDir scratch;
+  const std::string path = scratch.File("sel.jsonl");
+  JobMetrics m(nullptr, SteadyClock::now());
+  ASSERT_TRUE(m.OpenFile(path, /*append=*/false).ok());
+  EXPECT_FALSE(m.Training().selector.active);
+  m.Record("dflash/0", {5, 10, 2.0, 0.5, 2.0, 1.0, 1e-3, 100});
+  EXPECT_FALSE(m.Training().selector.active);
+  TrainPoint a{5, 10, 2.0, 0.5, 2.0, 1.0, 1e-3, 100, {true, 1.25, 0.75, 0.5}};
+  TrainPoint b{5, 10, 2.0, 0.5, 2.0, 1.0, 1e-3, 100, {true, 0.75, 0.25, 0.25}};
+  m.Record("d2/0", a);
+  m.Record("d2/1", b);
+  const SelectorMetrics s = m.Training().selector;
+  EXPECT_TRUE(s.active);
+  EXPECT_DOUBLE_EQ(s.loss, 1.0);  // the two DFlash2 replicas, not the DFlash one
+  EXPECT_DOUBLE_EQ(s.recall, 0.5);
+  EXPECT_DOUBLE_EQ(s.accuracy, 0.375);
+  const auto r = ReadRecords(path);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_FALSE(r[1].contains("sel_loss"));
+  EXPECT_DOUBLE_EQ(r[2]["sel_loss"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(r[2]["cand_recall"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(r[3]["sel_acc"].get<double>(), 0.25);
+}
+
 // Evaluations by speculative decoding: an "eval" record each, and the live status shows the
 // latest one with the best so far; its text form names both.
 TEST(JobMetricsTest, EvalRecordsAndTheLatestEvalInTheStatus) {

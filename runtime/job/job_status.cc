@@ -116,6 +116,9 @@ nlohmann::json ToJson(const JobStatus& j) {
                              {"tok_s", e.tok_s}, {"prompts", e.prompts},
                              {"accept_rate", e.accept_rate}, {"best_step", e.best_step},
                              {"best_tau", e.best_tau}};
+  const SelectorMetrics& sel = t.selector;
+  out["training"]["selector"] = {{"active", sel.active}, {"loss", sel.loss},
+                                 {"recall", sel.recall}, {"accuracy", sel.accuracy}};
   return out;
 }
 
@@ -227,6 +230,9 @@ std::string FormatJobStatus(const JobStatus& j) {
     if (t.has_metrics)
       out += fmt::format(", at step {}: loss {:.4f} acc {:.3f} tau {:.2f}, {:.0f} tok/s",
                          t.metrics_step, t.loss, t.acc, t.tau, t.tok_s);
+    if (t.has_metrics && t.selector.active)
+      out += fmt::format(", selector loss {:.4f} recall {:.3f} acc {:.3f}", t.selector.loss,
+                         t.selector.recall, t.selector.accuracy);
     out += "\n";
     if (const EvalStatus& e = t.eval; e.active) {
       std::string rates;

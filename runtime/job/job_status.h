@@ -62,6 +62,17 @@ struct StageStatus {
   double percent_of_wall = 0;
 };
 
+// A DFlash2 drafter's candidate selector at a log step (docs/dflash2.md): its loss (before
+// the selector_loss_weight), candidate recall (loss rows whose target is among the top-k
+// candidates) and selector accuracy (covered rows where the selector ranks the target first).
+// Inactive for DFlash drafters, which have no selector.
+struct SelectorMetrics {
+  bool active = false;
+  double loss = 0;
+  double recall = 0;
+  double accuracy = 0;
+};
+
 // Training progress as the job's actors publish it (runtime/job/job_metrics.h).
 // The last evaluation by speculative decoding (a drafter's `eval` table,
 // actors/dflash/drafter_eval.h): real acceptance, not the training estimate.
@@ -88,6 +99,7 @@ struct TrainingStatus {
   double tau = 0;
   double tok_s = 0;
   EvalStatus eval;
+  SelectorMetrics selector;  // the mean over the replicas that have a selector
 };
 
 // One node of a job that spans several tandem processes (runtime/cluster), as the cluster's

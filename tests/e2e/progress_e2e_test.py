@@ -7,7 +7,8 @@
   loss chart has a point per training record of the file; a directory without metrics is
   a clear error;
 * every metric the Grafana dashboard (examples/grafana/tandem.json) queries is served on
-  /metrics by a running training job.
+  /metrics by a running training job: the DFlash2 selector's gauges with samples by a job
+  training a DFlash2 drafter, declared (no sample) by one training a DFlash drafter.
 
 Waits poll with generous deadlines (never fixed sleeps), so a loaded machine only makes
 them slower.
@@ -38,13 +39,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def tiny_job(dirname, max_steps, log_every):
-    """examples/tiny.toml, shortened, checkpointing (and so writing metrics) into dirname."""
+def tiny_job(dirname, max_steps, log_every, drafter_extra=""):
+    """examples/tiny.toml, shortened, checkpointing (and so writing metrics) into dirname;
+    drafter_extra: lines added to its drafter's table."""
     with open(TINY) as f:
         text = f.read()
     ckpt = os.path.join(dirname, "ckpt")
     for old, new in [(r"max_steps = \d+", f"max_steps = {max_steps}"),
-                     (r"log_every = \d+", f"log_every = {log_every}"),
+                     (r"log_every = \d+", f"log_every = {log_every}\n{drafter_extra}"),
                      (r'dir = "[^"]*"', f'dir = "{ckpt}"'),
                      (r"interval_s = \d+", "interval_s = 1")]:
         text, n = re.subn(old, new, text)
@@ -117,11 +119,12 @@ class ProgressCase(unittest.TestCase):
         self.assertEqual(rep.returncode, 2)
         self.assertIn("no metrics file", rep.stderr)
 
-    def test_dashboard_queries_only_metrics_a_running_job_serves(self):
-        wanted = dashboard_metrics()
-        self.assertIn("tandem_train_loss", wanted)
-        self.assertIn("tandem_train_tau", wanted)
-        job, _ = tiny_job(self.tmp.name, max_steps=300, log_every=5)
+    def served(self, name, drafter_extra=""):
+        """The metric families (# TYPE) and sampled metrics a running tiny job serves once its
+        drafter has logged a real loss."""
+        d = os.path.join(self.tmp.name, name)
+        os.makedirs(d)
+        job, _ = tiny_job(d, max_steps=300, log_every=5, drafter_extra=drafter_extra)
         port = free_port()
         proc = subprocess.Popen([TANDEM, "run", job, "--metrics-port", str(port)],
                                 env=self.env, stdout=subprocess.DEVNULL,
@@ -140,11 +143,25 @@ class ProgressCase(unittest.TestCase):
                 time.sleep(0.2)
             types = set(re.findall(r"^# TYPE (\S+) ", body, re.M))
             samples = set(re.findall(r"^(tandem_[a-z0-9_]+)\{", body, re.M))
-            missing = [m for m in wanted if m not in types or m not in samples]
-            self.assertEqual(missing, [], body[-3000:])
+            return types, samples, body
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=DEADLINE_S)
+
+    def test_dashboard_queries_only_metrics_a_running_job_serves(self):
+        wanted = dashboard_metrics()
+        self.assertIn("tandem_train_loss", wanted)
+        self.assertIn("tandem_train_tau", wanted)
+        selector = [m for m in wanted if "selector" in m or "candidate" in m]
+        self.assertEqual(len(selector), 3, wanted)
+        types, samples, body = self.served("dflash")
+        missing = [m for m in wanted
+                   if m not in types or (m not in samples and m not in selector)]
+        self.assertEqual(missing, [], body[-3000:])
+        self.assertEqual([m for m in selector if m in samples], [], "a DFlash drafter has no "
+                         "selector, yet its job serves samples of the selector's gauges")
+        types, samples, body = self.served("dflash2", 'drafter_type = "dflash2"')
+        self.assertEqual([m for m in selector if m not in samples], [], body[-3000:])
 
 
 if __name__ == "__main__":

@@ -140,6 +140,9 @@ class Parser {
     r.grad_norm = Num(j, "grad_norm");
     r.lr = Num(j, "lr");
     r.tok_s = Num(j, "tok_s");
+    r.sel_loss = Num(j, "sel_loss");
+    r.cand_recall = Num(j, "cand_recall");
+    r.sel_acc = Num(j, "sel_acc");
     run_.train.push_back(r);
   }
 

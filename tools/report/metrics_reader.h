@@ -25,6 +25,7 @@ struct TrainRow {
   int64_t step = 0;
   int64_t total_steps = 0;
   double loss = 0, acc = 0, tau = 0, grad_norm = 0, lr = 0, tok_s = 0;  // NaN when absent
+  double sel_loss = 0, cand_recall = 0, sel_acc = 0;  // DFlash2's selector; NaN when absent
 };
 
 struct SampleRow {

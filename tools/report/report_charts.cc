@@ -71,6 +71,16 @@ std::vector<Chart> LineCharts(const std::vector<const RunData*>& runs) {
   charts.push_back(ByStep(runs, "tau", "\u03c4 (estimated acceptance length) by step",
                           "\u03c4 (tokens per block)", [](const TrainRow& r) { return r.tau; },
                           false));
+  // A DFlash2 drafter's selector (charts without data are dropped below).
+  charts.push_back(ByStep(runs, "sel_loss", "Selector loss by step",
+                          "selector loss (nats per covered row)",
+                          [](const TrainRow& r) { return r.sel_loss; }, false));
+  charts.push_back(ByStep(runs, "cand_recall", "Candidate recall by step",
+                          "rows whose target is a candidate (fraction)",
+                          [](const TrainRow& r) { return r.cand_recall; }, true));
+  charts.push_back(ByStep(runs, "sel_acc", "Selector accuracy by step",
+                          "covered rows ranked first (fraction)",
+                          [](const TrainRow& r) { return r.sel_acc; }, true));
   // tok/s of the training records, over their time.
   Chart tok{"tok_s", "Throughput over time", "time since start (s)",
             "tokens/s (mean since run start)", {}, true};
