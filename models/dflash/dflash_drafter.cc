@@ -399,6 +399,12 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
                                           ctx_pre_.Narrow(0, 0, tt), w.hidden_norm, eps,
                                           stream_));
   RETURN_IF_ERROR(kernels::EmbeddingForward(x_[0], block_ids_, head.embedding, stream_));
+  // DFlash2's input_embedding_scale, in place on the gathered rows (bf16 of the fp32
+  // product). The embedding table is the frozen target's: no gradient flows back through it.
+  if (config_.dflash2 && config_.dflash2->input_embedding_scale != 1.0)
+    RETURN_IF_ERROR(kernels::Scale(x_[0], x_[0],
+                                   static_cast<float>(config_.dflash2->input_embedding_scale),
+                                   stream_));
   // Layer 0's xn (in d_tmp_); each layer ends with the next one's (or the final) norm, fused
   // into its MLP residual add.
   if (t.num_hidden_layers == 0) {

@@ -2,8 +2,8 @@
 // docs/architecture.md's description (no kernels), used to check the drafter's forward and,
 // by central finite differences, its backward. Parameters come as a flat double array with the
 // drafter's flat layout (dflash_params.h). Noise-free (noise_std = 0). A DFlash2 config
-// (docs/dflash2.md) adds the dynamic convolutions around attention and the MLP, the logit
-// transform, and the selector's strict top-k loss with weight `selector_weight` (teacher-
+// (docs/dflash2.md) adds the input embedding scale, the dynamic convolutions around attention
+// and the MLP, the logit transform, and the selector's strict top-k loss with weight `selector_weight` (teacher-
 // forced prev; the top-k of the float64 logits, ties to the lower id).
 #pragma once
 
@@ -91,8 +91,10 @@ class DFlashReference {
     for (int64_t i = 0; i < t; ++i) RmsNorm(&ctx[i * h], hidden_norm, h, eps);
 
     std::vector<double> x(r * h);
+    const double embed_scale = d2 ? d2->input_embedding_scale : 1.0;
     for (int64_t i = 0; i < r; ++i)
-      for (int64_t e = 0; e < h; ++e) x[i * h + e] = in_.embedding[pl.block_ids[i] * h + e];
+      for (int64_t e = 0; e < h; ++e)
+        x[i * h + e] = in_.embedding[pl.block_ids[i] * h + e] * embed_scale;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const Layer& L = layers[l];
       const bool sliding = c.layer_types[l] == LayerType::kSlidingAttention;
