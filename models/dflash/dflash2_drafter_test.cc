@@ -304,6 +304,40 @@ TEST_F(DFlash2DrafterTest, InputEmbeddingScaleIsThePreScaledEmbedding) {
       ASSERT_EQ(gs[s.offset + i], g[s.offset + i]) << s.name << "[" << i << "]";
 }
 
+// The selector's teacher-forced previous token comes from the plan's prev_ids, also after a
+// slot without loss (a loss-mask hole: the previous slot's target is -1 there). With holes
+// at every even slot the selector loss follows the reference, and differs from the same
+// plan without prev_ids (whose rows after a hole get no pair term).
+TEST_F(DFlash2DrafterTest, PrevIdsAfterALossMaskHoleReachTheSelector) {
+  config_.dflash2->selector_top_k = 64;  // most rows covered: rows after a hole count
+  drafter_ = NewDrafter(config_);
+  ASSERT_TRUE(drafter_);
+  testing::RandomizeDFlash2Params(drafter_->params(), 3);
+  const int64_t bs = plan_.block_size;
+  for (size_t i = 0; i < plan_.targets.size(); ++i)
+    if (i % bs >= 2 && i % bs % 2 == 0) {
+      plan_.targets[i] = -1;
+      plan_.weights[i] = 0.0f;
+    }
+  ASSERT_FALSE(plan_.prev_ids.empty());
+  ASSERT_TRUE(drafter_->SetPlan(plan_).ok());
+  ASSERT_TRUE(Run(*drafter_, false).ok());
+  const float with_prev = SelectorLoss(*drafter_), dflash_loss = Loss(*drafter_);
+  ASSERT_GT(drafter_->selector_stats().data_as<int32_t>()[0], 0) << "no covered row";
+  testing::RefInputs in;
+  double dflash = 0, selector = 0;
+  Reference(&in).Loss(ComputeParams(), &dflash, &selector);
+  EXPECT_NEAR(with_prev, selector, 2e-2 * std::abs(selector) + 1e-3);
+  EXPECT_NEAR(Loss(*drafter_), dflash, 1e-2 * std::abs(dflash));
+
+  DFlashBlockPlan fallback = plan_;
+  fallback.prev_ids.clear();
+  ASSERT_TRUE(drafter_->SetPlan(fallback).ok());
+  ASSERT_TRUE(Run(*drafter_, false).ok());
+  EXPECT_NE(SelectorLoss(*drafter_), with_prev);
+  EXPECT_EQ(Loss(*drafter_), dflash_loss);  // the DFlash loss does not read prev
+}
+
 TEST_F(DFlash2DrafterTest, TotalLossFallsUnderAdamW) {
   kernels::AdamWConfig cfg;
   cfg.lr = 3e-3f;

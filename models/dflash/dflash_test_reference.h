@@ -194,12 +194,14 @@ class DFlashReference {
       });
       const int64_t slot = std::find(ids.begin(), ids.begin() + topk, pl.targets[i]) - ids.begin();
       if (slot == topk) continue;
-      const int64_t prev = i % bs <= 1 ? pl.block_ids[i - i % bs] : pl.targets[i - 1];
+      const int64_t prev = !pl.prev_ids.empty() ? pl.prev_ids[i]
+                           : i % bs <= 1          ? pl.block_ids[i - i % bs]
+                                                  : pl.targets[i - 1];
       std::vector<double> proj(rank), score(topk);
       Linear(&x[i * h], sel_proj, proj.data(), 1, h, rank);
       for (int64_t j = 0; j < topk; ++j) {
         score[j] = logits[ids[j]];
-        for (int64_t q = 0; q < rank; ++q)
+        for (int64_t q = 0; q < rank && prev >= 0 && prev < v; ++q)  // else no pair term
           score[j] += sel_pred[prev * rank + q] * proj[q] * sel_succ[ids[j] * rank + q];
       }
       const double sm = *std::max_element(score.begin(), score.end());
