@@ -28,6 +28,9 @@ target_link_libraries(tandem_actors PUBLIC tandem::models tandem::speculative ta
 set(job_test_timeout 1800)
 tandem_add_test(dflash_job_test SOURCES dflash/dflash_job_test.cc LIBS tandem::actors_whole
                 TIMEOUT ${job_test_timeout})
+# The tiny job with drafter_type = "dflash2".
+tandem_add_test(dflash2_job_test SOURCES dflash/dflash2_job_test.cc LIBS tandem::actors_whole
+                TIMEOUT ${job_test_timeout})
 tandem_add_test(dflash_dp_test SOURCES dflash/dflash_dp_test.cc LIBS tandem::actors_whole
                 TIMEOUT ${job_test_timeout})
 tandem_add_test(fp8_job_test SOURCES dflash/fp8_job_test.cc LIBS tandem::actors_whole

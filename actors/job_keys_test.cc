@@ -330,8 +330,9 @@ TEST(JobKeysTest, DFlash2DrafterKeys) {
                   "actors.drafter.final_logit_softcapping");
   EXPECT_CONTAINS(Problems(d2 + "selector_loss_weight = -1.0\n"),
                   "actors.drafter.selector_loss_weight");
-  EXPECT_CONTAINS(Problems(d2 + "input_embedding_scale = 2.0\n"),
-                  "actors.drafter.input_embedding_scale: 2: the drafter trains only 1");
+  EXPECT_EQ(Problems(d2 + "input_embedding_scale = 1.5\n"), "accepted");
+  EXPECT_CONTAINS(Problems(d2 + "input_embedding_scale = 0.0\n"),
+                  "actors.drafter.input_embedding_scale");
   // The FP8 LM head runs DFlash2's logit transform and top-k too.
   EXPECT_EQ(Problems(d2 + "lm_head_precision = \"fp8\"\n"), "accepted");
 

@@ -120,9 +120,6 @@ Status CheckDFlash2Keys(const ConfigValue& section, const std::string& prefix,
   if (e.selector_top_k > vocab)
     return InvalidArgumentError("{}: {} exceeds the target's vocab_size {}",
                                 at("selector_top_k"), e.selector_top_k, vocab);
-  if (e.input_embedding_scale != 1.0)
-    return InvalidArgumentError("{}: {}: the drafter trains only 1 (no scaling op in its step)",
-                                at("input_embedding_scale"), e.input_embedding_scale);
   if (section.Find("eval") != nullptr)
     return InvalidArgumentError("{}: training eval does not propose with the DFlash2 "
                                 "candidate selector yet; drop the eval table for "
@@ -265,7 +262,7 @@ const KeyTable& DrafterKeys() {
     t->Number("final_logit_softcapping", "dflash2: soft cap c of the logits, c * tanh(x / c) "
               "(0: none)").Default(0.0).Range(0, 1e6);
     t->Number("input_embedding_scale", "dflash2: scale of the block's token embeddings "
-              "before layer 0 (only 1 is trained yet)").Default(1.0).Range(1e-6, 1e6);
+              "before layer 0").Default(1.0).Range(1e-6, 1e6);
     t->Number("selector_loss_weight", "dflash2: alpha of loss = DFlash loss + alpha * the "
               "selector's top-k cross entropy").Default(1.0).Range(0, 1000);
     t->String("init_from", "warm start: a drafter checkpoint directory (config.json + "

@@ -1,4 +1,4 @@
-// CUDA residual add and casts. Algorithm: a grid-stride loop over vectors of kVec elements
+// CUDA residual add, casts and scale. Algorithm: a grid-stride loop over vectors of kVec elements
 // (16-byte loads of the narrower type), then the few tail elements one by one. Falls back to
 // kVec = 1 when a pointer is not 16-byte aligned. The widening cast bf16 -> f32 reads a third
 // of what it moves, so one 16-byte load per thread keeps too few bytes in flight (~32 KB per
@@ -30,6 +30,22 @@ __global__ void residual_add_kernel(T* out, const T* a, const T* b, int64_t n) {
   }
   for (int64_t i = nvec * kVec + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride)
     out[i] = cuda_detail::FromF32<T>(cuda_detail::ToF32<T>(a[i]) + cuda_detail::ToF32<T>(b[i]));
+}
+
+// out, in: T [n]; out may alias in (each element is read before the same thread writes it).
+template <typename T, int kVec>
+__global__ void scale_kernel(T* out, const T* in, float scale, int64_t n) {
+  const int64_t nvec = n / kVec;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < nvec; v += stride) {
+    float x[kVec];
+    LoadVec<kVec>(in + v * kVec, x);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) x[i] *= scale;
+    StoreVec<kVec>(out + v * kVec, x);
+  }
+  for (int64_t i = nvec * kVec + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride)
+    out[i] = cuda_detail::FromF32<T>(cuda_detail::ToF32<T>(in[i]) * scale);
 }
 
 // out: To [n], in: Ti [n]
@@ -87,6 +103,17 @@ cudaError_t LaunchAddT(T* o, const T* x, const T* y, int64_t n, Stream s) {
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t LaunchScaleT(T* o, const T* x, float scale, int64_t n, Stream s) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (cuda_detail::Aligned16({o, x})) {
+    scale_kernel<T, kVec><<<GridFor(n / kVec + 1, kThreads), kThreads, 0, s>>>(o, x, scale, n);
+  } else {
+    scale_kernel<T, 1><<<GridFor(n, kThreads), kThreads, 0, s>>>(o, x, scale, n);
+  }
+  return cudaGetLastError();
+}
+
 template <typename To, typename Ti>
 cudaError_t LaunchCastT(To* o, const Ti* x, int64_t n, Stream s) {
   constexpr int kVec = 8;  // 16 bytes of bf16, 32 of f32
@@ -108,6 +135,14 @@ cudaError_t LaunchResidualAdd(void* out, const void* a, const void* b, int64_t n
                       n, s);
   return LaunchAddT(static_cast<float*>(out), static_cast<const float*>(a),
                     static_cast<const float*>(b), n, s);
+}
+
+cudaError_t LaunchScale(void* out, const void* in, float scale, int64_t n, bool is_bf16,
+                        Stream s) {
+  using bf = __nv_bfloat16;
+  if (is_bf16)
+    return LaunchScaleT(static_cast<bf*>(out), static_cast<const bf*>(in), scale, n, s);
+  return LaunchScaleT(static_cast<float*>(out), static_cast<const float*>(in), scale, n, s);
 }
 
 cudaError_t LaunchCast(void* out, const void* in, int64_t n, bool to_f32, Stream s) {

@@ -1,4 +1,6 @@
 // CPU references for kernels/elementwise/elementwise.h, the argument checks, and the dispatchers.
+// Thread-safety: stateless.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/elementwise/elementwise.h"
@@ -26,6 +28,18 @@ Status CheckCast(const TensorView& out, const TensorView& in) {
   for (const TensorView* t : {&out, &in})
     if (t->dtype() != DType::kBF16 && t->dtype() != DType::kF32)
       return InvalidArgumentError("{}: expected bf16 or f32, got {}", kOp, t->ToString());
+  RETURN_IF_ERROR(ExpectShape(kOp, "in", in, out.shape()));
+  RETURN_IF_ERROR(ExpectContiguous(kOp, "out", out));
+  RETURN_IF_ERROR(ExpectContiguous(kOp, "in", in));
+  return ExpectSameDevice(kOp, out, in);
+}
+
+Status CheckScale(const TensorView& out, const TensorView& in, float scale) {
+  constexpr const char* kOp = "Scale";
+  if (out.dtype() != DType::kBF16 && out.dtype() != DType::kF32)
+    return InvalidArgumentError("{}: out: expected bf16 or f32, got {}", kOp, out.ToString());
+  if (!std::isfinite(scale)) return InvalidArgumentError("{}: scale {} is not finite", kOp, scale);
+  RETURN_IF_ERROR(ExpectDType(kOp, "in", in, out.dtype()));
   RETURN_IF_ERROR(ExpectShape(kOp, "in", in, out.shape()));
   RETURN_IF_ERROR(ExpectContiguous(kOp, "out", out));
   RETURN_IF_ERROR(ExpectContiguous(kOp, "in", in));
@@ -66,6 +80,12 @@ Status Cast(TensorView out, TensorView in, Stream) {
   return Status::Ok();
 }
 
+Status Scale(TensorView out, TensorView in, float scale, Stream) {
+  RETURN_IF_ERROR(internal::CheckScale(out, in, scale));
+  for (int64_t i = 0; i < out.numel(); ++i) Store(out, i, Load(in, i) * scale);
+  return Status::Ok();
+}
+
 }  // namespace cpu
 
 Status ResidualAdd(TensorView out, TensorView a, TensorView b, Stream s) {
@@ -82,6 +102,14 @@ Status Cast(TensorView out, TensorView in, Stream s) {
   if (d.is_cuda()) return cuda::Cast(out, in, s);
 #endif
   return cpu::Cast(out, in, s);
+}
+
+Status Scale(TensorView out, TensorView in, float scale, Stream s) {
+  ASSIGN_OR_RETURN([[maybe_unused]] Device d, DispatchDevice("Scale", {out, in}));
+#ifdef TANDEM_HAVE_CUDA
+  if (d.is_cuda()) return cuda::Scale(out, in, scale, s);
+#endif
+  return cpu::Scale(out, in, scale, s);
 }
 
 }  // namespace tandem::kernels

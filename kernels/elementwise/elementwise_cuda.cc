@@ -1,4 +1,4 @@
-// cuda::ResidualAdd and cuda::Cast: argument checks, NVTX range, launch (elementwise.cu).
+// cuda::ResidualAdd, cuda::Cast and cuda::Scale: argument checks, NVTX range, launch (elementwise.cu).
 #include "kernels/core/cuda_check.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/elementwise_kernels.h"
@@ -26,6 +26,15 @@ Status Cast(TensorView out, TensorView in, Stream s) {
   }
   CUDA_RETURN_IF_ERROR(
       LaunchCast(out.data(), in.data(), out.numel(), out.dtype() == DType::kF32, s));
+  return Status::Ok();
+}
+
+Status Scale(TensorView out, TensorView in, float scale, Stream s) {
+  RETURN_IF_ERROR(internal::CheckScale(out, in, scale));
+  if (out.numel() == 0) return Status::Ok();
+  NvtxRange range("Scale");
+  CUDA_RETURN_IF_ERROR(LaunchScale(out.data(), in.data(), scale, out.numel(),
+                                   out.dtype() == DType::kBF16, s));
   return Status::Ok();
 }
 

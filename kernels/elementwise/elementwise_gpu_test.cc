@@ -1,4 +1,4 @@
-// GPU tests of residual add, casts, embedding gather and concat+noise: CUDA against the CPU
+// GPU tests of residual add, casts, scale, embedding gather and concat+noise: CUDA against the CPU
 // reference, bit for bit (each output is one correctly rounded fp32 operation or a copy),
 // over odd sizes and misaligned views (the scalar fallback).
 #include <gtest/gtest.h>
@@ -42,6 +42,36 @@ TEST(ElementwiseGpuTest, ResidualAddAndCastsAreBitExact) {
       Tensor gn = ToDevice(noisy, DType::kF32, {m});
       ASSERT_TRUE(Cast(gback, gn, nullptr).ok());
       EXPECT_TRUE(BitEqual(ToHost<bf16>(gback), testing::ToBf16(noisy)));
+    }
+  }
+}
+
+TEST(ElementwiseGpuTest, ScaleMatchesCpuBitForBit) {
+  for (int64_t n : {1, 7, 127, 4104 * 3 + 5, 1 << 20}) {
+    for (int64_t skip : {0, 1}) {  // skip = 1: views start one element in (unaligned path)
+      const int64_t m = n - skip > 0 ? n - skip : n;
+      for (float scale : {1.5f, -0.37f}) {
+        std::vector<bf16> a = testing::RandomBf16(n, 8, -50, 50);
+        std::vector<float> f = testing::RandomFloats(n, 9, -1e3f, 1e3f);
+        std::vector<bf16> want(m);
+        std::vector<float> want_f(m);
+        ASSERT_TRUE(cpu::Scale(TensorView(want.data(), DType::kBF16, {m}),
+                               TensorView(a.data() + n - m, DType::kBF16, {m}), scale, nullptr)
+                        .ok());
+        ASSERT_TRUE(cpu::Scale(TensorView(want_f.data(), DType::kF32, {m}),
+                               TensorView(f.data() + n - m, DType::kF32, {m}), scale, nullptr)
+                        .ok());
+        // bf16 out of place, f32 in place.
+        Tensor ga = ToDevice(a, DType::kBF16, {n}), gf = ToDevice(f, DType::kF32, {n});
+        Tensor go = Tensor::Empty(Pool(), DType::kBF16, {n}).value();
+        const TensorView va = ga.view().Narrow(0, n - m, m), vo = go.view().Narrow(0, n - m, m),
+                         vf = gf.view().Narrow(0, n - m, m);
+        ASSERT_TRUE(Scale(vo, va, scale, nullptr).ok());
+        ASSERT_TRUE(Scale(vf, vf, scale, nullptr).ok());
+        EXPECT_TRUE(BitEqual(ToHost<bf16>(vo), want)) << "n=" << n << " skip=" << skip;
+        const std::vector<float> got_f = ToHost<float>(vf);
+        for (int64_t i = 0; i < m; ++i) ASSERT_EQ(got_f[i], want_f[i]) << "n=" << n << " i=" << i;
+      }
     }
   }
 }

@@ -16,5 +16,8 @@ cudaError_t LaunchResidualAdd(void* out, const void* a, const void* b, int64_t n
                               Stream s);
 // bf16 [n] -> f32 [n] (`to_f32`) or f32 [n] -> bf16 [n].
 cudaError_t LaunchCast(void* out, const void* in, int64_t n, bool to_f32, Stream s);
+// out = in * scale over n elements of bf16 (`is_bf16`) or f32. out may alias in.
+cudaError_t LaunchScale(void* out, const void* in, float scale, int64_t n, bool is_bf16,
+                        Stream s);
 
 }  // namespace tandem::kernels

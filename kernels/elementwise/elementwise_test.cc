@@ -1,4 +1,4 @@
-// CPU tests of residual add, casts, embedding gather and concat+noise.
+// CPU tests of residual add, casts, scale, embedding gather and concat+noise.
 #include "kernels/elementwise/elementwise.h"
 
 #include <gtest/gtest.h>
@@ -60,6 +60,48 @@ TEST(ElementwiseCpuTest, CastsRoundToNearestEvenAndRoundTrip) {
                    TensorView(nan.data(), DType::kF32, {1}), nullptr)
                   .ok());
   EXPECT_TRUE(std::isnan(b[0].f()));
+}
+
+TEST(ElementwiseCpuTest, ScaleRoundsTheFp32ProductOnceInAnyShape) {
+  for (Shape shape : {Shape{1}, Shape{7}, Shape{3, 5}, Shape{2, 3, 11}}) {
+    const int64_t n = shape.numel();
+    for (float scale : {1.5f, -0.3f, 0.f}) {
+      std::vector<bf16> a = RandomBf16(n, 6, -8, 8), out(n);
+      ASSERT_TRUE(Scale(TensorView(out.data(), DType::kBF16, shape),
+                        TensorView(a.data(), DType::kBF16, shape), scale, nullptr)
+                      .ok());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(out[i].bits, bf16(a[i].f() * scale).bits) << i << " scale " << scale;
+      // In place, f32: the exact product.
+      std::vector<float> f = testing::RandomFloats(n, 7, -4, 4), want = f;
+      for (float& v : want) v *= scale;
+      TensorView vf(f.data(), DType::kF32, shape);
+      ASSERT_TRUE(Scale(vf, vf, scale, nullptr).ok());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(f[i], want[i]) << i;
+    }
+  }
+  // 1.5 * (1 + 2^-7) = 1.5 + 3 * 2^-8 needs 9 bits: rounds to nearest even once.
+  std::vector<bf16> x = {bf16(1.0078125f)};
+  TensorView vx(x.data(), DType::kBF16, {1});
+  ASSERT_TRUE(Scale(vx, vx, 1.5f, nullptr).ok());
+  EXPECT_EQ(x[0].f(), 1.515625f);
+}
+
+TEST(ElementwiseCpuTest, ScaleRejectsBadArguments) {
+  std::vector<bf16> a(6), out(6);
+  std::vector<float> f(6);
+  TensorView va(a.data(), DType::kBF16, {2, 3});
+  EXPECT_EQ(Scale(TensorView(f.data(), DType::kF32, {2, 3}), va, 2.f, nullptr).code(),
+            StatusCode::kInvalidArgument);  // dtypes differ
+  EXPECT_EQ(Scale(TensorView(out.data(), DType::kBF16, {3, 2}), va, 2.f, nullptr).code(),
+            StatusCode::kInvalidArgument);  // shapes differ
+  EXPECT_EQ(Scale(va, va, std::numeric_limits<float>::infinity(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Scale(va, va, std::numeric_limits<float>::quiet_NaN(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+  std::vector<int32_t> ids(6);
+  TensorView vi(ids.data(), DType::kI32, {6});
+  EXPECT_EQ(Scale(vi, vi, 2.f, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(EmbeddingCpuTest, GathersRowsAndZeroesInvalidIds) {

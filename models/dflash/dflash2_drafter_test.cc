@@ -2,7 +2,7 @@
 // convolutions, zero projections and successor codebook) computes the DFlash drafter's loss
 // on the same weights; the forward against the float64 reference (dflash_test_reference.h);
 // every tensor's gradient, the new ones included, against central finite differences of
-// it; the selector's metrics; the total loss falling under AdamW.
+// it; the selector's metrics; the input embedding scale; the total loss falling under AdamW.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -50,23 +50,6 @@ void SetIdentityConvs(DFlashParams& p) {
   ASSERT_TRUE(p.SyncCompute(nullptr).ok());
 }
 
-// Non-trivial DFlash2 weights at a scale a trained drafter has: RandomizeParams, then base
-// kernels near the identity (tap 0 around 1, other taps around 0) and small projections.
-void RandomizeDFlash2(DFlashParams& p, uint64_t seed) {
-  testing::RandomizeParams(p, seed);
-  float* m = p.master.view().data_as<float>();
-  for (const DFlashParamSpec& s : p.layout.specs) {
-    const bool base = s.name.ends_with("base_kernel");
-    if (!base && !s.name.ends_with("kernel_projection.weight")) continue;
-    const int64_t h = s.shape.back();
-    for (int64_t i = 0; i < s.numel(); ++i) {
-      const float u = 2 * kernels::PhiloxUniform(seed, 13, s.offset + i) - 1;
-      m[s.offset + i] = base ? ((i / h) % s.shape[1] == 0 ? 1.0f : 0.0f) + 0.3f * u : 0.05f * u;
-    }
-  }
-  ASSERT_TRUE(p.SyncCompute(nullptr).ok());
-}
-
 class DFlash2DrafterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,7 +69,7 @@ class DFlash2DrafterTest : public ::testing::Test {
       context_.push_back(testing::RandomBf16(plan_.tokens * h, 1.0f, 30 + i));
     drafter_ = NewDrafter(config_);
     ASSERT_TRUE(drafter_);
-    RandomizeDFlash2(drafter_->params(), 3);
+    testing::RandomizeDFlash2Params(drafter_->params(), 3);
   }
 
   std::unique_ptr<DFlashDrafter> NewDrafter(const DFlashConfig& c) {
@@ -172,7 +155,7 @@ TEST_F(DFlash2DrafterTest, ZeroSelectorWeightGivesDFlashGradients) {
   alpha_ = 0.0f;
   drafter_ = NewDrafter(config_);
   ASSERT_TRUE(drafter_);
-  RandomizeDFlash2(drafter_->params(), 3);
+  testing::RandomizeDFlash2Params(drafter_->params(), 3);
   DFlashParams& p2 = drafter_->params();
   SetIdentityConvs(p2);
   SetTensors(p2, "kernel_projection.weight", 0.0f);
@@ -272,9 +255,87 @@ TEST_F(DFlash2DrafterTest, WorkspaceBytesIsWhatCreateAllocates) {
   auto dflash = DFlashDrafter::WorkspaceBytes(plain, o, kernels::Device::Cpu());
   ASSERT_TRUE(dflash.ok());
   EXPECT_GT(*measured, *dflash);  // the convolutions' activations and the selector's buffers
+  // The input embedding scale runs in place: no workspace of its own.
   DFlashConfig scaled = config_;
-  scaled.dflash2->input_embedding_scale = 2.0;
+  scaled.dflash2->input_embedding_scale = 1.5;
+  auto with_scale = DFlashDrafter::WorkspaceBytes(scaled, o, kernels::Device::Cpu());
+  ASSERT_TRUE(with_scale.ok()) << with_scale.status().ToString();
+  EXPECT_EQ(*with_scale, *measured);
+  scaled.dflash2->input_embedding_scale = 0.0;
   EXPECT_FALSE(DFlashDrafter::WorkspaceBytes(scaled, o, kernels::Device::Cpu()).ok());
+}
+
+// input_embedding_scale s multiplies the block's embeddings before layer 0, each the bf16 of
+// the fp32 product: with s = 1.5 the step is bit for bit the unscaled step on the table
+// bf16(1.5 * e) (loss, selector loss and every gradient), it differs from the unscaled step
+// on the same table, and its loss follows the float64 reference with the scale.
+TEST_F(DFlash2DrafterTest, InputEmbeddingScaleIsThePreScaledEmbedding) {
+  ASSERT_TRUE(Run(*drafter_, true).ok());
+  const float unscaled = Loss(*drafter_);
+  DFlashConfig scaled = config_;
+  scaled.dflash2->input_embedding_scale = 1.5;
+  std::unique_ptr<DFlashDrafter> ds = NewDrafter(scaled);
+  ASSERT_TRUE(ds);
+  DFlashParams& p = drafter_->params();
+  DFlashParams& ps = ds->params();
+  std::memcpy(ps.master.view().data(), p.master.view().data(), p.master.view().nbytes());
+  ASSERT_TRUE(ps.SyncCompute(nullptr).ok());
+  ASSERT_TRUE(Run(*ds, true).ok());
+  EXPECT_NE(Loss(*ds), unscaled) << "the scale does not reach the step";
+  // The float64 reference with the scale (the bound of ForwardMatchesFloat64Reference).
+  testing::RefInputs in;
+  Reference(&in);
+  in.config = &scaled;
+  double dflash = 0, selector = 0;
+  testing::DFlashReference(in).Loss(ComputeParams(), &dflash, &selector);
+  EXPECT_NEAR(Loss(*ds), dflash, 1e-2 * std::abs(dflash));
+  EXPECT_NEAR(SelectorLoss(*ds), selector, 2e-2 * std::abs(selector) + 1e-3);
+
+  const std::vector<bf16> table = embedding_;
+  for (bf16& e : embedding_) e = bf16(1.5f * e.f());
+  ASSERT_TRUE(Run(*drafter_, true).ok());
+  embedding_ = table;
+  EXPECT_EQ(Loss(*ds), Loss(*drafter_));
+  EXPECT_EQ(SelectorLoss(*ds), SelectorLoss(*drafter_));
+  const float* g = p.grads.view().data_as<float>();
+  const float* gs = ps.grads.view().data_as<float>();
+  for (const DFlashParamSpec& s : p.layout.specs)
+    for (int64_t i = 0; i < s.numel(); ++i)
+      ASSERT_EQ(gs[s.offset + i], g[s.offset + i]) << s.name << "[" << i << "]";
+}
+
+// The selector's teacher-forced previous token comes from the plan's prev_ids, also after a
+// slot without loss (a loss-mask hole: the previous slot's target is -1 there). With holes
+// at every even slot the selector loss follows the reference, and differs from the same
+// plan without prev_ids (whose rows after a hole get no pair term).
+TEST_F(DFlash2DrafterTest, PrevIdsAfterALossMaskHoleReachTheSelector) {
+  config_.dflash2->selector_top_k = 64;  // most rows covered: rows after a hole count
+  drafter_ = NewDrafter(config_);
+  ASSERT_TRUE(drafter_);
+  testing::RandomizeDFlash2Params(drafter_->params(), 3);
+  const int64_t bs = plan_.block_size;
+  for (size_t i = 0; i < plan_.targets.size(); ++i)
+    if (i % bs >= 2 && i % bs % 2 == 0) {
+      plan_.targets[i] = -1;
+      plan_.weights[i] = 0.0f;
+    }
+  ASSERT_FALSE(plan_.prev_ids.empty());
+  ASSERT_TRUE(drafter_->SetPlan(plan_).ok());
+  ASSERT_TRUE(Run(*drafter_, false).ok());
+  const float with_prev = SelectorLoss(*drafter_), dflash_loss = Loss(*drafter_);
+  ASSERT_GT(drafter_->selector_stats().data_as<int32_t>()[0], 0) << "no covered row";
+  testing::RefInputs in;
+  double dflash = 0, selector = 0;
+  Reference(&in).Loss(ComputeParams(), &dflash, &selector);
+  EXPECT_NEAR(with_prev, selector, 2e-2 * std::abs(selector) + 1e-3);
+  EXPECT_NEAR(Loss(*drafter_), dflash, 1e-2 * std::abs(dflash));
+
+  DFlashBlockPlan fallback = plan_;
+  fallback.prev_ids.clear();
+  ASSERT_TRUE(drafter_->SetPlan(fallback).ok());
+  ASSERT_TRUE(Run(*drafter_, false).ok());
+  EXPECT_NE(SelectorLoss(*drafter_), with_prev);
+  EXPECT_EQ(Loss(*drafter_), dflash_loss);  // the DFlash loss does not read prev
 }
 
 TEST_F(DFlash2DrafterTest, TotalLossFallsUnderAdamW) {

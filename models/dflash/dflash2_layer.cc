@@ -10,6 +10,7 @@
 // adds are fused into the finish convolutions (accumulate). Saved per layer: da, y, o, dm,
 // y2, m (DFlashLayerActs); xn and h1n are rebuilt from the saved rstd in the backward.
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/dflash2/dynamic_conv.h"
 #include "kernels/dflash2/row_topk.h"
@@ -45,10 +46,9 @@ Status CheckDFlash2Supported(const DFlashConfig& c) {
                                 e.selector_top_k, kernels::dflash2::kLogitsTopKMax);
   if (e.selector_rank < 1)
     return InvalidArgumentError("DFlash2 drafter: selector_rank {} < 1", e.selector_rank);
-  // The block's token embeddings enter unscaled (no scaling op in the step yet).
-  if (e.input_embedding_scale != 1.0)
-    return InvalidArgumentError("DFlash2 drafter: input_embedding_scale {} is not supported "
-                                "(only 1)", e.input_embedding_scale);
+  if (!std::isfinite(e.input_embedding_scale) || e.input_embedding_scale <= 0)
+    return InvalidArgumentError("DFlash2 drafter: input_embedding_scale {} is not a finite "
+                                "number > 0", e.input_embedding_scale);
   return Status::Ok();
 }
 

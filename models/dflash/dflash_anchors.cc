@@ -179,6 +179,7 @@ Result<DFlashBlockPlan> BuildBlockPlan(const PackedBatchMeta& meta,
   p.block_pos.resize(rows);
   p.targets.assign(rows, -1);
   p.weights.assign(rows, 0.0f);
+  p.prev_ids.assign(rows, -1);
   p.ctx_pos.assign(meta.position_ids.begin(), meta.position_ids.end());
   for (int64_t r = 0; r < rows; ++r) p.block_pos[r] = static_cast<int32_t>(r % block_size);
   for (size_t b = 0; b < anchors.size(); ++b) {
@@ -193,6 +194,7 @@ Result<DFlashBlockPlan> BuildBlockPlan(const PackedBatchMeta& meta,
     p.block_ids[base] = meta.input_ids[a];
     for (int64_t j = 0; j < block_size; ++j) {
       p.block_pos[base + j] = static_cast<int32_t>(meta.position_ids[a] + j);
+      if (j >= 1 && a + j - 1 < end) p.prev_ids[base + j] = meta.input_ids[a + j - 1];
       if (j == 0 || a + j >= end || !Counts(meta, a + j)) continue;
       p.targets[base + j] = meta.input_ids[a + j];
       p.weights[base + j] = DFlashSlotWeight(j, loss_decay);

@@ -9,6 +9,8 @@
 //   block_pos[b*bs + j] = position_ids[a] + j
 //   targets  [b*bs + j] = input_ids[a+j] if j >= 1, a+j < e and loss_mask[a+j], else -1
 //   weights  [b*bs + j] = exp(-(j-1)/gamma) for those slots, else 0 (gamma: the loss decay)
+//   prev_ids [b*bs + j] = input_ids[a+j-1] if j >= 1 and a+j-1 < e, else -1 (DFlash2's
+//                         teacher-forced previous token, loss mask or not)
 // Missing blocks (fewer eligible anchors than asked) are padding: anchor 0, empty context,
 // weight 0, so the step's shapes never change.
 //
@@ -69,6 +71,10 @@ struct DFlashBlockPlan {
   std::vector<int32_t> targets;    // [NB*bs], -1 = no target
   std::vector<float> weights;      // [NB*bs]
   std::vector<int32_t> ctx_pos;    // [T] = position_ids
+  // [NB*bs] or empty. DFlash2's selector reads the previous token of each loss row here;
+  // empty (a plan built by hand): the previous slot's target, the anchor for slot 1, which
+  // is -1 (no pair term) after a slot without loss.
+  std::vector<int32_t> prev_ids;
 };
 
 // REQUIRES: anchors sorted, eligible, at most num_blocks of them; loss_decay > 0

@@ -1,5 +1,5 @@
-// Anchor sampling per document (anchors_per_sequence) and the loss decay of the block
-// tables, on the CPU.
+// Anchor sampling per document (anchors_per_sequence), the loss decay and the previous
+// tokens of the block tables, on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -37,6 +37,25 @@ TEST(DFlashLossDecayTest, WeightsFollowTheDecay) {
   }
   EXPECT_FALSE(BuildBlockPlan(b.meta(), anchors, 1, 16, 63, 0.0).ok());
   EXPECT_FALSE(BuildBlockPlan(b.meta(), anchors, 1, 16, 63, -1.0).ok());
+}
+
+// prev_ids: the true previous token of every slot inside the document, also after a slot
+// the loss mask drops (where targets has -1), and -1 past the document end and in padding.
+TEST(DFlashBlockPlanTest, PrevIdsAreTheTrueTokensLossMaskOrNot) {
+  HostBatch b = testing::MakeBatch({40, 30}, 64, 4);
+  b.mask[12] = 0;  // a hole in block 0's loss mask (slot 7)
+  const std::vector<int32_t> anchors = {5, 35};
+  auto p = BuildBlockPlan(b.meta(), anchors, 3, 16, 63, 7.0);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->prev_ids.size(), 48u);
+  EXPECT_EQ(p->prev_ids[0], -1);  // the anchor slot
+  for (int j = 1; j < 16; ++j) EXPECT_EQ(p->prev_ids[j], b.ids[5 + j - 1]) << "slot " << j;
+  EXPECT_EQ(p->targets[7], -1);
+  EXPECT_EQ(p->prev_ids[8], b.ids[12]);
+  // Block 1 (anchor 35) reaches the end of document 0 (40) at slot 5.
+  EXPECT_EQ(p->prev_ids[16 + 5], b.ids[39]);
+  for (int j = 6; j < 16; ++j) EXPECT_EQ(p->prev_ids[16 + j], -1) << "slot " << j;
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(p->prev_ids[32 + j], -1) << "padding slot " << j;
 }
 
 TEST(DFlashLossDecayTest, DefaultFollowsTheBlockSize) {

@@ -299,12 +299,14 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
                                 plan.num_blocks, plan.block_size, plan.tokens, nb,
                                 config_.block_size, options_.max_tokens);
   if (static_cast<int64_t>(plan.anchors.size()) != nb || static_cast<int64_t>(plan.block_ids.size()) != r ||
-      static_cast<int64_t>(plan.ctx_pos.size()) != plan.tokens)
+      static_cast<int64_t>(plan.ctx_pos.size()) != plan.tokens ||
+      (!plan.prev_ids.empty() && static_cast<int64_t>(plan.prev_ids.size()) != r))
     return InvalidArgumentError("DFlash drafter: plan tables have inconsistent sizes");
   // The LM head runs only on the R' rows with loss weight (not the anchors, nor slots past a
   // document end, nor padding blocks): lm_rows lists them, lm_slot maps a row to its compact
   // index (-1: skipped), lm_targets/lm_weights are the compacted targets and weights.
-  // lm_prev: DFlash2's teacher-forced previous token of each (the anchor's for slot 1).
+  // lm_prev: DFlash2's teacher-forced previous token of each (plan.prev_ids; without them
+  // the previous slot's target, the anchor for slot 1).
   std::vector<int32_t> lm_rows, lm_slot(r, -1), lm_targets, lm_prev;
   std::vector<float> lm_weights;
   const int64_t bs = config_.block_size;
@@ -314,7 +316,9 @@ Status DFlashDrafter::SetPlan(const DFlashBlockPlan& plan) {
     lm_rows.push_back(static_cast<int32_t>(i));
     lm_targets.push_back(plan.targets[i]);
     lm_weights.push_back(plan.weights[i]);
-    lm_prev.push_back(i % bs <= 1 ? plan.block_ids[i - i % bs] : plan.targets[i - 1]);
+    lm_prev.push_back(!plan.prev_ids.empty() ? plan.prev_ids[i]
+                      : i % bs <= 1          ? plan.block_ids[i - i % bs]
+                                             : plan.targets[i - 1]);
   }
   const int64_t kept = static_cast<int64_t>(lm_rows.size());
   // Host image of plan_i32_ (compact tables and the T-sized tail written only up to their
@@ -399,6 +403,12 @@ Status DFlashDrafter::Forward(const DFlashTargetHead& head,
                                           ctx_pre_.Narrow(0, 0, tt), w.hidden_norm, eps,
                                           stream_));
   RETURN_IF_ERROR(kernels::EmbeddingForward(x_[0], block_ids_, head.embedding, stream_));
+  // DFlash2's input_embedding_scale, in place on the gathered rows (bf16 of the fp32
+  // product). The embedding table is the frozen target's: no gradient flows back through it.
+  if (config_.dflash2 && config_.dflash2->input_embedding_scale != 1.0)
+    RETURN_IF_ERROR(kernels::Scale(x_[0], x_[0],
+                                   static_cast<float>(config_.dflash2->input_embedding_scale),
+                                   stream_));
   // Layer 0's xn (in d_tmp_); each layer ends with the next one's (or the final) norm, fused
   // into its MLP residual add.
   if (t.num_hidden_layers == 0) {

@@ -4,6 +4,7 @@
 // Forward of one step, T context tokens, NB blocks of bs = 16 slots, R = NB*bs rows:
 //   ctx  = hidden_norm(fc(concat_noise(target layers)))              [T, H]
 //   x0   = target_embedding[block_ids]                               [R, H]
+//          (DFlash2: times input_embedding_scale; the target's table gets no gradient)
 //   per layer l (Qwen3 decoder layer; the context skips input_layernorm):
 //     xn = input_layernorm(x);  q = rope(q_norm(xn Wq^T));  k = rope(k_norm(xn Wk^T));
 //     v = xn Wv^T;  kc = rope(k_norm(ctx Wk^T), ctx_pos);  vc = ctx Wv^T

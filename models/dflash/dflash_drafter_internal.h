@@ -88,7 +88,7 @@ kernels::DFlashAttentionConfig DFlashLayerAttention(const DFlashConfig& c, int l
 kernels::TensorView RmsWorkspace(const kernels::TensorView& flat, int64_t h);
 
 // InvalidArgument for a DFlash2 config the kernels do not take (taps, group, top-k, rank,
-// input_embedding_scale != 1); Ok for DFlash (dflash2_layer.cc).
+// an input_embedding_scale that is not finite > 0); Ok for DFlash (dflash2_layer.cc).
 Status CheckDFlash2Supported(const DFlashConfig& c);
 
 // A view as 2-D [numel / last, last] (REQUIRES contiguous).

@@ -2,8 +2,8 @@
 // docs/architecture.md's description (no kernels), used to check the drafter's forward and,
 // by central finite differences, its backward. Parameters come as a flat double array with the
 // drafter's flat layout (dflash_params.h). Noise-free (noise_std = 0). A DFlash2 config
-// (docs/dflash2.md) adds the dynamic convolutions around attention and the MLP, the logit
-// transform, and the selector's strict top-k loss with weight `selector_weight` (teacher-
+// (docs/dflash2.md) adds the input embedding scale, the dynamic convolutions around attention
+// and the MLP, the logit transform, and the selector's strict top-k loss with weight `selector_weight` (teacher-
 // forced prev; the top-k of the float64 logits, ties to the lower id).
 #pragma once
 
@@ -91,8 +91,10 @@ class DFlashReference {
     for (int64_t i = 0; i < t; ++i) RmsNorm(&ctx[i * h], hidden_norm, h, eps);
 
     std::vector<double> x(r * h);
+    const double embed_scale = d2 ? d2->input_embedding_scale : 1.0;
     for (int64_t i = 0; i < r; ++i)
-      for (int64_t e = 0; e < h; ++e) x[i * h + e] = in_.embedding[pl.block_ids[i] * h + e];
+      for (int64_t e = 0; e < h; ++e)
+        x[i * h + e] = in_.embedding[pl.block_ids[i] * h + e] * embed_scale;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const Layer& L = layers[l];
       const bool sliding = c.layer_types[l] == LayerType::kSlidingAttention;
@@ -192,12 +194,14 @@ class DFlashReference {
       });
       const int64_t slot = std::find(ids.begin(), ids.begin() + topk, pl.targets[i]) - ids.begin();
       if (slot == topk) continue;
-      const int64_t prev = i % bs <= 1 ? pl.block_ids[i - i % bs] : pl.targets[i - 1];
+      const int64_t prev = !pl.prev_ids.empty() ? pl.prev_ids[i]
+                           : i % bs <= 1          ? pl.block_ids[i - i % bs]
+                                                  : pl.targets[i - 1];
       std::vector<double> proj(rank), score(topk);
       Linear(&x[i * h], sel_proj, proj.data(), 1, h, rank);
       for (int64_t j = 0; j < topk; ++j) {
         score[j] = logits[ids[j]];
-        for (int64_t q = 0; q < rank; ++q)
+        for (int64_t q = 0; q < rank && prev >= 0 && prev < v; ++q)  // else no pair term
           score[j] += sel_pred[prev * rank + q] * proj[q] * sel_succ[ids[j] * rank + q];
       }
       const double sm = *std::max_element(score.begin(), score.end());

@@ -109,4 +109,30 @@ inline void RandomizeParams(DFlashParams& p, uint64_t seed) {
   ASSERT_TRUE(p.SyncCompute(nullptr).ok());
 }
 
+// Non-trivial DFlash2 weights at a scale a trained drafter has (any device): RandomizeParams'
+// values, then base kernels near the identity (tap 0 around 1, other taps around 0, +-0.3)
+// and small kernel projections (+-0.05).
+inline void RandomizeDFlash2Params(DFlashParams& p, uint64_t seed) {
+  std::vector<float> host(p.layout.total);
+  for (const DFlashParamSpec& s : p.layout.specs) {
+    const bool base = s.name.ends_with("base_kernel");
+    const bool proj = s.name.ends_with("kernel_projection.weight");
+    const int64_t h = s.shape.back();
+    for (int64_t j = 0; j < s.numel(); ++j) {
+      const int64_t i = s.offset + j;
+      const float u = 2 * kernels::PhiloxUniform(seed, 9, i) - 1;
+      const float w = 2 * kernels::PhiloxUniform(seed, 13, i) - 1;
+      if (base) {
+        host[i] = ((j / h) % s.shape[1] == 0 ? 1.0f : 0.0f) + 0.3f * w;
+      } else if (proj) {
+        host[i] = 0.05f * w;
+      } else {
+        host[i] = s.is_norm ? 1.0f + 0.2f * u : 0.3f * u;
+      }
+    }
+  }
+  ASSERT_TRUE(kernels::CopyFromHost(p.master, host.data(), nullptr).ok());
+  ASSERT_TRUE(p.SyncCompute(nullptr).ok());
+}
+
 }  // namespace tandem::models::testing
