@@ -10,12 +10,13 @@
 // replica 0 only. The weights at a step exist there and nowhere else: the decoder reads the
 // trained drafter's bf16 compute copy in place (a forward-only DFlashDrafter over
 // DFlashDrafterOptions::shared_weights, on the same stream, after JoinOptimizer), so the eval needs
-// no weight copy and never races the optimizer. A DFlash2 drafter proposes with its candidate
-// selector, as `tandem eval` does (models/speculative/dflash2_proposal.h). The price is that training pauses while it
-// decodes (other data-parallel replicas wait at the next all-reduce; the targets fill the
-// channel and wait): its budget is bounded by max_prompts x max_new_tokens and, optionally,
-// max_seconds, and its time shows as the profile stage `drafter.eval` (and in the verdict
-// when it holds the loop for a large share of the wall).
+// no weight copy and never races the optimizer. A DFlash2 drafter proposes with its
+// candidate selector, as `tandem eval` does (models/speculative/dflash2_proposal.h). The
+// price is that training pauses while it decodes (other data-parallel replicas wait at the
+// next all-reduce; the targets fill the channel and wait): its budget is bounded by
+// max_prompts x max_new_tokens and, optionally, max_seconds, and its time shows as the
+// profile stage `drafter.eval` (and in the verdict when it holds the loop for a large share
+// of the wall).
 //
 // The target: the decoder needs the target with its decode cache. Its weights are shared, not
 // copied: a second models::Qwen3Target over Qwen3Weights::Alias of the job's loaded target
