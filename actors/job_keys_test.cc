@@ -325,9 +325,9 @@ TEST(JobKeysTest, DFlash2DrafterKeys) {
   // The key ranges are the selector kernels' limits (kernels/dflash2/selector.h).
   EXPECT_EQ(Problems(d2 + "selector_top_k = 64\nselector_rank = 2048\n"), "accepted");
   EXPECT_CONTAINS(Problems(d2 + "selector_top_k = 65\n"),
-                  "actors.drafter.selector_top_k: 65 is out of range; expected in [1, 64]");
+                  "actors.drafter.selector_top_k: 65 is out of range; expected an integer in [1, 64]");
   EXPECT_CONTAINS(Problems(d2 + "selector_rank = 2049\n"),
-                  "actors.drafter.selector_rank: 2049 is out of range; expected in [1, 2048]");
+                  "actors.drafter.selector_rank: 2049 is out of range; expected an integer in [1, 2048]");
   EXPECT_CONTAINS(Problems(d2 + "conv_kernel_size = 0\n"), "actors.drafter.conv_kernel_size");
   EXPECT_CONTAINS(Problems(d2 + "output_multiplier = 0\n"), "actors.drafter.output_multiplier");
   EXPECT_CONTAINS(Problems(d2 + "final_logit_softcapping = -1.0\n"),
