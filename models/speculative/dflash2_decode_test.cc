@@ -5,7 +5,6 @@
 // its drafts accepted as the DFlash drafter does; with an active selector greedy decoding is
 // still lossless (the target's own greedy tokens); sampling is seeded; the batched decoder
 // gives each prompt what the one-prompt decoder gives it.
-#include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -17,6 +16,7 @@
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/speculative/dflash_batch_decoder.h"
 #include "models/speculative/dflash_decoder.h"
+#include "models/speculative/dflash2_proposal_test_util.h"
 
 namespace tandem::models {
 namespace {
@@ -29,18 +29,6 @@ const std::vector<std::vector<int32_t>> kPrompts = {
     {34, 27, 31, 40, 7, 37, 55, 24},       {37, 55, 24, 44, 10, 53, 39, 42, 49},
     {29, 14, 61, 8, 50, 1, 21, 38, 41, 25}, {1, 21, 38, 41, 25, 33, 43, 4, 57, 6, 3},
     {41, 25, 33, 43, 4, 57, 6, 3},         {62, 58, 16, 51, 59, 23, 29, 14, 61, 8}};
-
-DFlashConfig AsDFlash2(DFlashConfig c) {
-  c.layers.architectures = {"DFlash2DraftModel"};
-  c.is_causal = false;
-  DFlash2Extension e;
-  e.conv_kernel_size = 2;
-  e.conv_group_size = 16;
-  e.selector_rank = 8;
-  e.selector_top_k = 6;
-  c.dflash2 = e;
-  return c;
-}
 
 class DFlash2DecodeTest : public ::testing::Test {
  protected:
@@ -66,17 +54,12 @@ class DFlash2DecodeTest : public ::testing::Test {
   // uniform(-selector, selector) and the hidden projection uniform(-0.5, 0.5), pair terms of
   // the size of the golden's logit gaps (~10), so the selector moves drafts.
   std::unique_ptr<DFlashDrafter> NewDFlash2(int64_t blocks, float selector) {
-    std::unique_ptr<DFlashDrafter> d = NewDrafter(AsDFlash2(config_), blocks);
+    std::unique_ptr<DFlashDrafter> d = NewDrafter(testing::AsDFlash2(config_), blocks);
     if (!d) return nullptr;
     DFlashParams& p2 = d->params();
-    EXPECT_TRUE(p2.InitFromScratch(7, nullptr).ok());
-    const DFlashParams& p1 = dflash_->params();
+    testing::InitFromDFlash(dflash_->params(), p2);
     float* m2 = p2.master.view().data_as<float>();
     for (const DFlashParamSpec& s2 : p2.layout.specs) {
-      for (const DFlashParamSpec& s1 : p1.layout.specs)
-        if (s1.name == s2.name)
-          std::memcpy(m2 + s2.offset, p1.master.view().data_as<float>() + s1.offset,
-                      s1.numel() * 4);
       const bool codebook = s2.name.ends_with("_codebook");
       if (selector > 0 && (codebook || s2.name.ends_with("hidden_projection.weight")))
         for (int64_t i = 0; i < s2.numel(); ++i)

@@ -1,11 +1,13 @@
 // Test-only inputs of DFlash2Proposer (dflash2_proposal.h): a tiny random DFlash2 drafter's
 // selector weights and LM head, final hidden rows of a few blocks, and their anchors (host
-// bf16 values, Philox-drawn), plus the float64 reference proposal from candidate_selector.h.
-// Shared by the CPU test and the GPU test. Thread-safety: test fixtures, one thread.
+// bf16 values, Philox-drawn), plus the float64 reference proposal from candidate_selector.h;
+// and a DFlash config made a DFlash2 one with a DFlash drafter's tensors copied in. Shared by
+// the CPU tests and the GPU test. Thread-safety: test fixtures, one thread.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -139,6 +141,33 @@ inline kernels::Tensor Upload(const std::vector<kernels::bf16>& host, kernels::S
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_TRUE(kernels::CopyFromHost(t->view(), host.data(), s).ok());
   return std::move(*t);
+}
+
+// `c` as a DFlash2 config: rank 8, top-k 6, 2 taps in groups of 16, bidirectional.
+inline DFlashConfig AsDFlash2(DFlashConfig c) {
+  c.layers.architectures = {"DFlash2DraftModel"};
+  c.is_causal = false;
+  DFlash2Extension e;
+  e.conv_kernel_size = 2;
+  e.conv_group_size = 16;
+  e.selector_rank = 8;
+  e.selector_top_k = 6;
+  c.dflash2 = e;
+  return c;
+}
+
+// Host params: `to` freshly initialised (identity convolutions, zero projections and
+// successor codebook: a DFlash drafter with a no-op selector), then every tensor of `from`
+// copied by name.
+inline void InitFromDFlash(const DFlashParams& from, DFlashParams& to) {
+  ASSERT_TRUE(to.InitFromScratch(7, nullptr).ok());
+  float* m = to.master.view().data_as<float>();
+  for (const DFlashParamSpec& t : to.layout.specs)
+    for (const DFlashParamSpec& f : from.layout.specs)
+      if (f.name == t.name)
+        std::memcpy(m + t.offset, from.master.view().data_as<float>() + f.offset,
+                    f.numel() * 4);
+  ASSERT_TRUE(to.SyncCompute(nullptr).ok());
 }
 
 inline ProposalTensors UploadInputs(const ProposalInputs& in, kernels::Allocator& alloc,
