@@ -322,8 +322,12 @@ TEST(JobKeysTest, DFlash2DrafterKeys) {
   EXPECT_CONTAINS(Problems("drafter_type = \"dflash3\"\n"), "actors.drafter.drafter_type");
   EXPECT_CONTAINS(Problems(d2 + "conv_group_size = 48\n"),
                   "actors.drafter.conv_group_size: 48 does not divide the target's hidden_size 64");
-  EXPECT_CONTAINS(Problems(d2 + "selector_top_k = 600\n"),
-                  "actors.drafter.selector_top_k: 600 exceeds the target's vocab_size 512");
+  // The key ranges are the selector kernels' limits (kernels/dflash2/selector.h).
+  EXPECT_EQ(Problems(d2 + "selector_top_k = 64\nselector_rank = 2048\n"), "accepted");
+  EXPECT_CONTAINS(Problems(d2 + "selector_top_k = 65\n"),
+                  "actors.drafter.selector_top_k: 65 is out of range; expected an integer in [1, 64]");
+  EXPECT_CONTAINS(Problems(d2 + "selector_rank = 2049\n"),
+                  "actors.drafter.selector_rank: 2049 is out of range; expected an integer in [1, 2048]");
   EXPECT_CONTAINS(Problems(d2 + "conv_kernel_size = 0\n"), "actors.drafter.conv_kernel_size");
   EXPECT_CONTAINS(Problems(d2 + "output_multiplier = 0\n"), "actors.drafter.output_multiplier");
   EXPECT_CONTAINS(Problems(d2 + "final_logit_softcapping = -1.0\n"),
@@ -335,6 +339,12 @@ TEST(JobKeysTest, DFlash2DrafterKeys) {
                   "actors.drafter.input_embedding_scale");
   // The FP8 LM head runs DFlash2's logit transform and top-k too.
   EXPECT_EQ(Problems(d2 + "lm_head_precision = \"fp8\"\n"), "accepted");
+  // An eval table: the training eval proposes with the selector.
+  const testing::ScratchDir eval_dir;
+  const std::string prompts = eval_dir.File("prompts.jsonl");
+  { std::ofstream(prompts) << "{\"input_ids\": [1, 2, 3]}\n"; }
+  EXPECT_EQ(Problems(d2 + "selector_rank = 8\n\n[actors.drafter.eval]\nevery_steps = 10\n"
+                     "prompts = \"" + prompts + "\"\n"), "accepted");
 
   auto job = ParseJobText(std::string(kTiny) + d2 + "selector_rank = 8\n", "job.toml");
   ASSERT_TRUE(job.ok()) << job.status().ToString();

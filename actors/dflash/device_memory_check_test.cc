@@ -17,6 +17,7 @@
 #include "actors/dflash/target_model.h"
 #include "actors/dflash/target_settings.h"
 #include "models/dflash/dflash_params.h"
+#include "models/speculative/dflash2_proposal.h"
 #include "runtime/core/clock.h"
 #include "runtime/job/job_spec.h"
 #include "runtime/job/job_spec_keys.h"
@@ -191,6 +192,42 @@ TEST(DeviceMemoryCheckTest, DenseWorkspaceAndEvalDecoderAreCounted) {
   EXPECT_GT(*bound, 2 * 16 * ctx * 1024 * 2 + 5 * ctx * 5120 * 2 + 3.76 * kGiB / 16);
   EXPECT_LT(*bound, 2 * kGiB);
   std::printf("eval decoder bound for the 27B example: %.3f GiB\n", *bound / double(kGiB));
+}
+
+// A DFlash2 drafter's eval bound adds its proposer's buffers (DFlash2Proposer::WorkspaceBytes
+// at the block size) besides its own, larger, drafter workspace: exactly those two terms
+// apart from the DFlash drafter's bound at the same settings.
+TEST(DeviceMemoryCheckTest, EvalBoundCountsTheDFlash2Proposer) {
+  auto job = Example27b();
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string prompts = ::testing::TempDir() + "/eval_prompts_dflash2.jsonl";
+  std::ofstream(prompts) << "{\"input_ids\": [1, 2, 3]}\n";
+  auto with_eval = ParseJobText(JobFileText() + "\n[actors.drafter.eval]\nevery_steps = 10\n"
+                                "prompts = \"" + prompts + "\"\n",
+                                "qwen3.6-27b-1gpu.toml");
+  ASSERT_TRUE(with_eval.ok()) << with_eval.status().ToString();
+  auto ds = ParseDrafterSettings(Section(*with_eval, "drafter"),
+                                 JobSectionContext(*with_eval, "drafter"));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const models::DFlashConfig c1 = DrafterConfig(*ds, ds->target);
+  models::DFlashConfig c2 = c1;
+  c2.layers.architectures = {"DFlash2DraftModel"};
+  c2.is_causal = false;
+  c2.dflash2 = models::DFlash2Extension{.conv_kernel_size = 2, .conv_group_size = 16,
+                                        .selector_rank = 256, .selector_top_k = 16};
+  auto b1 = DrafterEval::DeviceBytesBound(ds->eval, ds->target, c1);
+  auto b2 = DrafterEval::DeviceBytesBound(ds->eval, ds->target, c2);
+  ASSERT_TRUE(b1.ok()) << b1.status().ToString();
+  ASSERT_TRUE(b2.ok()) << b2.status().ToString();
+  models::DFlashDrafterOptions dopt;
+  dopt.max_tokens = ds->eval.max_prompt_tokens + ds->eval.max_new_tokens + c1.block_size;
+  dopt.num_blocks = models::kDrafterBlocksCuda;
+  auto w1 = models::DFlashDrafter::WorkspaceBytes(c1, dopt, kernels::Device::Cuda(0));
+  auto w2 = models::DFlashDrafter::WorkspaceBytes(c2, dopt, kernels::Device::Cuda(0));
+  ASSERT_TRUE(w1.ok() && w2.ok());
+  const int64_t proposer = models::DFlash2Proposer::WorkspaceBytes(c2, c2.block_size);
+  EXPECT_GT(proposer, c2.block_size * c2.layers.vocab_size * 4);  // its f32 logits and more
+  EXPECT_EQ(*b2 - *b1, (*w2 - *w1) + proposer);
 }
 
 // A drafter without a target replica on its GPU loads its own copy of the target's embedding

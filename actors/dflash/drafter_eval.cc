@@ -75,8 +75,10 @@ Result<int64_t> DrafterEval::DeviceBytesBound(const EvalSettings& settings,
                                                          kernels::Device::Cuda(0)));
   const int64_t captured = static_cast<int64_t>(drafter.target_layer_ids.size());
   const DecoderShape shape = target.hybrid ? ShapeOf(*target.hybrid) : ShapeOf(target.config);
+  // A DFlash2 drafter's proposer (its LM-head rows, candidates and selector projection).
+  const int64_t proposer = models::DFlash2Proposer::WorkspaceBytes(drafter, bs);
   return DecoderBufferBytes(shape, captured, max_context, bs).total() +
-         DecoderTargetWorkspace(target, longest, bs) + drafter_ws;
+         DecoderTargetWorkspace(target, longest, bs) + drafter_ws + proposer;
 }
 
 Result<std::unique_ptr<DrafterEval>> DrafterEval::Create(const EvalSettings& settings,
@@ -160,7 +162,8 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
   const int64_t kv = buffers.kv, features = buffers.features;
   const int64_t target_ws =
       target_ != nullptr ? target_->workspace_bytes() : hybrid_->workspace_bytes();
-  const int64_t own = buffers.total() + target_ws + drafter_->workspace_bytes();
+  const int64_t ws = target_ws + drafter_->workspace_bytes() + decoder_->proposer_bytes();
+  const int64_t own = buffers.total() + ws;
   TLOG_INFO("{}: eval every {} steps on {} prompts of {} ({} lines, {} skipped), {} new tokens "
             "each, block size {}, temperature {}; decodes over the job's target weights "
             "(shared) and the trained weights (in place): {} of its own (KV cache {}, "
@@ -169,7 +172,7 @@ Status DrafterEval::Allocate(const SharedTarget& shared, models::DFlashDrafter& 
             prompts_.skipped, s_.max_new_tokens, s_.block_size, s_.temperature,
             FormatBytes(static_cast<uint64_t>(own)), FormatBytes(static_cast<uint64_t>(kv)),
             FormatBytes(static_cast<uint64_t>(features)),
-            FormatBytes(static_cast<uint64_t>(target_ws + drafter_->workspace_bytes())));
+            FormatBytes(static_cast<uint64_t>(ws)));
   return Status::Ok();
 }
 

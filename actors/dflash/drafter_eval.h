@@ -10,11 +10,13 @@
 // replica 0 only. The weights at a step exist there and nowhere else: the decoder reads the
 // trained drafter's bf16 compute copy in place (a forward-only DFlashDrafter over
 // DFlashDrafterOptions::shared_weights, on the same stream, after JoinOptimizer), so the eval needs
-// no weight copy and never races the optimizer. The price is that training pauses while it
-// decodes (other data-parallel replicas wait at the next all-reduce; the targets fill the
-// channel and wait): its budget is bounded by max_prompts x max_new_tokens and, optionally,
-// max_seconds, and its time shows as the profile stage `drafter.eval` (and in the verdict
-// when it holds the loop for a large share of the wall).
+// no weight copy and never races the optimizer. A DFlash2 drafter proposes with its
+// candidate selector, as `tandem eval` does (models/speculative/dflash2_proposal.h). The
+// price is that training pauses while it decodes (other data-parallel replicas wait at the
+// next all-reduce; the targets fill the channel and wait): its budget is bounded by
+// max_prompts x max_new_tokens and, optionally, max_seconds, and its time shows as the
+// profile stage `drafter.eval` (and in the verdict when it holds the loop for a large share
+// of the wall).
 //
 // The target: the decoder needs the target with its decode cache. Its weights are shared, not
 // copied: a second models::Qwen3Target over Qwen3Weights::Alias of the job's loaded target
@@ -27,8 +29,11 @@
 // own, allocated once at Create from the job's pool (where the target's weights and the
 // trained drafter came from): the KV cache (2 x layers x context x kv_dim bf16), the
 // captured features (k x context x hidden bf16), the two workspaces (the target's for the
-// longest prompt, the drafter's for one block over the context) and a [16, vocab] f32 logits
-// buffer, where context = longest prompt + max_new_tokens + block size. Create logs the sum.
+// longest prompt, the drafter's for one block over the context), a [16, vocab] f32 logits
+// buffer and, for a DFlash2 drafter, the proposer's buffers (models/speculative/
+// dflash2_proposal.h: its own [16, vocab] f32 logits, the top-k candidates and the selector
+// projection), where context = longest prompt + max_new_tokens + block size. Create logs
+// the sum.
 // For Qwen3-8B at a 2048-token context: 0.28 GiB of cache + 0.08 GiB of features (k = 5).
 //
 // Thread-safety: thread-compatible; the drafter's thread only.

@@ -10,6 +10,8 @@
 #include "actors/dflash/drafter_device.h"
 #include "actors/dflash/drafter_eval.h"
 #include "actors/dflash/target_settings.h"
+#include "kernels/dflash2/row_topk.h"
+#include "kernels/dflash2/selector.h"
 #include "models/dflash/dflash_checkpoint.h"
 #include "models/dflash/dflash_drafter.h"
 #include "models/dflash/dflash_params.h"
@@ -98,6 +100,10 @@ Status CheckInitFrom(const std::string& at, const DrafterSettings& s) {
                       : fmt::format("; set {} to match", setting));
 }
 
+// The key ranges of selector_top_k and selector_rank are the selector kernels' limits (the
+// step and the eval's proposer run them): the candidates' top-k and the selector agree.
+static_assert(kernels::dflash2::kSelectorMaxTopK == kernels::dflash2::kLogitsTopKMax);
+
 // DFlash2's keys: only with drafter_type = "dflash2", and shapes the target allows.
 Status CheckDFlash2Keys(const ConfigValue& section, const std::string& prefix,
                         const DrafterSettings& s) {
@@ -120,10 +126,6 @@ Status CheckDFlash2Keys(const ConfigValue& section, const std::string& prefix,
   if (e.selector_top_k > vocab)
     return InvalidArgumentError("{}: {} exceeds the target's vocab_size {}",
                                 at("selector_top_k"), e.selector_top_k, vocab);
-  if (section.Find("eval") != nullptr)
-    return InvalidArgumentError("{}: training eval does not propose with the DFlash2 "
-                                "candidate selector yet; drop the eval table for "
-                                "drafter_type = \"dflash2\"", at("eval"));
   return Status::Ok();
 }
 
@@ -253,10 +255,12 @@ const KeyTable& DrafterKeys() {
            "(<= block_size)").Default(2).Range(1, 16);
     t->Int("conv_group_size", "dflash2: channels sharing one dynamic conv weight (divides "
            "hidden_size)").Default(16).Min(1);
-    t->Int("selector_rank", "dflash2: rank of the candidate selector's codebooks")
-        .Default(256).Range(1, 4096);
+    t->Int("selector_rank", "dflash2: rank of the candidate selector's codebooks (up to "
+           "the largest the CUDA selector kernels take)")
+        .Default(256).Range(1, static_cast<double>(kernels::dflash2::kSelectorMaxRank));
     t->Int("selector_top_k", "dflash2: candidates per draft position the selector rescores "
-           "(<= the target's vocab)").Default(16).Range(1, 1024);
+           "(<= the target's vocab; up to the most the selector kernels take)")
+        .Default(16).Range(1, static_cast<double>(kernels::dflash2::kSelectorMaxTopK));
     t->Number("output_multiplier", "dflash2: scale m of the logits (logits = m * lm_head(h), "
               "then the soft cap)").Default(1.0).Range(1e-6, 1e6);
     t->Number("final_logit_softcapping", "dflash2: soft cap c of the logits, c * tanh(x / c) "

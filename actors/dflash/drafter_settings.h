@@ -11,8 +11,9 @@
 // init_from holds a drafter checkpoint whose config is the drafter this group trains; max_seconds needs replicas = 1; metrics_file's directory
 // exists; checkpoint.dir is not a file; drafter_type = "dflash2" for any DFlash2 key,
 // conv_group_size dividing the target's hidden_size, conv_kernel_size <= block_size,
-// selector_top_k <= the target's vocab, and neither an `eval` table nor lm_head_precision =
-// "fp8" with a DFlash2 drafter (neither runs the selector yet); the `eval` table's own checks
+// selector_top_k <= the target's vocab (its key range, 1 .. 64, and selector_rank's, 1 ..
+// 2048, are the selector kernels' limits), and no lm_head_precision = "fp8" with a DFlash2
+// drafter (no logit transform or top-k there); the `eval` table's own checks
 // (drafter_eval_settings.h). Without `pinned_bytes` the group's pinned memory is what its
 // asynchronous checkpoint snapshot needs (DefaultDrafterPinnedBytes).
 //

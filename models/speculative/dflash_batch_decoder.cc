@@ -54,6 +54,11 @@ Result<std::unique_ptr<DFlashBatchDecoder>> DFlashBatchDecoder::Create(
           drafter->options().num_blocks, drafter->options().max_tokens);
     block = dc.block_size;
     for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
+    if (dc.dflash2) {
+      ASSIGN_OR_RETURN(d->proposer_,
+                       DFlash2Proposer::Create(dc, batch * block, target->weights().allocator(),
+                                               dev, stream));
+    }
   }
   // The caches and buffers come from where the target's weights came from.
   kernels::Allocator* alloc = &target->weights().allocator();
@@ -178,6 +183,7 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
   for (const kernels::Tensor& f : packed_) ctx.push_back(f.view().Narrow(0, 0, offset));
   const DFlashTargetHead head{target_->weights().embed(), target_->weights().lm_head()};
   RETURN_IF_ERROR(drafter_->ForwardBackward(head, ctx, 0.0f, 0, 0, /*backward=*/false));
+  if (proposer_ != nullptr) return ProposeDFlash2(last, n, sp, sample_drafts, keys, q);
   // One LM-head GEMM over every live block's rows (slot 0's row is computed and unused).
   kernels::GemmOptions linear;
   linear.trans_b = true;
@@ -207,6 +213,31 @@ Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::Draft(
           (*q)[b].back(), KeyedUniform(keys[b], static_cast<uint32_t>(i + 1), DrawKind::kPropose)));
     }
   return out;
+}
+
+Result<std::vector<std::vector<int32_t>>> DFlashBatchDecoder::ProposeDFlash2(
+    std::span<const int32_t> last, int64_t n, const SamplingParams& sp, bool sample_drafts,
+    std::span<const DrawKey> keys, std::vector<std::vector<TokenDist>>* q) {
+  const int64_t bs = drafter_->config().block_size;
+  const DFlashParamViews& w = drafter_->params().w;
+  const DFlash2ProposalWeights weights{target_->weights().lm_head(), w.sel_proj, w.sel_pred,
+                                       w.sel_succ};
+  std::vector<DFlash2Block> blocks;
+  for (size_t b = 0; b < last.size(); ++b)
+    blocks.push_back({drafter_->final_hidden().Narrow(0, static_cast<int64_t>(b) * bs + 1, n),
+                      last[b], keys[b]});
+  const bool sample = sp.temperature > 0.0f && sample_drafts;
+  ASSIGN_OR_RETURN(DFlash2Proposal p, proposer_->Propose(blocks, weights,
+                                                         sample ? sp.temperature : 0.0f,
+                                                         gemm_.get()));
+  q->assign(last.size(), {});
+  for (size_t b = 0; b < last.size(); ++b) {
+    if (sample)
+      (*q)[b] = std::move(p.q[b]);
+    else if (sp.temperature > 0.0f)
+      (*q)[b] = OneHot(p.drafts[b]);
+  }
+  return std::move(p.drafts);
 }
 
 Result<std::vector<TokenDist>> DFlashBatchDecoder::Verify(

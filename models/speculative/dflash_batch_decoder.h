@@ -12,6 +12,9 @@
 //   * when a sequence ends (stop token or max_new_tokens) its slot takes the next prompt,
 //     prefilled alone (prefill is compute-bound already; batching pays in the decode steps,
 //     which read every weight for a handful of tokens).
+// A DFlash2 drafter proposes every live block with its candidate selector
+// (dflash2_proposal.h, as DFlashDecoder does); its sampled walks run per block, keyed by the
+// prompt's own draws.
 // Per prompt the tokens, accept lengths and (temperature > 0) samples are those of
 // DFlashDecoder::Generate on it alone with prompt_index options.prompt_index + its index:
 // every draw is keyed by (seed, prompt index, step, position), never by the batch, and on
@@ -77,6 +80,11 @@ class DFlashBatchDecoder {
                                                   const SamplingParams& sp, bool sample_drafts,
                                                   std::span<const DrawKey> keys,
                                                   std::vector<std::vector<TokenDist>>* q);
+  // After Draft's drafter forward, a DFlash2 drafter's drafts (and q) of slots 1 .. n of
+  // each live block (dflash2_proposal.h).
+  Result<std::vector<std::vector<int32_t>>> ProposeDFlash2(
+      std::span<const int32_t> last, int64_t n, const SamplingParams& sp, bool sample_drafts,
+      std::span<const DrawKey> keys, std::vector<std::vector<TokenDist>>* q);
   // The verdict on one sequence's block: at temperature 0 greedy matching over the target's
   // host logits [block.size(), V] of it; above, VerifyBySampling of the drafter's `q` against
   // the target's `p` (one per block row).
@@ -104,6 +112,7 @@ class DFlashBatchDecoder {
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
   DistReader reader_;  // sampled picks: candidates or rows to the host, filtered
+  std::unique_ptr<DFlash2Proposer> proposer_;  // a DFlash2 drafter's
 };
 
 }  // namespace tandem::models

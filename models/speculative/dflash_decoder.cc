@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "kernels/core/stream.h"
 #include "kernels/elementwise/row_argmax.h"
@@ -94,6 +95,10 @@ Result<std::unique_ptr<DFlashDecoder>> DFlashDecoder::Create(std::unique_ptr<Dec
                                   "tokens, below the drafter's block size {}",
                                   d->target_->max_rollback(), rows);
     for (int64_t id : dc.target_layer_ids) d->capture_layers_.push_back(static_cast<int>(id));
+    if (dc.dflash2) {
+      ASSIGN_OR_RETURN(d->proposer_, DFlash2Proposer::Create(dc, rows, d->target_->allocator(),
+                                                            dev, stream));
+    }
   }
   // The buffers come from where the target's weights came from.
   kernels::Allocator* alloc = &d->target_->allocator();
@@ -171,7 +176,7 @@ Result<std::vector<TokenDist>> DFlashDecoder::Dists(const TensorView& logits,
   return reader_.Read(logits, p, target_->allocator(), target_->device(), stream_);
 }
 
-Result<TensorView> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
+Status DFlashDecoder::DrafterForward(int32_t last_token) {
   const DFlashConfig& c = drafter_->config();
   const int64_t t = target_->length(), bs = c.block_size;
   DFlashBlockPlan plan;
@@ -196,13 +201,36 @@ Result<TensorView> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
   std::vector<TensorView> ctx;
   for (const kernels::Tensor& f : features_) ctx.push_back(f.view().Narrow(0, 0, t));
   const DFlashTargetHead head{target_->embed(), target_->lm_head()};
-  RETURN_IF_ERROR(drafter_->ForwardBackward(head, ctx, 0.0f, 0, 0, /*backward=*/false));
+  return drafter_->ForwardBackward(head, ctx, 0.0f, 0, 0, /*backward=*/false);
+}
+
+Result<TensorView> DFlashDecoder::Draft(int32_t last_token, int64_t n) {
+  RETURN_IF_ERROR(DrafterForward(last_token));
   kernels::GemmOptions linear;
   linear.trans_b = true;
   const TensorView logits = logits_.view().Narrow(0, 0, n);
   RETURN_IF_ERROR(kernels::Gemm(gemm_.get(), drafter_->final_hidden().Narrow(0, 1, n),
-                                head.lm_head, logits, linear, stream_));
+                                target_->lm_head(), logits, linear, stream_));
   return logits;
+}
+
+Result<std::vector<int32_t>> DFlashDecoder::ProposeDFlash2(int32_t last_token, int64_t n,
+                                                           const SpecDecodeOptions& o,
+                                                           const DrawKey& key,
+                                                           std::vector<TokenDist>* q) {
+  RETURN_IF_ERROR(DrafterForward(last_token));
+  const DFlashParamViews& w = drafter_->params().w;
+  const DFlash2ProposalWeights weights{target_->lm_head(), w.sel_proj, w.sel_pred, w.sel_succ};
+  const bool sample = o.temperature > 0.0f && o.sample_drafts;
+  const DFlash2Block block{drafter_->final_hidden().Narrow(0, 1, n), last_token, key};
+  ASSIGN_OR_RETURN(DFlash2Proposal p,
+                   proposer_->Propose({&block, 1}, weights, sample ? o.temperature : 0.0f,
+                                      gemm_.get()));
+  if (sample)
+    *q = std::move(p.q[0]);
+  else if (o.temperature > 0.0f)
+    *q = OneHot(p.drafts[0]);
+  return std::move(p.drafts[0]);
 }
 
 Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt,
@@ -236,7 +264,11 @@ Result<SpecDecodeResult> DFlashDecoder::Generate(std::span<const int32_t> prompt
     const int32_t last = r.tokens.back();
     std::vector<int32_t> block = {last};
     std::vector<TokenDist> q;  // sampling: the drafter's distributions of slots 1 ..
-    if (o.block_size > 1) {
+    if (o.block_size > 1 && proposer_ != nullptr) {
+      ASSIGN_OR_RETURN(std::vector<int32_t> drafts,
+                       ProposeDFlash2(last, o.block_size - 1, o, key, &q));
+      block.insert(block.end(), drafts.begin(), drafts.end());
+    } else if (o.block_size > 1) {
       ASSIGN_OR_RETURN(TensorView draft_logits, Draft(last, o.block_size - 1));
       if (greedy || !o.sample_drafts) {
         ASSIGN_OR_RETURN(std::vector<int32_t> drafts, Greedy(draft_logits));

@@ -30,6 +30,11 @@
 // select the candidates on the device (RowTopK) and copy back only them, other sampled picks
 // copy the rows' f32 logits; the host filters and draws.
 //
+// A DFlash2 drafter (config().dflash2) proposes with its candidate selector instead
+// (dflash2_proposal.h): the greedy causal walk over the top-k candidates at temperature 0
+// (the same greedy matching), the sampled walk above it with q the selector's softmax over its
+// candidates (one-hot at the greedy walk's drafts with sample_drafts = false).
+//
 // The drafter runs its own block size (16); B = block_size <= 16 only limits how many slots
 // the target verifies. B = 1 is plain greedy decoding by the target (no drafter forward):
 // the baseline of the speedup.
@@ -48,6 +53,7 @@
 #include "models/qwen3/qwen3_target.h"
 #include "models/qwen3_5/qwen3_5_target.h"
 #include "models/speculative/decode_target.h"
+#include "models/speculative/dflash2_proposal.h"
 #include "models/speculative/dist_reader.h"
 #include "models/speculative/spec_pick.h"
 #include "runtime/core/status.h"
@@ -115,6 +121,9 @@ class DFlashDecoder {
                                     const SpecDecodeOptions& options);
 
   int64_t max_context() const { return max_context_; }
+  // A DFlash2 drafter's proposer buffers (DFlash2Proposer::WorkspaceBytes at the drafter's
+  // block size); 0 for a DFlash drafter.
+  int64_t proposer_bytes() const { return proposer_ ? proposer_->workspace_bytes() : 0; }
 
  private:
   DFlashDecoder() = default;
@@ -122,8 +131,15 @@ class DFlashDecoder {
   // Runs the target on `tokens` (appending them to the cache, features to rows [T, T+n))
   // and returns its logits of the last `picks` rows (rows of logits_, on the device).
   Result<kernels::TensorView> TargetStep(std::span<const int32_t> tokens, int64_t picks);
-  // The drafter's logits for slots 1 .. n of a block anchored after the cached context.
+  // The drafter's forward over one block anchored after the cached context.
+  Status DrafterForward(int32_t last_token);
+  // The drafter's logits for slots 1 .. n of that block (DrafterForward, then the LM head).
   Result<kernels::TensorView> Draft(int32_t last_token, int64_t n);
+  // A DFlash2 drafter's drafts of slots 1 .. n (DrafterForward, then the proposer); q gets
+  // their distributions when sampling (temperature > 0).
+  Result<std::vector<int32_t>> ProposeDFlash2(int32_t last_token, int64_t n,
+                                              const SpecDecodeOptions& o, const DrawKey& key,
+                                              std::vector<TokenDist>* q);
   // Greedy picks of logits [rows, V] on the decoder's device, synchronising the stream:
   // RowArgmax runs there and only the ids come back (ArgmaxRows' first maximum).
   Result<std::vector<int32_t>> Greedy(const kernels::TensorView& logits);
@@ -141,6 +157,7 @@ class DFlashDecoder {
   std::unique_ptr<kernels::GemmContext> gemm_;  // CUDA only: the drafter's LM head
   std::vector<float> host_logits_;
   DistReader reader_;  // sampled picks
+  std::unique_ptr<DFlash2Proposer> proposer_;  // a DFlash2 drafter's
 };
 
 }  // namespace tandem::models

@@ -57,11 +57,13 @@ namespace {
 constexpr const char* kGreedyRule =
     "greedy: drafts accepted while equal to the target's argmax, plus the target's next token";
 constexpr const char* kSampledRule =
-    "speculative sampling: drafts sampled from the drafter's filtered distribution q, each kept "
+    "speculative sampling: drafts sampled from the drafter's filtered distribution q (a DFlash2 "
+    "drafter's: its selector's softmax over its candidates), each kept "
     "with probability min(1, p/q) under the target's filtered distribution p, the first "
     "rejected slot redrawn from max(0, p - q), a bonus token from p when all are kept";
 constexpr const char* kGreedyDraftRule =
-    "speculative sampling with greedy drafts: the drafter's argmax (q one-hot), each kept with "
+    "speculative sampling with greedy drafts: the drafter's argmax (a DFlash2 drafter's: its "
+    "selector's greedy walk; q one-hot), each kept with "
     "probability p(x) under the target's filtered distribution p, the first rejected slot "
     "redrawn from p without the draft, a bonus token from p when all are kept";
 

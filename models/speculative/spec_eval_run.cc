@@ -87,12 +87,10 @@ Result<SpecEvalReport> RunSpecEval(const SpecEvalRequest& q) {
   std::optional<DFlashConfig> dc;
   if (!q.drafter_dir.empty()) {
     ASSIGN_OR_RETURN(dc, LoadDFlashConfig(q.drafter_dir));
-    // A DFlash2 drafter proposes through its candidate selector, which decode does not run.
-    if (dc->dflash2)
-      return InvalidArgumentError("drafter {}: a DFlash2 drafter (architectures "
-                                  "[\"DFlash2DraftModel\"]): tandem eval does not propose "
-                                  "with the DFlash2 candidate selector yet (docs/dflash2.md)",
-                                  q.drafter_dir);
+    // A DFlash2 drafter proposes through its candidate selector (dflash2_proposal.h): its
+    // top-k and rank within the selector kernels' limits.
+    RETURN_IF_ERROR(CheckDFlash2ProposalLimits(*dc, q.device)
+                        .WithContext(fmt::format("drafter {}", q.drafter_dir)));
     RETURN_IF_ERROR(CheckDrafterFitsTarget(*dc, tc).WithContext(
         fmt::format("drafter {} vs target {}", q.drafter_dir, q.target_dir)));
   }

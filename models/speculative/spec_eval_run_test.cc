@@ -1,13 +1,16 @@
 // RunSpecEval end to end on the tiny golden pair: a batched run reports the same acceptance
 // as one prompt at a time, and bad prompt files fail clearly or (skip_bad) are counted in
-// the report.
+// the report; a DFlash2 drafter proposes with its selector, and a selector_top_k it cannot
+// run is refused naming the key.
 #include <fstream>
 #include <string>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "models/dflash/dflash_checkpoint.h"
 #include "models/io/model_test_util.h"
+#include "models/speculative/dflash2_proposal_test_util.h"
 #include "models/speculative/spec_eval_run.h"
 
 namespace tandem::models {
@@ -175,6 +178,47 @@ TEST_F(RunSpecEvalTest, EmptyFilesAndTextWithoutATokenizer) {
   s = RunSpecEval(q_).status();
   EXPECT_NE(s.ToString().find("tokenizer.json"), std::string::npos) << s.ToString();
   EXPECT_NE(s.ToString().find("p.jsonl"), std::string::npos) << s.ToString();
+}
+
+// The golden DFlash drafter's tensors in a fresh DFlash2 drafter (no-op selector), saved as
+// a checkpoint: tandem eval measures it through the selector's proposals, greedy about as the
+// DFlash drafter (the layers compute DFlash's to bf16 rounding) and sampled; a config with
+// selector_top_k 65 (above the kernels' 64 and this vocab of 64) is refused naming the key.
+TEST_F(RunSpecEvalTest, DFlash2DrafterProposesWithItsSelector) {
+  q_.baseline = false;
+  auto plain = RunSpecEval(q_);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  auto config = LoadDFlashConfig(q_.drafter_dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const DFlashDrafterOptions o{.max_tokens = 64, .num_blocks = 1};
+  auto dflash = DFlashDrafter::Create(*config, o, kernels::HostAllocator(), nullptr);
+  ASSERT_TRUE(dflash.ok()) << dflash.status().ToString();
+  ASSERT_TRUE(LoadDFlashWeights(q_.drafter_dir, **dflash).ok());
+  DFlashConfig c2 = testing::AsDFlash2(*config);
+  auto d2 = DFlashDrafter::Create(c2, o, kernels::HostAllocator(), nullptr);
+  ASSERT_TRUE(d2.ok()) << d2.status().ToString();
+  testing::InitFromDFlash((*dflash)->params(), (*d2)->params());
+  const std::string dir = dir_.File("dflash2");
+  auto saved = SaveDFlashCheckpoint(dir, **d2, DFlashTrainerState{});
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  q_.drafter_dir = dir;
+  auto greedy = RunSpecEval(q_);
+  ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
+  EXPECT_EQ(greedy->run.prompts, plain->run.prompts);
+  EXPECT_GT(plain->run.tau, 1.5);
+  EXPECT_NEAR(greedy->run.tau, plain->run.tau, 0.25 * plain->run.tau);
+  q_.temperature = 0.7f;
+  q_.batch = 3;
+  auto sampled = RunSpecEval(q_);
+  ASSERT_TRUE(sampled.ok()) << sampled.status().ToString();
+  EXPECT_EQ(sampled->sampled.prompts, plain->run.prompts);
+  EXPECT_GE(sampled->sampled.tau, 1.0);
+  c2.dflash2->selector_top_k = 65;
+  ASSERT_TRUE(WriteDFlashConfig(dir + "/config.json", c2).ok());
+  auto refused = RunSpecEval(q_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("selector_top_k"), std::string::npos)
+      << refused.status().ToString();
 }
 
 }  // namespace
