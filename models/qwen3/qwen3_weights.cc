@@ -237,35 +237,35 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
   if (sink) staged.emplace(config, alloc, sink, stream, layout);
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
-  RETURN_IF_ERROR(reader.ForEachInFileOrder(
-      [&](const TensorInfo& t, std::span<const std::byte> bytes) -> Status {
-        TensorView dst = w.Destination(t.name);
-        std::optional<ProjectionName> projection;
-        if (dst.empty() && staged && (projection = ParseProjectionName(t.name))) {
-          Result<TensorView> to = staged->Destination(*projection);
-          if (!to.ok()) return to.status().WithContext(reader.Where(t));
-          dst = *to;
-        }
-        if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
-        const void* src = bytes.data();
-        if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
-          staging.resize(static_cast<size_t>(dst.numel()));
-          RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
-          src = staging.data();
-        } else if (t.dtype != DType::kBF16) {
-          // A pageable-memory copy returns once the source is consumed, so one staging
-          // buffer serves every tensor.
-          staging.resize(static_cast<size_t>(dst.numel()));
-          if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))
-            return InvalidArgumentError("cannot convert {} to bf16",
-                                        SafetensorsDTypeName(t.dtype));
-          src = staging.data();
-        }
-        RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
-        ++loaded;
-        return projection ? staged->Arrived(*projection).WithContext(reader.Where(t))
-                          : Status::Ok();
-      }));
+  const SafetensorsReader::Visitor visit = [&](const TensorInfo& t,
+                                               std::span<const std::byte> bytes) -> Status {
+    TensorView dst = w.Destination(t.name);
+    std::optional<ProjectionName> projection;
+    if (dst.empty() && staged && (projection = ParseProjectionName(t.name))) {
+      ASSIGN_OR_RETURN(dst, staged->Destination(*projection));
+    }
+    if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
+    const void* src = bytes.data();
+    if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
+      staging.resize(static_cast<size_t>(dst.numel()));
+      RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
+      src = staging.data();
+    } else if (t.dtype != DType::kBF16) {
+      // A pageable-memory copy returns once the source is consumed, so one staging
+      // buffer serves every tensor.
+      staging.resize(static_cast<size_t>(dst.numel()));
+      if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))
+        return InvalidArgumentError("cannot convert {} to bf16",
+                                    SafetensorsDTypeName(t.dtype));
+      src = staging.data();
+    }
+    RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
+    ++loaded;
+    return projection ? staged->Arrived(*projection) : Status::Ok();
+  };
+  // Staged: one layer's projections after another, whatever the files' dtype order.
+  RETURN_IF_ERROR(staged ? reader.ForEachInOrder(LayerGroupedOrder(reader), visit)
+                         : reader.ForEachInFileOrder(visit));
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   if (staged) RETURN_IF_ERROR(staged->CheckComplete());
   const int64_t expected = static_cast<int64_t>(w.by_name_.size()) +

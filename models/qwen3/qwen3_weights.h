@@ -68,8 +68,9 @@ class Qwen3Weights {
   // With a `sink`, the projections are not kept: each layer's are read into a staging buffer
   // of one layer (from `alloc`), handed to the sink once complete, and the buffer freed, so
   // the device never holds more than the other weights plus the layers whose tensors are in
-  // flight (one, for checkpoints stored layer by layer); the result has no projections
-  // (has_projections()).
+  // flight: one, as each file is read a layer at a time (LayerGroupedOrder, whatever its
+  // dtype order), and two where a layer is split across two files; the result has no
+  // projections (has_projections()).
   // A MoE layer's routed experts (either checkpoint layout) are staged with its attention
   // projections and not kept either (layers()[i].moe.experts empty); its router stays.
   // REQUIRES (both): `alloc` outlives the weights and whatever is made from them.

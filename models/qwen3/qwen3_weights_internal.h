@@ -54,6 +54,14 @@ inline constexpr int kExpertGate = 7, kExpertUp = 8, kExpertDown = 9;
 inline constexpr int kFusedGateUp = 10, kFusedDown = 11;
 std::optional<ProjectionName> ParseProjectionName(std::string_view name);
 
+// The order a staged load reads `reader`'s tensors in (indices into reader.tensors()): file
+// order, except that within a file the staged tensors of one layer (ParseProjectionName)
+// are read together, at the place of the layer's first one. A file sorted by name keeps its
+// order (a layer's tensors are adjacent); one sorted by dtype first (Hugging Face's writers
+// put wider dtypes first, e.g. an f32 o_proj before the bf16 rest) would otherwise open
+// every layer's staging buffer before completing any.
+std::vector<size_t> LayerGroupedOrder(const SafetensorsReader& reader);
+
 // One staging buffer per layer whose projections are being read: allocated on the first
 // tensor of the layer, handed to the sink when all have arrived (a dense layer's seven; a
 // MoE layer's four attention projections and its experts: 3 E tensors per expert, or the two

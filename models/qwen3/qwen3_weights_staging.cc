@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <tuple>
+#include <utility>
 
 #include "models/qwen3/qwen3_weights_internal.h"
 
@@ -75,6 +77,24 @@ std::optional<ProjectionName> ParseProjectionName(std::string_view name) {
     }
   }
   return std::nullopt;
+}
+
+std::vector<size_t> LayerGroupedOrder(const SafetensorsReader& reader) {
+  const std::vector<TensorInfo>& all = reader.tensors();  // by (file, offset)
+  // Each tensor's place: its offset, or for a staged one its layer's first offset in the file.
+  std::map<std::pair<int, int64_t>, int64_t> first;  // (file, layer) -> offset
+  std::vector<int64_t> place(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::optional<ProjectionName> p = ParseProjectionName(all[i].name);
+    place[i] = p ? first.try_emplace({all[i].file_index, p->layer}, all[i].begin).first->second
+                 : all[i].begin;
+  }
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(all[a].file_index, place[a]) < std::tie(all[b].file_index, place[b]);
+  });
+  return order;
 }
 
 int64_t ProjectionStaging::LayerBytes(const TransformerConfig& config, int64_t layer) {
