@@ -19,9 +19,10 @@
 // the stream (its expert offsets go to the host for the per-expert GEMM loop).
 //
 // Precision: bf16 (default) or fp8. With fp8 every projection (q/k/v/o, gate|up, down) runs
-// as a block-scaled e4m3 GEMM (weights quantized at Create with 128x128 blocks, the bf16
-// copies then released; activations quantized per token per 128 columns inside the RMSNorm
-// and SwiGLU kernels that produce them, and in one extra pass over the attention output,
+// as a block-scaled e4m3 GEMM (weights quantized with 128x128 blocks layer by layer as Load
+// and Random read them, or at Create from whole bf16 weights, the bf16 copies then
+// released; activations quantized per token per 128 columns inside the RMSNorm and SwiGLU
+// kernels that produce them, and in one extra pass over the attention output,
 // which cuDNN writes in bf16). Embedding, norms, RoPE, attention, the residual stream and
 // the LM head stay bf16/fp32. fp8 on CUDA needs sm_90 or newer (InvalidArgument otherwise);
 // on the CPU it runs the FP8 reference kernels. In a MoE layer the routed experts' GEMMs run
