@@ -1,5 +1,6 @@
 // ProjectionStaging (qwen3_weights_internal.h): one layer's bf16 projections at a time, a
-// MoE layer's routed experts with them.
+// MoE layer's routed experts with them; the names it stages and the layer-grouped read order
+// of a staged load. Thread-compatible, as declared there.
 #include <algorithm>
 #include <array>
 #include <charconv>
