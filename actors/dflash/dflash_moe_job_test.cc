@@ -2,7 +2,7 @@
 // JobRunner: random weights of a tiny MoE config train a drafter (the loss falls, the store
 // empties, the drafter's exported layers are dense); the memory bound counts every expert's
 // weights and the MoE block's buffers; precision = "fp8" trains too (experts in e4m3), and
-// its bound counts the bf16 load beside the e4m3 form.
+// its bound counts the staged load: the e4m3 form beside one layer's bf16 experts.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -75,7 +75,7 @@ TEST(DFlashMoeJobTest, TrainsAgainstRandomMoeWeights) {
   EXPECT_FALSE(j.contains("num_experts")) << j.dump();
 }
 
-TEST(DFlashMoeJobTest, Fp8TrainsAndItsBoundCountsTheBf16Load) {
+TEST(DFlashMoeJobTest, Fp8TrainsAndItsBoundCountsTheStagedLoad) {
   const std::string dir = FreshDir("moe_fp8");
   auto report = dflash::testing::RunJob(MoeJob(dir, 10, "precision = \"fp8\""));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -88,14 +88,35 @@ TEST(DFlashMoeJobTest, Fp8TrainsAndItsBoundCountsTheBf16Load) {
   auto model = TargetSpecOf(MoeJob("/tmp", 1, "precision = \"fp8\""));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_EQ(model->precision, models::TargetPrecision::kFp8);
-  model->max_tokens = 1;  // a workspace far below the weights: the load is the peak
+  const models::TransformerConfig& c = model->config;
   dflash::TargetModelSpec bf16 = *model;
   bf16.precision = models::TargetPrecision::kBf16;
-  ASSERT_LT(dflash::TargetWeightBytes(*model), dflash::TargetWeightBytes(bf16));
+  const uint64_t fp8_weights = dflash::TargetWeightBytes(*model);
+  ASSERT_LT(fp8_weights, dflash::TargetWeightBytes(bf16));
+  // The staged layer: q/k/v/o and the 8 experts' [2*32, H] and [H, 32] in bf16, each
+  // 256-byte aligned.
+  const int64_t h = c.hidden_size;
+  auto aligned = [](int64_t elems) { return (elems * 2 + 255) / 256 * 256; };
+  const int64_t staged = 2 * aligned(c.q_dim() * h) + 2 * aligned(c.kv_dim() * h) +
+                         aligned(8 * 64 * h) + aligned(8 * h * 32);
+  ASSERT_EQ(models::Qwen3Weights::StagingBytes(c), staged);
+
+  // A workspace far below one staged layer: the load is the peak, and it holds one layer's
+  // bf16 experts, not the whole bf16 model beside its e4m3 form.
+  model->max_tokens = 1;
+  ASSERT_LT(models::Qwen3Target::WorkspaceBytes(c, 1, model->precision), staged);
   std::string what;
+  const uint64_t bound = dflash::TargetDeviceBytes(*model, &what);
+  EXPECT_EQ(bound, fp8_weights + static_cast<uint64_t>(staged));
+  EXPECT_LT(bound, dflash::TargetWeightBytes(bf16));
+  EXPECT_NE(what.find("staged while it loads"), std::string::npos) << what;
+  // A workspace above it: the steady state is the bound.
+  model->max_tokens = 4096;
+  const int64_t workspace = models::Qwen3Target::WorkspaceBytes(c, 4096, model->precision);
+  ASSERT_GT(workspace, staged);
   EXPECT_EQ(dflash::TargetDeviceBytes(*model, &what),
-            dflash::TargetWeightBytes(bf16) + dflash::TargetWeightBytes(*model));
-  EXPECT_NE(what.find("while it loads"), std::string::npos) << what;
+            fp8_weights + static_cast<uint64_t>(workspace));
+  EXPECT_EQ(what, "the target's weights and activation workspace");
 }
 
 TEST(DFlashMoeJobTest, MemoryBoundCountsExpertsAndTheirBuffers) {

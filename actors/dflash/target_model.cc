@@ -76,22 +76,25 @@ uint64_t TargetWeightBytes(const TargetModelSpec& spec) {
 }
 
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what) {
-  // With fp8, the hybrid and the dense Qwen3 quantize layer by layer as they load: the load
-  // holds one bf16 layer's projections beside the e4m3 model, less than the workspace
-  // allocated after. A Qwen3-MoE target loads whole in bf16 and is quantized after: its
-  // peak is the bf16 model beside its e4m3 form.
+  // With fp8, every family quantizes layer by layer as it loads: the load holds the e4m3
+  // model (and the bf16 embeddings, norms and routers) beside one layer's bf16 projections
+  // in a staging buffer, freed before the workspace is allocated. For a Qwen3 or Qwen3-MoE
+  // target that layer is counted (Qwen3Weights::StagingBytes: a MoE layer stages all its
+  // routed experts, 1.25 GB for Qwen3-30B-A3B, more than the workspace of a small
+  // max_tokens); the bound is the larger of that and the steady state. The hybrid's staged
+  // layer is not counted here.
   const int64_t workspace =
       spec.hybrid ? models::Qwen35Target::WorkspaceBytes(*spec.hybrid, spec.max_tokens,
                                                          /*on_cuda=*/true, spec.precision)
                   : models::Qwen3Target::WorkspaceBytes(spec.config, spec.max_tokens,
                                                         spec.precision);
-  const uint64_t steady = TargetWeightBytes(spec) + static_cast<uint64_t>(workspace);
-  if (spec.precision == models::TargetPrecision::kFp8 && !spec.hybrid && spec.config.moe) {
-    TargetModelSpec bf16 = spec;
-    bf16.precision = models::TargetPrecision::kBf16;
-    const uint64_t load = TargetWeightBytes(bf16) + TargetWeightBytes(spec);
+  const uint64_t weights = TargetWeightBytes(spec);
+  const uint64_t steady = weights + static_cast<uint64_t>(workspace);
+  if (spec.precision == models::TargetPrecision::kFp8 && !spec.hybrid) {
+    const uint64_t load =
+        weights + static_cast<uint64_t>(models::Qwen3Weights::StagingBytes(spec.config));
     if (load > steady) {
-      *what = "the target's bf16 weights beside their FP8 form while it loads";
+      *what = "the target's FP8 weights beside one bf16 layer staged while it loads";
       return load;
     }
   }

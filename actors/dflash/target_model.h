@@ -62,7 +62,9 @@ models::TransformerConfig HybridDrafterConfig(const models::Qwen35Config& c);
 // loading the target takes.
 uint64_t TargetWeightBytes(const TargetModelSpec& spec);
 // TargetWeightBytes plus the activation workspace the target allocates on a GPU for
-// max_tokens (either family); `what` says what is counted.
+// max_tokens (either family), or, for a Qwen3 / Qwen3-MoE target with precision = "fp8"
+// whose largest staged bf16 layer (Qwen3Weights::StagingBytes) exceeds that workspace,
+// TargetWeightBytes plus that layer (the load's peak); `what` says what is counted.
 uint64_t TargetDeviceBytes(const TargetModelSpec& spec, std::string* what);
 
 // One loaded target on one device. `stream` is the stream its forwards run on (owned here on

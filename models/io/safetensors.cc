@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <set>
 #include <utility>
 
@@ -357,11 +358,20 @@ Status SafetensorsReader::Read(std::string_view name, DType out, void* dst,
 }
 
 Status SafetensorsReader::ForEachInFileOrder(const Visitor& fn) const {
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    const TensorInfo& t = tensors_[i];
-    if (i == 0) maps_[t.file_index].AdviseWillNeed(t.begin, t.nbytes());
-    if (i + 1 < tensors_.size()) {
-      const TensorInfo& next = tensors_[i + 1];
+  std::vector<size_t> order(tensors_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  return ForEachInOrder(order, fn);
+}
+
+Status SafetensorsReader::ForEachInOrder(std::span<const size_t> order, const Visitor& fn) const {
+  for (size_t i : order)
+    if (i >= tensors_.size())
+      return InvalidArgumentError("SafetensorsReader: tensor index {} of {}", i, tensors_.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const TensorInfo& t = tensors_[order[k]];
+    if (k == 0) maps_[t.file_index].AdviseWillNeed(t.begin, t.nbytes());
+    if (k + 1 < order.size()) {
+      const TensorInfo& next = tensors_[order[k + 1]];
       maps_[next.file_index].AdviseWillNeed(next.begin, next.nbytes());
     }
     Status st = fn(t, Bytes(t));

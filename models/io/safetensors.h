@@ -82,6 +82,9 @@ class SafetensorsReader {
   // first error and returns it with the tensor named.
   using Visitor = std::function<Status(const TensorInfo&, std::span<const std::byte>)>;
   Status ForEachInFileOrder(const Visitor& fn) const;
+  // The same for the tensors `order` lists (indices into tensors()), in that order, each
+  // with read-ahead of the next. InvalidArgument for an index past tensors().
+  Status ForEachInOrder(std::span<const size_t> order, const Visitor& fn) const;
 
   // Human-readable location for messages: "<file>: tensor '<name>'".
   std::string Where(const TensorInfo& t) const;

@@ -1,10 +1,12 @@
 // Round trips through the safetensors writer and reader: every dtype, conversions, metadata,
-// shapes (scalar, empty), file-order iteration and sharded checkpoints with an index.
+// shapes (scalar, empty), file-order and explicit-order iteration and sharded checkpoints
+// with an index.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -225,6 +227,28 @@ TEST(SafetensorsTest, ShardedRoundTrip) {
   });
   EXPECT_EQ(st.code(), StatusCode::kInternal);
   EXPECT_NE(st.message().find("layers.3.w"), std::string::npos) << st.message();
+
+  // An explicit order is followed as given (here back to front), each tensor's own bytes;
+  // an index past the tensors is refused before any visit.
+  std::vector<size_t> backwards(r->tensors().size());
+  std::iota(backwards.rbegin(), backwards.rend(), size_t{0});
+  std::vector<std::string> names;
+  st = r->ForEachInOrder(backwards, [&](const TensorInfo& t, std::span<const std::byte> bytes) {
+    EXPECT_EQ(static_cast<int64_t>(bytes.size()), t.nbytes());
+    names.push_back(t.name);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(names.size(), r->tensors().size());
+  for (size_t k = 0; k < names.size(); ++k) EXPECT_EQ(names[k], r->tensors()[backwards[k]].name);
+  const std::vector<size_t> past = {0, r->tensors().size()};
+  names.clear();
+  st = r->ForEachInOrder(past, [&](const TensorInfo& t, std::span<const std::byte>) {
+    names.push_back(t.name);
+    return Status::Ok();
+  });
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(names.empty());
 }
 
 TEST(SafetensorsTest, SmallCheckpointIsOneFileWithoutIndex) {

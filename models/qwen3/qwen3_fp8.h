@@ -5,9 +5,10 @@
 // (kernels/moe/experts_fp8.h) and no dense gate|up or down. Embeddings, norms, the routers
 // and the LM head stay bf16.
 //
-// Made by quantizing the bf16 weights on their device (Quantize), after which the caller
-// may drop the bf16 copies (Qwen3Weights::ReleaseProjections), halving the projections'
-// memory: Qwen3-8B's 12.9 GiB of bf16 projections become 6.5 GiB of e4m3 (+ 1/4096 for scales).
+// Made layer by layer as a load stages each layer (Allocate + QuantizeLayer; a MoE layer's
+// experts with its attention projections), or by quantizing whole bf16 weights on their
+// device (Quantize), after which the caller may drop the bf16 copies
+// (Qwen3Weights::ReleaseProjections); either way the projections' memory halves: Qwen3-8B's 12.9 GiB of bf16 projections become 6.5 GiB of e4m3 (+ 1/4096 for scales).
 //
 // Thread-safety: immutable after Quantize; views may be read from any thread.
 #pragma once

@@ -104,7 +104,8 @@ std::string LoadError(const std::string& dir, TargetPrecision precision = Target
   return t.ok() ? std::string() : t.status().ToString();
 }
 
-TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
+// The loader's errors for a missing expert tensor and expert counts that disagree.
+void LoaderErrors(TargetPrecision precision) {
   const TransformerConfig cfg = testing::TinyMoeConfig();
   HostWeights w = testing::RandomHostWeights(cfg, 19);
   {  // a missing expert tensor
@@ -112,7 +113,7 @@ TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
     HostWeights missing = w;
     missing.erase("model.layers.2.mlp.experts.4.up_proj.weight");
     ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, missing).ok());
-    const std::string err = LoadError(dir.path());
+    const std::string err = LoadError(dir.path(), precision);
     EXPECT_NE(err.find("model.layers.2.mlp.experts.4.up_proj.weight"), std::string::npos) << err;
     EXPECT_NE(err.find("model.safetensors"), std::string::npos) << err;
   }
@@ -122,7 +123,7 @@ TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
     TransformerConfig fewer = cfg;
     fewer.moe->num_experts = 4;
     std::ofstream(dir.path() + "/config.json") << TransformerConfigToJson(fewer).dump(2);
-    const std::string err = LoadError(dir.path());
+    const std::string err = LoadError(dir.path(), precision);
     EXPECT_NE(err.find("but config.json's num_experts is 4"), std::string::npos) << err;
     EXPECT_NE(err.find("model.layers.0.mlp.experts."), std::string::npos) << err;
   }
@@ -132,7 +133,7 @@ TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
     TransformerConfig more = cfg;
     more.moe->num_experts = 8;
     std::ofstream(dir.path() + "/config.json") << TransformerConfigToJson(more).dump(2);
-    const std::string err = LoadError(dir.path());
+    const std::string err = LoadError(dir.path(), precision);
     EXPECT_NE(err.find("'model.layers.0.mlp.experts.6.gate_proj.weight'"), std::string::npos)
         << err;
     EXPECT_NE(err.find("holds 6 of the 8 experts"), std::string::npos) << err;
@@ -143,17 +144,24 @@ TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
     TransformerConfig more = cfg;
     more.moe->num_experts = 7;
     std::ofstream(dir.path() + "/config.json") << TransformerConfigToJson(more).dump(2);
-    const std::string err = LoadError(dir.path());
+    const std::string err = LoadError(dir.path(), precision);
     EXPECT_NE(err.find("model.layers.0.mlp.experts.gate_up_proj"), std::string::npos) << err;
     EXPECT_NE(err.find("holds 6 experts but config.json's num_experts is 7"), std::string::npos)
         << err;
   }
+}
 
+// In both precisions: the fp8 load stages the experts layer by layer, after the same checks.
+TEST(Qwen3MoeTargetTest, LoaderErrorsNameTheTensorAndTheFile) {
+  for (const TargetPrecision precision : {TargetPrecision::kBf16, TargetPrecision::kFp8}) {
+    SCOPED_TRACE(TargetPrecisionName(precision));
+    LoaderErrors(precision);
+  }
 }
 
 // precision = "fp8": the attention projections, the dense layer's MLP and the routed experts
-// in e4m3; the model loads in bf16 and is quantized at Create, so the bf16 projections and
-// experts are gone afterwards while the routers stay.
+// in e4m3, quantized layer by layer as the model loads, so the target holds no bf16
+// projections or experts while the routers stay.
 TEST(Qwen3MoeTargetTest, Fp8ForwardTracksBf16) {
   const TransformerConfig cfg = testing::TinyMoeConfig();
   const HostWeights w = testing::RandomHostWeights(cfg, 23);

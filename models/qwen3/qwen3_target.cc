@@ -69,17 +69,16 @@ Status CheckPrecisionDevice(Device device, TargetPrecision precision) {
 }
 
 // Loads or makes the weights through `make(sink)`; with fp8 the sink quantizes each layer's
-// projections into a Qwen3Fp8Projections as they arrive.
+// projections (a MoE layer's: its attention projections and routed experts) into a
+// Qwen3Fp8Projections as they arrive, so the load's peak is the e4m3 model beside one
+// staged bf16 layer (Qwen3Weights::StagingBytes), not bf16 + e4m3 of the whole model.
 template <typename MakeWeights>
 Result<std::unique_ptr<Qwen3Target>> BuildTarget(const TransformerConfig& config,
                                                  kernels::Allocator& alloc,
                                                  const Qwen3TargetOptions& options,
                                                  MakeWeights make) {
   RETURN_IF_ERROR(CheckPrecisionDevice(alloc.device(), options.precision));
-  // A MoE model's experts are not staged layer by layer: with fp8 it loads in bf16 and
-  // Create quantizes every layer, then releases the bf16 projections and experts (the load's
-  // peak is bf16 + e4m3 of the whole model).
-  if (options.precision != TargetPrecision::kFp8 || config.moe) {
+  if (options.precision != TargetPrecision::kFp8) {
     ASSIGN_OR_RETURN(Qwen3Weights weights, make(ProjectionSink()));
     return Qwen3Target::Create(std::move(weights), options);
   }

@@ -19,14 +19,16 @@
 // the stream (its expert offsets go to the host for the per-expert GEMM loop).
 //
 // Precision: bf16 (default) or fp8. With fp8 every projection (q/k/v/o, gate|up, down) runs
-// as a block-scaled e4m3 GEMM (weights quantized at Create with 128x128 blocks, the bf16
-// copies then released; activations quantized per token per 128 columns inside the RMSNorm
-// and SwiGLU kernels that produce them, and in one extra pass over the attention output,
+// as a block-scaled e4m3 GEMM (weights quantized with 128x128 blocks layer by layer as Load
+// and Random read them, or at Create from whole bf16 weights, the bf16 copies then
+// released; activations quantized per token per 128 columns inside the RMSNorm and SwiGLU
+// kernels that produce them, and in one extra pass over the attention output,
 // which cuDNN writes in bf16). Embedding, norms, RoPE, attention, the residual stream and
 // the LM head stay bf16/fp32. fp8 on CUDA needs sm_90 or newer (InvalidArgument otherwise);
 // on the CPU it runs the FP8 reference kernels. In a MoE layer the routed experts' GEMMs run
-// in e4m3 (kernels/moe/experts_fp8.h) while the router stays bf16; a MoE model loads in
-// bf16 and is quantized whole at Create (its load peaks at bf16 + e4m3).
+// in e4m3 (kernels/moe/experts_fp8.h) while the router stays bf16; Load and Random quantize
+// a MoE layer's experts with its attention projections as the layer arrives (the load peaks
+// at e4m3 + one bf16 layer, as for a dense model).
 //
 // Thread-safety: thread-compatible: one Forward at a time (the workspace is shared).
 #pragma once
@@ -82,8 +84,9 @@ class Qwen3Target {
                                                      Qwen3Fp8Projections fp8,
                                                      const Qwen3TargetOptions& options);
   // Reads `dir`/config.json and the checkpoint beside it (model.safetensors or a sharded
-  // index) into memory from `alloc`, then Create. With fp8 the projections are quantized
-  // layer by layer as they are read (the device never holds all of them in bf16), after the
+  // index) into memory from `alloc`, then Create. With fp8 the projections (and a MoE
+  // layer's routed experts) are quantized layer by layer as they are read (the device never
+  // holds all of them in bf16), after the
   // FP8 device check, so a GPU below sm_90 is refused before anything is read.
   // REQUIRES: `alloc` outlives the target.
   static Result<std::unique_ptr<Qwen3Target>> Load(const std::string& dir,

@@ -2,7 +2,8 @@
 // against the CPU forward and the float64 reference, against the HF transformers goldens
 // (tiny, and the Qwen3-8B-shaped checkpoint when TANDEM_QWEN3_8B_SHAPED_DIR names one), and
 // a steady-state Forward that allocates nothing and can be captured in a CUDA graph (which
-// fails on any host synchronisation).
+// fails on any host synchronisation); a Qwen3-MoE fp8 target staged layer by layer on CUDA
+// equal bit for bit to quantizing a whole bf16 load.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -13,8 +14,10 @@
 
 #include "kernels/core/device_pools.h"
 #include "kernels/core/stream.h"
+#include "kernels/gemm/fp8.h"
 #include "kernels/testing/testing.h"
 #include "models/io/model_test_util.h"
+#include "models/qwen3/qwen3_fp8.h"
 #include "models/qwen3/qwen3_golden_util.h"
 #include "models/qwen3/qwen3_target.h"
 #include "models/qwen3/qwen3_test_util.h"
@@ -170,6 +173,64 @@ TEST_F(Qwen3TargetCudaTest, SteadyStateAllocatesNothingAndCapturesInAGraph) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   EXPECT_TRUE(kernels::testing::BitEqual(ToHost<bf16>(graphed.view()), ToHost<bf16>(eager.view())));
+}
+
+// A Qwen3-MoE target in fp8 loaded layer by layer on CUDA (each layer's attention projections
+// and experts staged in bf16, quantized, the buffer back to the pool on the stream) gives bit
+// for bit the forward of quantizing a whole bf16 load at Create, and the load's high-water
+// mark above what it keeps is one staged layer.
+TEST_F(Qwen3TargetCudaTest, MoeFp8StagedLoadEqualsQuantizeAfterLoad) {
+  if (!kernels::cuda::CheckFp8Device(0).ok()) GTEST_SKIP() << "FP8 needs sm_90 or newer";
+  TransformerConfig cfg = testing::TinyMoeConfig();  // layer 1 dense
+  cfg.hidden_size = 128;
+  cfg.head_dim = cfg.rotary_dim = 32;
+  cfg.intermediate_size = 256;
+  cfg.num_hidden_layers = 6;
+  cfg.layer_types.assign(6, LayerType::kFullAttention);
+  cfg.moe->num_experts = 16;
+  cfg.moe->moe_intermediate_size = 64;
+  const int64_t layer_experts = 16 * 3 * 64 * 128 * 2, moe_layers = 5;
+  const testing::HostWeights w = testing::RandomHostWeights(cfg, 41);
+  testing::ScratchDir dir;
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), cfg, w).ok());
+  const Qwen3TargetOptions fp8{.max_tokens = 64, .stream = stream_.get(),
+                               .precision = TargetPrecision::kFp8};
+  HostBatch b = testing::MakeBatch({17, 30, 5}, cfg.vocab_size, 6);
+  auto staged = Qwen3Target::Load(dir.path(), *pool_, fp8);
+  ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+  auto reader = SafetensorsReader::Open(dir.path());
+  ASSERT_TRUE(reader.ok());
+  auto whole = Qwen3Weights::Load(cfg, *reader, *pool_, stream_.get());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto after = Qwen3Target::Create(std::move(*whole), fp8);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  std::vector<std::vector<bf16>> hs, ha;
+  std::vector<float> ls, la;
+  Run(**staged, *pool_, b, &hs, &ls);
+  Run(**after, *pool_, b, &ha, &la);
+  for (size_t l = 0; l < hs.size(); ++l)
+    EXPECT_TRUE(kernels::testing::BitEqual(hs[l], ha[l])) << "layer " << l;
+  EXPECT_EQ(ls, la);
+
+  kernels::DevicePools own;  // a fresh pool: its own high-water mark
+  kernels::CachingPool* pool = own.Pool(0).value();
+  {
+    auto codes = Qwen3Fp8Projections::Allocate(cfg, *pool, stream_.get());
+    ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+    auto kept = Qwen3Weights::Load(cfg, *reader, *pool, stream_.get(),
+                                   [&](int64_t layer, const Qwen3LayerWeights& v,
+                                       kernels::Stream s) {
+                                     return codes->QuantizeLayer(layer, v, s);
+                                   });
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    ASSERT_TRUE(stream_.Synchronize().ok());
+    const kernels::AllocatorStats st = pool->stats();
+    const int64_t transient = st.high_water_in_use - st.in_use_bytes;
+    EXPECT_GE(transient, layer_experts);
+    EXPECT_LE(transient, (Qwen3Weights::StagingBytes(cfg) + 511) / 512 * 512);
+    EXPECT_LT(transient, moe_layers * layer_experts / 2);
+  }
+  ASSERT_TRUE(stream_.Synchronize().ok());
 }
 
 TEST_F(Qwen3TargetCudaTest, GoldenMatchesTransformers) {

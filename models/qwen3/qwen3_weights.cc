@@ -111,7 +111,7 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
       offsets[up] = total;
       total += bytes;
     }
-    if (EndsWith(s.name, "mlp.gate.weight")) {  // the router: the layer's experts follow
+    if (projections && EndsWith(s.name, "mlp.gate.weight")) {  // the router: experts follow
       const int64_t e = c.moe->num_experts, i = c.moe->moe_intermediate_size;
       const int64_t gu = AlignUp(total, kParamAlignment);
       const int64_t down = AlignUp(gu + e * 2 * i * c.hidden_size * 2, kParamAlignment);
@@ -129,7 +129,7 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
   std::unordered_map<std::string, kernels::MoeExpertWeights> experts;  // by layer prefix
   size_t moe_layers = 0;
   for (const WeightSpec& s : specs) {
-    if (EndsWith(s.name, "mlp.gate.weight")) {
+    if (projections && EndsWith(s.name, "mlp.gate.weight")) {
       const int64_t e = c.moe->num_experts, i = c.moe->moe_intermediate_size,
                     h = c.hidden_size;
       const auto [gu, down] = expert_offsets[moe_layers++];
@@ -169,7 +169,7 @@ Result<Qwen3Weights> Qwen3Weights::Allocate(const TransformerConfig& c,
     l.down_proj = at(p + "mlp.down_proj.weight");
     if (c.IsMoeLayer(i)) {
       l.moe.router = at(p + "mlp.gate.weight");
-      l.moe.experts = experts.at(p);
+      if (projections) l.moe.experts = experts.at(p);
     }
     w.layers_.push_back(l);
   }
@@ -234,44 +234,51 @@ Result<Qwen3Weights> Qwen3Weights::Load(const TransformerConfig& config,
                                config.fp8_block_weights));
   ASSIGN_OR_RETURN(Qwen3Weights w, Allocate(config, alloc, stream, !sink, layout));
   std::optional<ProjectionStaging> staged;
-  if (sink) staged.emplace(config, alloc, sink, stream);
+  if (sink) staged.emplace(config, alloc, sink, stream, layout);
   std::vector<bf16> staging;  // converted fp32/fp16 tensors
   int64_t loaded = 0;
-  RETURN_IF_ERROR(reader.ForEachInFileOrder(
-      [&](const TensorInfo& t, std::span<const std::byte> bytes) -> Status {
-        TensorView dst = w.Destination(t.name);
-        std::optional<ProjectionName> projection;
-        if (dst.empty() && staged && (projection = ParseProjectionName(t.name))) {
-          ASSIGN_OR_RETURN(dst, staged->Destination(*projection));
-        }
-        if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
-        const void* src = bytes.data();
-        if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
-          staging.resize(static_cast<size_t>(dst.numel()));
-          RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
-          src = staging.data();
-        } else if (t.dtype != DType::kBF16) {
-          // A pageable-memory copy returns once the source is consumed, so one staging
-          // buffer serves every tensor.
-          staging.resize(static_cast<size_t>(dst.numel()));
-          if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))
-            return InvalidArgumentError("cannot convert {} to bf16",
-                                        SafetensorsDTypeName(t.dtype));
-          src = staging.data();
-        }
-        RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
-        ++loaded;
-        return projection ? staged->Arrived(*projection) : Status::Ok();
-      }));
+  const SafetensorsReader::Visitor visit = [&](const TensorInfo& t,
+                                               std::span<const std::byte> bytes) -> Status {
+    TensorView dst = w.Destination(t.name);
+    std::optional<ProjectionName> projection;
+    if (dst.empty() && staged && (projection = ParseProjectionName(t.name))) {
+      ASSIGN_OR_RETURN(dst, staged->Destination(*projection));
+    }
+    if (dst.empty()) return Status::Ok();  // not a parameter of this model (e.g. caches)
+    const void* src = bytes.data();
+    if (t.dtype == DType::kF8E4M3) {  // checked by CheckWeights: has its 128x128 scales
+      staging.resize(static_cast<size_t>(dst.numel()));
+      RETURN_IF_ERROR(DequantizeFp8BlockWeight(reader, t, bytes, staging));
+      src = staging.data();
+    } else if (t.dtype != DType::kBF16) {
+      // A pageable-memory copy returns once the source is consumed, so one staging
+      // buffer serves every tensor.
+      staging.resize(static_cast<size_t>(dst.numel()));
+      if (!ConvertElements(t.dtype, bytes.data(), DType::kBF16, staging.data(), dst.numel()))
+        return InvalidArgumentError("cannot convert {} to bf16",
+                                    SafetensorsDTypeName(t.dtype));
+      src = staging.data();
+    }
+    RETURN_IF_ERROR(kernels::CopyFromHost(dst, src, stream));
+    ++loaded;
+    return projection ? staged->Arrived(*projection) : Status::Ok();
+  };
+  // Staged: one layer's projections after another, whatever the files' dtype order.
+  RETURN_IF_ERROR(staged ? reader.ForEachInOrder(LayerGroupedOrder(reader), visit)
+                         : reader.ForEachInFileOrder(visit));
   RETURN_IF_ERROR(kernels::SynchronizeStream(device, stream));
   if (staged) RETURN_IF_ERROR(staged->CheckComplete());
   const int64_t expected = static_cast<int64_t>(w.by_name_.size()) +
-                           (staged ? kProjectionsPerLayer * config.num_hidden_layers : 0);
+                           (staged ? staged->ExpectedTensors() : 0);
   if (loaded != expected) {
     return DataLossError("{}: loaded {} of the {} weights the config needs (duplicate names?)",
                          reader.files().empty() ? "" : reader.files().front(), loaded, expected);
   }
   return w;
+}
+
+int64_t Qwen3Weights::StagingBytes(const TransformerConfig& config) {
+  return ProjectionStaging::MaxLayerBytes(config);
 }
 
 Result<Qwen3Weights> Qwen3Weights::Random(const TransformerConfig& config,

@@ -47,8 +47,9 @@ struct Qwen3LayerWeights {
   kernels::MoeLayerWeights moe;
 };
 
-// Receives one layer's bf16 projections (q/k/v/o, gate|up, down) as soon as all of them are
-// on the device, e.g. to quantize them (models/qwen3/qwen3_fp8.h). `staged` views are valid
+// Receives one layer's bf16 projections (q/k/v/o, and gate|up and down, or a MoE layer's
+// routed experts in moe.experts) as soon as all of them are on the device, e.g. to quantize
+// them (models/qwen3/qwen3_fp8.h). `staged` views are valid
 // during the call only: their memory goes back to the stream-ordered pool afterwards, so the
 // sink may enqueue work that reads them on `stream` but must not keep them.
 using ProjectionSink =
@@ -67,8 +68,11 @@ class Qwen3Weights {
   // With a `sink`, the projections are not kept: each layer's are read into a staging buffer
   // of one layer (from `alloc`), handed to the sink once complete, and the buffer freed, so
   // the device never holds more than the other weights plus the layers whose tensors are in
-  // flight (one, for checkpoints stored layer by layer); the result has no projections
-  // (has_projections()).
+  // flight: one, as each file is read a layer at a time (LayerGroupedOrder, whatever its
+  // dtype order), and two where a layer is split across two files; the result has no
+  // projections (has_projections()).
+  // A MoE layer's routed experts (either checkpoint layout) are staged with its attention
+  // projections and not kept either (layers()[i].moe.experts empty); its router stays.
   // REQUIRES (both): `alloc` outlives the weights and whatever is made from them.
   static Result<Qwen3Weights> Load(const TransformerConfig& config,
                                    const SafetensorsReader& reader, kernels::Allocator& alloc,
@@ -81,6 +85,11 @@ class Qwen3Weights {
   static Result<Qwen3Weights> Random(const TransformerConfig& config, kernels::Allocator& alloc,
                                      uint64_t seed, kernels::Stream stream, float scale = 1.f,
                                      const ProjectionSink& sink = {});
+
+  // The bytes of the largest one-layer staging buffer a load or Random with a sink
+  // allocates: a dense layer's seven projections, or a MoE layer's four attention
+  // projections and all its routed experts, in bf16 (each 256-byte aligned).
+  static int64_t StagingBytes(const TransformerConfig& config);
 
   // Drops the bf16 q/k/v/o, gate|up and down weights and a MoE layer's experts (after an FP8
   // copy was made of them: models/qwen3/qwen3_fp8.h); routers stay. The remaining parameters
