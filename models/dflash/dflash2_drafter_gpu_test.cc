@@ -13,6 +13,7 @@
 #include "kernels/core/device_pools.h"
 #include "kernels/core/memory.h"
 #include "models/dflash/dflash_drafter.h"
+#include "models/dflash/dflash_gpu_test_util.h"
 #include "models/dflash/dflash_test_util.h"
 
 namespace tandem::models {
@@ -25,22 +26,8 @@ using kernels::Shape;
 using kernels::Tensor;
 using kernels::TensorView;
 
-template <typename T>
-std::vector<T> Host(const TensorView& v) {
-  std::vector<T> out(v.numel());
-  EXPECT_TRUE(kernels::CopyToHost(out.data(), v, nullptr).ok());
-  EXPECT_TRUE(kernels::SynchronizeStream(v.device(), nullptr).ok());
-  return out;
-}
-
-double RelL2(const float* a, const float* b, int64_t n) {
-  double e = 0, r = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    e += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    r += double(b[i]) * b[i];
-  }
-  return std::sqrt(e / std::max(r, 1e-30));
-}
+using testing::Host;
+using testing::RelL2;
 
 // The tiny DFlash2 drafter with the smallest head_dim the DFlash attention CUDA kernels take
 // (64). Top-k = vocab = 64: every loss row is covered whatever the rounding, so the CPU and

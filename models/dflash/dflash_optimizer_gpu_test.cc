@@ -12,6 +12,7 @@
 #include "kernels/core/memory.h"
 #include "kernels/core/stream.h"
 #include "models/dflash/dflash_drafter.h"
+#include "models/dflash/dflash_gpu_test_util.h"
 #include "models/dflash/dflash_test_util.h"
 #include "runtime/testing/gpu_spin_kernel.h"
 
@@ -25,13 +26,7 @@ using kernels::Shape;
 using kernels::Tensor;
 using kernels::TensorView;
 
-template <typename T>
-std::vector<T> Host(const TensorView& v) {
-  std::vector<T> out(v.numel());
-  EXPECT_TRUE(kernels::CopyToHost(out.data(), v, nullptr).ok());
-  EXPECT_TRUE(kernels::SynchronizeStream(v.device(), nullptr).ok());
-  return out;
-}
+using testing::Host;
 
 // The tiny drafter with the smallest head_dim the CUDA attention takes (64), 3 layers.
 DFlashConfig Config() {
