@@ -1,4 +1,4 @@
-// Shared tandem-bench helpers; see bench_util.h.
+// What the tandem-bench families share; see bench_util.h.
 #include "bench/bench_util.h"
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Helpers shared by the tandem-bench families: running a PyTorch peer script and reading the
+// What the tandem-bench families share: running a PyTorch peer script and reading the
 // JSON object it prints, CUDA-event timing, device buffer fills and the cuBLAS bf16 GEMM
 // ceiling that MFU numbers are measured against.
 // Thread-safety: the functions keep no state; the CUDA ones use the calling thread's current

@@ -94,13 +94,7 @@ void MakeSide(const Inputs& in, Device dev, Side* side) {
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   side->drafter = std::move(*d);
   auto upload = [&](const std::vector<bf16>& host, Shape shape) {
-    auto made = Tensor::Empty(*alloc, DType::kBF16, shape, nullptr);
-    EXPECT_TRUE(made.ok());
-    Tensor x = std::move(*made);
-    EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
-    TensorView view = x;
-    side->owned.push_back(std::move(x));
-    return view;
+    return testing::Upload(*alloc, host, shape, &side->owned);
   };
   side->head = {upload(in.emb, Shape{v, h}), upload(in.lm, Shape{v, h})};
   for (const std::vector<bf16>& c : in.ctx)

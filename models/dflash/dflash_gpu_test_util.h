@@ -1,6 +1,6 @@
-// What the drafter's GPU tests share: a device tensor read back to the host (synchronously)
-// and the relative L2 distance of two float arrays.
-// Thread-safety: test helpers, one thread.
+// What the drafter's GPU tests share: a host array uploaded to a device tensor, a device
+// tensor read back to the host (synchronously), and the relative L2 distance of two float
+// arrays. Thread-safety: for one test thread.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/core/memory.h"
@@ -22,6 +23,20 @@ std::vector<T> Host(const kernels::TensorView& v) {
   EXPECT_TRUE(kernels::CopyToHost(out.data(), v, nullptr).ok());
   EXPECT_TRUE(kernels::SynchronizeStream(v.device(), nullptr).ok());
   return out;
+}
+
+// `host` as a bf16 tensor of `shape` from `alloc` (synchronously); the tensor is appended to
+// `owned`, which keeps it alive for the returned view.
+inline kernels::TensorView Upload(kernels::Allocator& alloc,
+                                  const std::vector<kernels::bf16>& host, kernels::Shape shape,
+                                  std::vector<kernels::Tensor>* owned) {
+  auto made = kernels::Tensor::Empty(alloc, kernels::DType::kBF16, shape, nullptr);
+  EXPECT_TRUE(made.ok());
+  kernels::Tensor x = std::move(*made);
+  EXPECT_TRUE(kernels::CopyFromHost(x, host.data(), nullptr).ok());
+  kernels::TensorView view = x;
+  owned->push_back(std::move(x));
+  return view;
 }
 
 // ||a - b|| / ||b|| over n elements (b near 0: divided by 1e-15 instead).
