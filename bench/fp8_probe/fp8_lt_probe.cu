@@ -6,6 +6,7 @@
 // Row-major y[M,N] = x[M,K] w[N,K]^T is run column-major as D[N,M] = op_T(w) * x, so
 // cuBLASLt's A is the weight (BLK128x128) and its B the activation (VEC128).
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 fp8_lt_probe.cu -lcublasLt -o fp8_lt_probe
+// Run: fp8_lt_probe (single GEMMs) or fp8_lt_probe batched (strided batches: the MoE experts)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -48,10 +49,12 @@ struct Lt {
 };
 
 // Returns a status string; on success fills *algo.
+// batch > 1: a strided batch of `batch` products, each operand's matrices back to back.
 static cublasStatus_t Plan(Lt& lt, Mode mode, int64_t m, int64_t n, int64_t k, int64_t ld_x,
                            const void* sa, const void* sb, cublasLtMatmulDesc_t* desc,
                            cublasLtMatrixLayout_t* la, cublasLtMatrixLayout_t* lb,
-                           cublasLtMatrixLayout_t* ld, cublasLtMatmulAlgo_t* algo, int* found) {
+                           cublasLtMatrixLayout_t* ld, cublasLtMatmulAlgo_t* algo, int* found,
+                           int batch = 1) {
   cublasStatus_t s;
   if ((s = cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return s;
   cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
@@ -70,6 +73,15 @@ static cublasStatus_t Plan(Lt& lt, Mode mode, int64_t m, int64_t n, int64_t k, i
   cublasLtMatrixLayoutCreate(la, in, k, n, k);
   cublasLtMatrixLayoutCreate(lb, in, k, m, ld_x);
   cublasLtMatrixLayoutCreate(ld, CUDA_R_16BF, n, m, n);
+  if (batch > 1) {
+    int32_t b = batch;
+    int64_t strides[3] = {n * k, m * ld_x, m * n};
+    cublasLtMatrixLayout_t* layouts[3] = {la, lb, ld};
+    for (int i = 0; i < 3; ++i) {
+      if ((s = cublasLtMatrixLayoutSetAttribute(*layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)))) return s;
+      if ((s = cublasLtMatrixLayoutSetAttribute(*layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i], sizeof(strides[i])))) return s;
+    }
+  }
   cublasLtMatmulPreference_t pref;
   cublasLtMatmulPreferenceCreate(&pref);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt.ws_bytes,
@@ -209,10 +221,124 @@ static void Time(Lt& lt, Mode mode, int64_t M, int64_t N, int64_t K, const char*
   cublasLtMatmulDescDestroy(desc); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
 }
 
-int main() {
+// A strided batch of B block-scaled products (the padded MoE expert layout): x [B, M, K] and
+// w [B, N, K] back to back, each batch's scales back to back in the single-GEMM layouts
+// (activation: outer-major, ld = M; weight: [NB, Up(KB,4)]). Which scales does cuBLASLt apply
+// to batch b: its own (per-batch), batch 0's (shared), or none of these?
+static void CheckBatched(Lt& lt, int B, int64_t M, int64_t N, int64_t K) {
+  std::mt19937 g(B * 1009 + M * 131 + N * 7 + K);
+  std::normal_distribution<float> nd;
+  int64_t KB = Cdiv(K, 128), NB = Cdiv(N, 128), ldk = Up(KB, 4);
+  std::vector<HostQ> qx(B), qw(B);
+  std::vector<__nv_fp8_e4m3> hx, hw;
+  std::vector<float> hsx, hsw;
+  for (int b = 0; b < B; ++b) {
+    std::vector<float> x(M * K), w(N * K), sx, sw;
+    // Batch magnitudes differ by powers of two so a shared or shifted scale shows.
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) x[m * K + k] = nd(g) * std::ldexp(1.f, (m % 5) - 2 + (k / 128) % 3 + b % 4);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) w[n * K + k] = nd(g) * 0.05f * std::ldexp(1.f, ((n / 128) % 3) - ((k / 128) % 4) - (b % 3));
+    QuantAct(x, M, K, 0, &qx[b], &sx);
+    QuantW(w, N, K, ldk, &qw[b], &sw);
+    hx.insert(hx.end(), qx[b].q.begin(), qx[b].q.end());
+    hw.insert(hw.end(), qw[b].q.begin(), qw[b].q.end());
+    hsx.insert(hsx.end(), sx.begin(), sx.end());
+    hsw.insert(hsw.end(), sw.begin(), sw.end());
+  }
+  auto *dx = Up2(hx), *dw = Up2(hw);
+  float *dsx = Up2(hsx), *dsw = Up2(hsw);
+  __nv_bfloat16* dy;
+  CK(cudaMalloc(&dy, B * M * N * 2));
+  CK(cudaMemset(dy, 0xff, B * M * N * 2));
+  cublasLtMatmulDesc_t desc; cublasLtMatrixLayout_t la, lb, ld; cublasLtMatmulAlgo_t algo; int found = 0;
+  cublasStatus_t s = Plan(lt, kBlock, M, N, K, K, dsw, dsx, &desc, &la, &lb, &ld, &algo, &found, B);
+  printf("batched check B=%d M=%ld N=%ld K=%ld (scales %ld + %ld floats per batch): ", B, M, N, K,
+         KB * Up(M, 4), NB * ldk);
+  if (s || !found) { printf("heuristic: %s found=%d\n", cublasLtGetStatusString(s), found); return; }
+  float one = 1, zero = 0;
+  s = cublasLtMatmul(lt.h, desc, &one, dw, la, dx, lb, &zero, dy, ld, dy, ld, &algo, lt.ws, lt.ws_bytes, 0);
+  cudaError_t ce = cudaDeviceSynchronize();
+  if (s || ce) { printf("matmul: %s / %s\n", cublasLtGetStatusString(s), cudaGetErrorString(ce)); return; }
+  std::vector<__nv_bfloat16> y(B * M * N);
+  CK(cudaMemcpy(y.data(), dy, B * M * N * 2, cudaMemcpyDeviceToHost));
+  printf("\n");
+  for (int b = 0; b < B; ++b) {
+    double max_rel = 0, num = 0, den = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double r = 0, a = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double t = double(qx[b].deq[m * K + k]) * qw[b].deq[n * K + k];
+          r += t, a += std::fabs(t);
+        }
+        double e = std::fabs(double(float(y[(b * M + m) * N + n])) - r);
+        max_rel = std::max(max_rel, std::isfinite(e) ? e / (a + 1e-30) : 1e30);
+        num += e * e; den += r * r;
+      }
+    printf("  batch %d: max |err|/sum|terms| = %.3g, rel L2 = %.3g -> %s\n", b, max_rel,
+           std::sqrt(num / den), max_rel < 1e-2 ? "MATCH (own scales)" : "MISMATCH");
+  }
+  cudaFree(dx); cudaFree(dw); cudaFree(dsx); cudaFree(dsw); cudaFree(dy);
+}
+
+// One projection of every expert as one strided-batched call (bf16 or block-scaled FP8).
+static double TimeBatched(Lt& lt, Mode mode, int B, int64_t M, int64_t N, int64_t K, const char* label) {
+  size_t es = mode == kBf16 ? 2 : 1;
+  void *x, *w, *y; float *sx, *sw;
+  CK(cudaMalloc(&x, B * M * K * es)); CK(cudaMalloc(&w, B * N * K * es)); CK(cudaMalloc(&y, B * M * N * 2));
+  CK(cudaMemset(x, 0x38, B * M * K * es)); CK(cudaMemset(w, 0x38, B * N * K * es));
+  size_t ns = B * (Up(M, 4) * Cdiv(K, 128) + Cdiv(N, 128) * Up(Cdiv(K, 128), 4)) + 8;
+  CK(cudaMalloc(&sx, ns * 4)); CK(cudaMalloc(&sw, ns * 4));
+  std::vector<float> ones(ns, 1.f);
+  CK(cudaMemcpy(sx, ones.data(), ns * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(sw, ones.data(), ns * 4, cudaMemcpyHostToDevice));
+  cublasLtMatmulDesc_t desc; cublasLtMatrixLayout_t la, lb, ld; cublasLtMatmulAlgo_t algo; int found = 0;
+  cublasStatus_t s = Plan(lt, mode, M, N, K, K, sw, sx, &desc, &la, &lb, &ld, &algo, &found, B);
+  if (s || !found) { printf("%-12s %-26s B=%d M=%ld N=%ld K=%ld: no algo (%s)\n", label, ModeName(mode), B, M, N, K, cublasLtGetStatusString(s)); return 0; }
+  float one = 1, zero = 0;
+  for (int i = 0; i < 3; ++i) cublasLtMatmul(lt.h, desc, &one, w, la, x, lb, &zero, y, ld, y, ld, &algo, lt.ws, lt.ws_bytes, 0);
+  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+  int iters = 20;
+  cudaEventRecord(a);
+  for (int i = 0; i < iters; ++i) cublasLtMatmul(lt.h, desc, &one, w, la, x, lb, &zero, y, ld, y, ld, &algo, lt.ws, lt.ws_bytes, 0);
+  cudaEventRecord(b);
+  CK(cudaEventSynchronize(b));
+  float ms; cudaEventElapsedTime(&ms, a, b); ms /= iters;
+  printf("%-12s %-26s B=%d M=%ld N=%ld K=%ld: %.3f ms  %.0f TFLOP/s (padded rows)\n", label, ModeName(mode), B, M, N, K, ms,
+         2.0 * B * M * N * K / ms / 1e9);
+  cudaFree(x); cudaFree(w); cudaFree(y); cudaFree(sx); cudaFree(sw);
+  cublasLtMatmulDescDestroy(desc); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+  return ms;
+}
+
+// The padded MoE expert GEMMs: Qwen3.6-35B-A3B (E 256, I 512, H 2048, 608 rows per expert at
+// 16384 tokens top-8) and Qwen3-30B-A3B (E 128, I 768, H 2048, ~1104 rows per expert).
+static void Batched(Lt& lt) {
+  CheckBatched(lt, 3, 48, 256, 384);
+  CheckBatched(lt, 5, 36, 272, 400);   // N, K not multiples of 128; M a multiple of 4 only
+  CheckBatched(lt, 4, 128, 1024, 2048);
+  struct { const char* name; int e; int64_t cap, i, h; } shapes[] = {{"35b-a3b", 256, 608, 512, 2048}, {"30b-a3b", 128, 1104, 768, 2048}};
+  for (auto& sh : shapes) {
+    double t[2] = {0, 0};
+    int j = 0;
+    for (Mode m : {kBf16, kBlock}) {
+      t[j] += TimeBatched(lt, m, sh.e, sh.cap, 2 * sh.i, sh.h, sh.name);
+      t[j] += TimeBatched(lt, m, sh.e, sh.cap, sh.h, sh.i, sh.name);
+      ++j;
+    }
+    printf("%-12s both projections: bf16 %.3f ms, fp8 %.3f ms -> fp8 %.2fx bf16\n", sh.name, t[0], t[1], t[1] > 0 ? t[0] / t[1] : 0.0);
+  }
+}
+
+int main(int argc, char** argv) {
   cudaDeviceProp p; CK(cudaGetDeviceProperties(&p, 0));
   printf("device %s sm_%d%d, cuBLASLt %zu\n", p.name, p.major, p.minor, cublasLtGetVersion());
   Lt lt; cublasLtCreate(&lt.h); CK(cudaMalloc(&lt.ws, lt.ws_bytes));
+  if (argc > 1 && std::string(argv[1]) == "batched") {
+    Batched(lt);
+    return 0;
+  }
   // Layout discovery and shape limits.
   for (int al : {0, 1})
     for (bool pad : {true, false}) Check(lt, 259, 384, 640, al, pad);
