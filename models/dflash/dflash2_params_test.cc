@@ -1,5 +1,5 @@
 // DFlash2 parameters on the CPU: the layout's names and shapes (z-lab's, 81 tensors for 5
-// layers), weight decay and update groups, the from-scratch init (identity convolutions,
+// layers; a released drafter's config and header), weight decay and update groups, the from-scratch init (identity convolutions,
 // zero projections, a no-op selector), and checkpoints: a bitwise round trip with the new
 // names, and a shape mismatch naming the tensor.
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,66 @@ TEST(DFlash2ParamsTest, LayoutHasZLabsNamesAndShapes) {
   // A DFlash config's layout is unchanged: no DFlash2 name.
   for (const DFlashParamSpec& s : MakeDFlashParamLayout(testing::TinyDFlashConfig()).specs)
     EXPECT_EQ(s.name.find("conv"), std::string::npos) << s.name;
+}
+
+// The config of a released DFlash2 drafter (z-lab's, for a 52-layer target: 5 sliding
+// layers, hidden 6656, is_causal false) and its checkpoint's tensors, as its safetensors
+// header lists them: the config parses, and the layout has exactly those names and shapes.
+TEST(DFlash2ParamsTest, ReleasedDrafterConfigAndHeader) {
+  const char* config = R"({
+    "architectures": ["DFlash2DraftModel"], "model_type": "qwen3", "is_causal": false,
+    "dflash_config": {"block_size": 16, "conv_group_size": 16, "conv_kernel_size": 2,
+                      "final_logit_softcapping": 20.0, "mask_token_id": 201818,
+                      "output_multiplier": 0.19611613513818404, "selector_rank": 256,
+                      "selector_top_k": 16, "target_layer_ids": [1, 13, 25, 37, 49]},
+    "attention_bias": false, "head_dim": 128, "hidden_act": "silu", "hidden_size": 6656,
+    "intermediate_size": 19968, "num_attention_heads": 32, "num_hidden_layers": 5,
+    "num_key_value_heads": 8, "num_target_layers": 52, "rms_norm_eps": 1e-05,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+                    "sliding_attention", "sliding_attention"],
+    "max_position_embeddings": 131072, "rope_parameters": {"rope_theta": 500000.0,
+    "rope_type": "default"}, "sliding_window": 2048, "use_sliding_window": true,
+    "tie_word_embeddings": false, "vocab_size": 202048})";
+  Result<DFlashConfig> c = ParseDFlashConfigText(config, "released config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->dflash2.has_value());
+  EXPECT_EQ(c->dflash2->conv_groups(6656), 416);
+  EXPECT_EQ(c->dflash2->final_logit_softcapping, 20.0);
+  EXPECT_EQ(c->is_causal, std::optional<bool>(false));
+  const auto m = ByName(MakeDFlashParamLayout(*c));
+  // The header's 81 tensors: per layer 15, then the selector's 3, fc, hidden_norm, norm.
+  std::map<std::string, std::vector<int64_t>> header = {
+      {"candidate_selector.hidden_projection.weight", {256, 6656}},
+      {"candidate_selector.predecessor_codebook", {202048, 256}},
+      {"candidate_selector.successor_codebook", {202048, 256}},
+      {"fc.weight", {6656, 33280}},
+      {"hidden_norm.weight", {6656}},
+      {"norm.weight", {6656}}};
+  for (int i = 0; i < 5; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (const char* conv : {"attention_conv", "mlp_conv"}) {
+      header[p + conv + ".base_kernel"] = {2, 2, 6656};
+      header[p + conv + ".kernel_projection.weight"] = {1664, 6656};
+    }
+    header[p + "input_layernorm.weight"] = {6656};
+    header[p + "post_attention_layernorm.weight"] = {6656};
+    header[p + "mlp.down_proj.weight"] = {6656, 19968};
+    header[p + "mlp.gate_proj.weight"] = {19968, 6656};
+    header[p + "mlp.up_proj.weight"] = {19968, 6656};
+    header[p + "self_attn.k_norm.weight"] = {128};
+    header[p + "self_attn.q_norm.weight"] = {128};
+    header[p + "self_attn.k_proj.weight"] = {1024, 6656};
+    header[p + "self_attn.v_proj.weight"] = {1024, 6656};
+    header[p + "self_attn.q_proj.weight"] = {4096, 6656};
+    header[p + "self_attn.o_proj.weight"] = {6656, 4096};
+  }
+  ASSERT_EQ(header.size(), 81u);
+  EXPECT_EQ(m.size(), header.size());
+  for (const auto& [name, shape] : header) {
+    auto it = m.find(name);
+    ASSERT_NE(it, m.end()) << name << " is in the released header but not in the layout";
+    EXPECT_EQ(it->second.shape, shape) << name;
+  }
 }
 
 TEST(DFlash2ParamsTest, InitStartsAsDFlashWithANoOpSelector) {
