@@ -193,34 +193,6 @@ static void Check(Lt& lt, int64_t M, int64_t N, int64_t K, int act_layout, bool 
   cudaFree(dx); cudaFree(dw); cudaFree(dsx); cudaFree(dsw); cudaFree(dy);
 }
 
-static void Time(Lt& lt, Mode mode, int64_t M, int64_t N, int64_t K, const char* label) {
-  size_t es = mode == kBf16 ? 2 : 1;
-  void *x, *w, *y; float *sx, *sw;
-  CK(cudaMalloc(&x, M * K * es)); CK(cudaMalloc(&w, N * K * es)); CK(cudaMalloc(&y, M * N * 2));
-  CK(cudaMemset(x, 0x38, M * K * es)); CK(cudaMemset(w, 0x38, N * K * es));  // e4m3 1.0 / small bf16
-  size_t ns = std::max<int64_t>(Up(M, 4) * Cdiv(K, 128), M) + std::max<int64_t>(Cdiv(N, 128) * Up(Cdiv(K, 128), 4), N) + 8;
-  CK(cudaMalloc(&sx, ns * 4)); CK(cudaMalloc(&sw, ns * 4));
-  std::vector<float> ones(ns, 1.f);
-  CK(cudaMemcpy(sx, ones.data(), ns * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(sw, ones.data(), ns * 4, cudaMemcpyHostToDevice));
-  cublasLtMatmulDesc_t desc; cublasLtMatrixLayout_t la, lb, ld; cublasLtMatmulAlgo_t algo; int found = 0;
-  cublasStatus_t s = Plan(lt, mode, M, N, K, K, sw, sx, &desc, &la, &lb, &ld, &algo, &found);
-  if (s || !found) { printf("%-10s %-26s M=%ld N=%ld K=%ld: no algo (%s)\n", label, ModeName(mode), M, N, K, cublasLtGetStatusString(s)); return; }
-  float one = 1, zero = 0;
-  for (int i = 0; i < 3; ++i) cublasLtMatmul(lt.h, desc, &one, w, la, x, lb, &zero, y, ld, y, ld, &algo, lt.ws, lt.ws_bytes, 0);
-  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-  int iters = 20;
-  cudaEventRecord(a);
-  for (int i = 0; i < iters; ++i) cublasLtMatmul(lt.h, desc, &one, w, la, x, lb, &zero, y, ld, y, ld, &algo, lt.ws, lt.ws_bytes, 0);
-  cudaEventRecord(b);
-  CK(cudaEventSynchronize(b));
-  float ms; cudaEventElapsedTime(&ms, a, b); ms /= iters;
-  printf("%-10s %-26s M=%ld N=%ld K=%ld: %.3f ms  %.0f TFLOP/s\n", label, ModeName(mode), M, N, K, ms,
-         2.0 * M * N * K / ms / 1e9);
-  cudaFree(x); cudaFree(w); cudaFree(y); cudaFree(sx); cudaFree(sw);
-  cublasLtMatmulDescDestroy(desc); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
-}
-
 // A strided batch of B block-scaled products (the padded MoE expert layout): x [B, M, K] and
 // w [B, N, K] back to back, each batch's scales back to back in the single-GEMM layouts
 // (activation: outer-major, ld = M; weight: [NB, Up(KB,4)]). Which scales does cuBLASLt apply
@@ -282,7 +254,7 @@ static void CheckBatched(Lt& lt, int B, int64_t M, int64_t N, int64_t K) {
   cudaFree(dx); cudaFree(dw); cudaFree(dsx); cudaFree(dsw); cudaFree(dy);
 }
 
-// One projection of every expert as one strided-batched call (bf16 or block-scaled FP8).
+// B products of one shape as one call (B > 1: strided batch; bf16 or FP8), timed.
 static double TimeBatched(Lt& lt, Mode mode, int B, int64_t M, int64_t N, int64_t K, const char* label) {
   size_t es = mode == kBf16 ? 2 : 1;
   void *x, *w, *y; float *sx, *sw;
@@ -305,11 +277,15 @@ static double TimeBatched(Lt& lt, Mode mode, int B, int64_t M, int64_t N, int64_
   cudaEventRecord(b);
   CK(cudaEventSynchronize(b));
   float ms; cudaEventElapsedTime(&ms, a, b); ms /= iters;
-  printf("%-12s %-26s B=%d M=%ld N=%ld K=%ld: %.3f ms  %.0f TFLOP/s (padded rows)\n", label, ModeName(mode), B, M, N, K, ms,
+  printf("%-12s %-26s B=%d M=%ld N=%ld K=%ld: %.3f ms  %.0f TFLOP/s\n", label, ModeName(mode), B, M, N, K, ms,
          2.0 * B * M * N * K / ms / 1e9);
   cudaFree(x); cudaFree(w); cudaFree(y); cudaFree(sx); cudaFree(sw);
   cublasLtMatmulDescDestroy(desc); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
   return ms;
+}
+
+static void Time(Lt& lt, Mode mode, int64_t M, int64_t N, int64_t K, const char* label) {
+  TimeBatched(lt, mode, 1, M, N, K, label);
 }
 
 // The padded MoE expert GEMMs: Qwen3.6-35B-A3B (E 256, I 512, H 2048, 608 rows per expert at
