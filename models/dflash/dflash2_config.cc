@@ -103,12 +103,10 @@ Result<DFlashConfig> ParseDFlash2Config(const json& j, std::string_view source) 
     return InvalidArgumentError("{}: key 'final_logit_softcapping': expected null, 0 (no cap) "
                                 "or a finite number > 0, got {}", source, cap);
   if (cap > 0) c.final_logit_softcapping = cap;
-  // The reference runs every DFlash2 layer bidirectionally inside the block.
-  if (!base.is_causal) {
-    base.is_causal = false;
-    RETURN_IF_ERROR(CheckDFlashMask(base, source));
-  }
+  // is_causal as z-lab's loader reads it for DFlash2 too: absent, each layer's own rule
+  // (the released DFlash2 configs set it false).
   base.dflash2 = c;
+  RETURN_IF_ERROR(CheckDFlashMask(base, source));
   return base;
 }
 
@@ -123,7 +121,6 @@ void AddDFlash2Keys(const DFlash2Extension& e, json* j) {
   dc["output_multiplier"] = e.output_multiplier;
   dc["input_embedding_scale"] = e.input_embedding_scale;
   if (e.final_logit_softcapping) dc["final_logit_softcapping"] = *e.final_logit_softcapping;
-  if (!j->contains("is_causal")) (*j)["is_causal"] = false;
 }
 
 Result<DFlashConfig> ParseDFlash2ConfigText(std::string_view text, std::string_view source) {

@@ -14,8 +14,10 @@
 // from the top level; when both are present they must agree.
 // ParseDFlashConfig (dflash_config.h) reads a DFlash2 config through ParseDFlash2Config, so
 // every path that trains or warm-starts a drafter accepts one; the result is a DFlashConfig
-// with `dflash2` set. Without is_causal, a DFlash2 config reads as is_causal = false: the
-// reference runs every layer bidirectionally inside the block. docs/dflash2.md.
+// with `dflash2` set. is_causal follows DFlash's rule (dflash_config.h), as z-lab's loader
+// reads it: absent, sliding layers causal and full layers bidirectional; the released
+// DFlash2 configs set it false (every layer bidirectional inside the block), and so does a
+// job that trains one (actors/dflash/drafter_settings.h). docs/dflash2.md.
 //
 // Thread-safety: value types and pure functions.
 #pragma once

@@ -129,9 +129,9 @@ TEST(DFlash2ConfigTest, WrongValuesAreNamed) {
   EXPECT_NE(e.find("key 'architectures'"), std::string::npos) << e;
 }
 
-// A DFlash2 config where a drafter is read: read as DFlash2 (the extension set, is_causal
-// false by default), never as DFlash without its convolutions and selector; written back
-// as the same config.
+// A DFlash2 config where a drafter is read: read as DFlash2 (the extension set; without
+// is_causal, full layers bidirectional by the per-layer rule), never as DFlash without its
+// convolutions and selector; written back as the same config, is_causal only when set.
 TEST(DFlash2ConfigTest, DFlashReadersReadDFlash2) {
   const std::string dir = ::testing::TempDir() + "/dflash2_drafter";
   std::filesystem::create_directories(dir);
@@ -140,21 +140,21 @@ TEST(DFlash2ConfigTest, DFlashReadersReadDFlash2) {
   ASSERT_TRUE(c.ok()) << c.status().message();
   ASSERT_TRUE(c->dflash2.has_value());
   EXPECT_EQ(c->dflash2->selector_rank, 256);
-  EXPECT_EQ(c->is_causal, false);
-  EXPECT_FALSE(DFlashLayerCausal(*c, 0));
+  EXPECT_FALSE(c->is_causal.has_value());
+  EXPECT_FALSE(DFlashLayerCausal(*c, 0));  // a full layer
   Result<DFlashConfig> d = LoadDFlash2Config(dir);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->dflash2, c->dflash2);
-  // Export: DFlash2DraftModel with its keys and is_causal false; read back the same.
+  // Export: DFlash2DraftModel with its keys and no is_causal; read back the same.
   const json out = DFlashConfigToJson(*c);
   EXPECT_EQ(out["architectures"], json({"DFlash2DraftModel"}));
-  EXPECT_EQ(out["is_causal"], false);
+  EXPECT_FALSE(out.contains("is_causal"));
   EXPECT_EQ(out["dflash_config"]["conv_kernel_size"], 2);
   EXPECT_EQ(out["dflash_config"]["drafter_type"], "dflash2");
   Result<DFlashConfig> back = ParseDFlashConfig(out, "out/config.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->dflash2, c->dflash2);
-  EXPECT_EQ(back->is_causal, false);
+  EXPECT_FALSE(back->is_causal.has_value());
   EXPECT_EQ(back->target_layer_ids, c->target_layer_ids);
 
   // Named by drafter_type alone: refused the same way.
@@ -175,6 +175,26 @@ TEST(DFlash2ConfigTest, DFlashReadersReadDFlash2) {
                           "selector_top_k"})
     j["dflash_config"].erase(key);
   EXPECT_TRUE(ParseDFlashConfig(j, "d/config.json").ok());
+}
+
+// is_causal as z-lab's loader reads it for DFlash2: absent, a sliding layer is causal and a
+// full one bidirectional; set, it applies to every layer and the export writes it back.
+TEST(DFlash2ConfigTest, IsCausalFollowsThePerLayerRuleUnlessSet) {
+  json j = DFlash2Json();
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention",
+                      "full_attention", "full_attention"};
+  j["sliding_window"] = 64;
+  j["use_sliding_window"] = true;
+  Result<DFlashConfig> c = ParseDFlashConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(DFlashLayerCausal(*c, 0));
+  EXPECT_FALSE(DFlashLayerCausal(*c, 1));
+  EXPECT_FALSE(DFlashConfigToJson(*c).contains("is_causal"));
+  j["is_causal"] = false;
+  c = ParseDFlashConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  for (int64_t l = 0; l < 5; ++l) EXPECT_FALSE(DFlashLayerCausal(*c, l)) << l;
+  EXPECT_EQ(DFlashConfigToJson(*c)["is_causal"], false);
 }
 
 }  // namespace

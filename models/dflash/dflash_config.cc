@@ -70,13 +70,12 @@ Status ParseIsCausal(const json& j, const json& dc, std::string_view source, DFl
 }  // namespace
 
 bool DFlashLayerCausal(const DFlashConfig& c, int64_t l) {
-  if (c.dflash2) return c.is_causal.value_or(false);  // DFlash2: bidirectional by default
   return c.is_causal.value_or(c.layers.layer_types.at(static_cast<size_t>(l)) ==
                               LayerType::kSlidingAttention);
 }
 
 Status CheckDFlashMask(const DFlashConfig& c, std::string_view source) {
-  if (c.is_causal.value_or(!c.dflash2.has_value())) return Status::Ok();
+  if (c.is_causal.value_or(true)) return Status::Ok();  // absent: sliding layers causal
   const auto& types = c.layers.layer_types;
   const bool sliding = std::find(types.begin(), types.end(), LayerType::kSlidingAttention) !=
                        types.end();

@@ -60,8 +60,8 @@ struct DFlashConfig {
   std::optional<DFlash2Extension> dflash2;
 };
 
-// Whether layer l attends causally inside its block (the rule above; a DFlash2 config
-// without is_causal: bidirectional, as the reference runs it).
+// Whether layer l attends causally inside its block (the rule above, for DFlash and DFlash2
+// alike, as z-lab's loader reads both).
 bool DFlashLayerCausal(const DFlashConfig& c, int64_t l);
 
 // The masks tandem's block attention trains: InvalidArgument naming `source` and the key
