@@ -175,11 +175,7 @@ Status TimeFp8Experts(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool
   ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(pool, DType::kBF16,
                                            {std::max(MoePaddedRows(n), e * cap), h}));
   double best = 1e30;
-  ASSIGN_OR_RETURN(const bool batched_ok, cuda::Fp8GemmBatchedVerified(gemm));
-  std::printf("cuBLASLt reads a strided batch's block scales as laid out: %s\n",
-              batched_ok ? "yes" : "no (the padded fp8 path is not run; MoeLayer uses per expert)");
   for (const bool pad : {false, true}) {
-    if (pad && !batched_ok) continue;
     auto run = [&] {
       return pad ? MoeFp8ExpertsForwardPadded(gemm, w8, offsets, offsets_d, cap, ws, padded_x,
                                               gu, act, y, nullptr)

@@ -128,10 +128,6 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
 Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
                       const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
                       Stream s);
-// Whether this cuBLASLt reads a strided batch's block scales as Fp8GemmBatched lays them
-// out: one small batched call against one Fp8Gemm per batch (scales apart by powers of
-// two), run once per context and cached. Callers use Fp8GemmBatched only when true.
-Result<bool> Fp8GemmBatchedVerified(GemmContext* ctx);
 // OK when device `device` has FP8 tensor cores (compute capability 9.0 or newer); otherwise
 // InvalidArgument saying so.
 Status CheckFp8Device(int device);

@@ -316,7 +316,6 @@ Status Fp8GemmBatched(GemmContext*, const Fp8GroupActivation&, const Fp8BlockWei
                       const TensorView&, const GemmOptions&, Stream) {
   return NoCuda("Fp8GemmBatched");
 }
-Result<bool> Fp8GemmBatchedVerified(GemmContext*) { return NoCuda("Fp8GemmBatchedVerified"); }
 Status CheckFp8Device(int) { return NoCuda("CheckFp8Device"); }
 }  // namespace cuda
 #endif

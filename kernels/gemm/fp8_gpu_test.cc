@@ -243,13 +243,6 @@ TEST_F(Fp8Cuda, BatchedGemmMatchesPerBatchReference) {
   RunBatched(ctx_.get(), 5, 48, 256, 384);
   RunBatched(ctx_.get(), 4, 64, 1024, 1024);
   RunBatched(ctx_.get(), 1, 32, 128, 256);   // one batch: the single GEMM
-  // The runtime check MoeLayer relies on agrees, and is cached.
-  Result<bool> verified = cuda::Fp8GemmBatchedVerified(ctx_.get());
-  ASSERT_TRUE(verified.ok()) << verified.status().ToString();
-  EXPECT_TRUE(*verified);
-  const size_t plans = ctx_->cached_plans();
-  EXPECT_TRUE(*cuda::Fp8GemmBatchedVerified(ctx_.get()));
-  EXPECT_EQ(ctx_->cached_plans(), plans);
 }
 
 TEST_F(Fp8Cuda, GemmRejectsShapesCublasCannotRun) {

@@ -6,18 +6,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
-#include <optional>
-#include <vector>
 #include <unordered_map>
 
 #include "kernels/core/cuda_check.h"
 #include "kernels/gemm/cublas_check.h"
 #include "kernels/gemm/fp8.h"
-#include "kernels/gemm/fp8_format.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/core/thread_annotations.h"
 
@@ -81,7 +77,6 @@ struct GemmContext::Impl {
   size_t workspace_bytes = 0;
   mutable std::mutex mu;
   std::unordered_map<PlanKey, std::unique_ptr<GemmPlan>, PlanKeyHash> plans GUARDED_BY(mu);
-  std::optional<bool> fp8_batched_ok GUARDED_BY(mu);  // Fp8GemmBatchedVerified's answer
 
   ~Impl() {
     plans.clear();
@@ -329,67 +324,6 @@ Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
                                 c.ToString());
   return LaunchFp8(ctx, a.data.data(), a.scale.data(), w.data.data(), w.scale.data(), c, mp, n, k,
                    w.batch(), opt, s);
-}
-
-Result<bool> Fp8GemmBatchedVerified(GemmContext* ctx) {
-  if (ctx == nullptr) return InvalidArgumentError("Fp8GemmBatchedVerified: needs a GemmContext");
-  GemmContext::Impl* impl = ctx->impl();
-  {
-    std::lock_guard<std::mutex> lock(impl->mu);
-    if (impl->fp8_batched_ok) return *impl->fp8_batched_ok;
-  }
-  // Codes all 1.0; every scale distinct by batch, row and K block, so a batch read with
-  // another batch's (or batch 0's) scales moves its outputs by powers of two. The sums are
-  // exact in fp32 and in bf16.
-  constexpr int64_t kB = 3, kM = 16, kN = 128, kK = 256, kKb = kK / kFp8Block;
-  const int64_t ld = Fp8WeightScaleLd(kK), a_scales = kKb * kM, w_scales = ld;
-  std::vector<uint8_t> codes((kB * kM + kB * kN) * kK, FloatToE4m3(1.f));
-  std::vector<float> scales(kB * (a_scales + w_scales), 0.f);
-  for (int64_t b = 0; b < kB; ++b) {
-    for (int64_t kb = 0; kb < kKb; ++kb) {
-      for (int64_t m = 0; m < kM; ++m)
-        scales[b * a_scales + kb * kM + m] = std::ldexp(1.f + m % 3, static_cast<int>(b + kb));
-      scales[kB * a_scales + b * w_scales + kb] = std::ldexp(1.f + kb, -2 * static_cast<int>(b));
-    }
-  }
-  const int64_t c_elems = kB * kM * kN;
-  const size_t code_bytes = codes.size(), scale_bytes = scales.size() * 4;
-  CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx->device()));
-  void* mem = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaMalloc(&mem, code_bytes + scale_bytes + 2 * c_elems * 2 + 1024));
-  struct Free {
-    void* p;
-    ~Free() { cudaFree(p); }
-  } free_mem{mem};
-  char* base = static_cast<char*>(mem);
-  char* scale_base = base + (code_bytes + 255) / 256 * 256;
-  char* c_base = scale_base + (scale_bytes + 255) / 256 * 256;
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(base, codes.data(), code_bytes, cudaMemcpyHostToDevice));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(scale_base, scales.data(), scale_bytes, cudaMemcpyHostToDevice));
-  const Device dev = Device::Cuda(ctx->device());
-  const Fp8GroupActivation a{TensorView(base, DType::kF8E4M3, {kB * kM, kK}, dev),
-                             TensorView(scale_base, DType::kF32, {kB * a_scales}, dev)};
-  const Fp8BlockWeightBatch w{
-      TensorView(base + kB * kM * kK, DType::kF8E4M3, {kB, kN, kK}, dev),
-      TensorView(scale_base + kB * a_scales * 4, DType::kF32, {kB, 1, ld}, dev)};
-  const TensorView batched(c_base, DType::kBF16, {kB * kM, kN}, dev);
-  const TensorView single(c_base + c_elems * 2, DType::kBF16, {kB * kM, kN}, dev);
-  GemmOptions opt;
-  opt.trans_b = true;
-  RETURN_IF_ERROR(cuda::Fp8GemmBatched(ctx, a, w, batched, opt, nullptr));
-  for (int64_t b = 0; b < kB; ++b)
-    RETURN_IF_ERROR(cuda::Fp8Gemm(ctx, internal::Fp8BatchActivation(a, kM, b), w.At(b),
-                            single.Narrow(0, b * kM, kM), opt, nullptr));
-  std::vector<bf16> out(2 * c_elems);
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(out.data(), c_base, out.size() * 2, cudaMemcpyDeviceToHost));
-  bool ok = true;
-  for (int64_t i = 0; i < c_elems && ok; ++i) {
-    const float x = out[i].f(), y = out[c_elems + i].f();
-    ok = std::isfinite(x) && std::fabs(x - y) <= 1e-2f * std::fabs(y);
-  }
-  std::lock_guard<std::mutex> lock(impl->mu);
-  impl->fp8_batched_ok = ok;
-  return ok;
 }
 
 }  // namespace cuda

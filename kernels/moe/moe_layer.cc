@@ -222,13 +222,7 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   }
   // y reuses xp's rows: xp is read only by the gate_up GEMMs, which run before any down GEMM.
   TensorView rows = assign_row;
-  bool padded = experts_->Resolve(offsets) == MoeExpertsPath::kPadded;
-  if (padded && shape_.fp8 && x.device().is_cuda()) {
-    // The batched FP8 GEMM only where this cuBLASLt reads the batch's scales as laid out
-    // (checked once per context); else the per-expert FP8 GEMMs.
-    ASSIGN_OR_RETURN(padded, cuda::Fp8GemmBatchedVerified(gemm));
-  }
-  if (padded) {
+  if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
     const int64_t cap = MoeExpertCapacity(offsets), padded = shape_.experts * cap;
     rows = padded_row_.Narrow(0, 0, t * k);
     RETURN_IF_ERROR(MoePadLayout(padded_token_.Narrow(0, 0, padded), rows, offsets_, perm_token,

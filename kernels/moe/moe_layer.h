@@ -11,8 +11,7 @@
 //   shared  = SwiGLU MLP of x, gate g = x w_gate^T   (only with a shared expert)
 //   hidden  = hidden + sum_j w_j yp[row_j] + sigmoid(g) * shared   (MoeCombine)
 // With shape.fp8 the experts run in e4m3 on the same layouts: MoeFp8ExpertsForwardPadded
-// (one strided-batched FP8 GEMM per projection) where the padded path runs and, on CUDA,
-// cuda::Fp8GemmBatchedVerified holds for the context, else
+// (one strided-batched FP8 GEMM per projection) where the padded path runs, else
 // MoeFp8ExpertsForward (one FP8 GEMM per expert; there is no grouped FP8 call); the shared
 // expert's two GEMMs run in FP8 on x quantized per row per 128 columns.
 //
