@@ -4,9 +4,9 @@
 // path (loop, padded, grouped) on the same rows, each checked against the loop's
 // output, and the path the rule picks; then the whole MoE block (router GEMM, router,
 // permutation, the offsets' host sync, gather, experts on the rule's path, combine) per token.
-// Then precision = "fp8" (kernels/moe/experts_fp8.h): the FP8 expert GEMMs on the same rows,
-// per expert and padded (checked against the bf16 loop within FP8's error; bar: the faster
-// >= 1.4x the fastest bf16 path), and the FP8 block against the bf16 block of the same run.
+// Then precision = "fp8" (kernels/moe/experts_fp8.h): the FP8 expert GEMMs on the same rows
+// (checked against the bf16 loop within FP8's error) and the FP8 block, each against the
+// fastest bf16 path / the bf16 block of the same run.
 // Args: --tokens=N --experts=E --topk=K --width=I --hidden=H --iters=N.
 #include <algorithm>
 #include <cmath>
@@ -79,11 +79,10 @@ Result<PathBuffers> MakeBuffers(Allocator& pool, int64_t rows, int64_t h, int64_
 // Every MoeExperts path on the same token rows (kPadded: the same rows in the padded layout),
 // timed and checked against the loop.
 // *best_ms: the fastest path's time; *want: the loop's output rows (the reference), *x: the
-// rows they were computed from, *padded_x: the same rows in the padded layout.
+// rows they were computed from.
 Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                  const MoeExpertWeights& w, const std::vector<int32_t>& offsets, double ceiling,
-                 double flops, double* best_ms, std::vector<bf16>* want_out, Tensor* x_out,
-                 Tensor* padded_x_out) {
+                 double flops, double* best_ms, std::vector<bf16>* want_out, Tensor* x_out) {
   const int64_t n = offsets.back(), h = s.hidden, i = s.width, e_count = s.experts;
   const int64_t cap = MoeExpertCapacity(offsets);
   ASSIGN_OR_RETURN(PathBuffers compact, MakeBuffers(pool, MoePaddedRows(n), h, i));
@@ -149,61 +148,45 @@ Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
               MoeExpertsPathName(MoeChooseExpertsPath(offsets)));
   *want_out = std::move(want);
   *x_out = std::move(random);
-  *padded_x_out = std::move(padded.x);
   return Status::Ok();
 }
 
-// The FP8 expert paths on the rows TimePaths used (x, and padded_x in the padded layout):
-// per expert and padded (one strided batch per projection), each one's error against the
-// bf16 loop's output, and their rates against the fastest bf16 path's (bf16_ms).
+// The FP8 expert path on the rows TimePaths used (x), its error against the bf16 loop's
+// output, and its rate against the fastest bf16 path's (bf16_ms).
 Status TimeFp8Experts(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                       const MoeFp8ExpertWeights& w8, const std::vector<int32_t>& offsets,
-                      const Tensor& x, const Tensor& padded_x, const std::vector<bf16>& want,
-                      double ceiling, double flops, double bf16_ms) {
+                      const Tensor& x, const std::vector<bf16>& want, double ceiling,
+                      double flops, double bf16_ms) {
   const int64_t n = offsets.back(), h = s.hidden, i = s.width, e = s.experts;
-  const int64_t cap = MoeExpertCapacity(offsets);
-  const int64_t ws_n = std::max(n, e * cap), rows = MoeFp8BufferRows(ws_n, e);
+  const int64_t rows = MoeFp8BufferRows(n, e);
   ASSIGN_OR_RETURN(Tensor offsets_d, Tensor::Empty(pool, DType::kI32, {e + 1}));
   RETURN_IF_ERROR(CopyFromHost(offsets_d, offsets.data(), nullptr));
   ASSIGN_OR_RETURN(Tensor ws_bytes, Tensor::Empty(pool, DType::kU8,
-                                                  {MoeFp8WorkspaceBytes(ws_n, e, h, i)}));
+                                                  {MoeFp8WorkspaceBytes(n, e, h, i)}));
   int64_t off = 0;
-  const MoeFp8Workspace ws = CarveMoeFp8Workspace(ws_bytes.data(), &off, ws_n, e, h, i,
+  const MoeFp8Workspace ws = CarveMoeFp8Workspace(ws_bytes.data(), &off, n, e, h, i,
                                                   Device::Cuda(0));
   ASSIGN_OR_RETURN(Tensor gu, Tensor::Empty(pool, DType::kBF16, {rows, 2 * i}));
   ASSIGN_OR_RETURN(Tensor act, Tensor::Empty(pool, DType::kBF16, {rows, i}));
-  ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(pool, DType::kBF16,
-                                           {std::max(MoePaddedRows(n), e * cap), h}));
-  double best = 1e30;
-  for (const bool pad : {false, true}) {
-    auto run = [&] {
-      return pad ? MoeFp8ExpertsForwardPadded(gemm, w8, offsets, offsets_d, cap, ws, padded_x,
-                                              gu, act, y, nullptr)
-                 : MoeFp8ExpertsForward(gemm, w8, offsets, offsets_d, ws, x, gu, act, y,
-                                        nullptr);
-    };
-    if (cudaMemset(y.data(), 0xff, y.nbytes()) != cudaSuccess)
-      return CudaError("moe bench: cudaMemset failed");
-    RETURN_IF_ERROR(run());
-    std::vector<int64_t> start(offsets.begin(), offsets.end() - 1);
-    if (pad)
-      for (int64_t x = 0; x < e; ++x) start[x] = x * cap;
-    ASSIGN_OR_RETURN(const double error, RelativeError(y, start, want, offsets));
-    ASSIGN_OR_RETURN(const double ms, TimeMs(nullptr, s.iters, 2, run));
-    char what[200];
-    std::snprintf(what, sizeof(what), "fp8 %s: e4m3 128x128 blocks, %s; vs bf16 loop %.1e",
-                  pad ? "padded" : "per expert",
-                  pad ? "cuBLASLt strided batch, 2 calls" : "one cuBLASLt GEMM per expert", error);
-    PrintRate(what, ms, flops, ceiling);
-    best = std::min(best, ms);
-    // e4m3's rounding of weights and activations: a few % (a wrong layout gives ~1).
-    if (!(error < 0.1))
-      return InternalError("moe bench: the fp8 {} path differs from the bf16 loop by {}",
-                           pad ? "padded" : "per-expert", error);
-  }
-  std::printf("fp8 expert GEMMs (fastest path) vs the fastest bf16 path: %.1f vs %.1f TFLOP/s, "
-              "%.2fx (bar 1.4x: %s)\n", flops / best * 1e-9, flops / bf16_ms * 1e-9,
-              bf16_ms / best, bf16_ms / best >= 1.4 ? "met" : "missed");
+  ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(pool, DType::kBF16, {MoePaddedRows(n), h}));
+  auto run = [&] {
+    return MoeFp8ExpertsForward(gemm, w8, offsets, offsets_d, ws, x, gu, act, y, nullptr);
+  };
+  if (cudaMemset(y.data(), 0xff, y.nbytes()) != cudaSuccess)
+    return CudaError("moe bench: cudaMemset failed");
+  RETURN_IF_ERROR(run());
+  std::vector<int64_t> start(offsets.begin(), offsets.end() - 1);
+  ASSIGN_OR_RETURN(const double error, RelativeError(y, start, want, offsets));
+  ASSIGN_OR_RETURN(const double ms, TimeMs(nullptr, s.iters, 2, run));
+  char what[200];
+  std::snprintf(what, sizeof(what), "fp8: e4m3 128x128 blocks, cuBLASLt per expert; vs bf16 "
+                "loop %.1e", error);
+  PrintRate(what, ms, flops, ceiling);
+  std::printf("fp8 expert GEMMs vs the fastest bf16 path: %.1f vs %.1f TFLOP/s, %.2fx\n",
+              flops / ms * 1e-9, flops / bf16_ms * 1e-9, bf16_ms / ms);
+  // e4m3's rounding of weights and activations: a few % (a wrong layout gives ~1).
+  if (!(error < 0.1))
+    return InternalError("moe bench: the fp8 path differs from the bf16 loop by {}", error);
   return Status::Ok();
 }
 
@@ -247,9 +230,9 @@ Status RunMoeBench(const MoeBenchShape& s) {
   const double flops = 2.0 * static_cast<double>(n) * 3.0 * static_cast<double>(i * h);
   double bf16_ms = 1e30;
   std::vector<bf16> want;
-  Tensor rows_x, padded_x;
+  Tensor rows_x;
   RETURN_IF_ERROR(TimePaths(s, gemm.get(), *pool, {gate_up, down}, offsets, ceiling, flops,
-                            &bf16_ms, &want, &rows_x, &padded_x));
+                            &bf16_ms, &want, &rows_x));
   ASSIGN_OR_RETURN(Tensor w8_bytes, Tensor::Empty(*pool, DType::kU8,
                                                   {MoeFp8ExpertBytes(s.experts, i, h)}));
   int64_t w8_off = 0;
@@ -257,8 +240,8 @@ Status RunMoeBench(const MoeBenchShape& s) {
   w8.router = router;
   w8.experts8 = CarveMoeFp8Experts(w8_bytes.data(), &w8_off, s.experts, i, h, Device::Cuda(0));
   RETURN_IF_ERROR(QuantizeMoeFp8Experts({gate_up, down}, w8.experts8, nullptr));
-  RETURN_IF_ERROR(TimeFp8Experts(s, gemm.get(), *pool, w8.experts8, offsets, rows_x, padded_x,
-                                 want, ceiling, flops, bf16_ms));
+  RETURN_IF_ERROR(TimeFp8Experts(s, gemm.get(), *pool, w8.experts8, offsets, rows_x, want,
+                                 ceiling, flops, bf16_ms));
 
   ASSIGN_OR_RETURN(const double block_ms, TimeMs(nullptr, s.iters, 2, [&] {
     return layer->Forward(gemm.get(), w, x, hidden, nullptr);

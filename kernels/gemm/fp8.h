@@ -56,15 +56,6 @@ struct Fp8GroupActivation {
   }
 };
 
-// A batch of equally shaped weights (the experts of an MoE layer): batch b's codes are
-// data[b] and its scales scale[b], each an Fp8BlockWeight.
-struct Fp8BlockWeightBatch {
-  TensorView data;   // f8e4m3 [B, N, K], contiguous
-  TensorView scale;  // f32 [B, ceil(N/128), Fp8WeightScaleLd(K)], contiguous
-  int64_t batch() const { return data.dim(0); }
-  Fp8BlockWeight At(int64_t b) const;
-};
-
 // Packing several weights into one allocation: Fp8BlockWeightBytes(n, k) bytes hold an
 // [n, k] weight's codes then its scales, each starting 256-byte aligned; CarveFp8BlockWeight
 // lays one out at base + *offset (on `device`) and advances *offset by that many bytes.
@@ -75,16 +66,9 @@ Fp8BlockWeight CarveFp8BlockWeight(void* base, int64_t* offset, int64_t n, int64
 // Shape, dtype and device checks shared by the CPU and CUDA versions.
 Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w);
 Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a);
-Status CheckFp8WeightBatch(const char* op, const Fp8BlockWeightBatch& w);
 namespace internal {
 // w and wt are FP8 weights on one device with wt [K, N] for w [N, K].
 Status CheckFp8Transpose(const char* op, const Fp8BlockWeight& w, const Fp8BlockWeight& wt);
-// Fp8GemmBatched's arguments (Fp8GemmBatched's contract); *mp = rows per batch.
-Status CheckFp8GemmBatched(const char* op, const Fp8GroupActivation& a,
-                           const Fp8BlockWeightBatch& w, const TensorView& c,
-                           const GemmOptions& opt, int64_t* mp);
-// Batch b of a batched activation of mp rows per batch.
-Fp8GroupActivation Fp8BatchActivation(const Fp8GroupActivation& a, int64_t mp, int64_t b);
 // `t` is bf16 or f32 [rows, cols] with unit column stride.
 Status CheckFloatMatrix(const char* op, const char* what, const TensorView& t, int64_t rows,
                         int64_t cols);
@@ -108,10 +92,6 @@ Status DequantizeFp8Activation(const Fp8GroupActivation& a, const TensorView& ou
 // c = alpha * a W^T + beta * c, c bf16 or f32 [M, N].
 Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeight& w,
                const TensorView& c, const GemmOptions& opt, Stream s);
-// Fp8GemmBatched's reference: cpu::Fp8Gemm per batch.
-Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
-                      const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
-                      Stream s);
 }  // namespace cpu
 
 namespace cuda {
@@ -123,11 +103,6 @@ Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Strea
 // (beta 0 or 1: the residual add). REQUIRES sm_90 (FP8 tensor cores), K a multiple of 16.
 Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeight& w,
                const TensorView& c, const GemmOptions& opt, Stream s);
-// One strided-batched cuBLASLt call of the same form (the batch's scales back to back in the
-// single-GEMM layouts; checked against the per-batch reference by fp8_gpu_test).
-Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
-                      const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
-                      Stream s);
 // OK when device `device` has FP8 tensor cores (compute capability 9.0 or newer); otherwise
 // InvalidArgument saying so.
 Status CheckFp8Device(int device);
@@ -141,12 +116,5 @@ Status DequantizeFp8Weight(const Fp8BlockWeight& w, const TensorView& out, Strea
 // y = x W^T (opt.trans_b must be set, trans_a not; no bias). c: [Mp, N], Mp = a.data rows.
 Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeight& w,
                const TensorView& c, const GemmOptions& opt, Stream s);
-// A strided batch of B = w.batch() such products, c_b = a_b W_b^T (the padded MoE experts):
-// a.data [B * Mp, K] with batch b's rows [b Mp, (b + 1) Mp), Mp % 4 == 0, and a.scale the B
-// batches' scales back to back, each Fp8ActScaleElems(Mp, K) floats in the layout above for
-// Mp rows; c [B * Mp, N] with unit column stride. opt as for Fp8Gemm.
-Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
-                      const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
-                      Stream s);
 
 }  // namespace tandem::kernels

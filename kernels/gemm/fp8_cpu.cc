@@ -83,48 +83,6 @@ Status CheckFp8Weight(const char* op, const Fp8BlockWeight& w) {
   return ExpectSameDevice(op, w.data, w.scale);
 }
 
-Fp8BlockWeight Fp8BlockWeightBatch::At(int64_t b) const {
-  return {data.Narrow(0, b, 1).Reshape({data.dim(1), data.dim(2)}),
-          scale.Narrow(0, b, 1).Reshape({scale.dim(1), scale.dim(2)})};
-}
-
-Status CheckFp8WeightBatch(const char* op, const Fp8BlockWeightBatch& w) {
-  if (w.data.ndim() != 3 || w.scale.ndim() != 3 || w.data.dim(0) != w.scale.dim(0) ||
-      w.data.dim(0) < 1)
-    return InvalidArgumentError("{}: an fp8 weight batch must be codes [B, N, K] and scales "
-                                "[B, ceil(N/128), ld] with B >= 1, got {} and {}", op,
-                                w.data.ToString(), w.scale.ToString());
-  RETURN_IF_ERROR(ExpectContiguous(op, "fp8 weight batch", w.data));
-  RETURN_IF_ERROR(ExpectContiguous(op, "fp8 weight batch scale", w.scale));
-  return CheckFp8Weight(op, w.At(0));
-}
-
-namespace internal {
-Status CheckFp8GemmBatched(const char* op, const Fp8GroupActivation& a,
-                           const Fp8BlockWeightBatch& w, const TensorView& c,
-                           const GemmOptions& opt, int64_t* mp) {
-  RETURN_IF_ERROR(CheckFp8Activation(op, a));
-  RETURN_IF_ERROR(CheckFp8WeightBatch(op, w));
-  if (!opt.trans_b || opt.trans_a || !opt.bias.empty())
-    return InvalidArgumentError("{}: only y = x W^T without bias (trans_b) is implemented", op);
-  const int64_t b = w.batch(), rows = a.data.dim(0), k = a.data.dim(1), n = w.data.dim(1);
-  if (rows % b != 0 || (rows / b) % 4 != 0)
-    return InvalidArgumentError("{}: activation {} is not {} batches of a multiple of 4 rows",
-                                op, a.data.ToString(), b);
-  if (w.data.dim(2) != k)
-    return InvalidArgumentError("{}: activation has K={} but the weights are {}", op, k,
-                                w.data.ToString());
-  RETURN_IF_ERROR(CheckFloatMatrix(op, "c", c, rows, n));
-  *mp = rows / b;
-  return ExpectSameDevice(op, a.data, w.data);
-}
-
-Fp8GroupActivation Fp8BatchActivation(const Fp8GroupActivation& a, int64_t mp, int64_t b) {
-  const int64_t per = Fp8ActScaleElems(mp, a.data.dim(1));
-  return {a.data.Narrow(0, b * mp, mp), a.scale.Narrow(0, b * per, per)};
-}
-}  // namespace internal
-
 Status CheckFp8Activation(const char* op, const Fp8GroupActivation& a) {
   RETURN_IF_ERROR(ExpectDType(op, "fp8 activation", a.data, DType::kF8E4M3));
   if (a.data.ndim() != 2 || a.data.stride(1) != 1 || a.data.stride(0) != a.data.dim(1) ||
@@ -256,19 +214,6 @@ Status Fp8Gemm(GemmContext*, const Fp8GroupActivation& a, const Fp8BlockWeight& 
   return Status::Ok();
 }
 
-Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
-                      const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
-                      Stream s) {
-  constexpr const char* kOp = "cpu::Fp8GemmBatched";
-  int64_t mp = 0;
-  RETURN_IF_ERROR(internal::CheckFp8GemmBatched(kOp, a, w, c, opt, &mp));
-  for (int64_t b = 0; b < w.batch(); ++b)
-    RETURN_IF_ERROR(cpu::Fp8Gemm(ctx, internal::Fp8BatchActivation(a, mp, b), w.At(b),
-                            c.Narrow(0, b * mp, mp), opt, s)
-                        .WithContext(fmt::format("batch {}", b)));
-  return Status::Ok();
-}
-
 }  // namespace cpu
 
 Status TransposeFp8Weight(const Fp8BlockWeight& w, const Fp8BlockWeight& wt, Stream s) {
@@ -292,12 +237,6 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
   if (a.data.device().is_cpu()) return cpu::Fp8Gemm(ctx, a, w, c, opt, s);
   return cuda::Fp8Gemm(ctx, a, w, c, opt, s);
 }
-Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
-                      const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
-                      Stream s) {
-  if (a.data.device().is_cpu()) return cpu::Fp8GemmBatched(ctx, a, w, c, opt, s);
-  return cuda::Fp8GemmBatched(ctx, a, w, c, opt, s);
-}
 
 #ifndef TANDEM_HAVE_CUDA
 namespace cuda {
@@ -312,10 +251,6 @@ Status QuantizeFp8Activation(const TensorView&, const Fp8GroupActivation&, Strea
 Status DequantizeFp8Weight(const Fp8BlockWeight&, const TensorView&, Stream) { return NoCuda("DequantizeFp8Weight"); }
 Status Fp8Gemm(GemmContext*, const Fp8GroupActivation&, const Fp8BlockWeight&, const TensorView&,
                const GemmOptions&, Stream) { return NoCuda("Fp8Gemm"); }
-Status Fp8GemmBatched(GemmContext*, const Fp8GroupActivation&, const Fp8BlockWeightBatch&,
-                      const TensorView&, const GemmOptions&, Stream) {
-  return NoCuda("Fp8GemmBatched");
-}
 Status CheckFp8Device(int) { return NoCuda("CheckFp8Device"); }
 }  // namespace cuda
 #endif

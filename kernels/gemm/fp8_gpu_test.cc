@@ -1,7 +1,6 @@
 // CUDA block-scaled FP8 against the CPU references: quantizers byte-exact (same IEEE math),
 // dequantize exact, and the cuBLASLt FP8 GEMM against the reference GEMM on odd shapes
-// (M not a multiple of 128 or of 4, partial K and N blocks, the residual accumulate), and
-// the strided-batched FP8 GEMM against one reference GEMM per batch.
+// (M not a multiple of 128 or of 4, partial K and N blocks, the residual accumulate).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -182,67 +181,6 @@ TEST_F(Fp8Cuda, GemmMatchesReferenceOnOddShapes) {
 TEST_F(Fp8Cuda, GemmWithPartialKBlock) {
   // K = 272: the last 128-column group holds 16 columns.
   RunGemm(ctx_.get(), {131, 256, 272, 0.f});
-}
-
-// A strided batch of block-scaled GEMMs (the padded MoE experts): each batch's own scales,
-// back to back in the single-GEMM layouts, against the per-batch reference. Batches differ
-// in magnitude by powers of two so a shared or shifted scale block cannot pass.
-void RunBatched(GemmContext* ctx, int64_t batch, int64_t mp, int64_t n, int64_t k) {
-  SCOPED_TRACE(::testing::Message() << "B=" << batch << " Mp=" << mp << " N=" << n << " K=" << k);
-  const int64_t rows = batch * mp, ns = Fp8ActScaleElems(mp, k), nb = Fp8Blocks(n),
-                ld = Fp8WeightScaleLd(k);
-  std::vector<uint8_t> hxq(rows * k), hwq(batch * n * k);
-  std::vector<float> hxs(batch * ns), hws(batch * nb * ld);
-  const Fp8GroupActivation ha{TensorView(hxq.data(), DType::kF8E4M3, {rows, k}),
-                              TensorView(hxs.data(), DType::kF32, {batch * ns})};
-  const Fp8BlockWeightBatch hw{TensorView(hwq.data(), DType::kF8E4M3, {batch, n, k}),
-                               TensorView(hws.data(), DType::kF32, {batch, nb, ld})};
-  for (int64_t b = 0; b < batch; ++b) {
-    std::vector<float> x = Randn(mp * k, 31 + b), w = Randn(n * k, 41 + b, 0.05f);
-    for (int64_t r = 0; r < mp; ++r)
-      for (int64_t c = 0; c < k; ++c)
-        x[r * k + c] *= std::ldexp(1.f, static_cast<int>((r % 5) - (c / 128) % 3 + b % 4));
-    for (float& v : w) v *= std::ldexp(1.f, -static_cast<int>(b % 3));
-    std::vector<bf16> xb = ToBf16(x), wb = ToBf16(w);
-    ASSERT_TRUE(cpu::QuantizeFp8Activation(TensorView(xb.data(), DType::kBF16, {mp, k}),
-                                           internal::Fp8BatchActivation(ha, mp, b), nullptr)
-                    .ok());
-    ASSERT_TRUE(
-        cpu::QuantizeFp8Weight(TensorView(wb.data(), DType::kBF16, {n, k}), hw.At(b), nullptr)
-            .ok());
-  }
-  GemmOptions opt;
-  opt.trans_b = true;
-  std::vector<bf16> ref(rows * n);
-  ASSERT_TRUE(cpu::Fp8GemmBatched(nullptr, ha, hw, TensorView(ref.data(), DType::kBF16, {rows, n}),
-                                  opt, nullptr)
-                  .ok());
-  DeviceArray<uint8_t> dxq(hxq), dwq(hwq);
-  DeviceArray<float> dxs(hxs), dws(hws);
-  DeviceArray<bf16> dc(std::vector<bf16>(rows * n, bf16(std::nanf(""))));
-  const Fp8GroupActivation ga{dxq.View(DType::kF8E4M3, {rows, k}),
-                              dxs.View(DType::kF32, {batch * ns})};
-  const Fp8BlockWeightBatch gw{dwq.View(DType::kF8E4M3, {batch, n, k}),
-                               dws.View(DType::kF32, {batch, nb, ld})};
-  Status st = Fp8GemmBatched(ctx, ga, gw, dc.View(DType::kBF16, {rows, n}), opt, nullptr);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  const auto got = dc.ToHost();
-  for (int64_t b = 0; b < batch; ++b) {
-    SCOPED_TRACE(::testing::Message() << "batch " << b);
-    double ss = 0;
-    for (int64_t i = b * mp * n; i < (b + 1) * mp * n; ++i) ss += double(ref[i].f()) * ref[i].f();
-    const double rms = std::sqrt(ss / static_cast<double>(mp * n));
-    auto rep = CompareClose(mp * n, [&](int64_t i) { return got[b * mp * n + i].f(); },
-                            [&](int64_t i) { return ref[b * mp * n + i].f(); }, 1e-2 * rms, 8e-3);
-    EXPECT_TRUE(rep.ok) << rep.ToString();
-  }
-}
-
-TEST_F(Fp8Cuda, BatchedGemmMatchesPerBatchReference) {
-  RunBatched(ctx_.get(), 3, 20, 272, 400);   // partial N and K blocks, Mp a multiple of 4 only
-  RunBatched(ctx_.get(), 5, 48, 256, 384);
-  RunBatched(ctx_.get(), 4, 64, 1024, 1024);
-  RunBatched(ctx_.get(), 1, 32, 128, 256);   // one batch: the single GEMM
 }
 
 TEST_F(Fp8Cuda, GemmRejectsShapesCublasCannotRun) {

@@ -271,52 +271,5 @@ TEST(Fp8Gemm, RejectsUnsupportedOptions) {
   EXPECT_FALSE(Fp8Gemm(nullptr, qa, wrong_k, TensorView(c.data(), DType::kF32, {4, 8}), opt, nullptr).ok());
 }
 
-// The batched reference is the single reference per batch (batch b's rows, scales and
-// weight), and its arguments are checked: rows that do not split into batches of a
-// multiple of 4, a K that disagrees, a scale batch that disagrees with the codes.
-TEST(Fp8Gemm, BatchedReferenceIsPerBatchAndChecksItsArguments) {
-  const int64_t batch = 3, mp = 8, n = 24, k = 144;
-  std::vector<float> x = Randn(batch * mp * k, 21), w = Randn(batch * n * k, 22, 0.05f);
-  const int64_t ns = Fp8ActScaleElems(mp, k), nb = Fp8Blocks(n), ld = Fp8WeightScaleLd(k);
-  std::vector<uint8_t> xq(batch * mp * k), wq(batch * n * k);
-  std::vector<float> xs(batch * ns), ws(batch * nb * ld);
-  const Fp8GroupActivation a{TensorView(xq.data(), DType::kF8E4M3, {batch * mp, k}),
-                             TensorView(xs.data(), DType::kF32, {batch * ns})};
-  const Fp8BlockWeightBatch wb{TensorView(wq.data(), DType::kF8E4M3, {batch, n, k}),
-                               TensorView(ws.data(), DType::kF32, {batch, nb, ld})};
-  for (int64_t b = 0; b < batch; ++b) {
-    ASSERT_TRUE(QuantizeFp8Activation(TensorView(x.data() + b * mp * k, DType::kF32, {mp, k}),
-                                      internal::Fp8BatchActivation(a, mp, b), nullptr).ok());
-    ASSERT_TRUE(QuantizeFp8Weight(TensorView(w.data() + b * n * k, DType::kF32, {n, k}),
-                                  wb.At(b), nullptr).ok());
-  }
-  GemmOptions opt;
-  opt.trans_b = true;
-  std::vector<float> c(batch * mp * n, -7.f), one(mp * n, -7.f);
-  ASSERT_TRUE(Fp8GemmBatched(nullptr, a, wb, TensorView(c.data(), DType::kF32, {batch * mp, n}),
-                             opt, nullptr).ok());
-  for (int64_t b = 0; b < batch; ++b) {
-    ASSERT_TRUE(Fp8Gemm(nullptr, internal::Fp8BatchActivation(a, mp, b), wb.At(b),
-                        TensorView(one.data(), DType::kF32, {mp, n}), opt, nullptr).ok());
-    for (int64_t i = 0; i < mp * n; ++i) ASSERT_EQ(c[b * mp * n + i], one[i]) << b << " " << i;
-  }
-  // 24 rows are not 3 batches of a multiple of 4 rows when read as 4 batches.
-  const Fp8BlockWeightBatch four{TensorView(wq.data(), DType::kF8E4M3, {4, n / 2, k}),
-                                 TensorView(ws.data(), DType::kF32, {4, 1, ld})};
-  Status st = Fp8GemmBatched(nullptr, a, four, TensorView(c.data(), DType::kF32, {batch * mp, n / 2}),
-                             opt, nullptr);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.ToString().find("batches"), std::string::npos) << st.ToString();
-  const Fp8BlockWeightBatch bad_scale{wb.data, TensorView(ws.data(), DType::kF32, {2, nb, ld})};
-  EXPECT_FALSE(Fp8GemmBatched(nullptr, a, bad_scale,
-                              TensorView(c.data(), DType::kF32, {batch * mp, n}), opt, nullptr)
-                   .ok());
-  const Fp8GroupActivation narrow_k{TensorView(xq.data(), DType::kF8E4M3, {batch * mp, 128}),
-                                    TensorView(xs.data(), DType::kF32, {batch * ns})};
-  EXPECT_FALSE(Fp8GemmBatched(nullptr, narrow_k, wb,
-                              TensorView(c.data(), DType::kF32, {batch * mp, n}), opt, nullptr)
-                   .ok());
-}
-
 }  // namespace
 }  // namespace tandem::kernels

@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <mutex>
 #include <unordered_map>
 
@@ -26,7 +25,6 @@ struct PlanKey {
   DType c_type;
   uint16_t align_a, align_b, align_c, align_bias;
   bool fp8 = false;  // e4m3 A/B with VEC128 (our A) and BLK128x128 (our B) scales
-  int64_t batch = 1;  // > 1: a strided batch, each operand's matrices back to back
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -34,7 +32,7 @@ struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     uint64_t h = 1469598103934665603ull;
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.batch}) mix(static_cast<uint64_t>(v));
+    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<uint64_t>(v));
     mix(k.trans_a | k.trans_b << 1 | k.has_bias << 2 | k.accumulate << 3 |
         static_cast<uint64_t>(k.c_type) << 4 | uint64_t{k.fp8} << 12);
     mix(k.align_a | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 |
@@ -143,22 +141,6 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
       cublasLtMatrixLayoutCreate(&plan->lb, in_type, a_rows, a_cols, key.lda));
   CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->lc, LtType(key.c_type), key.n, key.m, key.ldc));
-  if (key.batch > 1) {
-    // Strided batch: batch b's matrices start b * (rows * ld) elements in. With block
-    // scales, cuBLASLt reads batch b's scales right after batch b - 1's (each batch in the
-    // single-GEMM layout; fp8_gpu_test checks it against one GEMM per batch).
-    const int32_t count = static_cast<int32_t>(key.batch);
-    const int64_t strides[3] = {key.ldb * static_cast<int64_t>(b_cols),
-                                key.lda * static_cast<int64_t>(a_cols), key.ldc * key.m};
-    cublasLtMatrixLayout_t layouts[3] = {plan->la, plan->lb, plan->lc};
-    for (int i = 0; i < 3; ++i) {
-      CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
-          layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
-          layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
-          sizeof(strides[i])));
-    }
-  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
@@ -185,9 +167,9 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
       handle, plan->desc, plan->la, plan->lb, plan->lc, plan->lc, pref, 1, &result, &found));
   if (found == 0)
     return CudaError("Gemm: cuBLASLt has no algorithm for M={} N={} K={} trans_a={} trans_b={} "
-                     "lda={} ldb={} ldc={} out={}{} batch {}",
+                     "lda={} ldb={} ldc={} out={}{}",
                      key.m, key.n, key.k, key.trans_a, key.trans_b, key.lda, key.ldb, key.ldc,
-                     DTypeName(key.c_type), key.fp8 ? " (fp8 block-scaled)" : "", key.batch);
+                     DTypeName(key.c_type), key.fp8 ? " (fp8 block-scaled)" : "");
   plan->algo = result.algo;
   GemmPlan* raw = plan.get();
   plans.emplace(key, std::move(plan));
@@ -214,48 +196,6 @@ Result<std::unique_ptr<GemmContext>> GemmContext::Create(int device, size_t work
 }
 
 namespace cuda {
-namespace {
-
-// What cuBLASLt's block-scaled e4m3 GEMMs need beyond the operands' shapes.
-Status CheckFp8LaunchArgs(const char* op, GemmContext* ctx,
-                          std::initializer_list<const TensorView*> views, int64_t n, int64_t k) {
-  if (k % 16 != 0 || n % 16 != 0)
-    return InvalidArgumentError("{}: FP8 GEMMs need K and N multiples of 16, got K={} N={}", op,
-                                k, n);
-  if (ctx == nullptr) return InvalidArgumentError("{}: needs a GemmContext", op);
-  for (const TensorView* t : views)
-    if (!t->device().is_cuda() || t->device().index != ctx->device())
-      return InvalidArgumentError("{}: {} is not on cuda:{}, the GemmContext's device", op,
-                                  t->ToString(), ctx->device());
-  return Status::Ok();
-}
-
-// c = alpha x W^T (+ beta c) for `batch` (>= 1) products of m x n x k: codes and scales as
-// Fp8Gemm / Fp8GemmBatched lay them out, c dense per batch when batch > 1.
-Status LaunchFp8(GemmContext* ctx, const void* x, const void* x_scale, const void* w,
-                 const void* w_scale, const TensorView& c, int64_t m, int64_t n, int64_t k,
-                 int64_t batch, const GemmOptions& opt, Stream s) {
-  PlanKey key{m, n, k, k, k, c.stride(0), false, true, false, opt.beta != 0.f, c.dtype(),
-              AlignmentOf(x), AlignmentOf(w), AlignmentOf(c.data()), 0, true, batch};
-  GemmContext::Impl* impl = ctx->impl();
-  const void* a_scale = w_scale;  // cuBLASLt's A is the weight
-  const void* b_scale = x_scale;
-  const void* scales[2] = {a_scale, b_scale};
-  ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key, scales));
-  // The scale pointers live in the descriptor: hold the plan from setting them to launch.
-  std::lock_guard<std::mutex> lock(plan->mu);
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, w, plan->la, x,
-                                          plan->lb, &opt.beta, c.data(), plan->lc, c.data(),
-                                          plan->lc, &plan->algo, impl->workspace,
-                                          impl->workspace_bytes, s));
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status Gemm(GemmContext* ctx, const TensorView& a, const TensorView& b, const TensorView& c,
             const GemmOptions& opt, Stream s) {
@@ -300,30 +240,34 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
   RETURN_IF_ERROR(ExpectDType(kOp, "c", c, DType::kBF16));
   RETURN_IF_ERROR(ExpectShape(kOp, "c", c, Shape{m, n}));
   if (c.stride(1) != 1) return InvalidArgumentError("{}: c needs unit column stride", kOp);
-  RETURN_IF_ERROR(CheckFp8LaunchArgs(kOp, ctx, {&a.data, &a.scale, &w.data, &w.scale, &c}, n, k));
+  if (k % 16 != 0 || n % 16 != 0)
+    return InvalidArgumentError("{}: FP8 GEMMs need K and N multiples of 16, got K={} N={}", kOp,
+                                k, n);
+  if (ctx == nullptr) return InvalidArgumentError("{}: needs a GemmContext", kOp);
+  for (const TensorView* t : {&a.data, &a.scale, &w.data, &w.scale, &c})
+    if (!t->device().is_cuda() || t->device().index != ctx->device())
+      return InvalidArgumentError("{}: {} is not on cuda:{}, the GemmContext's device", kOp,
+                                  t->ToString(), ctx->device());
   if (m == 0 || n == 0) return Status::Ok();
-  return LaunchFp8(ctx, a.data.data(), a.scale.data(), w.data.data(), w.scale.data(), c, m, n, k,
-                   /*batch=*/1, opt, s);
-}
-
-Status Fp8GemmBatched(GemmContext* ctx, const Fp8GroupActivation& a,
-                      const Fp8BlockWeightBatch& w, const TensorView& c, const GemmOptions& opt,
-                      Stream s) {
-  constexpr const char* kOp = "cuda::Fp8GemmBatched";
-  int64_t mp = 0;
-  RETURN_IF_ERROR(internal::CheckFp8GemmBatched(kOp, a, w, c, opt, &mp));
-  const int64_t k = a.data.dim(1), n = w.data.dim(1);
-  RETURN_IF_ERROR(ExpectDType(kOp, "c", c, DType::kBF16));
-  RETURN_IF_ERROR(CheckFp8LaunchArgs(kOp, ctx, {&a.data, &a.scale, &w.data, &w.scale, &c}, n, k));
-  if (mp == 0 || n == 0) return Status::Ok();
-  if (w.batch() == 1)
-    return LaunchFp8(ctx, a.data.data(), a.scale.data(), w.data.data(), w.scale.data(), c, mp, n,
-                     k, 1, opt, s);
-  if (c.stride(0) != n)
-    return InvalidArgumentError("{}: c {} must be dense (its batches back to back)", kOp,
-                                c.ToString());
-  return LaunchFp8(ctx, a.data.data(), a.scale.data(), w.data.data(), w.scale.data(), c, mp, n, k,
-                   w.batch(), opt, s);
+  PlanKey key{m, n, k, a.data.stride(0), w.data.stride(0), c.stride(0), false, true, false,
+              opt.beta != 0.f, c.dtype(), AlignmentOf(a.data.data()), AlignmentOf(w.data.data()),
+              AlignmentOf(c.data()), 0, true};
+  GemmContext::Impl* impl = ctx->impl();
+  const void* a_scale = w.scale.data();  // cuBLASLt's A is the weight
+  const void* b_scale = a.scale.data();
+  const void* scales[2] = {a_scale, b_scale};
+  ASSIGN_OR_RETURN(GemmPlan* plan, impl->GetPlan(key, scales));
+  // The scale pointers live in the descriptor: hold the plan from setting them to launch.
+  std::lock_guard<std::mutex> lock(plan->mu);
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(impl->handle, plan->desc, &opt.alpha, w.data.data(),
+                                          plan->la, a.data.data(), plan->lb, &opt.beta, c.data(),
+                                          plan->lc, c.data(), plan->lc, &plan->algo,
+                                          impl->workspace, impl->workspace_bytes, s));
+  return Status::Ok();
 }
 
 }  // namespace cuda

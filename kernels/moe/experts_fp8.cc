@@ -17,14 +17,26 @@ namespace {
 constexpr int64_t kAlign = 256;
 int64_t AlignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
+// Expert e of a packed [E, N, K] code tensor and its [E, nb, ld] scales.
+Fp8BlockWeight ExpertOf(const TensorView& codes, const TensorView& scale, int64_t e) {
+  return {codes.Narrow(0, e, 1).Reshape({codes.dim(1), codes.dim(2)}),
+          scale.Narrow(0, e, 1).Reshape({scale.dim(1), scale.dim(2)})};
+}
+
+// The slot starts S_0..S_E of `offsets` (host i32 [E + 1]).
+std::vector<int64_t> SlotStarts(std::span<const int32_t> offsets) {
+  std::vector<int64_t> s(offsets.size(), 0);
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    s[e + 1] = s[e] + MoeFp8SlotRows(offsets[e + 1] - offsets[e]);
+  return s;
+}
+
 }  // namespace
 
 Fp8BlockWeight MoeFp8ExpertWeights::GateUp(int64_t e) const {
-  return Fp8BlockWeightBatch{gate_up, gate_up_scale}.At(e);
+  return ExpertOf(gate_up, gate_up_scale, e);
 }
-Fp8BlockWeight MoeFp8ExpertWeights::Down(int64_t e) const {
-  return Fp8BlockWeightBatch{down, down_scale}.At(e);
-}
+Fp8BlockWeight MoeFp8ExpertWeights::Down(int64_t e) const { return ExpertOf(down, down_scale, e); }
 
 int64_t MoeFp8ExpertBytes(int64_t e, int64_t i, int64_t h) {
   const int64_t gu_scale = e * Fp8Blocks(2 * i) * Fp8WeightScaleLd(h) * 4;
@@ -90,8 +102,7 @@ Status QuantizeMoeFp8Experts(const MoeExpertWeights& w, const MoeFp8ExpertWeight
 int64_t MoeFp8SlotRows(int64_t n) { return n == 0 ? 0 : MoeBucketRows(n); }
 
 int64_t MoeFp8BufferRows(int64_t assignments, int64_t experts) {
-  return std::max(assignments + assignments / 8 + 16 * experts,
-                  MoeExpertBufferRows(assignments));
+  return assignments + assignments / 8 + 16 * experts;
 }
 
 TensorView MoeFp8Workspace::Codes(int64_t k) const {
@@ -121,16 +132,9 @@ MoeFp8Workspace CarveMoeFp8Workspace(void* base, int64_t* offset, int64_t n, int
 }
 
 namespace internal {
-std::vector<int64_t> MoeFp8SlotStarts(std::span<const int32_t> offsets, int64_t cap) {
-  std::vector<int64_t> s(offsets.size(), 0);
-  for (size_t e = 0; e + 1 < offsets.size(); ++e)
-    s[e + 1] = s[e] + (cap > 0 ? cap : MoeFp8SlotRows(offsets[e + 1] - offsets[e]));
-  return s;
-}
-
 Status CheckMoeFp8Slots(const char* op, const TensorView& x, bool from_slots,
                         const TensorView& offsets, std::span<const int32_t> host_offsets,
-                        int64_t cap, const TensorView& slots, const TensorView& codes,
+                        const TensorView& slots, const TensorView& codes,
                         const TensorView& scale) {
   const int64_t e = static_cast<int64_t>(host_offsets.size()) - 1;
   RETURN_IF_ERROR(ExpectDType(op, "x", x, DType::kBF16));
@@ -141,14 +145,7 @@ Status CheckMoeFp8Slots(const char* op, const TensorView& x, bool from_slots,
   if (e < 1 || offsets.numel() != e + 1 || slots.numel() != e + 1)
     return InvalidArgumentError("{}: offsets {} and slots {} must have E + 1 = {} elements", op,
                                 offsets.ToString(), slots.ToString(), e + 1);
-  if (cap < 0 || cap % 4 != 0)
-    return InvalidArgumentError("{}: padded slots of {} rows (needs a multiple of 4)", op, cap);
-  for (int64_t x = 0; x < e && cap > 0; ++x)
-    if (host_offsets[x + 1] - host_offsets[x] > cap)
-      return InvalidArgumentError("{}: expert {} has {} rows, more than the slots' {}", op, x,
-                                  host_offsets[x + 1] - host_offsets[x], cap);
-  const int64_t total = MoeFp8SlotStarts(host_offsets, cap).back();
-  const int64_t k = codes.ndim() == 2 ? codes.dim(1) : 0;
+  const int64_t total = SlotStarts(host_offsets).back(), k = codes.ndim() == 2 ? codes.dim(1) : 0;
   const int64_t x_rows = from_slots ? total : host_offsets.back();
   if (x.ndim() != 2 || x.dim(1) != k || x.stride(1) != 1 || x.dim(0) < x_rows ||
       codes.stride(0) != k || codes.dim(0) < total || scale.numel() < total * Fp8Blocks(k))
@@ -164,18 +161,17 @@ Status CheckMoeFp8Slots(const char* op, const TensorView& x, bool from_slots,
 namespace cpu {
 
 Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, int64_t cap,
-                           const TensorView& slots, const TensorView& codes,
-                           const TensorView& scale, Stream) {
+                           std::span<const int32_t> host_offsets, const TensorView& slots,
+                           const TensorView& codes, const TensorView& scale, Stream) {
   constexpr const char* kOp = "cpu::MoeQuantizeFp8Slots";
-  RETURN_IF_ERROR(internal::CheckMoeFp8Slots(kOp, x, from_slots, offsets, host_offsets, cap,
-                                             slots, codes, scale));
+  RETURN_IF_ERROR(internal::CheckMoeFp8Slots(kOp, x, from_slots, offsets, host_offsets, slots,
+                                             codes, scale));
   const int32_t* o = offsets.data_as<const int32_t>();
   const int64_t e_count = offsets.numel() - 1, k = codes.dim(1), nkb = Fp8Blocks(k);
   int32_t* s = slots.data_as<int32_t>();
   s[0] = 0;
   for (int64_t e = 0; e < e_count; ++e)
-    s[e + 1] = static_cast<int32_t>(s[e] + (cap > 0 ? cap : MoeFp8SlotRows(o[e + 1] - o[e])));
+    s[e + 1] = static_cast<int32_t>(s[e] + MoeFp8SlotRows(o[e + 1] - o[e]));
   uint8_t* q = codes.data_as<uint8_t>();
   float* sc = scale.data_as<float>();
   const bf16* xs = x.data_as<const bf16>();
@@ -201,105 +197,69 @@ Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorVie
 }  // namespace cpu
 
 Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, int64_t cap,
-                           const TensorView& slots, const TensorView& codes,
-                           const TensorView& scale, Stream s) {
+                           std::span<const int32_t> host_offsets, const TensorView& slots,
+                           const TensorView& codes, const TensorView& scale, Stream s) {
   if (x.device().is_cpu())
-    return cpu::MoeQuantizeFp8Slots(x, from_slots, offsets, host_offsets, cap, slots, codes,
-                                    scale, s);
+    return cpu::MoeQuantizeFp8Slots(x, from_slots, offsets, host_offsets, slots, codes, scale, s);
 #ifdef TANDEM_HAVE_CUDA
-  return cuda::MoeQuantizeFp8Slots(x, from_slots, offsets, host_offsets, cap, slots, codes,
-                                   scale, s);
+  return cuda::MoeQuantizeFp8Slots(x, from_slots, offsets, host_offsets, slots, codes, scale, s);
 #else
   return UnavailableError("MoeQuantizeFp8Slots: a CUDA tensor in a build without CUDA");
 #endif
 }
-
-namespace {
-
-// Both layouts of the FP8 expert MLPs: cap 0 the bucketed slots (x and y at the experts'
-// exact rows, one GEMM per expert and projection), cap > 0 the padded layout (x, y and the
-// slots at e * cap, one strided-batched GEMM per projection).
-Status Fp8Experts(const char* op, GemmContext* gemm, const MoeFp8ExpertWeights& w,
-                  std::span<const int32_t> host_offsets, const TensorView& offsets, int64_t cap,
-                  const MoeFp8Workspace& ws, const TensorView& x, const TensorView& gate_up,
-                  const TensorView& act, const TensorView& y, Stream s) {
-  RETURN_IF_ERROR(CheckMoeFp8Experts(op, w));
-  const int64_t e_count = w.experts(), h = w.gate_up.dim(2), i = w.down.dim(2);
-  if (static_cast<int64_t>(host_offsets.size()) != e_count + 1 || host_offsets[0] != 0)
-    return InvalidArgumentError("{}: {} offsets for {} experts", op, host_offsets.size(),
-                                e_count);
-  for (int64_t e = 0; e < e_count; ++e)
-    if (host_offsets[e + 1] < host_offsets[e])
-      return InvalidArgumentError("{}: offsets decrease at expert {}", op, e);
-  const std::vector<int64_t> slot = internal::MoeFp8SlotStarts(host_offsets, cap);
-  const int64_t n = host_offsets[e_count], rows = slot.back();
-  const int64_t y_rows = cap > 0 ? rows : MoePaddedRows(n);
-  for (const TensorView* v : {&gate_up, &act, &y})
-    RETURN_IF_ERROR(ExpectDType(op, "buffer", *v, DType::kBF16));
-  if (gate_up.ndim() != 2 || gate_up.dim(1) != 2 * i || gate_up.dim(0) < rows ||
-      act.ndim() != 2 || act.dim(1) != i || act.dim(0) < rows || y.ndim() != 2 ||
-      y.dim(1) != h || y.dim(0) < y_rows)
-    return InvalidArgumentError("{}: gate_up {} and act {} need >= {} rows of 2I {} and I, y {} "
-                                ">= {} rows of H {}", op, gate_up.ToString(), act.ToString(), rows,
-                                2 * i, y.ToString(), y_rows, h);
-  if (n == 0) return Status::Ok();
-  NvtxRange range(op);
-  GemmOptions linear;
-  linear.trans_b = true;
-  // One projection of every expert with rows: out rows at out_row(e), its slot's rows.
-  auto project = [&](const TensorView& in, bool from_slots, int64_t k, const TensorView& wq,
-                     const TensorView& wq_scale, const TensorView& out, auto out_row) -> Status {
-    const TensorView codes = ws.Codes(k);
-    RETURN_IF_ERROR(MoeQuantizeFp8Slots(in, from_slots, offsets, host_offsets, cap, ws.slots,
-                                        codes, ws.scale, s));
-    const Fp8BlockWeightBatch all{wq, wq_scale};
-    if (cap > 0)  // every expert's slot is cap rows: one strided batch
-      return Fp8GemmBatched(gemm, {codes.Narrow(0, 0, rows), ws.scale}, all,
-                            out.Narrow(0, 0, rows), linear, s);
-    const int64_t nkb = Fp8Blocks(k);
-    for (int64_t e = 0; e < e_count; ++e) {  // increasing: see the header on y's rows
-      const int64_t r = slot[e + 1] - slot[e];
-      if (r == 0) continue;
-      const Fp8GroupActivation a{codes.Narrow(0, slot[e], r),
-                                 ws.scale.Narrow(0, slot[e] * nkb, r * nkb)};
-      RETURN_IF_ERROR(Fp8Gemm(gemm, a, all.At(e), out.Narrow(0, out_row(e), r), linear, s)
-                          .WithContext(fmt::format("expert {}", e)));
-    }
-    return Status::Ok();
-  };
-  // Padded: x is the padded layout, read from its slots like act.
-  RETURN_IF_ERROR(project(x, cap > 0, h, w.gate_up, w.gate_up_scale, gate_up,
-                          [&](int64_t e) { return slot[e]; }));
-  const auto [gate, up] = SplitGateUp(gate_up.Narrow(0, 0, rows));
-  RETURN_IF_ERROR(SwiGluForward(act.Narrow(0, 0, rows), gate, up, s));
-  return project(act, true, i, w.down, w.down_scale, y, [&](int64_t e) {
-    return cap > 0 ? slot[e] : static_cast<int64_t>(host_offsets[e]);
-  });
-}
-
-}  // namespace
 
 Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                             std::span<const int32_t> host_offsets, const TensorView& offsets,
                             const MoeFp8Workspace& ws, const TensorView& x,
                             const TensorView& gate_up, const TensorView& act,
                             const TensorView& y, Stream s) {
-  return Fp8Experts("MoeFp8ExpertsForward", gemm, w, host_offsets, offsets, 0, ws, x, gate_up,
-                    act, y, s);
-}
-
-Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& w,
-                                  std::span<const int32_t> host_offsets,
-                                  const TensorView& offsets, int64_t cap,
-                                  const MoeFp8Workspace& ws, const TensorView& x,
-                                  const TensorView& gate_up, const TensorView& act,
-                                  const TensorView& y, Stream s) {
-  if (cap <= 0 || cap % 16 != 0)
-    return InvalidArgumentError("MoeFp8ExpertsForwardPadded: cap {} must be a positive multiple "
-                                "of 16", cap);
-  return Fp8Experts("MoeFp8ExpertsForwardPadded", gemm, w, host_offsets, offsets, cap, ws, x,
-                    gate_up, act, y, s);
+  constexpr const char* kOp = "MoeFp8ExpertsForward";
+  RETURN_IF_ERROR(CheckMoeFp8Experts(kOp, w));
+  const int64_t e_count = w.experts(), h = w.gate_up.dim(2), i = w.down.dim(2);
+  if (static_cast<int64_t>(host_offsets.size()) != e_count + 1 || host_offsets[0] != 0)
+    return InvalidArgumentError("{}: {} offsets for {} experts", kOp, host_offsets.size(),
+                                e_count);
+  for (int64_t e = 0; e < e_count; ++e)
+    if (host_offsets[e + 1] < host_offsets[e])
+      return InvalidArgumentError("{}: offsets decrease at expert {}", kOp, e);
+  const std::vector<int64_t> slot = SlotStarts(host_offsets);
+  const int64_t n = host_offsets[e_count], rows = slot.back();
+  const int64_t y_rows = MoePaddedRows(n);
+  for (const TensorView* v : {&gate_up, &act, &y}) RETURN_IF_ERROR(ExpectDType(kOp, "buffer", *v,
+                                                                               DType::kBF16));
+  if (gate_up.ndim() != 2 || gate_up.dim(1) != 2 * i || gate_up.dim(0) < rows ||
+      act.ndim() != 2 || act.dim(1) != i || act.dim(0) < rows || y.ndim() != 2 ||
+      y.dim(1) != h || y.dim(0) < y_rows)
+    return InvalidArgumentError("{}: gate_up {} and act {} need >= {} rows of 2I {} and I, y {} "
+                                ">= {} rows of H {}", kOp, gate_up.ToString(), act.ToString(), rows,
+                                2 * i, y.ToString(), y_rows, h);
+  if (n == 0) return Status::Ok();
+  NvtxRange range(kOp);
+  GemmOptions linear;
+  linear.trans_b = true;
+  // One projection of every expert with rows: out rows at out_row(e), its slot's rows.
+  auto project = [&](const TensorView& in, bool from_slots, int64_t k, auto weight,
+                     const TensorView& out, auto out_row) -> Status {
+    const TensorView codes = ws.Codes(k);
+    RETURN_IF_ERROR(MoeQuantizeFp8Slots(in, from_slots, offsets, host_offsets, ws.slots, codes,
+                                        ws.scale, s));
+    const int64_t nkb = Fp8Blocks(k);
+    for (int64_t e = 0; e < e_count; ++e) {  // increasing: see the header on y's rows
+      const int64_t r = slot[e + 1] - slot[e];
+      if (r == 0) continue;
+      const Fp8GroupActivation a{codes.Narrow(0, slot[e], r),
+                                 ws.scale.Narrow(0, slot[e] * nkb, r * nkb)};
+      RETURN_IF_ERROR(Fp8Gemm(gemm, a, weight(e), out.Narrow(0, out_row(e), r), linear, s)
+                          .WithContext(fmt::format("expert {}", e)));
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(project(x, false, h, [&](int64_t e) { return w.GateUp(e); }, gate_up,
+                          [&](int64_t e) { return slot[e]; }));
+  const auto [gate, up] = SplitGateUp(gate_up.Narrow(0, 0, rows));
+  RETURN_IF_ERROR(SwiGluForward(act.Narrow(0, 0, rows), gate, up, s));
+  return project(act, true, i, [&](int64_t e) { return w.Down(e); }, y,
+                 [&](int64_t e) { return static_cast<int64_t>(host_offsets[e]); });
 }
 
 }  // namespace tandem::kernels

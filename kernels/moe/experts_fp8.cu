@@ -1,5 +1,5 @@
 // CUDA slot quantizer of the FP8 expert path (kernels/moe/experts_fp8.h): one thread scans
-// the offsets into the slot starts (or writes e * cap for the padded layout), then one warp per (slot row, 128-column group) finds its
+// the offsets into the slot starts, then one warp per (slot row, 128-column group) finds its
 // expert by binary search over the starts and quantizes the group (QuantizeGroup128: the
 // CPU reference's math), or writes zeros with scale 1 past the expert's rows.
 #include <cuda_bf16.h>
@@ -20,12 +20,11 @@ __device__ __forceinline__ int64_t SlotRows(int64_t n) {
   return (n + step - 1) / step * step;
 }
 
-__global__ void moe_fp8_slots_kernel(const int32_t* offsets, int64_t cap, int32_t* slots,
-                                     int64_t e) {
+__global__ void moe_fp8_slots_kernel(const int32_t* offsets, int32_t* slots, int64_t e) {
   int64_t s = 0;
   slots[0] = 0;
   for (int64_t x = 0; x < e; ++x) {
-    s += cap > 0 ? cap : SlotRows(offsets[x + 1] - offsets[x]);
+    s += SlotRows(offsets[x + 1] - offsets[x]);
     slots[x + 1] = static_cast<int32_t>(s);
   }
 }
@@ -73,10 +72,10 @@ __global__ void moe_fp8_quantize_slots_kernel(const __nv_bfloat16* x, int64_t ld
 }  // namespace
 
 cudaError_t LaunchMoeQuantizeFp8Slots(const void* x, int64_t ldx, bool from_slots,
-                                      const int32_t* offsets, int64_t cap, int32_t* slots,
-                                      int64_t e, int64_t total, int64_t k, uint8_t* codes,
-                                      float* scale, Stream s) {
-  moe_fp8_slots_kernel<<<1, 1, 0, s>>>(offsets, cap, slots, e);
+                                      const int32_t* offsets, int32_t* slots, int64_t e,
+                                      int64_t total, int64_t k, uint8_t* codes, float* scale,
+                                      Stream s) {
+  moe_fp8_slots_kernel<<<1, 1, 0, s>>>(offsets, slots, e);
   const int64_t warps = total * ((k + 127) / 128);
   if (warps == 0) return cudaGetLastError();
   const int64_t blocks = (warps * 32 + 255) / 256;

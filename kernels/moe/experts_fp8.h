@@ -22,8 +22,7 @@
 //
 // The GEMMs: one cuBLASLt block-scaled e4m3 GEMM per expert with rows and projection
 // (kernels/gemm/fp8.h's Fp8Gemm); cuBLASLt 13 has no grouped form of the block-scaled modes
-// (kernels/moe/README.md), only a strided batch of one shape: the padded layout's
-// MoeFp8ExpertsForwardPadded below. On the CPU the same slots and order run the reference kernels
+// (kernels/moe/README.md). On the CPU the same slots and order run the reference kernels
 // (cpu::Fp8Gemm: both operands dequantized, float64 accumulation): the CPU reference twin.
 //
 // Thread-safety: stateless functions ordered on `s` (the GemmContext's rules apply).
@@ -68,8 +67,7 @@ Status QuantizeMoeFp8Experts(const MoeExpertWeights& w, const MoeFp8ExpertWeight
 // A slot's rows for an expert with n rows: 0 for n == 0, else MoeBucketRows(n).
 int64_t MoeFp8SlotRows(int64_t n);
 // Slot rows for `assignments` token copies over `experts` experts, whatever the routing:
-// max(N + N/8 + 16 E, MoeExpertBufferRows(N)) (>= the sum of MoeFp8SlotRows, and >= E cap
-// wherever the padded path runs).
+// N + N/8 + 16 E (>= the sum of MoeFp8SlotRows).
 int64_t MoeFp8BufferRows(int64_t assignments, int64_t experts);
 
 // Buffers of the FP8 expert path for up to R = MoeFp8BufferRows rows and K <= max(H, I).
@@ -91,26 +89,20 @@ MoeFp8Workspace CarveMoeFp8Workspace(void* base, int64_t* offset, int64_t assign
 // x rows [o_e, o_e + n_e) (from_slots false) or [S_e, S_e + n_e) (from_slots true), o_e =
 // offsets[e]. offsets: i32 [E + 1] on x's device; slots: i32 [E + 1] on x's device, written
 // with S_0..S_E; codes f8e4m3 [>= S_E, K] dense; scale f32 [>= S_E * ceil(K/128)].
-// `host_offsets`: the same offsets on the host (sizes the launch). cap 0: the slots above;
-// cap > 0: the padded layout's uniform slots, S_e = e * cap for every expert (cap >= every
-// n_e, a multiple of 4; with from_slots, x is then the padded layout itself), so the codes
-// and scales are those of one strided batch of E GEMMs of cap rows (Fp8GemmBatched).
+// `host_offsets`: the same offsets on the host (sizes the launch).
 namespace cpu {
 Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, int64_t cap,
-                           const TensorView& slots, const TensorView& codes,
-                           const TensorView& scale, Stream s);
+                           std::span<const int32_t> host_offsets, const TensorView& slots,
+                           const TensorView& codes, const TensorView& scale, Stream s);
 }  // namespace cpu
 namespace cuda {
 Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, int64_t cap,
-                           const TensorView& slots, const TensorView& codes,
-                           const TensorView& scale, Stream s);
+                           std::span<const int32_t> host_offsets, const TensorView& slots,
+                           const TensorView& codes, const TensorView& scale, Stream s);
 }  // namespace cuda
 Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, int64_t cap,
-                           const TensorView& slots, const TensorView& codes,
-                           const TensorView& scale, Stream s);
+                           std::span<const int32_t> host_offsets, const TensorView& slots,
+                           const TensorView& codes, const TensorView& scale, Stream s);
 
 // MoeExpertsForward's contract with FP8 weights: offsets on the host (host_offsets) and on
 // x's device (offsets, i32 [E + 1]); x bf16 [>= N, H]; gate_up bf16 [>= R, 2I] and act bf16
@@ -122,17 +114,5 @@ Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                             const MoeFp8Workspace& ws, const TensorView& x,
                             const TensorView& gate_up, const TensorView& act,
                             const TensorView& y, Stream s);
-
-// The same MLPs over the padded layout (MoeExperts::ForwardPadded's contract: expert e's rows
-// are [e cap, e cap + n_e) of x, gate_up, act and y, which need >= E cap rows; cap a multiple
-// of 16 >= every n_e; y may be x): both quantizations use the uniform slots (cap rows each,
-// MoeQuantizeFp8Slots with cap), so each projection is one Fp8GemmBatched call over all E
-// experts, empty ones included. Rows of padding hold garbage after.
-Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& w,
-                                  std::span<const int32_t> host_offsets,
-                                  const TensorView& offsets, int64_t cap,
-                                  const MoeFp8Workspace& ws, const TensorView& x,
-                                  const TensorView& gate_up, const TensorView& act,
-                                  const TensorView& y, Stream s);
 
 }  // namespace tandem::kernels

@@ -70,7 +70,7 @@ TEST(MoeFp8ExpertsTest, QuantizerFillsSlots) {
   std::vector<uint8_t> codes(48 * k, 0xAA);
   std::vector<float> scale(48 * 2, -1.f);
   ASSERT_TRUE(MoeQuantizeFp8Slots(TensorView(x.data(), DType::kBF16, {n, k}), false,
-                                  TensorView(off.data(), DType::kI32, {e + 1}), offsets, 0,
+                                  TensorView(off.data(), DType::kI32, {e + 1}), offsets,
                                   TensorView(slots.data(), DType::kI32, {e + 1}),
                                   TensorView(codes.data(), DType::kF8E4M3, {48, k}),
                                   TensorView(scale.data(), DType::kF32, {48 * 2}), nullptr)
@@ -91,56 +91,11 @@ TEST(MoeFp8ExpertsTest, QuantizerFillsSlots) {
   EXPECT_EQ(scale[32 * 2 + 1 * 16 + 1], 1.f);  // expert 2's padding row 1, group 1
   // Too small a code buffer is refused.
   EXPECT_FALSE(MoeQuantizeFp8Slots(TensorView(x.data(), DType::kBF16, {n, k}), false,
-                                   TensorView(off.data(), DType::kI32, {e + 1}), offsets, 0,
+                                   TensorView(off.data(), DType::kI32, {e + 1}), offsets,
                                    TensorView(slots.data(), DType::kI32, {e + 1}),
                                    TensorView(codes.data(), DType::kF8E4M3, {40, k}),
                                    TensorView(scale.data(), DType::kF32, {48 * 2}), nullptr)
                    .ok());
-}
-
-// The padded layout's uniform slots: expert e at e * cap, its scales in the single-GEMM
-// layout of cap rows (what one strided batch reads); rows past n_e zero with scale 1.
-TEST(MoeFp8ExpertsTest, QuantizerFillsUniformSlots) {
-  const int64_t e = 3, k = 136, cap = 24;
-  const std::vector<int32_t> offsets = {0, 20, 20, 21};
-  std::vector<bf16> x = testing::RandomBf16(e * cap * k, 6);  // the padded layout
-  std::vector<int32_t> off = offsets, slots(e + 1, -1);
-  std::vector<uint8_t> codes(e * cap * k, 0xAA);
-  std::vector<float> scale(e * cap * 2, -1.f);
-  auto quantize = [&](int64_t c) {
-    return MoeQuantizeFp8Slots(TensorView(x.data(), DType::kBF16, {e * cap, k}), true,
-                               TensorView(off.data(), DType::kI32, {e + 1}), offsets, c,
-                               TensorView(slots.data(), DType::kI32, {e + 1}),
-                               TensorView(codes.data(), DType::kF8E4M3, {e * cap, k}),
-                               TensorView(scale.data(), DType::kF32, {e * cap * 2}), nullptr);
-  };
-  ASSERT_TRUE(quantize(cap).ok());
-  EXPECT_EQ(slots, (std::vector<int32_t>{0, 24, 48, 72}));
-  // Expert 2's row 0 is x row 48; its group 1 scale at 48 * 2 + 1 * 24 + 0.
-  const float s = scale[48 * 2 + 24];
-  for (int64_t c = 128; c < k; ++c)
-    EXPECT_NEAR(E4m3ToFloat(codes[48 * k + c]) * s, x[48 * k + c].f(),
-                0.07 * std::fabs(x[48 * k + c].f()) + 1e-6);
-  EXPECT_EQ(codes[(24 + 3) * k + 5], 0);       // expert 1 has no rows: all padding
-  EXPECT_EQ(scale[24 * 2 + 1 * 24 + 3], 1.f);
-  EXPECT_EQ(codes[(48 + 1) * k + 7], 0);       // expert 2's row 1 is padding
-  // A cap below an expert's rows, or not a multiple of 4, is refused.
-  EXPECT_FALSE(quantize(16).ok());
-  EXPECT_FALSE(quantize(22).ok());
-}
-
-// The padded layout (one strided batch per projection) computes each expert's rows exactly
-// as the per-expert path does: quantization is per row, the reference GEMM per row.
-TEST(MoeFp8ExpertsTest, PaddedEqualsPerExpertOnTheCpu) {
-  for (const Case& c : Cases()) {
-    testing::MoeFp8Problem p = testing::RandomMoeFp8Problem(5, 200, 72, c.offsets, 33);
-    const testing::MoeFp8Result loop = testing::RunMoeFp8Experts(HostAllocator(), nullptr, p);
-    const testing::MoeFp8Result padded =
-        testing::RunMoeFp8Experts(HostAllocator(), nullptr, p, /*padded=*/true);
-    ASSERT_EQ(padded.y.size(), loop.y.size()) << c.name;
-    for (size_t k = 0; k < loop.y.size(); ++k)
-      ASSERT_EQ(padded.y[k].bits, loop.y[k].bits) << c.name << " element " << k;
-  }
 }
 
 }  // namespace

@@ -1,13 +1,11 @@
 // Test-only utilities of the FP8 expert path (experts_fp8.h): a problem (bf16 experts, rows
-// laid out by offsets), running MoeFp8ExpertsForward or MoeFp8ExpertsForwardPadded on either
-// device from host copies, and
+// laid out by offsets), running MoeFp8ExpertsForward on either device from host copies, and
 // a float64 reference of its definition (weights and activations dequantized from their
 // e4m3 codes, products summed in float64, gate|up and act rounded to bf16 as the path
 // stores them).
 // Thread-safety: free functions on caller-owned data.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -39,35 +37,25 @@ inline MoeFp8Problem RandomMoeFp8Problem(int64_t e, int64_t h, int64_t i,
 }
 
 // The FP8 path on `alloc`'s device (gemm: its context, null on the CPU): quantizes the
-// experts there, runs the forward (padded: MoeFp8ExpertsForwardPadded over the padded layout
-// with cap = MoeExpertCapacity, else MoeFp8ExpertsForward), returns y's N rows in expert
-// order and the quantized experts' codes and scales (for the reference).
+// experts there, runs the forward, returns y's first N rows and the quantized experts' codes
+// and scales (for the reference).
 struct MoeFp8Result {
   std::vector<bf16> y;
   std::vector<uint8_t> gu_codes, dn_codes;
   std::vector<float> gu_scale, dn_scale;
 };
 
-inline MoeFp8Result RunMoeFp8Experts(Allocator& alloc, GemmContext* gemm, MoeFp8Problem& p,
-                                     bool padded = false) {
+inline MoeFp8Result RunMoeFp8Experts(Allocator& alloc, GemmContext* gemm, MoeFp8Problem& p) {
   const int64_t e = p.e, h = p.h, i = p.i, n = p.offsets.back();
-  const int64_t cap = padded ? MoeExpertCapacity(p.offsets) : 0;
   Tensor gu = MakeTensor<bf16>(alloc, DType::kBF16, {e, 2 * i, h}, p.gate_up);
   Tensor dn = MakeTensor<bf16>(alloc, DType::kBF16, {e, h, i}, p.down);
-  // Sizes for the padded layout too: E cap rows may exceed N's buffers where the rule would
-  // not pick it.
-  const int64_t ws_n = std::max(n, e * cap);
-  const int64_t rows = MoeFp8BufferRows(ws_n, e), py = std::max(MoePaddedRows(n), e * cap);
+  const int64_t rows = MoeFp8BufferRows(n, e), py = MoePaddedRows(n);
   std::vector<bf16> xpad(static_cast<size_t>(py * h), bf16(0.f));
-  // Expert x's row j: row offsets[x] + j of the exact layout, x cap + j of the padded one.
-  auto row_of = [&](int64_t x, int64_t j) { return padded ? x * cap + j : p.offsets[x] + j; };
-  for (int64_t x = 0; x < e; ++x)
-    for (int64_t j = 0; j < p.offsets[x + 1] - p.offsets[x]; ++j)
-      std::copy_n(p.x.begin() + (p.offsets[x] + j) * h, h, xpad.begin() + row_of(x, j) * h);
+  std::copy(p.x.begin(), p.x.end(), xpad.begin());
   Tensor x = MakeTensor<bf16>(alloc, DType::kBF16, {py, h}, xpad);
   Tensor off = MakeTensor<int32_t>(alloc, DType::kI32, {e + 1}, p.offsets);
   Result<Tensor> w8 = Tensor::Empty(alloc, DType::kU8, {MoeFp8ExpertBytes(e, i, h)});
-  Result<Tensor> ws = Tensor::Empty(alloc, DType::kU8, {MoeFp8WorkspaceBytes(ws_n, e, h, i)});
+  Result<Tensor> ws = Tensor::Empty(alloc, DType::kU8, {MoeFp8WorkspaceBytes(n, e, h, i)});
   Result<Tensor> gate_up = Tensor::Empty(alloc, DType::kBF16, {rows, 2 * i});
   Result<Tensor> act = Tensor::Empty(alloc, DType::kBF16, {rows, i});
   TANDEM_CHECK_OK(w8.status());
@@ -78,21 +66,13 @@ inline MoeFp8Result RunMoeFp8Experts(Allocator& alloc, GemmContext* gemm, MoeFp8
   const MoeFp8ExpertWeights w =
       CarveMoeFp8Experts(w8->data(), &o1, e, i, h, alloc.device());
   const MoeFp8Workspace work =
-      CarveMoeFp8Workspace(ws->data(), &o2, ws_n, e, h, i, alloc.device());
+      CarveMoeFp8Workspace(ws->data(), &o2, n, e, h, i, alloc.device());
   TANDEM_CHECK_OK(QuantizeMoeFp8Experts({gu.view(), dn.view()}, w, nullptr));
   // y aliases x, as MoeLayer runs it.
-  if (padded)
-    TANDEM_CHECK_OK(MoeFp8ExpertsForwardPadded(gemm, w, p.offsets, off.view(), cap, work,
-                                               x.view(), gate_up->view(), act->view(), x.view(),
-                                               nullptr));
-  else
-    TANDEM_CHECK_OK(MoeFp8ExpertsForward(gemm, w, p.offsets, off.view(), work, x.view(),
-                                         gate_up->view(), act->view(), x.view(), nullptr));
-  const std::vector<bf16> y = ToHost<bf16>(x.view());
+  TANDEM_CHECK_OK(MoeFp8ExpertsForward(gemm, w, p.offsets, off.view(), work, x.view(),
+                                       gate_up->view(), act->view(), x.view(), nullptr));
   MoeFp8Result r;
-  for (int64_t ex = 0; ex < e; ++ex)
-    for (int64_t j = 0; j < p.offsets[ex + 1] - p.offsets[ex]; ++j)
-      r.y.insert(r.y.end(), y.begin() + row_of(ex, j) * h, y.begin() + (row_of(ex, j) + 1) * h);
+  r.y = ToHost<bf16>(x.view().Narrow(0, 0, n));
   r.gu_codes = ToHost<uint8_t>(w.gate_up);
   r.dn_codes = ToHost<uint8_t>(w.down);
   r.gu_scale = ToHost<float>(w.gate_up_scale);

@@ -5,7 +5,6 @@
 
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "kernels/core/pinned_allocator.h"
 #include "kernels/core/stream.h"
@@ -46,11 +45,8 @@ Status CheckMoeExpertsPadded(const MoeExpertWeights& w, std::span<const int32_t>
 // host_offsets, on x's device.
 Status CheckMoeFp8Slots(const char* op, const TensorView& x, bool from_slots,
                         const TensorView& offsets, std::span<const int32_t> host_offsets,
-                        int64_t cap, const TensorView& slots, const TensorView& codes,
+                        const TensorView& slots, const TensorView& codes,
                         const TensorView& scale);
-// The slot starts S_0..S_E of host_offsets (i32 [E + 1]): MoeFp8SlotRows per expert (cap 0)
-// or cap rows each.
-std::vector<int64_t> MoeFp8SlotStarts(std::span<const int32_t> host_offsets, int64_t cap);
 
 #ifdef TANDEM_HAVE_CUDA
 struct MoeExpertsArgs {

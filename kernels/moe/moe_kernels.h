@@ -29,11 +29,11 @@ cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, con
                              int64_t t, int64_t h, int64_t k, Stream s);
 
 // MoeQuantizeFp8Slots (experts_fp8.h) on raw pointers: slots i32 [e + 1] from offsets i32
-// [e + 1] (cap 0: bucketed, else e * cap); then x bf16 (row stride ldx) -> codes [total, k]
-// dense, scale per slot. `total`: S_e (the host's sum of the slots).
+// [e + 1]; then x bf16 (row stride ldx) -> codes [total, k] dense, scale per slot. `total`:
+// S_e (the host's sum of the slots).
 cudaError_t LaunchMoeQuantizeFp8Slots(const void* x, int64_t ldx, bool from_slots,
-                                      const int32_t* offsets, int64_t cap, int32_t* slots,
-                                      int64_t e, int64_t total, int64_t k, uint8_t* codes,
-                                      float* scale, Stream s);
+                                      const int32_t* offsets, int32_t* slots, int64_t e,
+                                      int64_t total, int64_t k, uint8_t* codes, float* scale,
+                                      Stream s);
 
 }  // namespace tandem::kernels

@@ -222,24 +222,23 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   }
   // y reuses xp's rows: xp is read only by the gate_up GEMMs, which run before any down GEMM.
   TensorView rows = assign_row;
-  if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
+  if (shape_.fp8) {
+    RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
+    RETURN_IF_ERROR(MoeFp8ExpertsForward(gemm, w.experts8, offsets, offsets_, fp8_, xp_,
+                                         gate_up_, act_, xp_, stream));
+  } else if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
     const int64_t cap = MoeExpertCapacity(offsets), padded = shape_.experts * cap;
     rows = padded_row_.Narrow(0, 0, t * k);
     RETURN_IF_ERROR(MoePadLayout(padded_token_.Narrow(0, 0, padded), rows, offsets_, perm_token,
                                  assign_row, ids, cap, stream));
     RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, padded), padded_token_.Narrow(0, 0, padded), x,
                               stream));
-    RETURN_IF_ERROR(shape_.fp8
-                        ? MoeFp8ExpertsForwardPadded(gemm, w.experts8, offsets, offsets_, cap,
-                                                     fp8_, xp_, gate_up_, act_, xp_, stream)
-                        : experts_->ForwardPadded(gemm, w.experts, offsets, cap, xp_, gate_up_,
-                                                  act_, xp_, stream));
+    RETURN_IF_ERROR(experts_->ForwardPadded(gemm, w.experts, offsets, cap, xp_, gate_up_, act_,
+                                            xp_, stream));
   } else {
     RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
-    RETURN_IF_ERROR(shape_.fp8 ? MoeFp8ExpertsForward(gemm, w.experts8, offsets, offsets_, fp8_,
-                                                      xp_, gate_up_, act_, xp_, stream)
-                               : experts_->Forward(gemm, w.experts, offsets, xp_, gate_up_,
-                                                   act_, xp_, stream));
+    RETURN_IF_ERROR(
+        experts_->Forward(gemm, w.experts, offsets, xp_, gate_up_, act_, xp_, stream));
   }
   MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}};
   if (shape_.shared_size > 0) {

@@ -10,10 +10,9 @@
 //     xp = x[padded_token]; yp = MoeExperts::ForwardPadded(xp), rows = padded_row
 //   shared  = SwiGLU MLP of x, gate g = x w_gate^T   (only with a shared expert)
 //   hidden  = hidden + sum_j w_j yp[row_j] + sigmoid(g) * shared   (MoeCombine)
-// With shape.fp8 the experts run in e4m3 on the same layouts: MoeFp8ExpertsForwardPadded
-// (one strided-batched FP8 GEMM per projection) where the padded path runs, else
-// MoeFp8ExpertsForward (one FP8 GEMM per expert; there is no grouped FP8 call); the shared
-// expert's two GEMMs run in FP8 on x quantized per row per 128 columns.
+// With shape.fp8 the experts run MoeFp8ExpertsForward on the exact rows (the padded layout
+// buys nothing there: every expert is its own GEMM) and the shared expert's two GEMMs run
+// in FP8 on x quantized per row per 128 columns.
 //
 // MoeLayer owns the activation buffers for up to max_tokens rows, the MoeExperts that runs
 // the expert GEMMs (and, on CUDA, the pinned host copy of the offsets); one MoeLayer serves
