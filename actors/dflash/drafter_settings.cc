@@ -479,7 +479,7 @@ models::DFlashConfig DrafterConfig(const DrafterSettings& ds, const TargetModelS
   if (ds.dflash2) {
     dc.dflash2 = ds.dflash2;
     dc.layers.architectures = {"DFlash2DraftModel"};
-    if (!dc.is_causal) dc.is_causal = false;  // the reference's mask
+    if (!dc.is_causal) dc.is_causal = false;  // the released DFlash2 drafters' mask
   }
   return dc;
 }

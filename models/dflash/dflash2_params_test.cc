@@ -1,7 +1,8 @@
 // DFlash2 parameters on the CPU: the layout's names and shapes (z-lab's, 81 tensors for 5
-// layers; a released drafter's config and header), weight decay and update groups, the from-scratch init (identity convolutions,
-// zero projections, a no-op selector), and checkpoints: a bitwise round trip with the new
-// names, and a shape mismatch naming the tensor.
+// layers; a released drafter's config and header), weight decay and update groups, the
+// from-scratch init (identity convolutions, zero projections, a no-op selector), and
+// checkpoints: a bitwise round trip with the new names, and a shape mismatch naming the
+// tensor.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
