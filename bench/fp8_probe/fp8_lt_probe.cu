@@ -142,6 +142,23 @@ static void QuantW(const std::vector<float>& w, int64_t N, int64_t K, int64_t ld
     }
 }
 
+// Row-wise: one scale per row of v[R,K] over all of K (OUTER_VEC_32F).
+static void QuantRows(const std::vector<float>& v, int64_t R, int64_t K, HostQ* out, std::vector<float>* s) {
+  out->q.resize(R * K);
+  out->deq.resize(R * K);
+  s->assign(R, 0.f);
+  for (int64_t r = 0; r < R; ++r) {
+    float amax = 0;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(v[r * K + k]));
+    float sc = amax > 0 ? amax / 448.f : 1.f;
+    (*s)[r] = sc;
+    for (int64_t k = 0; k < K; ++k) {
+      out->q[r * K + k] = __nv_fp8_e4m3(v[r * K + k] / sc);
+      out->deq[r * K + k] = float(out->q[r * K + k]) * sc;
+    }
+  }
+}
+
 template <class T>
 static T* Up2(const std::vector<T>& v) {
   T* d;
@@ -197,8 +214,9 @@ static void Check(Lt& lt, int64_t M, int64_t N, int64_t K, int act_layout, bool 
 // A strided batch of B block-scaled products (the padded MoE expert layout): x [B, M, K] and
 // w [B, N, K] back to back, each batch's scales back to back in the single-GEMM layouts
 // (activation: outer-major, ld = M; weight: [NB, Up(KB,4)]). Which scales does cuBLASLt apply
-// to batch b: its own (per-batch), batch 0's (shared), or none of these?
-static void CheckBatched(Lt& lt, int B, int64_t M, int64_t N, int64_t K) {
+// to batch b: its own (per-batch), batch 0's (shared), or none of these? Row-wise: each
+// batch's N weight-row scales and M activation-row scales back to back.
+static void CheckBatched(Lt& lt, Mode mode, int B, int64_t M, int64_t N, int64_t K) {
   std::mt19937 g(B * 1009 + M * 131 + N * 7 + K);
   std::normal_distribution<float> nd;
   int64_t KB = Cdiv(K, 128), NB = Cdiv(N, 128), ldk = Up(KB, 4);
@@ -212,8 +230,13 @@ static void CheckBatched(Lt& lt, int B, int64_t M, int64_t N, int64_t K) {
       for (int64_t k = 0; k < K; ++k) x[m * K + k] = nd(g) * std::ldexp(1.f, (m % 5) - 2 + (k / 128) % 3 + b % 4);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) w[n * K + k] = nd(g) * 0.05f * std::ldexp(1.f, ((n / 128) % 3) - ((k / 128) % 4) - (b % 3));
-    QuantAct(x, M, K, 0, &qx[b], &sx);
-    QuantW(w, N, K, ldk, &qw[b], &sw);
+    if (mode == kRowwise) {
+      QuantRows(x, M, K, &qx[b], &sx);
+      QuantRows(w, N, K, &qw[b], &sw);
+    } else {
+      QuantAct(x, M, K, 0, &qx[b], &sx);
+      QuantW(w, N, K, ldk, &qw[b], &sw);
+    }
     hx.insert(hx.end(), qx[b].q.begin(), qx[b].q.end());
     hw.insert(hw.end(), qw[b].q.begin(), qw[b].q.end());
     hsx.insert(hsx.end(), sx.begin(), sx.end());
@@ -225,9 +248,9 @@ static void CheckBatched(Lt& lt, int B, int64_t M, int64_t N, int64_t K) {
   CK(cudaMalloc(&dy, B * M * N * 2));
   CK(cudaMemset(dy, 0xff, B * M * N * 2));
   cublasLtMatmulDesc_t desc; cublasLtMatrixLayout_t la, lb, ld; cublasLtMatmulAlgo_t algo; int found = 0;
-  cublasStatus_t s = Plan(lt, kBlock, M, N, K, K, dsw, dsx, &desc, &la, &lb, &ld, &algo, &found, B);
-  printf("batched check B=%d M=%ld N=%ld K=%ld (scales %ld + %ld floats per batch): ", B, M, N, K,
-         KB * Up(M, 4), NB * ldk);
+  cublasStatus_t s = Plan(lt, mode, M, N, K, K, dsw, dsx, &desc, &la, &lb, &ld, &algo, &found, B);
+  printf("batched check %s B=%d M=%ld N=%ld K=%ld (scales %ld + %ld floats per batch): ", ModeName(mode), B,
+         M, N, K, hsx.size() / B, hsw.size() / B);
   if (s || !found) { printf("heuristic: %s found=%d\n", cublasLtGetStatusString(s), found); return; }
   float one = 1, zero = 0;
   s = cublasLtMatmul(lt.h, desc, &one, dw, la, dx, lb, &zero, dy, ld, dy, ld, &algo, lt.ws, lt.ws_bytes, 0);
@@ -294,15 +317,18 @@ static void Time(Lt& lt, Mode mode, int64_t M, int64_t N, int64_t K, const char*
 // The padded MoE expert GEMMs: Qwen3.6-35B-A3B (E 256, I 512, H 2048, 608 rows per expert at
 // 16384 tokens top-8) and Qwen3-30B-A3B (E 128, I 768, H 2048, ~1104 rows per expert).
 static void Batched(Lt& lt) {
-  CheckBatched(lt, 3, 48, 256, 384);
-  CheckBatched(lt, 5, 36, 272, 400);   // N, K not multiples of 128; M a multiple of 4 only
-  CheckBatched(lt, 4, 128, 1024, 2048);
+  for (Mode m : {kBlock, kRowwise}) {
+    CheckBatched(lt, m, 3, 48, 256, 384);
+    CheckBatched(lt, m, 5, 36, 272, 400);   // N, K not multiples of 128; M a multiple of 4 only
+    CheckBatched(lt, m, 4, 128, 1024, 2048);
+  }
   struct { const char* name; int e; int64_t cap, i, h; } shapes[] = {{"35b-a3b", 256, 608, 512, 2048}, {"30b-a3b", 128, 1104, 768, 2048}};
   for (auto& sh : shapes) {
-    double t[2] = {0, 0};
-    bool ran[2] = {true, true};
+    const Mode modes[4] = {kBf16, kBlock, kRowwise, kTensor};
+    double t[4] = {0, 0, 0, 0};
+    bool ran[4] = {true, true, true, true};
     int j = 0;
-    for (Mode m : {kBf16, kBlock}) {
+    for (Mode m : modes) {
       for (double ms : {TimeBatched(lt, m, sh.e, sh.cap, 2 * sh.i, sh.h, sh.name),
                         TimeBatched(lt, m, sh.e, sh.cap, sh.h, sh.i, sh.name)}) {
         t[j] += ms;
@@ -310,11 +336,14 @@ static void Batched(Lt& lt) {
       }
       ++j;
     }
-    if (ran[0] && ran[1])
-      printf("%-12s both projections: bf16 %.3f ms, fp8 %.3f ms -> fp8 %.2fx bf16\n", sh.name, t[0], t[1], t[0] / t[1]);
-    else
-      printf("%-12s both projections: %s refused (no algorithm)\n", sh.name,
-             ran[0] ? "fp8" : "bf16");
+    for (int i = 1; i < 4; ++i) {
+      if (ran[0] && ran[i])
+        printf("%-12s both projections: bf16 %.3f ms, %s %.3f ms -> %.2fx bf16\n", sh.name, t[0],
+               ModeName(modes[i]), t[i], t[0] / t[i]);
+      else
+        printf("%-12s both projections: %s refused (no algorithm)\n", sh.name,
+               ModeName(ran[0] ? modes[i] : kBf16));
+    }
   }
 }
 

@@ -1,4 +1,21 @@
-// CUDA row top-k of transformed logits (row_topk.h). One block of kThreads per row:
+// CUDA row top-k of transformed logits (row_topk.h). One block of kThreads per row.
+//
+// Fast path (two reads of the row). The transform z = tr(x) is non-decreasing in x, so the
+// order keys of x bound those of z:
+//   1. each thread takes the largest order key of x among its entries; the k-th largest of
+//      these kThreads maxima, L, has at least k entries at or above it;
+//   2. a second read collects every entry with key(x) >= L (the candidates, at most
+//      kMaxCandidates) with its z;
+//   3. each candidate's rank among the candidates (higher key of z first, then lower id) is
+//      counted; the k best are the answer, and T, the k-th one's key of z, bounds the rest;
+//   4. an entry left out has x at most the value just below L (the next lower bf16 value for
+//      bf16 rows, the next lower float for f32 ones), so its z is at most tr of that value.
+//      If that bound is below T nothing left out can tie with or beat the k-th candidate and
+//      the answer stands. Otherwise (the cap's saturation, runs of equal logits) or when the
+//      candidates overflow, the block falls back to the exact radix select below.
+// Only the candidates' z are computed (tanhf per candidate instead of per entry and pass).
+//
+// Fallback (exact radix select):
 //   1. radix select over the order keys of z (8 bits a pass, most significant first): a
 //      shared histogram (integer atomics) of the keys matching the prefix found so far, and
 //      warp 0 picks the digit holding the k-th largest. After four passes the k-th largest
@@ -7,8 +24,9 @@
 //   3. a walk of the row in index order, kThreads entries at a time, with a block prefix
 //      count, collects the `take` lowest-index entries equal to T;
 //   4. each candidate's output rank is the number of candidates ordered before it (higher
-//      key, or equal key and lower id). Exact and deterministic, whatever the scheduling.
-// z is recomputed from the logit in every pass (no row-sized scratch); passes 1 and 2 read
+//      key, or equal key and lower id).
+// Both paths are exact and deterministic, whatever the scheduling, and give the same answer.
+// z is recomputed from the logit in every pass (no row-sized scratch); full-row passes read
 // the row in 16-byte vectors when it is aligned.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,6 +41,7 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxK = 64;  // kLogitsTopKMax
+constexpr int kMaxCandidates = 1024;  // the fast path's candidate slots
 
 // The order key of kernels/elementwise/row_topk.h: grows with the value, -0 == +0, NaN lowest.
 __device__ __forceinline__ uint32_t Key(float f) {
@@ -30,6 +49,23 @@ __device__ __forceinline__ uint32_t Key(float f) {
   if ((bits & 0x7fffffffu) > 0x7f800000u) return 0;
   if (bits == 0x80000000u) bits = 0;
   return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+
+// The value whose order key is `key` (the inverse of Key for keys of non-NaN values).
+__device__ __forceinline__ float FromKey(uint32_t key) {
+  return __uint_as_float(key & 0x80000000u ? key & 0x7fffffffu : ~key);
+}
+
+// The largest value of the row's type whose order key is below `key` (key > 0): one step
+// down in key order, then down to the nearest bf16 value for bf16 rows.
+__device__ __forceinline__ float Below(uint32_t key, bool is_bf16) {
+  const uint32_t k1 = key - 1;
+  if (!is_bf16) return FromKey(k1);
+  // Keys of bf16 values have their low 16 bits 0 (positive) or 0xffff (negative); the largest
+  // bf16 key at or below k1 clears them, or sets them if that stays at or below k1.
+  const uint32_t pos = k1 & 0xffff0000u, neg = (k1 & 0xffff0000u) | 0xffffu;
+  const uint32_t bk = (neg <= k1 && !(neg & 0x80000000u)) ? neg : (pos & 0x80000000u ? pos : pos - 1u);
+  return FromKey(bk);
 }
 
 __device__ __forceinline__ float Load(const float* p) { return __ldg(p); }
@@ -105,13 +141,12 @@ __device__ void PickDigit(Shared& sh, int shift) {
   }
 }
 
+// The exact radix select (the fallback) of row x; ids and values point at the row's outputs.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    row_topk_kernel(const T* __restrict__ logits, int64_t ld, int64_t vocab, Transform tr, int k,
-                    int32_t* __restrict__ ids, float* __restrict__ values) {
-  __shared__ Shared sh;
-  const T* x = logits + blockIdx.x * ld;
-  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+__device__ void RadixTopK(Shared& sh, const T* __restrict__ x, int64_t vocab, bool vec,
+                          Transform tr, int k, int32_t* __restrict__ ids,
+                          float* __restrict__ values) {
+  __syncthreads();  // the fast path's reads of sh are done
   if (threadIdx.x == 0) {
     sh.prefix = 0;
     sh.mask = 0;
@@ -179,9 +214,102 @@ __global__ void __launch_bounds__(kThreads)
     int rank = 0;
     for (int c = 0; c < k; ++c)
       rank += sh.cand_key[c] > key || (sh.cand_key[c] == key && sh.cand_id[c] < id);
-    ids[blockIdx.x * int64_t{k} + rank] = id;
-    if (values != nullptr) values[blockIdx.x * int64_t{k} + rank] = sh.cand_val[i];
+    ids[rank] = id;
+    if (values != nullptr) values[rank] = sh.cand_val[i];
   }
+}
+
+
+// The fast path's candidates (they share the block's shared memory with Shared).
+struct Candidates {
+  uint32_t thread_max[kThreads];  // each thread's largest key of x
+  uint32_t count;                 // candidates seen (may exceed kMaxCandidates)
+  uint32_t threshold;             // L
+  uint32_t kth;                   // T, the key of z of the k-th best candidate
+  int32_t id[kMaxCandidates];
+  float z[kMaxCandidates];
+  uint32_t key[kMaxCandidates];   // order key of z
+};
+
+// Candidates with key(x) >= L, ranked; returns false (block-uniform) when the answer is not
+// proven, having written nothing.
+template <typename T>
+__device__ bool FastTopK(Candidates& c, const T* __restrict__ x, int64_t vocab, bool vec,
+                         bool is_bf16, Transform tr, int k, int32_t* __restrict__ ids,
+                         float* __restrict__ values) {
+  uint32_t mine = 0;
+  ForRow(x, vocab, vec, [&](int64_t, float v) { mine = max(mine, Key(v)); });
+  c.thread_max[threadIdx.x] = mine;
+  if (threadIdx.x == 0) c.count = 0;
+  __syncthreads();
+  {  // L = the k-th largest thread maximum (ties by thread index: exactly one rank k - 1)
+    uint32_t rank = 0;
+    for (int j = 0; j < kThreads; ++j) {
+      const uint32_t o = c.thread_max[j];
+      rank += o > mine || (o == mine && j < static_cast<int>(threadIdx.x));
+    }
+    if (rank == static_cast<uint32_t>(k - 1)) c.threshold = mine;
+  }
+  __syncthreads();
+  const uint32_t lo = c.threshold;
+  ForRow(x, vocab, vec, [&](int64_t j, float v) {
+    if (Key(v) >= lo) {
+      const uint32_t slot = atomicAdd(&c.count, 1u);
+      if (slot < kMaxCandidates) {
+        c.id[slot] = static_cast<int32_t>(j);
+        c.z[slot] = v;  // x for now; z below
+      }
+    }
+  });
+  __syncthreads();
+  const uint32_t n = c.count;
+  if (n > kMaxCandidates) return false;
+  for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+    c.z[i] = tr(c.z[i]);
+    c.key[i] = Key(c.z[i]);
+  }
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+    const uint32_t key = c.key[i];
+    const int32_t id = c.id[i];
+    uint32_t rank = 0;
+    for (uint32_t o = 0; o < n; ++o)
+      rank += c.key[o] > key || (c.key[o] == key && c.id[o] < id);
+    if (rank == static_cast<uint32_t>(k - 1)) c.kth = key;
+  }
+  __syncthreads();
+  // Everything left out has key(x) < L, so key(z) <= key(tr(the value just below L)).
+  const bool proven = lo == 0 || Key(tr(Below(lo, is_bf16))) < c.kth;
+  if (!proven) return false;
+  for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+    const uint32_t key = c.key[i];
+    const int32_t id = c.id[i];
+    uint32_t rank = 0;
+    for (uint32_t o = 0; o < n; ++o)
+      rank += c.key[o] > key || (c.key[o] == key && c.id[o] < id);
+    if (rank < static_cast<uint32_t>(k)) {
+      ids[rank] = id;
+      if (values != nullptr) values[rank] = c.z[i];
+    }
+  }
+  return true;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    row_topk_kernel(const T* __restrict__ logits, int64_t ld, int64_t vocab, Transform tr, int k,
+                    int32_t* __restrict__ ids, float* __restrict__ values) {
+  __shared__ union {
+    Shared radix;
+    Candidates fast;
+  } sh;
+  const T* x = logits + blockIdx.x * ld;
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  int32_t* row_ids = ids + blockIdx.x * int64_t{k};
+  float* row_values = values != nullptr ? values + blockIdx.x * int64_t{k} : nullptr;
+  constexpr bool kBf16 = sizeof(T) == 2;
+  if (FastTopK(sh.fast, x, vocab, vec, kBf16, tr, k, row_ids, row_values)) return;
+  RadixTopK(sh.radix, x, vocab, vec, tr, k, row_ids, row_values);
 }
 
 }  // namespace

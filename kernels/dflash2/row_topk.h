@@ -13,10 +13,14 @@
 // contiguous. The fused LM head + CE (kernels/loss/lm_head_ce.h) computes the same top-k
 // from each chunk's logits through the CUDA launcher below.
 //
-// CUDA: one block per row; a radix select over the 32-bit order keys of z (four 8-bit
-// passes over the row) finds the k-th largest value, one pass collects the larger values and
-// the lowest ids of the equal ones, and the <= 64 candidates are ranked in shared memory.
-// The result is exact and deterministic (no float atomics). z is tanhf in fp32 on the device
+// CUDA: one block per row. Since z is non-decreasing in the logit, two reads of the row
+// usually suffice: the k-th largest of the threads' largest logits bounds the answer from
+// below, a second read collects the logits at or above it (a few dozen in practice) and
+// ranks their z in shared memory, and a check on the value just below the bound proves that
+// nothing left out can tie with the k-th. Where it cannot be proven (the cap saturating many
+// logits to the same z, long runs of equal logits) the block runs an exact radix select over
+// the 32-bit order keys of z (four 8-bit passes, one collecting pass).
+// The result is exact and deterministic (no float atomics) on either path. z is tanhf in fp32 on the device
 // and std::tanh in fp32 on the CPU: values may differ by an ulp or two, so near-ties may
 // order differently between the two versions.
 // No allocation, no host sync. Thread-safety: stateless; calls are ordered on `s`.

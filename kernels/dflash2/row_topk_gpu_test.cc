@@ -1,9 +1,13 @@
 // GPU tests of the row top-k of transformed logits: CUDA against the CPU version on odd
 // vocabularies (not multiples of 8, one larger than the LM heads'), bf16 rows full of exact
-// ties, f32 rows with a row stride, k from 1 to 64, and the cap's saturation ties.
+// ties, f32 rows with a row stride, k from 1 to 64, and the cap's saturation ties; logit-like
+// rows at the LM heads' vocabularies (the two-read path), rows of a few distinct values (its
+// candidates overflow: the radix select), and every bf16 value of a range in one row.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/dflash2/row_topk.h"
 #include "kernels/testing/gpu.h"
@@ -75,6 +79,71 @@ TEST(RowTopKGpu, SaturatedRowTakesLowestIds) {
   std::vector<int32_t> ids = testing::ToHost<int32_t>(gi);
   for (int64_t i = 0; i < k; ++i) EXPECT_EQ(ids[i], i);
   for (float f : testing::ToHost<float>(gv)) EXPECT_EQ(f, 2.f);
+}
+
+// CUDA against the CPU version on the rows of `logits` [rows, v].
+template <typename T>
+void ExpectMatchesCpu(const std::vector<T>& logits, DType dt, int64_t rows, int64_t v, int64_t k,
+                      float multiplier, float softcap) {
+  std::vector<int32_t> ids(rows * k);
+  std::vector<float> vals(rows * k);
+  ASSERT_TRUE(cpu::RowTopK(TensorView(ids.data(), DType::kI32, {rows, k}),
+                           TensorView(vals.data(), DType::kF32, {rows, k}),
+                           TensorView(const_cast<T*>(logits.data()), dt, {rows, v}), multiplier,
+                           softcap, nullptr)
+                  .ok());
+  Tensor gl = testing::ToDevice(logits, dt, {rows, v});
+  Tensor gi = Tensor::Empty(testing::Pool(), DType::kI32, {rows, k}).value();
+  Tensor gv = Tensor::Empty(testing::Pool(), DType::kF32, {rows, k}).value();
+  Status st = RowTopK(gi, gv, gl, multiplier, softcap, nullptr);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(testing::ToHost<int32_t>(gi), ids);
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<float>(gv), vals, 1e-6, 1e-6, "values"));
+}
+
+// Logit-like rows (a normal bulk and a few large values) at the drafters' vocabularies: the
+// candidates are few, the two-read path answers.
+TEST(RowTopKGpu, LogitLikeRows) {
+  for (int64_t v : {int64_t{151936}, int64_t{248320}}) {
+    const int64_t rows = 6, k = 16;
+    std::vector<float> x = testing::RandomFloats(rows * v, 5 + static_cast<uint64_t>(v), -3, 3);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < 40; ++i) x[r * v + (i * 7919 + r * 104729) % v] += 4.f + 0.1f * i;
+    ExpectMatchesCpu(x, DType::kF32, rows, v, k, 1.f, 0.f);
+    ExpectMatchesCpu(x, DType::kF32, rows, v, k, 0.7f, 30.f);
+    ExpectMatchesCpu(testing::ToBf16(std::span<const float>(x)), DType::kBF16, rows, v, k, 1.f,
+                     30.f);
+  }
+}
+
+// Three distinct values in 151937 entries: some 50,000 tie at the top, more than the
+// two-read path's candidate slots, so the radix select answers (lowest ids of the top value).
+TEST(RowTopKGpu, FewDistinctValuesOverflowTheCandidates) {
+  const int64_t rows = 3, v = 151937, k = 64;
+  std::vector<float> u = testing::RandomFloats(rows * v, 77, 0, 3);
+  std::vector<float> x(u.size());
+  for (size_t i = 0; i < u.size(); ++i) x[i] = std::floor(u[i]);
+  ExpectMatchesCpu(testing::ToBf16(std::span<const float>(x)), DType::kBF16, rows, v, k, 1.f,
+                   0.f);
+  ExpectMatchesCpu(x, DType::kF32, rows, v, k, 2.f, 5.f);
+}
+
+// Every bf16 value of [-8, 8] once, in a scrambled order, with and without the cap: the bound
+// on the value just below the threshold (bf16 steps) against the CPU's full sort.
+TEST(RowTopKGpu, EveryBf16ValueOfARange) {
+  std::vector<bf16> row;
+  for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+    const float f = std::bit_cast<float>(bits << 16);
+    bf16 b;
+    b.bits = static_cast<uint16_t>(bits);
+    if (std::isfinite(f) && std::fabs(f) <= 8.f) row.push_back(b);
+  }
+  const int64_t v = static_cast<int64_t>(row.size());
+  std::vector<bf16> scrambled(row.size());
+  for (int64_t i = 0; i < v; ++i)  // 7919 is prime and does not divide v: a permutation
+    scrambled[static_cast<size_t>((i * 7919) % v)] = row[static_cast<size_t>(i)];
+  for (float softcap : {0.f, 30.f, 3.f})
+    ExpectMatchesCpu(scrambled, DType::kBF16, 1, v, 64, 1.f, softcap);
 }
 
 }  // namespace

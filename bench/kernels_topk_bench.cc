@@ -1,0 +1,93 @@
+// `tandem-bench kernels` section "row_topk": DFlash2's row top-k of transformed logits
+// (kernels/dflash2/row_topk.h, the selector's candidates) on one LM head chunk of the 27B
+// drafter (2048 rows of vocab 248320, bf16 logits uniform in [-8, 8): a few hundred logits
+// tie at the top bf16 value of each row), k = 16, without and with the soft cap, as GB/s of
+// one read of the logits next to a device-to-device copy of the same bytes in the same run.
+// One read is the floor; the kernel reads the row twice where its bound proves the answer
+// (row_topk.cu). Args: --iters=N.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "bench/bench_util.h"
+
+#ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/core/device_pools.h"
+#include "kernels/core/memory.h"
+#include "kernels/core/stream.h"
+#include "kernels/dflash2/row_topk.h"
+#endif
+
+namespace tandem::bench {
+namespace {
+
+#ifdef TANDEM_HAVE_CUDA
+using namespace tandem::kernels;
+
+constexpr int64_t kRows = 2048, kVocab = 248320, kK = 16;
+
+Status Run(const std::vector<std::string>& args) {
+  int iters = 20;
+  for (const std::string& a : args)
+    if (a.rfind("--iters=", 0) == 0) iters = std::stoi(a.substr(8));
+  DevicePools pools;  // outlives every tensor below
+  ASSIGN_OR_RETURN(CachingPool * pool, pools.Pool(0));
+  ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create(0));
+  Stream s = stream.get();
+  ASSIGN_OR_RETURN(Tensor logits, RandomBf16(*pool, {kRows, kVocab}, 8.f, 11, s));
+  ASSIGN_OR_RETURN(Tensor ids, Tensor::Empty(*pool, DType::kI32, {kRows, kK}, s));
+  ASSIGN_OR_RETURN(Tensor values, Tensor::Empty(*pool, DType::kF32, {kRows, kK}, s));
+  const int64_t bytes = kRows * kVocab * 2;
+  ASSIGN_OR_RETURN(Tensor half, Tensor::Empty(*pool, DType::kU8, {bytes / 2}, s));
+  ASSIGN_OR_RETURN(double copy_ms, TimeMs(s, iters, 3, [&] {
+                     if (cudaMemcpyAsync(half.data(), logits.data(), bytes / 2,
+                                         cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+                       return InternalError("cudaMemcpyAsync failed");
+                     return Status::Ok();
+                   }));
+  std::printf("row top-k: %lld rows of %lld bf16 logits (%.0f MB), k %lld\n",
+              static_cast<long long>(kRows), static_cast<long long>(kVocab), bytes / 1e6,
+              static_cast<long long>(kK));
+  std::printf("%-22s %9s %9s %12s %8s\n", "op", "ms", "GB/s", "copy GB/s", "reads");
+  const double copy_gbs = bytes / copy_ms / 1e6;
+  for (float softcap : {0.f, 30.f}) {
+    ASSIGN_OR_RETURN(double ms, TimeMs(s, iters, 3, [&] {
+                       return dflash2::RowTopK(ids, values, logits, 1.f, softcap, s);
+                     }));
+    const double gbs = bytes / ms / 1e6;
+    std::printf("%-22s %9.3f %9.1f %12.1f %8.2f\n",
+                softcap > 0 ? "row_topk softcap 30" : "row_topk", ms, gbs, copy_gbs,
+                copy_gbs / gbs);
+  }
+  std::printf("reads: the time in copies of the logits' bytes (one read + one write each).\n");
+  return stream.Synchronize();
+}
+#endif
+
+int RunRowTopK(const std::vector<std::string>& args) {
+#ifdef TANDEM_HAVE_CUDA
+  if (CudaDeviceCount() == 0) {
+    std::printf("row_topk: skipped (no CUDA device)\n");
+    return 0;
+  }
+  Status st = Run(args);
+  if (!st.ok()) {
+    std::fprintf(stderr, "row_topk bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+#else
+  std::printf("row_topk: skipped (built without CUDA)\n");
+  return 0;
+#endif
+}
+
+}  // namespace
+
+TANDEM_BENCH("kernels", "row_topk",
+             "DFlash2 row top-k of one 27B LM head chunk's logits vs a D2D copy", RunRowTopK);
+
+}  // namespace tandem::bench
