@@ -7,7 +7,8 @@
 // cuBLASLt's A is the weight (BLK128x128) and its B the activation (VEC128).
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 fp8_lt_probe.cu -lcublasLt -o fp8_lt_probe
 // Run: fp8_lt_probe (single GEMMs; RESULTS-h200.txt) or fp8_lt_probe batched (strided
-// batches at the MoE expert shapes; RESULTS-h100-batched.txt: cuBLASLt 13.1 refuses them)
+// batches at the MoE expert shapes; RESULTS-h100-batched.txt: cuBLASLt 13.1 refuses block and
+// row-wise scales there and runs per-tensor (scalar) scales at 1.5-1.6x bf16)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
