@@ -1,11 +1,12 @@
 // CUDA row top-k of transformed logits (row_topk.h). One block of kThreads per row.
 //
-// Fast path (two reads of the row). The transform z = tr(x) is non-decreasing in x, so the
-// order keys of x bound those of z:
-//   1. each thread takes the largest order key of x among its entries; the k-th largest of
-//      these kThreads maxima, L, has at least k entries at or above it;
-//   2. a second read collects every entry with key(x) >= L (the candidates, at most
-//      kMaxCandidates) with its z;
+// Fast path (one read of the row, sometimes two). The transform z = tr(x) is non-decreasing
+// in x, so the order keys of x bound those of z:
+//   1. each thread keeps its four largest order keys of x with their ids; the k-th largest of
+//      the kThreads maxima, L, has at least k entries at or above it;
+//   2. the candidates are the entries with key(x) >= L (at most kMaxCandidates): the kept ones,
+//      unless some thread's fourth key is >= L (it may have dropped some), in which case a
+//      second read of the row collects them;
 //   3. each candidate's rank among the candidates (higher key of z first, then lower id) is
 //      counted; the k best are the answer, and T, the k-th one's key of z, bounds the rest;
 //   4. an entry left out has x at most the value just below L (the next lower bf16 value for
@@ -73,19 +74,28 @@ __device__ __forceinline__ float Load(const __nv_bfloat16* p) { return __bfloat1
 __device__ __forceinline__ float ToFloat(float v) { return v; }
 __device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// Calls f(j, x[j]) for every j < vocab, in no particular order: 16-byte loads when `vec`
-// (the row 16-byte aligned), then the tail element by element.
+// Calls f(j, x[j]) for every j < vocab; each thread sees its entries in increasing j: 16-byte
+// loads when `vec` (the row 16-byte aligned), two in flight per thread, then the tail element
+// by element.
 template <typename T, typename F>
 __device__ __forceinline__ void ForRow(const T* x, int64_t vocab, bool vec, F&& f) {
   constexpr int kPer = 16 / sizeof(T);
   int64_t done = 0;
   if (vec) {
     const int64_t nvec = vocab / kPer;
-    for (int64_t i = threadIdx.x; i < nvec; i += kThreads) {
-      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(x) + i);
-      const T* e = reinterpret_cast<const T*>(&raw);
+    const uint4* v = reinterpret_cast<const uint4*>(x);
+    for (int64_t i = threadIdx.x; i < nvec; i += 2 * kThreads) {
+      const bool second = i + kThreads < nvec;
+      const uint4 a = __ldg(v + i);
+      const uint4 b = second ? __ldg(v + i + kThreads) : uint4{};
+      const T* e = reinterpret_cast<const T*>(&a);
 #pragma unroll
       for (int q = 0; q < kPer; ++q) f(i * kPer + q, ToFloat(e[q]));
+      if (second) {
+        const T* e2 = reinterpret_cast<const T*>(&b);
+#pragma unroll
+        for (int q = 0; q < kPer; ++q) f((i + kThreads) * kPer + q, ToFloat(e2[q]));
+      }
     }
     done = nvec * kPer;
   }
@@ -220,6 +230,13 @@ __device__ void RadixTopK(Shared& sh, const T* __restrict__ x, int64_t vocab, bo
 }
 
 
+__device__ __forceinline__ void Swap(uint32_t& a, uint32_t& b, int32_t& ia, int32_t& ib) {
+  const uint32_t t = a;
+  a = b, b = t;
+  const int32_t u = ia;
+  ia = ib, ib = u;
+}
+
 // The fast path's candidates (they share the block's shared memory with Shared).
 struct Candidates {
   uint32_t thread_max[kThreads];  // each thread's largest key of x
@@ -237,8 +254,19 @@ template <typename T>
 __device__ bool FastTopK(Candidates& c, const T* __restrict__ x, int64_t vocab, bool vec,
                          bool is_bf16, Transform tr, int k, int32_t* __restrict__ ids,
                          float* __restrict__ values) {
-  uint32_t mine = 0;
-  ForRow(x, vocab, vec, [&](int64_t, float v) { mine = max(mine, Key(v)); });
+  // Each thread's four largest keys of x (0: empty) with their ids, largest first.
+  uint32_t k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+  int32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+  ForRow(x, vocab, vec, [&](int64_t j, float v) {
+    const uint32_t key = Key(v);
+    if (key > k3) {
+      k3 = key, i3 = static_cast<int32_t>(j);
+      if (k3 > k2) Swap(k2, k3, i2, i3);
+      if (k2 > k1) Swap(k1, k2, i1, i2);
+      if (k1 > k0) Swap(k0, k1, i0, i1);
+    }
+  });
+  const uint32_t mine = k0;
   c.thread_max[threadIdx.x] = mine;
   if (threadIdx.x == 0) c.count = 0;
   __syncthreads();
@@ -252,15 +280,24 @@ __device__ bool FastTopK(Candidates& c, const T* __restrict__ x, int64_t vocab, 
   }
   __syncthreads();
   const uint32_t lo = c.threshold;
-  ForRow(x, vocab, vec, [&](int64_t j, float v) {
-    if (Key(v) >= lo) {
-      const uint32_t slot = atomicAdd(&c.count, 1u);
-      if (slot < kMaxCandidates) {
-        c.id[slot] = static_cast<int32_t>(j);
-        c.z[slot] = v;  // x for now; z below
-      }
+  auto add = [&](int32_t j, float v) {
+    const uint32_t slot = atomicAdd(&c.count, 1u);
+    if (slot < kMaxCandidates) {
+      c.id[slot] = j;
+      c.z[slot] = v;  // x for now; z below
     }
-  });
+  };
+  // A thread whose fourth key is >= L may have dropped entries >= L: then read the row again.
+  // Otherwise every entry >= L is among the kept keys.
+  if (__syncthreads_or(lo == 0 || k3 >= lo)) {
+    ForRow(x, vocab, vec, [&](int64_t j, float v) {
+      if (Key(v) >= lo) add(static_cast<int32_t>(j), v);
+    });
+  } else {
+    if (k0 >= lo) add(i0, FromKey(k0));
+    if (k1 >= lo) add(i1, FromKey(k1));
+    if (k2 >= lo) add(i2, FromKey(k2));
+  }
   __syncthreads();
   const uint32_t n = c.count;
   if (n > kMaxCandidates) return false;

@@ -13,11 +13,12 @@
 // contiguous. The fused LM head + CE (kernels/loss/lm_head_ce.h) computes the same top-k
 // from each chunk's logits through the CUDA launcher below.
 //
-// CUDA: one block per row. Since z is non-decreasing in the logit, two reads of the row
-// usually suffice: the k-th largest of the threads' largest logits bounds the answer from
-// below, a second read collects the logits at or above it (a few dozen in practice) and
-// ranks their z in shared memory, and a check on the value just below the bound proves that
-// nothing left out can tie with the k-th. Where it cannot be proven (the cap saturating many
+// CUDA: one block per row. Since z is non-decreasing in the logit, one read of the row
+// usually suffices: each thread keeps its four largest logits, the k-th largest of the
+// threads' largest bounds the answer from below, the kept logits at or above it (a second
+// read collects them where a thread may have dropped some) are ranked by z in shared
+// memory, and a check on the value just below the bound proves that nothing left out can
+// tie with the k-th. Where it cannot be proven (the cap saturating many
 // logits to the same z, long runs of equal logits) the block runs an exact radix select over
 // the 32-bit order keys of z (four 8-bit passes, one collecting pass).
 // The result is exact and deterministic (no float atomics) on either path. z is tanhf in fp32 on the device

@@ -1,8 +1,9 @@
 // GPU tests of the row top-k of transformed logits: CUDA against the CPU version on odd
 // vocabularies (not multiples of 8, one larger than the LM heads'), bf16 rows full of exact
 // ties, f32 rows with a row stride, k from 1 to 64, and the cap's saturation ties; logit-like
-// rows at the LM heads' vocabularies (the two-read path), rows of a few distinct values (its
-// candidates overflow: the radix select), and every bf16 value of a range in one row.
+// rows at the LM heads' vocabularies (one read), the largest logits all in one thread's
+// share (a second read), rows of a few distinct values (the candidates overflow: the radix
+// select), and every bf16 value of a range in one row.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -101,8 +102,8 @@ void ExpectMatchesCpu(const std::vector<T>& logits, DType dt, int64_t rows, int6
   EXPECT_TRUE(testing::AllClose(testing::ToHost<float>(gv), vals, 1e-6, 1e-6, "values"));
 }
 
-// Logit-like rows (a normal bulk and a few large values) at the drafters' vocabularies: the
-// candidates are few, the two-read path answers.
+// Logit-like rows (a uniform bulk and a few large values) at the drafters' vocabularies: the
+// candidates are few, one read answers.
 TEST(RowTopKGpu, LogitLikeRows) {
   for (int64_t v : {int64_t{151936}, int64_t{248320}}) {
     const int64_t rows = 6, k = 16;
@@ -116,8 +117,20 @@ TEST(RowTopKGpu, LogitLikeRows) {
   }
 }
 
+// The 24 largest logits at ids 4096 m, which one thread reads (16-byte loads, 512 threads):
+// its four kept logits cannot hold them all, so the row is read again.
+TEST(RowTopKGpu, TopEntriesInOneThread) {
+  const int64_t rows = 2, v = 151936, k = 20;
+  std::vector<float> x = testing::RandomFloats(rows * v, 9, -2, 2);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t m = 0; m < 24; ++m) x[r * v + m * 4096] = 10.f + 0.25f * static_cast<float>(m);
+  ExpectMatchesCpu(x, DType::kF32, rows, v, k, 1.f, 0.f);
+  ExpectMatchesCpu(testing::ToBf16(std::span<const float>(x)), DType::kBF16, rows, v, k, 1.f,
+                   30.f);
+}
+
 // Three distinct values in 151937 entries: some 50,000 tie at the top, more than the
-// two-read path's candidate slots, so the radix select answers (lowest ids of the top value).
+// fast path's candidate slots, so the radix select answers (lowest ids of the top value).
 TEST(RowTopKGpu, FewDistinctValuesOverflowTheCandidates) {
   const int64_t rows = 3, v = 151937, k = 64;
   std::vector<float> u = testing::RandomFloats(rows * v, 77, 0, 3);
