@@ -79,7 +79,7 @@ TEST(MoeFp8ExpertsGpuTest, BatchedRawGemmMatchesCpu) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   // fp32 sums in cuBLASLt's order vs float64: one bf16 rounding step (2^-8) apart at most,
   // plus cancellation near zero (sums of +-448^2/64 terms).
-  EXPECT_TRUE(testing::AllClose(testing::ToDouble(ToHost<bf16>(cd->view())),
+  EXPECT_TRUE(testing::AllClose(testing::ToDouble(testing::ToHost<bf16>(cd->view())),
                                 testing::ToDouble(want), 64.0, 1.0 / 128, "raw batched gemm"));
 }
 
