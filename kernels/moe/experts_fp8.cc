@@ -69,12 +69,13 @@ Status CheckBuffers(const char* op, const MoeFp8ExpertWeights& w, const MoeFp8Wo
 template <class Project>
 Status SwiGluAndDown(const MoeFp8ExpertWeights& w, const MoeFp8Workspace& ws,
                      const MoeFp8Rows& rows, const TensorView& gate_up, const TensorView& y,
-                     Project project, Stream s) {
+                     Project project, bool rescale, Stream s) {
   const int64_t i = w.down.dim(2);
   const TensorView act = ws.Codes(i);
   RETURN_IF_ERROR(MoeFp8SwiGluQuantize(gate_up, ws.XScale(), w.gate_up_scale, rows, act,
                                        ws.ActScale(), s));
   RETURN_IF_ERROR(project(w.down, act, y));
+  if (!rescale) return Status::Ok();
   return MoeFp8ScaleRows(y, ws.ActScale(), w.down_scale, rows, s);
 }
 
@@ -150,7 +151,7 @@ TensorView MoeFp8Workspace::Codes(int64_t k) const {
 
 int64_t MoeFp8WorkspaceBytes(int64_t n, int64_t h, int64_t i) {
   const int64_t r = MoeFp8BufferRows(n), k = std::max(h, i);
-  return AlignUp(r * k) + AlignUp(r * std::max<int64_t>(2, Fp8Blocks(k)) * 4);
+  return AlignUp(r * k) + AlignUp(r * (2 + Fp8Blocks(k)) * 4);
 }
 
 MoeFp8Workspace CarveMoeFp8Workspace(void* base, int64_t* offset, int64_t n, int64_t h,
@@ -159,7 +160,7 @@ MoeFp8Workspace CarveMoeFp8Workspace(void* base, int64_t* offset, int64_t n, int
   Carver c{static_cast<char*>(base), offset, device};
   MoeFp8Workspace ws;
   ws.codes = c.Take(DType::kF8E4M3, {r, k});
-  ws.scale = c.Take(DType::kF32, {r * std::max<int64_t>(2, Fp8Blocks(k))});
+  ws.scale = c.Take(DType::kF32, {r * (2 + Fp8Blocks(k))});
   return ws;
 }
 
@@ -186,7 +187,8 @@ Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
 Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                             std::span<const int32_t> host_offsets, const TensorView& offsets,
                             const MoeFp8Workspace& ws, const TensorView& x,
-                            const TensorView& gate_up, const TensorView& y, Stream s) {
+                            const TensorView& gate_up, const TensorView& y, Stream s,
+                            bool rescale) {
   constexpr const char* kOp = "MoeFp8ExpertsForward";
   RETURN_IF_ERROR(CheckMoeFp8Experts(kOp, w));
   const int64_t e_count = w.experts(), h = w.gate_up.dim(2);
@@ -214,7 +216,7 @@ Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
   const TensorView x8 = ws.Codes(h);
   RETURN_IF_ERROR(MoeFp8QuantizeRows(x, {}, layout, x8, ws.XScale(), s));
   RETURN_IF_ERROR(project(w.gate_up, x8, gate_up));
-  return SwiGluAndDown(w, ws, layout, gate_up, y, project, s);
+  return SwiGluAndDown(w, ws, layout, gate_up, y, project, rescale, s);
 }
 
 Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& w,
@@ -222,7 +224,7 @@ Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& 
                                   const TensorView& offsets, int64_t cap,
                                   const MoeFp8Workspace& ws, const TensorView& x,
                                   const TensorView& padded_token, const TensorView& gate_up,
-                                  const TensorView& y, Stream s) {
+                                  const TensorView& y, Stream s, bool rescale) {
   constexpr const char* kOp = "MoeFp8ExpertsForwardPadded";
   RETURN_IF_ERROR(CheckMoeFp8Experts(kOp, w));
   const int64_t e_count = w.experts(), h = w.gate_up.dim(2);
@@ -250,7 +252,7 @@ Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& 
   const TensorView x8 = ws.Codes(h);
   RETURN_IF_ERROR(MoeFp8QuantizeRows(x, padded_token, layout, x8, ws.XScale(), s));
   RETURN_IF_ERROR(project(w.gate_up, x8, gate_up));
-  return SwiGluAndDown(w, ws, layout, gate_up, y, project, s);
+  return SwiGluAndDown(w, ws, layout, gate_up, y, project, rescale, s);
 }
 
 }  // namespace tandem::kernels

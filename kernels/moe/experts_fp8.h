@@ -7,7 +7,7 @@
 //   act       = silu(raw_g s_x s_gu[e]) * (raw_u s_x s_gu[e])   } one fused kernel
 //   a8, s_a   = quantize(act rows)                              }
 //   raw_y     = a8 W8_down^T                            (unscaled e4m3 GEMM, bf16 out)
-//   y         = raw_y s_a s_down[e]                     (in place)
+//   y         = raw_y s_a s_down[e]                     (in place, or in MoeLayer's combine)
 // Since s_x[r] and s_w[e, n] factor out of each K-sum, the GEMMs run on the codes alone
 // (kernels/gemm/fp8_raw.h): cuBLASLt 13.1 runs a strided batch of e4m3 GEMMs with scalar
 // scales, but refuses strided batches with block or row-wise scales (kernels/moe/README.md).
@@ -76,12 +76,17 @@ int64_t MoeFp8BufferRows(int64_t assignments);
 // shared expert's block-scaled activations, MoeLayer).
 struct MoeFp8Workspace {
   TensorView codes;  // f8e4m3 [R, max(H, I)] (used as [R, K] for each projection)
-  TensorView scale;  // f32 [R * max(2, ceil(max(H, I) / 128))]
+  TensorView scale;  // f32 [R * (2 + ceil(max(H, I) / 128))]
   int64_t rows() const { return codes.dim(0); }
   // The codes of a projection with K columns, dense [R, K] (the first R*K bytes).
   TensorView Codes(int64_t k) const;
   TensorView XScale() const { return scale.Narrow(0, 0, rows()); }          // f32 [R]
   TensorView ActScale() const { return scale.Narrow(0, rows(), rows()); }   // f32 [R]
+  // f32 [R * ceil(max(H, I) / 128)] after those two: block scales for other FP8 GEMMs (the
+  // shared expert's) that leave ActScale to the combine.
+  TensorView BlockScale() const {
+    return scale.Narrow(0, 2 * rows(), scale.numel() - 2 * rows());
+  }
 };
 int64_t MoeFp8WorkspaceBytes(int64_t assignments, int64_t hidden, int64_t expert_size);
 MoeFp8Workspace CarveMoeFp8Workspace(void* base, int64_t* offset, int64_t assignments,
@@ -136,20 +141,23 @@ Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
 // The exact layout: offsets on the host (host_offsets) and on x's device (offsets, i32
 // [E + 1]); x bf16 [P, H] (the permuted rows); gate_up bf16 [P, 2I] (raw products); y bf16
 // [P, H] (may be x: x is read only before any GEMM); ws for N rows; P >= MoePaddedRows(N) on
-// CUDA, >= N on the CPU.
+// CUDA, >= N on the CPU. rescale false skips the last step: y keeps down's raw products and
+// the caller applies ws.ActScale() per row and w.down_scale per expert and channel (MoeLayer
+// does, in the combine: kernels/moe/combine.h), saving a pass over y.
 Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                             std::span<const int32_t> host_offsets, const TensorView& offsets,
                             const MoeFp8Workspace& ws, const TensorView& x,
-                            const TensorView& gate_up, const TensorView& y, Stream s);
+                            const TensorView& gate_up, const TensorView& y, Stream s,
+                            bool rescale = true);
 // The padded layout: x bf16 [T, H] (the tokens), padded_token i32 [>= E cap] (MoePadLayout);
 // gate_up bf16 [>= E cap, 2I]; y bf16 [>= E cap, H] (not x); cap >= every count, E cap <=
-// ws.rows().
+// ws.rows(). rescale: as for MoeFp8ExpertsForward.
 Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                                   std::span<const int32_t> host_offsets,
                                   const TensorView& offsets, int64_t cap,
                                   const MoeFp8Workspace& ws, const TensorView& x,
                                   const TensorView& padded_token, const TensorView& gate_up,
-                                  const TensorView& y, Stream s);
+                                  const TensorView& y, Stream s, bool rescale = true);
 
 namespace internal {
 // The kernels' shared checks (experts_fp8_cpu.cc).

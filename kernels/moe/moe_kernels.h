@@ -23,10 +23,12 @@ cudaError_t LaunchMoePadLayout(int32_t* padded_token, int32_t* padded_row, const
                                const int32_t* perm_token, const int32_t* assign_row,
                                const int32_t* ids, int64_t n, int64_t e, int64_t cap, Stream s);
 // out/residual/shared bf16 [t, h], y bf16 [*, h], rows i32 [t * k], w f32 [t, k],
-// shared_gate f32 [t]; shared and shared_gate may be null.
+// shared_gate f32 [t]; shared and shared_gate may be null; row_scale f32 [*], channel_scale
+// f32 [e, h] and ids i32 [t * k] all null or all given (combine.h).
 cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, const int32_t* rows,
                              const float* w, const void* shared, const float* shared_gate,
-                             int64_t t, int64_t h, int64_t k, Stream s);
+                             const float* row_scale, const float* channel_scale,
+                             const int32_t* ids, int64_t t, int64_t h, int64_t k, Stream s);
 
 // The row-wise FP8 expert kernels (experts_fp8.h) on raw pointers, one block per row r <
 // rows; a row's expert from offsets i32 [e + 1] and cap (MoeFp8Rows; offsets may be null for

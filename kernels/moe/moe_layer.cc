@@ -178,16 +178,17 @@ Status MoeLayer::SharedExpert(GemmContext* gemm, const MoeLayerWeights& w, const
     RETURN_IF_ERROR(SwiGluForward(act, gate, up, stream));
     return Gemm(gemm, act, w.shared_down, shared_out_.Narrow(0, 0, t), linear, stream);
   }
-  // FP8: x and act quantized into the expert path's code buffer (free by now), each GEMM
-  // writing Fp8PaddedRows(t) rows.
+  // FP8: x and act quantized into the expert path's code buffer (free by now) and its block
+  // scales (apart from the row scales the combine reads), each GEMM writing Fp8PaddedRows(t)
+  // rows.
   const int64_t tp = Fp8PaddedRows(t), is = shape_.shared_size;
   const TensorView gu = shared_gate_up_.Narrow(0, 0, tp), act = shared_act_.Narrow(0, 0, tp);
-  const Fp8GroupActivation xh{fp8_.Codes(shape_.hidden).Narrow(0, 0, tp), fp8_.scale};
+  const Fp8GroupActivation xh{fp8_.Codes(shape_.hidden).Narrow(0, 0, tp), fp8_.BlockScale()};
   RETURN_IF_ERROR(QuantizeFp8Activation(x, xh, stream));
   RETURN_IF_ERROR(Fp8Gemm(gemm, xh, w.shared_gate_up8, gu, linear, stream));
   const auto [gate, up] = SplitGateUp(gu.Narrow(0, 0, t));
   RETURN_IF_ERROR(SwiGluForward(act.Narrow(0, 0, t), gate, up, stream));
-  const Fp8GroupActivation ah{fp8_.Codes(is).Narrow(0, 0, tp), fp8_.scale};
+  const Fp8GroupActivation ah{fp8_.Codes(is).Narrow(0, 0, tp), fp8_.BlockScale()};
   RETURN_IF_ERROR(QuantizeFp8Activation(act.Narrow(0, 0, t), ah, stream));
   return Fp8Gemm(gemm, ah, w.shared_down8, shared_out_.Narrow(0, 0, tp), linear, stream);
 }
@@ -231,7 +232,8 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
                                  stream));
     if (shape_.fp8) {  // the gather is fused with the quantization
       RETURN_IF_ERROR(MoeFp8ExpertsForwardPadded(gemm, w.experts8, offsets, offsets_, cap, fp8_,
-                                                 x, padded_token, gate_up_, xp_, stream));
+                                                 x, padded_token, gate_up_, xp_, stream,
+                                                 /*rescale=*/false));
     } else {
       RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, rows_padded), padded_token, x, stream));
       RETURN_IF_ERROR(experts_->ForwardPadded(gemm, w.experts, offsets, cap, xp_, gate_up_,
@@ -241,7 +243,7 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   } else if (shape_.fp8) {
     RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
     RETURN_IF_ERROR(MoeFp8ExpertsForward(gemm, w.experts8, offsets, offsets_, fp8_, xp_,
-                                         gate_up_, xp_, stream));
+                                         gate_up_, xp_, stream, /*rescale=*/false));
     last_path_ = MoeExpertsPath::kLoop;
   } else {
     RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
@@ -249,7 +251,12 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
         experts_->Forward(gemm, w.experts, offsets, xp_, gate_up_, act_, xp_, stream));
     last_path_ = experts_->last_path();
   }
-  MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}};
+  MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}, {}, {}, {}};
+  if (shape_.fp8) {  // xp_ holds down's raw products: the combine applies their scales
+    combine.row_scale = fp8_.ActScale();
+    combine.channel_scale = w.experts8.down_scale;
+    combine.ids = ids;
+  }
   if (shape_.shared_size > 0) {
     RETURN_IF_ERROR(SharedExpert(gemm, w, x, stream));
     combine.shared = shared_out_.Narrow(0, 0, t);
