@@ -1,5 +1,6 @@
-// CUDA kernels of the row-wise FP8 expert path (kernels/moe/experts_fp8.h), one block of 256
-// threads per buffer row, eight columns per thread and step (16-byte loads):
+// CUDA kernels of the row-wise FP8 expert path (kernels/moe/experts_fp8.h), one block per
+// buffer row (one thread per eight columns, 32 to 256 threads), eight columns per thread and
+// step (16-byte loads):
 //   quantize rows:  the row (gathered through `gather` when given) -> amax -> codes, scale;
 //   swiglu+quant:   raw gate|up * s_x[r] * s_w[e, c] -> silu(g) u (kept in shared memory)
 //                   -> amax -> codes, scale;
@@ -17,7 +18,14 @@
 namespace tandem::kernels {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kMaxThreads = 256;
+
+// Threads per row: one per eight columns, a multiple of 32 in [32, 256] (at I = 512 a
+// 256-thread block would leave three quarters of its threads idle).
+unsigned ThreadsFor(int64_t cols) {
+  const int64_t t = (cols / 8 + 31) / 32 * 32;
+  return static_cast<unsigned>(t < 32 ? 32 : t > kMaxThreads ? kMaxThreads : t);
+}
 
 struct Owner {
   int64_t expert;
@@ -39,16 +47,15 @@ __device__ __forceinline__ Owner OwnerOf(const int32_t* offsets, int64_t e_count
   return {lo, true};
 }
 
-// Max over the block (every thread gets it).
+// Max over the block (every thread gets it); blockDim.x a multiple of 32, <= kMaxThreads.
 __device__ __forceinline__ float BlockMax(float v) {
-  __shared__ float warp_max[kThreads / 32];
+  __shared__ float warp_max[kMaxThreads / 32];
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
   __syncthreads();
   float m = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, warp_max[w]);
   __syncthreads();  // warp_max is reused by the next call
   return m;
 }
@@ -83,13 +90,13 @@ __device__ __forceinline__ void Store8(uint8_t* dst, const float v[8], float sca
 }
 
 __device__ __forceinline__ void ZeroRow(uint8_t* dst, int64_t k, float* scale) {
-  for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8)
+  for (int64_t c = threadIdx.x * 8; c < k; c += blockDim.x * 8)
     *reinterpret_cast<uint2*>(dst + c) = make_uint2(0, 0);
   if (threadIdx.x == 0) *scale = 1.f;
 }
 
 // Columns are taken eight at a time (the launchers need k, i, h multiples of 8 and 16-byte
-// aligned rows): thread t takes columns 8t .. 8t+7, then 8(t + 256) ...
+// aligned rows): thread t takes columns 8t .. 8t+7, then 8(t + blockDim.x) ...
 __global__ void moe_fp8_quantize_rows_kernel(const __nv_bfloat16* x, int64_t ldx,
                                              const int32_t* gather, const int32_t* offsets,
                                              int64_t e_count, int64_t cap, int64_t k,
@@ -99,13 +106,13 @@ __global__ void moe_fp8_quantize_rows_kernel(const __nv_bfloat16* x, int64_t ldx
   if (cap > 0 && !OwnerOf(offsets, e_count, cap, r).data) return ZeroRow(dst, k, scale + r);
   const __nv_bfloat16* src = x + (gather != nullptr ? gather[r] : r) * ldx;
   float amax = 0.f, v[8];
-  for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8) {
+  for (int64_t c = threadIdx.x * 8; c < k; c += blockDim.x * 8) {
     Load8(src + c, v);
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
   }
   const float s = RowScale(BlockMax(amax));
-  for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8) {
+  for (int64_t c = threadIdx.x * 8; c < k; c += blockDim.x * 8) {
     Load8(src + c, v);  // a second read of the row, from L1/L2
     Store8(dst + c, v, s);
   }
@@ -127,7 +134,7 @@ __global__ void moe_fp8_swiglu_quantize_kernel(const __nv_bfloat16* raw, int64_t
   const float* sw = w_scale + own.expert * 2 * i;
   const float sx = x_scale[r];
   float amax = 0.f;
-  for (int64_t c = threadIdx.x * 8; c < i; c += kThreads * 8) {
+  for (int64_t c = threadIdx.x * 8; c < i; c += blockDim.x * 8) {
     float g[8], u[8];
     Load8(in + c, g);
     Load8(in + i + c, u);
@@ -141,7 +148,7 @@ __global__ void moe_fp8_swiglu_quantize_kernel(const __nv_bfloat16* raw, int64_t
     }
   }
   const float s = RowScale(BlockMax(amax));  // its __syncthreads also publishes act
-  for (int64_t c = threadIdx.x * 8; c < i; c += kThreads * 8) Store8(dst + c, act + c, s);
+  for (int64_t c = threadIdx.x * 8; c < i; c += blockDim.x * 8) Store8(dst + c, act + c, s);
   if (threadIdx.x == 0) act_scale[r] = s;
 }
 
@@ -154,7 +161,7 @@ __global__ void moe_fp8_scale_rows_kernel(__nv_bfloat16* y, int64_t ld, const fl
   __nv_bfloat16* out = y + r * ld;
   const float* sw = w_scale + own.expert * h;
   const float sa = act_scale[r];
-  for (int64_t c = threadIdx.x * 8; c < h; c += kThreads * 8) {
+  for (int64_t c = threadIdx.x * 8; c < h; c += blockDim.x * 8) {
     float v[8];
     Load8(out + c, v);
     uint32_t w[4];
@@ -176,7 +183,7 @@ cudaError_t LaunchMoeFp8QuantizeRows(const void* x, int64_t ldx, const int32_t* 
                                      int64_t rows, int64_t k, uint8_t* codes, float* scale,
                                      Stream s) {
   if (rows == 0) return cudaSuccess;
-  moe_fp8_quantize_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+  moe_fp8_quantize_rows_kernel<<<static_cast<unsigned>(rows), ThreadsFor(k), 0, s>>>(
       static_cast<const __nv_bfloat16*>(x), ldx, gather, offsets, e, cap, k, codes, scale);
   return cudaGetLastError();
 }
@@ -193,7 +200,7 @@ cudaError_t LaunchMoeFp8SwiGluQuantize(const void* raw, int64_t ld, const float*
         static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  moe_fp8_swiglu_quantize_kernel<<<static_cast<unsigned>(rows), kThreads, smem, s>>>(
+  moe_fp8_swiglu_quantize_kernel<<<static_cast<unsigned>(rows), ThreadsFor(i), smem, s>>>(
       static_cast<const __nv_bfloat16*>(raw), ld, x_scale, w_scale, offsets, e, cap, i, codes,
       act_scale);
   return cudaGetLastError();
@@ -203,7 +210,7 @@ cudaError_t LaunchMoeFp8ScaleRows(void* y, int64_t ld, const float* act_scale,
                                   const float* w_scale, const int32_t* offsets, int64_t e,
                                   int64_t cap, int64_t rows, int64_t h, Stream s) {
   if (rows == 0) return cudaSuccess;
-  moe_fp8_scale_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+  moe_fp8_scale_rows_kernel<<<static_cast<unsigned>(rows), ThreadsFor(h), 0, s>>>(
       static_cast<__nv_bfloat16*>(y), ld, act_scale, w_scale, offsets, e, cap, h);
   return cudaGetLastError();
 }
