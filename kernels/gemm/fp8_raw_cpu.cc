@@ -1,5 +1,6 @@
 // Fp8GemmRaw (kernels/gemm/fp8_raw.h): the shared checks, the CPU reference (float64 sums of
 // the e4m3 codes' products) and the device dispatch (the CUDA version: gemm_cublaslt.cc).
+// Thread-safety: stateless.
 #include <array>
 
 #include "kernels/gemm/fp8_format.h"

@@ -1,6 +1,7 @@
 // The row-wise FP8 expert path (kernels/moe/experts_fp8.h) on either device: the weight
 // packing and quantization, the workspace, the kernels' device dispatch, and the two forwards
 // (the kernels: experts_fp8_cpu.cc and experts_fp8.cu; the GEMM: kernels/gemm/fp8_raw.h).
+// Thread-safety: stateless; the forwards are ordered on their stream (GemmContext's rules).
 #include "kernels/moe/experts_fp8.h"
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 // (1 for amax 0), code = satfinite RNE e4m3 of __fdiv_rn(v, scale). A row's expert: r / cap
 // on the padded layout (padding rows past its count: zero codes, scale 1, or untouched),
 // else the largest e with offsets[e] <= r (binary search; empty experts share a start).
+// Thread-safety: the launchers are asynchronous on their stream.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
