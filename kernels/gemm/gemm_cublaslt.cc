@@ -1,8 +1,8 @@
 // cuBLASLt GEMM behind GemmContext. Row-major C[M,N] = op(A) op(B) is run as the
 // column-major product C^T[N,M] = op(B)^T op(A)^T, so cuBLASLt's "A" is our B and its "B"
 // is our A, with no data movement. Each distinct (shape, transposes, strides, dtypes,
-// epilogue, pointer alignment) gets one plan: matmul descriptor, three layouts and the
-// heuristic's first algorithm, made once and kept for the context's lifetime.
+// epilogue, pointer alignment, FP8 mode, batch) gets one plan: matmul descriptor, three
+// layouts and the heuristic's first algorithm, made once and kept for the context's lifetime.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -13,6 +13,7 @@
 #include "kernels/core/cuda_check.h"
 #include "kernels/gemm/cublas_check.h"
 #include "kernels/gemm/fp8.h"
+#include "kernels/gemm/fp8_raw.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/core/thread_annotations.h"
 
@@ -24,7 +25,10 @@ struct PlanKey {
   bool trans_a, trans_b, has_bias, accumulate;
   DType c_type;
   uint16_t align_a, align_b, align_c, align_bias;
-  bool fp8 = false;  // e4m3 A/B with VEC128 (our A) and BLK128x128 (our B) scales
+  // kPlanFp8Block: e4m3 A/B with VEC128 (our A) and BLK128x128 (our B) scales; kPlanFp8Raw: e4m3
+  // A/B with the scalar scales left at their default (1), strided over `batch`.
+  uint8_t fp8 = 0;
+  int64_t batch = 1;
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -35,6 +39,7 @@ struct PlanKeyHash {
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<uint64_t>(v));
     mix(k.trans_a | k.trans_b << 1 | k.has_bias << 2 | k.accumulate << 3 |
         static_cast<uint64_t>(k.c_type) << 4 | uint64_t{k.fp8} << 12);
+    mix(static_cast<uint64_t>(k.batch));
     mix(k.align_a | uint64_t{k.align_b} << 16 | uint64_t{k.align_c} << 32 |
         uint64_t{k.align_bias} << 48);
     return h;
@@ -50,6 +55,18 @@ uint16_t AlignmentOf(const void* p) {
 }
 
 cudaDataType_t LtType(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+constexpr uint8_t kPlanFp8Block = 1, kPlanFp8Raw = 2;
+
+// Strides a layout over `batch` matrices `stride` elements apart.
+Status SetBatch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
+  const int32_t count = static_cast<int32_t>(batch);
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -120,8 +137,8 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
   // is a column-major [c, r] matrix with leading dimension ld.
   uint64_t b_rows = key.trans_b ? key.k : key.n, b_cols = key.trans_b ? key.n : key.k;
   uint64_t a_rows = key.trans_a ? key.m : key.k, a_cols = key.trans_a ? key.k : key.m;
-  const cudaDataType_t in_type = key.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-  if (key.fp8) {
+  const cudaDataType_t in_type = key.fp8 != 0 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  if (key.fp8 == kPlanFp8Block) {
     // cuBLASLt's A is our weight (128x128 blocks), its B our activation (1x128 groups).
     int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
@@ -141,6 +158,11 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
       cublasLtMatrixLayoutCreate(&plan->lb, in_type, a_rows, a_cols, key.lda));
   CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->lc, LtType(key.c_type), key.n, key.m, key.ldc));
+  if (key.batch > 1) {  // cuBLASLt's A (our B, [n, k] per batch), its B (our A), C
+    RETURN_IF_ERROR(SetBatch(plan->la, key.batch, key.n * key.ldb));
+    RETURN_IF_ERROR(SetBatch(plan->lb, key.batch, key.m * key.lda));
+    RETURN_IF_ERROR(SetBatch(plan->lc, key.batch, key.m * key.ldc));
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
@@ -167,9 +189,11 @@ Result<GemmPlan*> GemmContext::Impl::GetPlan(const PlanKey& key, const void* con
       handle, plan->desc, plan->la, plan->lb, plan->lc, plan->lc, pref, 1, &result, &found));
   if (found == 0)
     return CudaError("Gemm: cuBLASLt has no algorithm for M={} N={} K={} trans_a={} trans_b={} "
-                     "lda={} ldb={} ldc={} out={}{}",
+                     "lda={} ldb={} ldc={} out={} batch={}{}",
                      key.m, key.n, key.k, key.trans_a, key.trans_b, key.lda, key.ldb, key.ldc,
-                     DTypeName(key.c_type), key.fp8 ? " (fp8 block-scaled)" : "");
+                     DTypeName(key.c_type), key.batch,
+                     key.fp8 == kPlanFp8Block ? " (fp8 block-scaled)"
+                     : key.fp8 == kPlanFp8Raw ? " (fp8 unscaled, strided batch)" : "");
   plan->algo = result.algo;
   GemmPlan* raw = plan.get();
   plans.emplace(key, std::move(plan));
@@ -251,7 +275,7 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
   if (m == 0 || n == 0) return Status::Ok();
   PlanKey key{m, n, k, a.data.stride(0), w.data.stride(0), c.stride(0), false, true, false,
               opt.beta != 0.f, c.dtype(), AlignmentOf(a.data.data()), AlignmentOf(w.data.data()),
-              AlignmentOf(c.data()), 0, true};
+              AlignmentOf(c.data()), 0, kPlanFp8Block};
   GemmContext::Impl* impl = ctx->impl();
   const void* a_scale = w.scale.data();  // cuBLASLt's A is the weight
   const void* b_scale = a.scale.data();
@@ -267,6 +291,39 @@ Status Fp8Gemm(GemmContext* ctx, const Fp8GroupActivation& a, const Fp8BlockWeig
                                           plan->la, a.data.data(), plan->lb, &opt.beta, c.data(),
                                           plan->lc, c.data(), plan->lc, &plan->algo,
                                           impl->workspace, impl->workspace_bytes, s));
+  return Status::Ok();
+}
+
+Status Fp8GemmRaw(GemmContext* ctx, const TensorView& a, const TensorView& w,
+                  const TensorView& c, int64_t batch, Stream s) {
+  constexpr const char* kOp = "cuda::Fp8GemmRaw";
+  RETURN_IF_ERROR(internal::CheckFp8GemmRaw(kOp, a, w, c, batch));
+  const int64_t m = a.dim(0) / batch, k = a.dim(1), n = w.dim(1);
+  if (k % 16 != 0 || n % 16 != 0)
+    return InvalidArgumentError("{}: FP8 GEMMs need K and N multiples of 16, got K={} N={} "
+                                "(batch {} of M={})", kOp, k, n, batch, m);
+  if (ctx == nullptr) return InvalidArgumentError("{}: needs a GemmContext", kOp);
+  for (const TensorView* t : {&a, &w, &c})
+    if (!t->device().is_cuda() || t->device().index != ctx->device())
+      return InvalidArgumentError("{}: {} is not on cuda:{}, the GemmContext's device", kOp,
+                                  t->ToString(), ctx->device());
+  if (m == 0 || n == 0) return Status::Ok();
+  PlanKey key{m, n, k, a.stride(0), w.stride(1), c.stride(0), false, true, false, false,
+              DType::kBF16, AlignmentOf(a.data()), AlignmentOf(w.data()), AlignmentOf(c.data()),
+              0, kPlanFp8Raw, batch};
+  GemmContext::Impl* impl = ctx->impl();
+  Result<GemmPlan*> plan = impl->GetPlan(key);
+  if (!plan.ok())
+    return plan.status().WithContext(fmt::format(
+        "{}: the unscaled e4m3 plan for batch {} of M={} N={} K={}", kOp, batch, m, n, k));
+  const float one = 1.f, zero = 0.f;
+  const cublasStatus_t st = cublasLtMatmul(
+      impl->handle, (*plan)->desc, &one, w.data(), (*plan)->la, a.data(), (*plan)->lb, &zero,
+      c.data(), (*plan)->lc, c.data(), (*plan)->lc, &(*plan)->algo, impl->workspace,
+      impl->workspace_bytes, s);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return CudaError("{}: cublasLtMatmul failed ({}) for batch {} of M={} N={} K={}", kOp,
+                     cublasLtGetStatusString(st), batch, m, n, k);
   return Status::Ok();
 }
 

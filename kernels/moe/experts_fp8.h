@@ -1,30 +1,36 @@
-// The routed experts' SwiGLU MLPs in FP8 (precision = "fp8"): the same contract as
-// MoeExpertsForward (kernels/moe/experts.h), with every expert's gate|up and down matrices as
-// e4m3 with one fp32 scale per 128x128 block (kernels/gemm/fp8.h) and the activations
-// quantized per row per 128 columns before each projection:
-//   x8, s_x  = quantize(x[rows of e])         (per expert, into its slot)
-//   gate_up  = x8 W8_gu[e]^T                  (cuBLASLt e4m3 GEMM, fp32 accumulation, bf16 out)
-//   act      = silu(gate) * up                (bf16)
-//   a8, s_a  = quantize(act[rows of e])
-//   y[rows]  = a8 W8_down[e]^T
+// The routed experts' SwiGLU MLPs in FP8 (precision = "fp8"): the contract of the bf16
+// experts (kernels/moe/experts.h) with every expert's gate|up and down matrices in e4m3 with
+// one fp32 scale per output row ("row-wise"), and the activations quantized with one scale
+// per row:
+//   x8, s_x   = quantize(x rows)                       (one scale per row over its H values)
+//   raw_gu    = x8 W8_gu^T                              (unscaled e4m3 GEMM, bf16 out)
+//   act       = silu(raw_g s_x s_gu[e]) * (raw_u s_x s_gu[e])   } one fused kernel
+//   a8, s_a   = quantize(act rows)                              }
+//   raw_y     = a8 W8_down^T                            (unscaled e4m3 GEMM, bf16 out)
+//   y         = raw_y s_a s_down[e]                     (in place, or in MoeLayer's combine)
+// Since s_x[r] and s_w[e, n] factor out of each K-sum, the GEMMs run on the codes alone
+// (kernels/gemm/fp8_raw.h): cuBLASLt 13.1 runs a strided batch of e4m3 GEMMs with scalar
+// scales, but refuses strided batches with block or row-wise scales (kernels/moe/README.md).
 //
-// Slots. cuBLASLt's VEC128 activation scales are laid out per GEMM (group (m, kb) at
-// scale[kb * Mp + m], Mp the GEMM's rows), so each expert's quantized rows get a slot of
-// their own: expert e with n_e rows owns MoeFp8SlotRows(n_e) rows (0 without rows, else
-// MoeBucketRows(n_e): a multiple of 16, so the GEMM plan cache sees a few dozen row counts),
-// starting at S_e = the sum of the slots before it; its codes are rows [S_e, S_e + slot) of
-// the code buffer and its scales the slot * ceil(K/128) floats from scale[S_e * ceil(K/128)].
-// Rows past n_e in a slot are zero (scale 1). The gate|up output and act use the slot rows
-// too (rows between n_e and the slot's end hold zeros' products); the down GEMM writes y at
-// the expert's own rows [o_e, o_e + slot), in increasing expert order, so the rows it writes
-// past o_e + n_e are overwritten by the next experts (or land in y's padding: y needs
-// MoePaddedRows(N) rows, as on the loop path).
+// Quantizing a row: scale = amax / 448 (1 for an all-zero row), code = e4m3 round to nearest
+// even, saturating, of v / scale (IEEE division; kernels/gemm/fp8_format.h): the CPU and CUDA
+// versions produce the same codes from the same floats.
 //
-// The GEMMs: one cuBLASLt block-scaled e4m3 GEMM per expert with rows and projection
-// (kernels/gemm/fp8.h's Fp8Gemm); cuBLASLt 13 has no grouped form of the block-scaled modes
-// (kernels/moe/README.md). On the CPU the same slots and order run the reference kernels
-// (cpu::Fp8Gemm: both operands dequantized, float64 accumulation): the CPU reference twin.
+// Two row layouts (MoeFp8Rows):
+//   padded (cap > 0): expert e owns rows [e cap, e cap + cap), its count_e rows first, then
+//     padding (zero codes, scale 1; their outputs are never read). x is the token matrix and
+//     padded_token (MoePadLayout, kernels/moe/routing.h) says which token each row takes:
+//     the gather is fused with the quantization. Each projection is ONE strided-batched GEMM
+//     over all E experts. What MoeLayer runs where MoeChooseExpertsPath picks kPadded.
+//   exact (cap == 0): expert e's rows are [o_e, o_e+1) of the permuted rows (x already
+//     gathered); one GEMM per expert with rows and projection. On CUDA each runs on
+//     MoeBucketRows(count) rows (few plan shapes), reading and writing rows of the experts
+//     after it (which overwrite them: experts run in increasing order) or of the padding:
+//     buffers need MoePaddedRows(N) rows. Rows past N hold garbage. The skewed-routing path.
+// On the CPU the same steps run the reference kernels (float64 GEMM sums of the codes'
+// products): the CPU reference twin.
 //
+// CUDA REQUIRES sm_90; H and I multiples of 16 (cuBLASLt's FP8 alignment), refused otherwise.
 // Thread-safety: stateless functions ordered on `s` (the GemmContext's rules apply).
 #pragma once
 
@@ -32,23 +38,21 @@
 #include <span>
 
 #include "kernels/core/tensor.h"
-#include "kernels/gemm/fp8.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/moe/experts.h"
 
 namespace tandem::kernels {
 
-// Every expert's e4m3 matrices of one MoE layer, each expert an Fp8BlockWeight.
+// Every routed expert's e4m3 matrices of one MoE layer, row-wise scaled: value of
+// gate_up[e, n, c] = e4m3(code) * gate_up_scale[e, n] (likewise down).
 struct MoeFp8ExpertWeights {
   TensorView gate_up;        // f8e4m3 [E, 2I, H] (gate rows first, as MoeExpertWeights)
-  TensorView gate_up_scale;  // f32 [E, ceil(2I/128), Fp8WeightScaleLd(H)]
+  TensorView gate_up_scale;  // f32 [E, 2I]
   TensorView down;           // f8e4m3 [E, H, I]
-  TensorView down_scale;     // f32 [E, ceil(H/128), Fp8WeightScaleLd(I)]
+  TensorView down_scale;     // f32 [E, H]
 
   bool empty() const { return gate_up.empty(); }
   int64_t experts() const { return gate_up.dim(0); }
-  Fp8BlockWeight GateUp(int64_t e) const;  // expert e's [2I, H]
-  Fp8BlockWeight Down(int64_t e) const;    // expert e's [H, I]
 };
 
 // Bytes of an [E, 2I, H] + [E, H, I] pair (codes then scales, each 256-byte aligned), and
@@ -56,63 +60,115 @@ struct MoeFp8ExpertWeights {
 int64_t MoeFp8ExpertBytes(int64_t experts, int64_t expert_size, int64_t hidden);
 MoeFp8ExpertWeights CarveMoeFp8Experts(void* base, int64_t* offset, int64_t experts,
                                        int64_t expert_size, int64_t hidden, Device device);
-// Shapes, dtypes, one device.
+// Shapes, dtypes, contiguity, one device.
 Status CheckMoeFp8Experts(const char* op, const MoeFp8ExpertWeights& w);
 
-// Quantizes bf16 experts `w` into `out` (same E, I, H and device), one expert at a time
-// with QuantizeFp8Weight; ordered on `s`.
+// Quantizes bf16 experts `w` into `out` (same E, I, H and device), one scale per row of each
+// matrix (MoeFp8QuantizeRows); ordered on `s`.
 Status QuantizeMoeFp8Experts(const MoeExpertWeights& w, const MoeFp8ExpertWeights& out,
                              Stream s);
 
-// A slot's rows for an expert with n rows: 0 for n == 0, else MoeBucketRows(n).
-int64_t MoeFp8SlotRows(int64_t n);
-// Slot rows for `assignments` token copies over `experts` experts, whatever the routing:
-// N + N/8 + 16 E (>= the sum of MoeFp8SlotRows).
-int64_t MoeFp8BufferRows(int64_t assignments, int64_t experts);
+// Rows of the FP8 path's buffers: R = MoeExpertBufferRows(N) (>= E cap wherever the padded
+// layout runs, >= MoePaddedRows(N)).
+int64_t MoeFp8BufferRows(int64_t assignments);
 
-// Buffers of the FP8 expert path for up to R = MoeFp8BufferRows rows and K <= max(H, I).
+// Buffers of the FP8 expert path for up to R rows and K <= max(H, I) columns (also the
+// shared expert's block-scaled activations, MoeLayer).
 struct MoeFp8Workspace {
   TensorView codes;  // f8e4m3 [R, max(H, I)] (used as [R, K] for each projection)
-  TensorView scale;  // f32 [R * ceil(max(H, I) / 128)]
-  TensorView slots;  // i32 [E + 1]: S_e (MoeQuantizeFp8Slots writes it)
+  TensorView scale;  // f32 [R * (2 + ceil(max(H, I) / 128))]
+  int64_t rows() const { return codes.dim(0); }
   // The codes of a projection with K columns, dense [R, K] (the first R*K bytes).
   TensorView Codes(int64_t k) const;
+  TensorView XScale() const { return scale.Narrow(0, 0, rows()); }          // f32 [R]
+  TensorView ActScale() const { return scale.Narrow(0, rows(), rows()); }   // f32 [R]
+  // f32 [R * ceil(max(H, I) / 128)] after those two: block scales for other FP8 GEMMs (the
+  // shared expert's) that leave ActScale to the combine.
+  TensorView BlockScale() const {
+    return scale.Narrow(0, 2 * rows(), scale.numel() - 2 * rows());
+  }
 };
-// Bytes of a MoeFp8Workspace (each part 256-byte aligned), and carving one.
-int64_t MoeFp8WorkspaceBytes(int64_t assignments, int64_t experts, int64_t hidden,
-                             int64_t expert_size);
+int64_t MoeFp8WorkspaceBytes(int64_t assignments, int64_t hidden, int64_t expert_size);
 MoeFp8Workspace CarveMoeFp8Workspace(void* base, int64_t* offset, int64_t assignments,
-                                     int64_t experts, int64_t hidden, int64_t expert_size,
-                                     Device device);
+                                     int64_t hidden, int64_t expert_size, Device device);
 
-// Quantizes each expert's rows of x (bf16 [>= rows, K]) into its slot: expert e's rows are
-// x rows [o_e, o_e + n_e) (from_slots false) or [S_e, S_e + n_e) (from_slots true), o_e =
-// offsets[e]. offsets: i32 [E + 1] on x's device; slots: i32 [E + 1] on x's device, written
-// with S_0..S_E; codes f8e4m3 [>= S_E, K] dense; scale f32 [>= S_E * ceil(K/128)].
-// `host_offsets`: the same offsets on the host (sizes the launch).
+// Which expert each buffer row belongs to. cap > 0: the padded layout (row r is expert
+// r / cap's row r % cap, padding past its count); cap == 0: rows [o_e, o_e+1) are expert e's.
+// `rows`: the rows processed (E cap, or N). offsets: i32 [E + 1] on the buffers' device (may
+// be empty for MoeFp8QuantizeRows with cap == 0: every row is a data row).
+struct MoeFp8Rows {
+  TensorView offsets;
+  int64_t cap = 0;
+  int64_t rows = 0;
+};
+
+// The three kernels of the path, each as cpu::, cuda:: and dispatch on the buffers' device:
+//  MoeFp8QuantizeRows: row r < rows.rows of codes/scale from x row (gather empty ? r :
+//    gather[r]) (x bf16 [*, K] unit column stride; gather i32 [>= rows]); padding rows get
+//    zero codes and scale 1. codes f8e4m3 [>= rows, K] dense, scale f32 [>= rows].
+//  MoeFp8SwiGluQuantize: for data rows r of expert e, g = raw[r, c] s_x[r] s_w[e, c],
+//    u = raw[r, I + c] s_x[r] s_w[e, I + c], act = silu(g) u (fp32: g / (1 + exp(-g)) * u),
+//    quantized per row into codes [>= rows, I] dense and act_scale [>= rows]; padding rows:
+//    zero codes, scale 1. raw bf16 [>= rows, 2I]; w_scale f32 [E, 2I].
+//  MoeFp8ScaleRows: y[r, c] = bf16(y[r, c] s_a[r] s_w[e, c]) in place for data rows (padding
+//    rows untouched). y bf16 [>= rows, H]; w_scale f32 [E, H].
 namespace cpu {
-Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, const TensorView& slots,
-                           const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
+                          const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
+                            const TensorView& w_scale, const MoeFp8Rows& rows,
+                            const TensorView& codes, const TensorView& act_scale, Stream s);
+Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
+                       const TensorView& w_scale, const MoeFp8Rows& rows, Stream s);
 }  // namespace cpu
 namespace cuda {
-Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, const TensorView& slots,
-                           const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
+                          const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
+                            const TensorView& w_scale, const MoeFp8Rows& rows,
+                            const TensorView& codes, const TensorView& act_scale, Stream s);
+Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
+                       const TensorView& w_scale, const MoeFp8Rows& rows, Stream s);
 }  // namespace cuda
-Status MoeQuantizeFp8Slots(const TensorView& x, bool from_slots, const TensorView& offsets,
-                           std::span<const int32_t> host_offsets, const TensorView& slots,
-                           const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
+                          const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
+                            const TensorView& w_scale, const MoeFp8Rows& rows,
+                            const TensorView& codes, const TensorView& act_scale, Stream s);
+Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
+                       const TensorView& w_scale, const MoeFp8Rows& rows, Stream s);
 
-// MoeExpertsForward's contract with FP8 weights: offsets on the host (host_offsets) and on
-// x's device (offsets, i32 [E + 1]); x bf16 [>= N, H]; gate_up bf16 [>= R, 2I] and act bf16
-// [>= R, I] in slot rows (R = MoeFp8BufferRows(N, E)); y bf16 [>= MoePaddedRows(N), H] on
-// either device (may be x: x is read only before any GEMM). On CUDA REQUIRES sm_90, H and I
-// multiples of 16.
+// The exact layout: offsets on the host (host_offsets) and on x's device (offsets, i32
+// [E + 1]); x bf16 [P, H] (the permuted rows); gate_up bf16 [P, 2I] (raw products); y bf16
+// [P, H] (may be x: x is read only before any GEMM); ws for N rows; P >= MoePaddedRows(N) on
+// CUDA, >= N on the CPU. rescale false skips the last step: y keeps down's raw products and
+// the caller applies ws.ActScale() per row and w.down_scale per expert and channel (MoeLayer
+// does, in the combine: kernels/moe/combine.h), saving a pass over y.
 Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                             std::span<const int32_t> host_offsets, const TensorView& offsets,
                             const MoeFp8Workspace& ws, const TensorView& x,
-                            const TensorView& gate_up, const TensorView& act,
-                            const TensorView& y, Stream s);
+                            const TensorView& gate_up, const TensorView& y, Stream s,
+                            bool rescale = true);
+// The padded layout: x bf16 [T, H] (the tokens), padded_token i32 [>= E cap] (MoePadLayout);
+// gate_up bf16 [>= E cap, 2I]; y bf16 [>= E cap, H] (not x); cap >= every count, E cap <=
+// ws.rows(). rescale: as for MoeFp8ExpertsForward.
+Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& w,
+                                  std::span<const int32_t> host_offsets,
+                                  const TensorView& offsets, int64_t cap,
+                                  const MoeFp8Workspace& ws, const TensorView& x,
+                                  const TensorView& padded_token, const TensorView& gate_up,
+                                  const TensorView& y, Stream s, bool rescale = true);
+
+namespace internal {
+// The kernels' shared checks (experts_fp8_cpu.cc).
+Status CheckMoeFp8QuantizeRows(const char* op, const TensorView& x, const TensorView& gather,
+                               const MoeFp8Rows& rows, const TensorView& codes,
+                               const TensorView& scale);
+Status CheckMoeFp8SwiGlu(const char* op, const TensorView& raw, const TensorView& x_scale,
+                         const TensorView& w_scale, const MoeFp8Rows& rows,
+                         const TensorView& codes, const TensorView& act_scale);
+Status CheckMoeFp8ScaleRows(const char* op, const TensorView& y, const TensorView& act_scale,
+                            const TensorView& w_scale, const MoeFp8Rows& rows);
+}  // namespace internal
 
 }  // namespace tandem::kernels

@@ -41,13 +41,6 @@ Status CheckMoeExpertsPadded(const MoeExpertWeights& w, std::span<const int32_t>
                              int64_t cap, const TensorView& x, const TensorView& gate_up,
                              const TensorView& act, const TensorView& y);
 
-// Both versions of MoeQuantizeFp8Slots (experts_fp8.h): the buffers hold the slots of
-// host_offsets, on x's device.
-Status CheckMoeFp8Slots(const char* op, const TensorView& x, bool from_slots,
-                        const TensorView& offsets, std::span<const int32_t> host_offsets,
-                        const TensorView& slots, const TensorView& codes,
-                        const TensorView& scale);
-
 #ifdef TANDEM_HAVE_CUDA
 struct MoeExpertsArgs {
   const MoeExpertWeights& w;

@@ -119,15 +119,24 @@ __global__ void moe_place_kernel(int32_t* perm_token, int32_t* assign_row, const
 
 constexpr int kCombineThreads = 256;
 
+// With row_scale (then channel_scale and ids too): each term's y value times
+// row_scale[row] * channel_scale[expert, c] first (the FP8 experts' raw rows).
 __global__ void moe_combine_kernel(bf16_t* out, const bf16_t* residual, const bf16_t* y,
                                    const int32_t* rows, const float* w, const bf16_t* shared,
-                                   const float* shared_gate, int64_t h, int k) {
+                                   const float* shared_gate, const float* row_scale,
+                                   const float* channel_scale, const int32_t* ids, int64_t h,
+                                   int k) {
   const int64_t t = blockIdx.x;
   const float g = shared != nullptr ? 1.f / (1.f + expf(-shared_gate[t])) : 0.f;
   for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
     float acc = 0.f;
-    for (int j = 0; j < k; ++j)
-      acc += w[t * k + j] * __bfloat162float(y[int64_t{rows[t * k + j]} * h + c]);
+    for (int j = 0; j < k; ++j) {
+      const int64_t r = rows[t * k + j];
+      float v = __bfloat162float(y[r * h + c]);
+      if (row_scale != nullptr)
+        v = __fmul_rn(__fmul_rn(v, row_scale[r]), channel_scale[int64_t{ids[t * k + j]} * h + c]);
+      acc += w[t * k + j] * v;
+    }
     if (shared != nullptr) acc += g * __bfloat162float(shared[t * h + c]);
     out[t * h + c] = __float2bfloat16_rn(__bfloat162float(residual[t * h + c]) + acc);
   }
@@ -208,12 +217,13 @@ cudaError_t LaunchMoePadLayout(int32_t* padded_token, int32_t* padded_row, const
 
 cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, const int32_t* rows,
                              const float* w, const void* shared, const float* shared_gate,
-                             int64_t t, int64_t h, int64_t k, Stream s) {
+                             const float* row_scale, const float* channel_scale,
+                             const int32_t* ids, int64_t t, int64_t h, int64_t k, Stream s) {
   if (t == 0) return cudaSuccess;
   moe_combine_kernel<<<t, kCombineThreads, 0, static_cast<cudaStream_t>(s)>>>(
       static_cast<bf16_t*>(out), static_cast<const bf16_t*>(residual),
-      static_cast<const bf16_t*>(y), rows, w, static_cast<const bf16_t*>(shared), shared_gate, h,
-      static_cast<int>(k));
+      static_cast<const bf16_t*>(y), rows, w, static_cast<const bf16_t*>(shared), shared_gate,
+      row_scale, channel_scale, ids, h, static_cast<int>(k));
   return cudaGetLastError();
 }
 

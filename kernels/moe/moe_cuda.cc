@@ -51,8 +51,11 @@ Status MoeCombine(const MoeCombineArgs& a, Stream s) {
   CUDA_RETURN_IF_ERROR(LaunchMoeCombine(
       a.out.data(), a.residual.data(), a.y.data(), a.assign_row.data_as<const int32_t>(),
       a.weights.data_as<const float>(), a.shared.empty() ? nullptr : a.shared.data(),
-      a.shared.empty() ? nullptr : a.shared_gate.data_as<const float>(), a.out.dim(0),
-      a.out.dim(1), a.weights.dim(1), s));
+      a.shared.empty() ? nullptr : a.shared_gate.data_as<const float>(),
+      a.ids.empty() ? nullptr : a.row_scale.data_as<const float>(),
+      a.ids.empty() ? nullptr : a.channel_scale.data_as<const float>(),
+      a.ids.empty() ? nullptr : a.ids.data_as<const int32_t>(), a.out.dim(0), a.out.dim(1),
+      a.weights.dim(1), s));
   return Status::Ok();
 }
 

@@ -106,16 +106,35 @@ TEST(MoeGpuTest, CombineMatchesCpu) {
                    TensorView(rows.data(), DType::kI32, {t * k}),
                    TensorView(w.data(), DType::kF32, {t, k}),
                    TensorView(shared.data(), DType::kBF16, {t, h}),
-                   TensorView(gate.data(), DType::kF32, {t})};
+                   TensorView(gate.data(), DType::kF32, {t}), {}, {}, {}};
   ASSERT_TRUE(cpu::MoeCombine(a, nullptr).ok());
   Tensor dy = testing::ToDevice(y, DType::kBF16, {p, h}), dres = testing::ToDevice(res, DType::kBF16, {t, h});
   Tensor ds = testing::ToDevice(shared, DType::kBF16, {t, h});
   Tensor drows = testing::ToDevice(rows, DType::kI32, {t * k});
   Tensor dw = testing::ToDevice(w, DType::kF32, {t, k}), dg = testing::ToDevice(gate, DType::kF32, {t});
   // out aliases residual, as the targets call it.
-  ASSERT_TRUE(MoeCombine({dres, dres, dy, drows, dw, ds, dg}, nullptr).ok());
+  ASSERT_TRUE(MoeCombine({dres, dres, dy, drows, dw, ds, dg, {}, {}, {}}, nullptr).ok());
   // Same fp32 sums in the same order; only a fused multiply-add may differ: one bf16 ulp.
   EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(dres), want, 1e-6, testing::kOneBf16UlpRtol));
+  // The FP8 experts' raw rows: row and expert-channel scales applied on the way in.
+  const int64_t e = 7;
+  std::vector<int32_t> ids(t * k);
+  for (int64_t i = 0; i < t * k; ++i) ids[i] = static_cast<int32_t>((i * 5) % e);
+  std::vector<float> row_scale = testing::RandomFloats(p, 11, 0.5f, 2.f),
+                     channel = testing::RandomFloats(e * h, 12, 0.1f, 3.f);
+  std::vector<bf16> want2(t * h);
+  a.out = TensorView(want2.data(), DType::kBF16, {t, h});
+  a.row_scale = TensorView(row_scale.data(), DType::kF32, {p});
+  a.channel_scale = TensorView(channel.data(), DType::kF32, {e, h});
+  a.ids = TensorView(ids.data(), DType::kI32, {t, k});
+  ASSERT_TRUE(cpu::MoeCombine(a, nullptr).ok());
+  Tensor dres2 = testing::ToDevice(res, DType::kBF16, {t, h});
+  Tensor drs = testing::ToDevice(row_scale, DType::kF32, {p});
+  Tensor dcs = testing::ToDevice(channel, DType::kF32, {e, h});
+  Tensor dids = testing::ToDevice(ids, DType::kI32, {t, k});
+  ASSERT_TRUE(MoeCombine({dres2, dres2, dy, drows, dw, ds, dg, drs, dcs, dids}, nullptr).ok());
+  EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(dres2), want2, 1e-6,
+                                testing::kOneBf16UlpRtol));
 }
 
 void CheckLayer(const MoeLayerShape& s, int64_t tokens, uint64_t seed, int64_t favourite = -1,

@@ -24,8 +24,9 @@ struct Slot {
 // (sizing only).
 std::vector<Slot> Slots(const MoeLayerShape& s, int64_t max_tokens, std::vector<TensorView*> v) {
   const int64_t t = max_tokens, n = t * s.top_k;
-  // FP8: gate_up and act in slot rows; the shared expert's GEMMs write Fp8PaddedRows rows.
-  const int64_t p = s.fp8 ? std::max(MoeExpertBufferRows(n), MoeFp8BufferRows(n, s.experts))
+  // Both layouts of the expert rows fit (MoeFp8BufferRows is the same count); the FP8 shared
+  // expert's GEMMs write Fp8PaddedRows rows.
+  const int64_t p = s.fp8 ? std::max(MoeExpertBufferRows(n), MoeFp8BufferRows(n))
                           : MoeExpertBufferRows(n);
   const int64_t ts = s.fp8 ? Fp8PaddedRows(t) : t;
   std::vector<Slot> slots = {
@@ -43,8 +44,8 @@ std::vector<Slot> Slots(const MoeLayerShape& s, int64_t max_tokens, std::vector<
   }
   if (s.fp8)
     slots.push_back({v[15], DType::kU8,
-                     MoeFp8WorkspaceBytes(n, s.experts, s.hidden,
-                                          std::max(s.expert_size, s.shared_size)), 0});
+                     MoeFp8WorkspaceBytes(n, s.hidden, std::max(s.expert_size, s.shared_size)),
+                     0});
   return slots;
 }
 
@@ -108,8 +109,7 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeLayerShape& shape,
   if (shape.fp8) {
     int64_t offset = 0;
     m->fp8_ = CarveMoeFp8Workspace(m->fp8_bytes_.data(), &offset, max_tokens * shape.top_k,
-                                   shape.experts, shape.hidden,
-                                   std::max(shape.expert_size, shape.shared_size),
+                                   shape.hidden, std::max(shape.expert_size, shape.shared_size),
                                    alloc.device());
   }
   ASSIGN_OR_RETURN(m->experts_, MoeExperts::Create(alloc, shape.experts, experts_path));
@@ -178,16 +178,17 @@ Status MoeLayer::SharedExpert(GemmContext* gemm, const MoeLayerWeights& w, const
     RETURN_IF_ERROR(SwiGluForward(act, gate, up, stream));
     return Gemm(gemm, act, w.shared_down, shared_out_.Narrow(0, 0, t), linear, stream);
   }
-  // FP8: x and act quantized into the expert path's code buffer (free by now), each GEMM
-  // writing Fp8PaddedRows(t) rows.
+  // FP8: x and act quantized into the expert path's code buffer (free by now) and its block
+  // scales (apart from the row scales the combine reads), each GEMM writing Fp8PaddedRows(t)
+  // rows.
   const int64_t tp = Fp8PaddedRows(t), is = shape_.shared_size;
   const TensorView gu = shared_gate_up_.Narrow(0, 0, tp), act = shared_act_.Narrow(0, 0, tp);
-  const Fp8GroupActivation xh{fp8_.Codes(shape_.hidden).Narrow(0, 0, tp), fp8_.scale};
+  const Fp8GroupActivation xh{fp8_.Codes(shape_.hidden).Narrow(0, 0, tp), fp8_.BlockScale()};
   RETURN_IF_ERROR(QuantizeFp8Activation(x, xh, stream));
   RETURN_IF_ERROR(Fp8Gemm(gemm, xh, w.shared_gate_up8, gu, linear, stream));
   const auto [gate, up] = SplitGateUp(gu.Narrow(0, 0, t));
   RETURN_IF_ERROR(SwiGluForward(act.Narrow(0, 0, t), gate, up, stream));
-  const Fp8GroupActivation ah{fp8_.Codes(is).Narrow(0, 0, tp), fp8_.scale};
+  const Fp8GroupActivation ah{fp8_.Codes(is).Narrow(0, 0, tp), fp8_.BlockScale()};
   RETURN_IF_ERROR(QuantizeFp8Activation(act.Narrow(0, 0, t), ah, stream));
   return Fp8Gemm(gemm, ah, w.shared_down8, shared_out_.Narrow(0, 0, tp), linear, stream);
 }
@@ -222,25 +223,40 @@ Status MoeLayer::Forward(GemmContext* gemm, const MoeLayerWeights& w, const Tens
   }
   // y reuses xp's rows: xp is read only by the gate_up GEMMs, which run before any down GEMM.
   TensorView rows = assign_row;
-  if (shape_.fp8) {
+  const bool padded = experts_->Resolve(offsets) == MoeExpertsPath::kPadded;
+  if (padded) {
+    const int64_t cap = MoeExpertCapacity(offsets), rows_padded = shape_.experts * cap;
+    rows = padded_row_.Narrow(0, 0, t * k);
+    const TensorView padded_token = padded_token_.Narrow(0, 0, rows_padded);
+    RETURN_IF_ERROR(MoePadLayout(padded_token, rows, offsets_, perm_token, assign_row, ids, cap,
+                                 stream));
+    if (shape_.fp8) {  // the gather is fused with the quantization
+      RETURN_IF_ERROR(MoeFp8ExpertsForwardPadded(gemm, w.experts8, offsets, offsets_, cap, fp8_,
+                                                 x, padded_token, gate_up_, xp_, stream,
+                                                 /*rescale=*/false));
+    } else {
+      RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, rows_padded), padded_token, x, stream));
+      RETURN_IF_ERROR(experts_->ForwardPadded(gemm, w.experts, offsets, cap, xp_, gate_up_,
+                                              act_, xp_, stream));
+    }
+    last_path_ = MoeExpertsPath::kPadded;
+  } else if (shape_.fp8) {
     RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
     RETURN_IF_ERROR(MoeFp8ExpertsForward(gemm, w.experts8, offsets, offsets_, fp8_, xp_,
-                                         gate_up_, act_, xp_, stream));
-  } else if (experts_->Resolve(offsets) == MoeExpertsPath::kPadded) {
-    const int64_t cap = MoeExpertCapacity(offsets), padded = shape_.experts * cap;
-    rows = padded_row_.Narrow(0, 0, t * k);
-    RETURN_IF_ERROR(MoePadLayout(padded_token_.Narrow(0, 0, padded), rows, offsets_, perm_token,
-                                 assign_row, ids, cap, stream));
-    RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, padded), padded_token_.Narrow(0, 0, padded), x,
-                              stream));
-    RETURN_IF_ERROR(experts_->ForwardPadded(gemm, w.experts, offsets, cap, xp_, gate_up_, act_,
-                                            xp_, stream));
+                                         gate_up_, xp_, stream, /*rescale=*/false));
+    last_path_ = MoeExpertsPath::kLoop;
   } else {
     RETURN_IF_ERROR(RowGather(xp_.Narrow(0, 0, t * k), perm_token, x, stream));
     RETURN_IF_ERROR(
         experts_->Forward(gemm, w.experts, offsets, xp_, gate_up_, act_, xp_, stream));
+    last_path_ = experts_->last_path();
   }
-  MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}};
+  MoeCombineArgs combine{hidden, hidden, xp_, rows, weights, {}, {}, {}, {}, {}};
+  if (shape_.fp8) {  // xp_ holds down's raw products: the combine applies their scales
+    combine.row_scale = fp8_.ActScale();
+    combine.channel_scale = w.experts8.down_scale;
+    combine.ids = ids;
+  }
   if (shape_.shared_size > 0) {
     RETURN_IF_ERROR(SharedExpert(gemm, w, x, stream));
     combine.shared = shared_out_.Narrow(0, 0, t);

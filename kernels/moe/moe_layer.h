@@ -10,9 +10,11 @@
 //     xp = x[padded_token]; yp = MoeExperts::ForwardPadded(xp), rows = padded_row
 //   shared  = SwiGLU MLP of x, gate g = x w_gate^T   (only with a shared expert)
 //   hidden  = hidden + sum_j w_j yp[row_j] + sigmoid(g) * shared   (MoeCombine)
-// With shape.fp8 the experts run MoeFp8ExpertsForward on the exact rows (the padded layout
-// buys nothing there: every expert is its own GEMM) and the shared expert's two GEMMs run
-// in FP8 on x quantized per row per 128 columns.
+// With shape.fp8 the routed experts run the row-wise FP8 path (kernels/moe/experts_fp8.h) on
+// the layout the same rule picks: padded (MoeFp8ExpertsForwardPadded, the gather fused with
+// the rows' quantization, one strided-batched GEMM per projection) or exact
+// (xp = x[perm_token]; MoeFp8ExpertsForward); the shared expert's two GEMMs run in
+// block-scaled FP8 on x quantized per row per 128 columns.
 //
 // MoeLayer owns the activation buffers for up to max_tokens rows, the MoeExperts that runs
 // the expert GEMMs (and, on CUDA, the pinned host copy of the offsets); one MoeLayer serves
@@ -27,6 +29,7 @@
 
 #include "kernels/core/memory.h"
 #include "kernels/core/pinned_allocator.h"
+#include "kernels/gemm/fp8.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/moe/experts.h"
 #include "kernels/moe/experts_fp8.h"
@@ -85,6 +88,9 @@ class MoeLayer {
   const MoeLayerShape& shape() const { return shape_; }
   int64_t workspace_bytes() const { return workspace_.nbytes(); }  // == WorkspaceBytes
   const MoeExperts& experts() const { return *experts_; }
+  // What the last Forward's expert GEMMs ran: kPadded, or for FP8's exact layout kLoop, or
+  // the bf16 MoeExperts::Forward's path.
+  MoeExpertsPath last_path() const { return last_path_; }
 
  private:
   MoeLayer(const MoeLayerShape& shape, int64_t max_tokens)
@@ -107,6 +113,7 @@ class MoeLayer {
   std::unique_ptr<PinnedAllocator> pinned_;  // CUDA only: the host copy of the offsets
   Tensor host_offsets_;
   std::vector<int32_t> cpu_offsets_;
+  MoeExpertsPath last_path_ = MoeExpertsPath::kLoop;
 };
 
 }  // namespace tandem::kernels

@@ -132,7 +132,7 @@ TEST(MoeCombineTest, WeightedInverseWithSharedExpert) {
   std::vector<float> w = {0.7f, 0.3f, 0.5f, 0.5f, 1.f, 0.25f}, gate = {0.f, -2.f, 3.f};
   MoeCombineArgs a{View(out, DType::kBF16, {t, h}), View(res, DType::kBF16, {t, h}),
                    View(y, DType::kBF16, {p, h}), View(rows, DType::kI32, {t * k}),
-                   View(w, DType::kF32, {t, k}), {}, {}};
+                   View(w, DType::kF32, {t, k}), {}, {}, {}, {}, {}};
   ASSERT_TRUE(MoeCombine(a, nullptr).ok());
   a.out = View(out2, DType::kBF16, {t, h});
   a.shared = View(shared, DType::kBF16, {t, h});
@@ -150,6 +150,37 @@ TEST(MoeCombineTest, WeightedInverseWithSharedExpert) {
   EXPECT_TRUE(testing::AllClose(testing::ToDouble(out2), want2, 1e-6, 1.0 / 256, "shared"));
   rows[3] = p;  // a row outside y
   a.assign_row = View(rows, DType::kI32, {t * k});
+  EXPECT_FALSE(MoeCombine(a, nullptr).ok());
+}
+
+// The FP8 experts' raw rows: each term scaled by its row's and its expert's channel scales.
+TEST(MoeCombineTest, ScalesRawRowsByRowAndExpertChannel) {
+  const int64_t t = 3, k = 2, h = 5, p = 8, e = 3;
+  std::vector<bf16> y = testing::RandomBf16(p * h, 14), res = testing::RandomBf16(t * h, 15),
+                    out(t * h);
+  std::vector<int32_t> rows = {5, 0, 2, 7, 1, 3}, ids = {2, 0, 1, 2, 0, 1};
+  std::vector<float> w = {0.7f, 0.3f, 0.5f, 0.5f, 1.f, 0.25f};
+  std::vector<float> row_scale = testing::RandomFloats(p, 16, 0.5f, 2.f);
+  std::vector<float> channel = testing::RandomFloats(e * h, 17, 0.1f, 3.f);
+  MoeCombineArgs a{View(out, DType::kBF16, {t, h}), View(res, DType::kBF16, {t, h}),
+                   View(y, DType::kBF16, {p, h}), View(rows, DType::kI32, {t * k}),
+                   View(w, DType::kF32, {t, k}), {}, {}, View(row_scale, DType::kF32, {p}),
+                   View(channel, DType::kF32, {e, h}), View(ids, DType::kI32, {t, k})};
+  ASSERT_TRUE(MoeCombine(a, nullptr).ok());
+  std::vector<double> want(t * h);
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < h; ++c) {
+      double acc = res[r * h + c].f();
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t row = rows[r * k + j];
+        acc += w[r * k + j] * y[row * h + c].f() * row_scale[row] * channel[ids[r * k + j] * h + c];
+      }
+      want[r * h + c] = acc;
+    }
+  EXPECT_TRUE(testing::AllClose(testing::ToDouble(out), want, 1e-6, 1.0 / 256, "scaled"));
+  ids[4] = e;  // an expert without channel scales
+  EXPECT_NE(MoeCombine(a, nullptr).message().find("names expert 3"), std::string::npos);
+  a.ids = TensorView();  // the three go together
   EXPECT_FALSE(MoeCombine(a, nullptr).ok());
 }
 
