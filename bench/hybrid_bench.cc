@@ -339,7 +339,7 @@ Result<double> TandemForward(const Options& o, const ForwardModel& m,
   if (target->moe() != nullptr)
     std::printf("  expert GEMMs: the %s path (MoeChooseExpertsPath's pick for the last MoE "
                 "layer of the last forward)\n",
-                kernels::MoeExpertsPathName(target->moe()->experts().last_path()));
+                kernels::MoeExpertsPathName(target->moe()->last_path()));
   if (precision == models::TargetPrecision::kFp8) {
     // The FP8 forward's GEMM FLOPs against the block-scaled e4m3 8192^3 rate, same run.
     ASSIGN_OR_RETURN(auto ctx, kernels::GemmContext::Create(0));

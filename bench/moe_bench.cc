@@ -7,7 +7,9 @@
 // Then precision = "fp8" (kernels/moe/experts_fp8.h, row-wise e4m3, on the layout the rule
 // picks): its two GEMMs alone and the GEMMs with their quantize / SwiGLU / rescale kernels on
 // the same rows (checked against the bf16 loop within FP8's error), each against the fastest
-// bf16 path (bar: >= 1.4x), and the FP8 block against the bf16 block of the same run.
+// bf16 path (bar: >= 1.4x); on the padded layout also from the tokens on both sides (the bf16
+// path's row gather counted, which the FP8 quantize fuses); and the FP8 block against the
+// bf16 block of the same run.
 // Args: --tokens=N --experts=E --topk=K --width=I --hidden=H --iters=N.
 #include <algorithm>
 #include <cmath>
@@ -84,7 +86,8 @@ Result<PathBuffers> MakeBuffers(Allocator& pool, int64_t rows, int64_t h, int64_
 // rows they were computed from.
 Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                  const MoeExpertWeights& w, const std::vector<int32_t>& offsets, double ceiling,
-                 double flops, double* best_ms, std::vector<bf16>* want_out, Tensor* x_out) {
+                 double flops, double* best_ms, double* gathered_ms, std::vector<bf16>* want_out,
+                 Tensor* x_out) {
   const int64_t n = offsets.back(), h = s.hidden, i = s.width, e_count = s.experts;
   const int64_t cap = MoeExpertCapacity(offsets);
   ASSIGN_OR_RETURN(PathBuffers compact, MakeBuffers(pool, MoePaddedRows(n), h, i));
@@ -142,6 +145,14 @@ Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                     "groups; vs loop %.1e", active, error);
     PrintRate(what, ms, flops, ceiling);
     *best_ms = std::min(*best_ms, ms);
+    if (pad) {  // as MoeLayer runs it: the rows gathered from the tokens first
+      ASSIGN_OR_RETURN(*gathered_ms, TimeMs(nullptr, s.iters, 2, [&] {
+                         RETURN_IF_ERROR(RowGather(padded.x, from_d, random, nullptr));
+                         return run();
+                       }));
+      std::printf("expert GEMMs, padded, with the row gather from the tokens before them: "
+                  "%.3f ms\n", *gathered_ms);
+    }
     if (!(error < 1e-2))
       return InternalError("moe bench: the {} path differs from the loop by {}",
                            MoeExpertsPathName(path), error);
@@ -193,7 +204,7 @@ void PrintFp8Ratio(const char* what, double ms, double bf16_ms) {
 Status TimeFp8Experts(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                       const MoeFp8ExpertWeights& w8, const std::vector<int32_t>& offsets,
                       const Tensor& x, const std::vector<bf16>& want, double ceiling,
-                      double flops, double bf16_ms) {
+                      double flops, double bf16_ms, double bf16_gathered_ms) {
   const int64_t n = offsets.back(), h = s.hidden, i = s.width, e = s.experts;
   const bool padded = MoeChooseExpertsPath(offsets) == MoeExpertsPath::kPadded;
   const int64_t cap = MoeExpertCapacity(offsets), rows = MoeFp8BufferRows(n);
@@ -250,6 +261,12 @@ Status TimeFp8Experts(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool
                 bf16_ms);
   PrintFp8Ratio("the same + an in-place rescale pass over y (standalone contract)", rescaled_ms,
                 bf16_ms);
+  if (padded)
+    std::printf("from the tokens on both sides (bf16: row gather + 2 GEMMs + SwiGLU, %.3f ms; "
+                "fp8: its quantize fuses the gather):\n", bf16_gathered_ms);
+  if (padded)
+    PrintFp8Ratio("GEMMs + x quantize + SwiGLU/quantize kernels (as MoeLayer runs them)", ms,
+                  bf16_gathered_ms);
   // e4m3's rounding of weights and activations: ~6% (a wrong layout or scale gives ~1).
   if (!(error < 0.1))
     return InternalError("moe bench: the fp8 path differs from the bf16 loop by {}", error);
@@ -294,11 +311,11 @@ Status RunMoeBench(const MoeBenchShape& s) {
               "%ld at most, %ld experts idle\n", t, s.top_k, s.experts, n / s.experts, most, idle);
 
   const double flops = 2.0 * static_cast<double>(n) * 3.0 * static_cast<double>(i * h);
-  double bf16_ms = 1e30;
+  double bf16_ms = 1e30, bf16_gathered_ms = 0;
   std::vector<bf16> want;
   Tensor rows_x;
   RETURN_IF_ERROR(TimePaths(s, gemm.get(), *pool, {gate_up, down}, offsets, ceiling, flops,
-                            &bf16_ms, &want, &rows_x));
+                            &bf16_ms, &bf16_gathered_ms, &want, &rows_x));
   ASSIGN_OR_RETURN(Tensor w8_bytes, Tensor::Empty(*pool, DType::kU8,
                                                   {MoeFp8ExpertBytes(s.experts, i, h)}));
   int64_t w8_off = 0;
@@ -307,7 +324,7 @@ Status RunMoeBench(const MoeBenchShape& s) {
   w8.experts8 = CarveMoeFp8Experts(w8_bytes.data(), &w8_off, s.experts, i, h, Device::Cuda(0));
   RETURN_IF_ERROR(QuantizeMoeFp8Experts({gate_up, down}, w8.experts8, nullptr));
   RETURN_IF_ERROR(TimeFp8Experts(s, gemm.get(), *pool, w8.experts8, offsets, rows_x, want,
-                                 ceiling, flops, bf16_ms));
+                                 ceiling, flops, bf16_ms, bf16_gathered_ms));
 
   ASSIGN_OR_RETURN(const double block_ms, TimeMs(nullptr, s.iters, 2, [&] {
     return layer->Forward(gemm.get(), w, x, hidden, nullptr);
