@@ -248,6 +248,15 @@ struct Candidates {
   uint32_t key[kMaxCandidates];   // order key of z
 };
 
+// Candidate i's rank among the n: those with a higher key of z, or an equal key and a lower id.
+__device__ __forceinline__ uint32_t RankOf(const Candidates& c, uint32_t n, uint32_t i) {
+  const uint32_t key = c.key[i];
+  const int32_t id = c.id[i];
+  uint32_t rank = 0;
+  for (uint32_t o = 0; o < n; ++o) rank += c.key[o] > key || (c.key[o] == key && c.id[o] < id);
+  return rank;
+}
+
 // Candidates with key(x) >= L, ranked; returns false (block-uniform) when the answer is not
 // proven, having written nothing.
 template <typename T>
@@ -306,26 +315,16 @@ __device__ bool FastTopK(Candidates& c, const T* __restrict__ x, int64_t vocab, 
     c.key[i] = Key(c.z[i]);
   }
   __syncthreads();
-  for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
-    const uint32_t key = c.key[i];
-    const int32_t id = c.id[i];
-    uint32_t rank = 0;
-    for (uint32_t o = 0; o < n; ++o)
-      rank += c.key[o] > key || (c.key[o] == key && c.id[o] < id);
-    if (rank == static_cast<uint32_t>(k - 1)) c.kth = key;
-  }
+  for (uint32_t i = threadIdx.x; i < n; i += kThreads)
+    if (RankOf(c, n, i) == static_cast<uint32_t>(k - 1)) c.kth = c.key[i];
   __syncthreads();
   // Everything left out has key(x) < L, so key(z) <= key(tr(the value just below L)).
   const bool proven = lo == 0 || Key(tr(Below(lo, is_bf16))) < c.kth;
   if (!proven) return false;
   for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
-    const uint32_t key = c.key[i];
-    const int32_t id = c.id[i];
-    uint32_t rank = 0;
-    for (uint32_t o = 0; o < n; ++o)
-      rank += c.key[o] > key || (c.key[o] == key && c.id[o] < id);
+    const uint32_t rank = RankOf(c, n, i);
     if (rank < static_cast<uint32_t>(k)) {
-      ids[rank] = id;
+      ids[rank] = c.id[i];
       if (values != nullptr) values[rank] = c.z[i];
     }
   }
