@@ -73,6 +73,25 @@ double PeerNumber(const nlohmann::json& peer, const std::string& key) {
   return peer.contains(key) && peer[key].is_number() ? peer[key].get<double>() : 0.0;
 }
 
+int RunGpuSection(const char* name, const std::function<Status()>& run) {
+#ifdef TANDEM_HAVE_CUDA
+  if (kernels::CudaDeviceCount() == 0) {
+    std::printf("%s: skipped (no CUDA device)\n", name);
+    return 0;
+  }
+  const Status st = run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s bench: %s\n", name, st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+#else
+  (void)run;
+  std::printf("%s: skipped (built without CUDA)\n", name);
+  return 0;
+#endif
+}
+
 #ifdef TANDEM_HAVE_CUDA
 Result<double> TimeMs(kernels::Stream stream, int iters, int warmup,
                       const std::function<Status()>& fn) {

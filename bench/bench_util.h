@@ -33,6 +33,11 @@ nlohmann::json RunPeer(const std::string& script, const std::string& args,
 // peer[key] as a double, 0 when the peer gave no such number.
 double PeerNumber(const nlohmann::json& peer, const std::string& key);
 
+// A GPU-only bench section `name`: prints "NAME: skipped (...)" and returns 0 where tandem was
+// built without CUDA (`run` may then be empty) or sees no CUDA device; else calls `run` and
+// returns 1, printing "NAME bench: ERROR" to stderr, if it fails, 0 if not.
+int RunGpuSection(const char* name, const std::function<Status()>& run);
+
 #ifdef TANDEM_HAVE_CUDA
 // Mean milliseconds per call of `fn` over `iters` calls after `warmup` untimed calls, timed
 // with CUDA events recorded on `stream` (nullptr: the legacy default stream) on device 0.

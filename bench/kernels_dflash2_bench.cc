@@ -114,19 +114,10 @@ Status Run(const std::vector<std::string>& args) {
 
 int RunDflash2Conv(const std::vector<std::string>& args) {
 #ifdef TANDEM_HAVE_CUDA
-  if (CudaDeviceCount() == 0) {
-    std::printf("dflash2_conv: skipped (no CUDA device)\n");
-    return 0;
-  }
-  Status st = Run(args);
-  if (!st.ok()) {
-    std::fprintf(stderr, "dflash2_conv bench: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunGpuSection("dflash2_conv", [&] { return Run(args); });
 #else
-  std::printf("dflash2_conv: skipped (built without CUDA)\n");
-  return 0;
+  (void)args;
+  return RunGpuSection("dflash2_conv", {});
 #endif
 }
 

@@ -197,19 +197,10 @@ Status Run(const std::vector<std::string>& args) {
 
 int RunElementwise(const std::vector<std::string>& args) {
 #ifdef TANDEM_HAVE_CUDA
-  if (CudaDeviceCount() == 0) {
-    std::printf("elementwise: skipped (no CUDA device)\n");
-    return 0;
-  }
-  Status st = Run(args);
-  if (!st.ok()) {
-    std::fprintf(stderr, "elementwise bench: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunGpuSection("elementwise", [&] { return Run(args); });
 #else
-  std::printf("elementwise: skipped (built without CUDA)\n");
-  return 0;
+  (void)args;
+  return RunGpuSection("elementwise", {});
 #endif
 }
 

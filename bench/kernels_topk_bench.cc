@@ -88,19 +88,10 @@ Status Run(const std::vector<std::string>& args) {
 
 int RunRowTopK(const std::vector<std::string>& args) {
 #ifdef TANDEM_HAVE_CUDA
-  if (CudaDeviceCount() == 0) {
-    std::printf("row_topk: skipped (no CUDA device)\n");
-    return 0;
-  }
-  Status st = Run(args);
-  if (!st.ok()) {
-    std::fprintf(stderr, "row_topk bench: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunGpuSection("row_topk", [&] { return Run(args); });
 #else
-  std::printf("row_topk: skipped (built without CUDA)\n");
-  return 0;
+  (void)args;
+  return RunGpuSection("row_topk", {});
 #endif
 }
 
