@@ -7,9 +7,9 @@
 // Then precision = "fp8" (kernels/moe/experts_fp8.h, row-wise e4m3, on the layout the rule
 // picks): its two GEMMs alone and the GEMMs with their quantize / SwiGLU / rescale kernels on
 // the same rows (checked against the bf16 loop within FP8's error), each against the fastest
-// bf16 path (bar: >= 1.4x); on the padded layout also from the tokens on both sides (the bf16
-// path's row gather counted, which the FP8 quantize fuses); and the FP8 block against the
-// bf16 block of the same run.
+// bf16 path (bar: >= 1.4x); on the padded layout also from the routed tokens on both sides
+// (the bf16 path's row gather counted; the FP8 path quantizes each token once and gathers its
+// codes); and the FP8 block against the bf16 block of the same run.
 // Args: --tokens=N --experts=E --topk=K --width=I --hidden=H --iters=N.
 #include <algorithm>
 #include <cmath>
@@ -80,14 +80,20 @@ Result<PathBuffers> MakeBuffers(Allocator& pool, int64_t rows, int64_t h, int64_
   return b;
 }
 
+// The routed tokens [T, H] and, on the padded layout (E cap rows), the token each row takes
+// (MoePadLayout's padded_token): each token feeds top-k rows, as in MoeLayer.
+struct TokenRows {
+  TensorView tokens, padded_token;
+};
+
 // Every MoeExperts path on the same token rows (kPadded: the same rows in the padded layout),
 // timed and checked against the loop.
 // *best_ms: the fastest path's time; *want: the loop's output rows (the reference), *x: the
 // rows they were computed from.
 Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
-                 const MoeExpertWeights& w, const std::vector<int32_t>& offsets, double ceiling,
-                 double flops, double* best_ms, double* gathered_ms, std::vector<bf16>* want_out,
-                 Tensor* x_out) {
+                 const MoeExpertWeights& w, const std::vector<int32_t>& offsets,
+                 const TokenRows& tokens, double ceiling, double flops, double* best_ms,
+                 double* gathered_ms, std::vector<bf16>* want_out, Tensor* x_out) {
   const int64_t n = offsets.back(), h = s.hidden, i = s.width, e_count = s.experts;
   const int64_t cap = MoeExpertCapacity(offsets);
   ASSIGN_OR_RETURN(PathBuffers compact, MakeBuffers(pool, MoePaddedRows(n), h, i));
@@ -145,9 +151,10 @@ Status TimePaths(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                     "groups; vs loop %.1e", active, error);
     PrintRate(what, ms, flops, ceiling);
     *best_ms = std::min(*best_ms, ms);
-    if (pad) {  // as MoeLayer runs it: the rows gathered from the tokens first
+    if (pad) {  // as MoeLayer runs it: the rows gathered from the routed tokens first
       ASSIGN_OR_RETURN(*gathered_ms, TimeMs(nullptr, s.iters, 2, [&] {
-                         RETURN_IF_ERROR(RowGather(padded.x, from_d, random, nullptr));
+                         RETURN_IF_ERROR(RowGather(padded.x, tokens.padded_token, tokens.tokens,
+                                                   nullptr));
                          return run();
                        }));
       std::printf("expert GEMMs, padded, with the row gather from the tokens before them: "
@@ -203,8 +210,8 @@ void PrintFp8Ratio(const char* what, double ms, double bf16_ms) {
 // quantize; the in-place rescale).
 Status TimeFp8Experts(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool,
                       const MoeFp8ExpertWeights& w8, const std::vector<int32_t>& offsets,
-                      const Tensor& x, const std::vector<bf16>& want, double ceiling,
-                      double flops, double bf16_ms, double bf16_gathered_ms) {
+                      const Tensor& x, const TokenRows& tokens, const std::vector<bf16>& want,
+                      double ceiling, double flops, double bf16_ms, double bf16_gathered_ms) {
   const int64_t n = offsets.back(), h = s.hidden, i = s.width, e = s.experts;
   const bool padded = MoeChooseExpertsPath(offsets) == MoeExpertsPath::kPadded;
   const int64_t cap = MoeExpertCapacity(offsets), rows = MoeFp8BufferRows(n);
@@ -261,12 +268,17 @@ Status TimeFp8Experts(const MoeBenchShape& s, GemmContext* gemm, Allocator& pool
                 bf16_ms);
   PrintFp8Ratio("the same + an in-place rescale pass over y (standalone contract)", rescaled_ms,
                 bf16_ms);
-  if (padded)
-    std::printf("from the tokens on both sides (bf16: row gather + 2 GEMMs + SwiGLU, %.3f ms; "
-                "fp8: its quantize fuses the gather):\n", bf16_gathered_ms);
-  if (padded)
-    PrintFp8Ratio("GEMMs + x quantize + SwiGLU/quantize kernels (as MoeLayer runs them)", ms,
-                  bf16_gathered_ms);
+  if (padded) {  // each token quantized once, its codes gathered to its top-k rows
+    ASSIGN_OR_RETURN(const double tokens_ms, TimeMs(nullptr, s.iters, 2, [&] {
+      return MoeFp8ExpertsForwardPadded(gemm, w8, offsets, offsets_d, cap, ws, tokens.tokens,
+                                        tokens.padded_token, gu, y, nullptr, false);
+    }));
+    std::printf("from the routed tokens on both sides (bf16: row gather + 2 GEMMs + SwiGLU, "
+                "%.3f ms; fp8: the tokens quantized once, their codes gathered):\n",
+                bf16_gathered_ms);
+    PrintFp8Ratio("GEMMs + tokens' quantize + code gather + SwiGLU/quantize (as MoeLayer runs "
+                  "them)", tokens_ms, bf16_gathered_ms);
+  }
   // e4m3's rounding of weights and activations: ~6% (a wrong layout or scale gives ~1).
   if (!(error < 0.1))
     return InternalError("moe bench: the fp8 path differs from the bf16 loop by {}", error);
@@ -310,12 +322,25 @@ Status RunMoeBench(const MoeBenchShape& s) {
   std::printf("routing: %ld tokens x top-%ld over %ld experts: %ld rows per expert on average, "
               "%ld at most, %ld experts idle\n", t, s.top_k, s.experts, n / s.experts, most, idle);
 
+  // Each padded row's token (expert e's j-th row takes perm[o_e + j]; padding token 0).
+  std::vector<int32_t> perm_h(static_cast<size_t>(n));
+  RETURN_IF_ERROR(CopyToHost(perm_h.data(), perm, nullptr));
+  RETURN_IF_ERROR(SynchronizeStream(Device::Cuda(0), nullptr));
+  const int64_t cap = MoeExpertCapacity(offsets);
+  std::vector<int32_t> token_of(static_cast<size_t>(s.experts * cap), 0);
+  for (int64_t e = 0; e < s.experts; ++e)
+    for (int32_t j = 0; j < offsets[e + 1] - offsets[e]; ++j)
+      token_of[e * cap + j] = perm_h[offsets[e] + j];
+  ASSIGN_OR_RETURN(Tensor token_of_d, Tensor::Empty(*pool, DType::kI32, {s.experts * cap}));
+  RETURN_IF_ERROR(CopyFromHost(token_of_d, token_of.data(), nullptr));
+  const TokenRows tokens{x.view(), token_of_d.view()};
+
   const double flops = 2.0 * static_cast<double>(n) * 3.0 * static_cast<double>(i * h);
   double bf16_ms = 1e30, bf16_gathered_ms = 0;
   std::vector<bf16> want;
   Tensor rows_x;
-  RETURN_IF_ERROR(TimePaths(s, gemm.get(), *pool, {gate_up, down}, offsets, ceiling, flops,
-                            &bf16_ms, &bf16_gathered_ms, &want, &rows_x));
+  RETURN_IF_ERROR(TimePaths(s, gemm.get(), *pool, {gate_up, down}, offsets, tokens, ceiling,
+                            flops, &bf16_ms, &bf16_gathered_ms, &want, &rows_x));
   ASSIGN_OR_RETURN(Tensor w8_bytes, Tensor::Empty(*pool, DType::kU8,
                                                   {MoeFp8ExpertBytes(s.experts, i, h)}));
   int64_t w8_off = 0;
@@ -323,8 +348,8 @@ Status RunMoeBench(const MoeBenchShape& s) {
   w8.router = router;
   w8.experts8 = CarveMoeFp8Experts(w8_bytes.data(), &w8_off, s.experts, i, h, Device::Cuda(0));
   RETURN_IF_ERROR(QuantizeMoeFp8Experts({gate_up, down}, w8.experts8, nullptr));
-  RETURN_IF_ERROR(TimeFp8Experts(s, gemm.get(), *pool, w8.experts8, offsets, rows_x, want,
-                                 ceiling, flops, bf16_ms, bf16_gathered_ms));
+  RETURN_IF_ERROR(TimeFp8Experts(s, gemm.get(), *pool, w8.experts8, offsets, rows_x, tokens,
+                                 want, ceiling, flops, bf16_ms, bf16_gathered_ms));
 
   ASSIGN_OR_RETURN(const double block_ms, TimeMs(nullptr, s.iters, 2, [&] {
     return layer->Forward(gemm.get(), w, x, hidden, nullptr);

@@ -171,6 +171,14 @@ Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const M
   return cuda::MoeFp8QuantizeRows(x, gather, rows, codes, scale, s);
 }
 
+Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
+                        const TensorView& gather, const MoeFp8Rows& rows, const TensorView& codes,
+                        const TensorView& scale, Stream s) {
+  if (src.device().is_cpu())
+    return cpu::MoeFp8GatherRows(src, src_scale, gather, rows, codes, scale, s);
+  return cuda::MoeFp8GatherRows(src, src_scale, gather, rows, codes, scale, s);
+}
+
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
                             const TensorView& w_scale, const MoeFp8Rows& rows,
                             const TensorView& codes, const TensorView& act_scale, Stream s) {
@@ -251,7 +259,18 @@ Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& 
         .WithContext(fmt::format("{}: {} experts x {} rows", kOp, e_count, cap));
   };
   const TensorView x8 = ws.Codes(h);
-  RETURN_IF_ERROR(MoeFp8QuantizeRows(x, padded_token, layout, x8, ws.XScale(), s));
+  const int64_t t = x.dim(0);
+  if (2 * t <= host_offsets[e_count] && gate_up.is_contiguous() && gate_up.nbytes() >= t * h) {
+    // Each token quantized once (its codes in gate_up's bytes, its scale in ActScale, both
+    // free until the GEMMs), then copied to its rows.
+    const TensorView tokens8(gate_up.data(), DType::kF8E4M3, {t, h}, gate_up.device());
+    const TensorView tokens_scale = ws.ActScale().Narrow(0, 0, t);
+    RETURN_IF_ERROR(MoeFp8QuantizeRows(x, {}, {{}, 0, t}, tokens8, tokens_scale, s));
+    RETURN_IF_ERROR(MoeFp8GatherRows(tokens8, tokens_scale, padded_token, layout, x8,
+                                     ws.XScale(), s));
+  } else {
+    RETURN_IF_ERROR(MoeFp8QuantizeRows(x, padded_token, layout, x8, ws.XScale(), s));
+  }
   RETURN_IF_ERROR(project(w.gate_up, x8, gate_up));
   return SwiGluAndDown(w, ws, layout, gate_up, y, project, rescale, s);
 }

@@ -1,10 +1,14 @@
-// CUDA kernels of the row-wise FP8 expert path (kernels/moe/experts_fp8.h), one block per
-// buffer row (one thread per eight columns, 32 to 256 threads), eight columns per thread and
-// step (16-byte loads):
+// CUDA kernels of the row-wise FP8 expert path (kernels/moe/experts_fp8.h). One warp per
+// buffer row, eight rows per 256-thread block (the rows are short: 512 to 2048 columns, and a
+// block per row left the kernels waiting on latency); a lane takes eight columns per step
+// (16-byte loads):
 //   quantize rows:  the row (gathered through `gather` when given) -> amax -> codes, scale;
-//   swiglu+quant:   raw gate|up * s_x[r] * s_w[e, c] -> silu(g) u (kept in shared memory)
-//                   -> amax -> codes, scale;
+//   gather rows:    codes and scale of a quantized row, copied to the rows that take it;
+//   swiglu+quant:   raw gate|up * s_x[r] * s_w[e, c] -> silu(g) u -> amax -> codes, scale;
 //   scale rows:     y[r, c] *= s_a[r] s_w[e, c] in place.
+// Rows of up to 256 V columns stay in registers between the amax and the codes (V = 1, 2, 4
+// or 8 vectors per lane, picked by the launcher); longer rows are read (or, for the SwiGLU,
+// computed) twice, the second time from L1/L2.
 // The math is the CPU twin's (experts_fp8_cpu.cc) in the same order: scale = amax / 448
 // (1 for amax 0), code = satfinite RNE e4m3 of __fdiv_rn(v, scale). A row's expert: r / cap
 // on the padded layout (padding rows past its count: zero codes, scale 1, or untouched),
@@ -19,13 +23,26 @@
 namespace tandem::kernels {
 namespace {
 
-constexpr int kMaxThreads = 256;
+constexpr int kWarps = 8;                   // rows per block
+constexpr int kThreads = kWarps * 32;
+constexpr int64_t kStep = 32 * 8;           // columns a warp takes per step (8 per lane)
 
-// Threads per row: one per eight columns, a multiple of 32 in [32, 256] (at I = 512 a
-// 256-thread block would leave three quarters of its threads idle).
-unsigned ThreadsFor(int64_t cols) {
-  const int64_t t = (cols / 8 + 31) / 32 * 32;
-  return static_cast<unsigned>(t < 32 ? 32 : t > kMaxThreads ? kMaxThreads : t);
+unsigned BlocksFor(int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
+
+// Vectors per lane kept in registers: the smallest of 1, 2, 4, 8 covering `cols` (8 beyond).
+int VectorsFor(int64_t cols) {
+  int v = 1;
+  while (v < 8 && v * kStep < cols) v *= 2;
+  return v;
+}
+
+struct Row {
+  int64_t r;  // the warp's row
+  int lane;
+};
+__device__ __forceinline__ Row WarpRow() {
+  return {static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32,
+          static_cast<int>(threadIdx.x % 32)};
 }
 
 struct Owner {
@@ -48,17 +65,10 @@ __device__ __forceinline__ Owner OwnerOf(const int32_t* offsets, int64_t e_count
   return {lo, true};
 }
 
-// Max over the block (every thread gets it); blockDim.x a multiple of 32, <= kMaxThreads.
-__device__ __forceinline__ float BlockMax(float v) {
-  __shared__ float warp_max[kMaxThreads / 32];
+__device__ __forceinline__ float WarpMax(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
-  __syncthreads();
-  float m = warp_max[0];
-  for (unsigned w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, warp_max[w]);
-  __syncthreads();  // warp_max is reused by the next call
-  return m;
+  return v;
 }
 
 __device__ __forceinline__ float RowScale(float amax) {
@@ -70,15 +80,17 @@ __device__ __forceinline__ uint8_t Code(float v, float scale) {
       __nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3));
 }
 
-// Eight bf16 (one 16-byte load) as floats, and eight codes packed for one 8-byte store.
-__device__ __forceinline__ void Load8(const __nv_bfloat16* p, float v[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+// Eight bf16 (one 16-byte word) as floats, and eight codes packed for one 8-byte store.
+__device__ __forceinline__ void Unpack8(uint4 raw, float v[8]) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     v[2 * j] = __uint_as_float(w[j] << 16);
     v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
   }
+}
+__device__ __forceinline__ void Load8(const __nv_bfloat16* p, float v[8]) {
+  Unpack8(*reinterpret_cast<const uint4*>(p), v);
 }
 __device__ __forceinline__ void Store8(uint8_t* dst, const float v[8], float scale) {
   uint32_t lo = 0, hi = 0;
@@ -89,92 +101,200 @@ __device__ __forceinline__ void Store8(uint8_t* dst, const float v[8], float sca
   }
   *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
 }
+__device__ __forceinline__ float Amax8(const float v[8], float amax) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  return amax;
+}
 
-__device__ __forceinline__ void ZeroRow(uint8_t* dst, int64_t k, float* scale) {
-  for (int64_t c = threadIdx.x * 8; c < k; c += blockDim.x * 8)
-    *reinterpret_cast<uint2*>(dst + c) = make_uint2(0, 0);
-  if (threadIdx.x == 0) *scale = 1.f;
+// A padding row: zero codes, scale 1 (k a multiple of 8).
+__device__ __forceinline__ void ZeroRow(uint8_t* dst, int64_t k, float* scale, int lane) {
+  for (int64_t c = lane * 8; c < k; c += kStep) *reinterpret_cast<uint2*>(dst + c) = make_uint2(0, 0);
+  if (lane == 0) *scale = 1.f;
 }
 
 // Columns are taken eight at a time (the launchers need k, i, h multiples of 8 and 16-byte
-// aligned rows): thread t takes columns 8t .. 8t+7, then 8(t + blockDim.x) ...
+// aligned rows): lane l takes columns 8l .. 8l+7, then 8(l + 32) ...
+template <int V>
 __global__ void moe_fp8_quantize_rows_kernel(const __nv_bfloat16* x, int64_t ldx,
                                              const int32_t* gather, const int32_t* offsets,
-                                             int64_t e_count, int64_t cap, int64_t k,
-                                             uint8_t* codes, float* scale) {
-  const int64_t r = blockIdx.x;
-  uint8_t* dst = codes + r * k;
-  if (cap > 0 && !OwnerOf(offsets, e_count, cap, r).data) return ZeroRow(dst, k, scale + r);
-  const __nv_bfloat16* src = x + (gather != nullptr ? gather[r] : r) * ldx;
-  float amax = 0.f, v[8];
-  for (int64_t c = threadIdx.x * 8; c < k; c += blockDim.x * 8) {
-    Load8(src + c, v);
+                                             int64_t e_count, int64_t cap, int64_t rows,
+                                             int64_t k, uint8_t* codes, float* scale) {
+  const Row w = WarpRow();
+  if (w.r >= rows) return;
+  uint8_t* dst = codes + w.r * k;
+  if (cap > 0 && !OwnerOf(offsets, e_count, cap, w.r).data)
+    return ZeroRow(dst, k, scale + w.r, w.lane);
+  const __nv_bfloat16* src = x + (gather != nullptr ? gather[w.r] : w.r) * ldx;
+  float amax = 0.f, v[8], s;
+  if (k <= V * kStep) {  // the row in registers: one read
+    uint4 raw[V];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = j * kStep + w.lane * 8;
+      if (c < k) raw[j] = *reinterpret_cast<const uint4*>(src + c);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (j * kStep + w.lane * 8 < k) {
+        Unpack8(raw[j], v);
+        amax = Amax8(v, amax);
+      }
+    s = RowScale(WarpMax(amax));
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = j * kStep + w.lane * 8;
+      if (c < k) {
+        Unpack8(raw[j], v);
+        Store8(dst + c, v, s);
+      }
+    }
+  } else {  // two reads, the second from L1/L2
+    for (int64_t c = w.lane * 8; c < k; c += kStep) {
+      Load8(src + c, v);
+      amax = Amax8(v, amax);
+    }
+    s = RowScale(WarpMax(amax));
+    for (int64_t c = w.lane * 8; c < k; c += kStep) {
+      Load8(src + c, v);
+      Store8(dst + c, v, s);
+    }
   }
-  const float s = RowScale(BlockMax(amax));
-  for (int64_t c = threadIdx.x * 8; c < k; c += blockDim.x * 8) {
-    Load8(src + c, v);  // a second read of the row, from L1/L2
-    Store8(dst + c, v, s);
-  }
-  if (threadIdx.x == 0) scale[r] = s;
+  if (w.lane == 0) scale[w.r] = s;
 }
 
-// Dynamic shared memory: i floats (the row's act).
+// Codes and scale of row gather[r] of (src, src_scale), 16 bytes per lane and step (k a
+// multiple of 16); padding rows of the padded layout: zero codes, scale 1.
+__global__ void moe_fp8_gather_rows_kernel(const uint8_t* __restrict__ src,
+                                           const float* __restrict__ src_scale,
+                                           const int32_t* gather, const int32_t* offsets,
+                                           int64_t e_count, int64_t cap, int64_t rows,
+                                           int64_t k, uint8_t* __restrict__ codes,
+                                           float* __restrict__ scale) {
+  const Row w = WarpRow();
+  if (w.r >= rows) return;
+  uint8_t* dst = codes + w.r * k;
+  if (cap > 0 && !OwnerOf(offsets, e_count, cap, w.r).data)
+    return ZeroRow(dst, k, scale + w.r, w.lane);
+  const int64_t from = gather[w.r];
+  const uint8_t* row = src + from * k;
+  constexpr int kUnroll = 4;  // four loads in flight before the stores
+  for (int64_t base = 0; base < k; base += kUnroll * 512) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t c = base + j * 512 + w.lane * 16;
+      if (c < k) v[j] = *reinterpret_cast<const uint4*>(row + c);
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t c = base + j * 512 + w.lane * 16;
+      if (c < k) *reinterpret_cast<uint4*>(dst + c) = v[j];
+    }
+  }
+  if (w.lane == 0) scale[w.r] = src_scale[from];
+}
+
+// act[c .. c+8) of one row: silu(g s_x s_gu) (u s_x s_gu), in the CPU twin's order.
+__device__ __forceinline__ void SwiGlu8(const __nv_bfloat16* in, const float* sw, float sx,
+                                        int64_t i, int64_t c, float a[8]) {
+  float g[8], u[8], sg[8], su[8];
+  Load8(in + c, g);
+  Load8(in + i + c, u);
+  *reinterpret_cast<float4*>(sg) = *reinterpret_cast<const float4*>(sw + c);
+  *reinterpret_cast<float4*>(sg + 4) = *reinterpret_cast<const float4*>(sw + c + 4);
+  *reinterpret_cast<float4*>(su) = *reinterpret_cast<const float4*>(sw + i + c);
+  *reinterpret_cast<float4*>(su + 4) = *reinterpret_cast<const float4*>(sw + i + c + 4);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float gs = __fmul_rn(__fmul_rn(g[j], sx), sg[j]);
+    const float us = __fmul_rn(__fmul_rn(u[j], sx), su[j]);
+    a[j] = __fmul_rn(__fdiv_rn(gs, __fadd_rn(1.f, expf(-gs))), us);
+  }
+}
+
+template <int V>
 __global__ void moe_fp8_swiglu_quantize_kernel(const __nv_bfloat16* raw, int64_t ld,
                                                const float* x_scale, const float* w_scale,
                                                const int32_t* offsets, int64_t e_count,
-                                               int64_t cap, int64_t i, uint8_t* codes,
-                                               float* act_scale) {
-  extern __shared__ float act[];
-  const int64_t r = blockIdx.x;
-  uint8_t* dst = codes + r * i;
-  const Owner own = OwnerOf(offsets, e_count, cap, r);
-  if (!own.data) return ZeroRow(dst, i, act_scale + r);
-  const __nv_bfloat16* in = raw + r * ld;
+                                               int64_t cap, int64_t rows, int64_t i,
+                                               uint8_t* codes, float* act_scale) {
+  const Row w = WarpRow();
+  if (w.r >= rows) return;
+  uint8_t* dst = codes + w.r * i;
+  const Owner own = OwnerOf(offsets, e_count, cap, w.r);
+  if (!own.data) return ZeroRow(dst, i, act_scale + w.r, w.lane);
+  const __nv_bfloat16* in = raw + w.r * ld;
   const float* sw = w_scale + own.expert * 2 * i;
-  const float sx = x_scale[r];
-  float amax = 0.f;
-  for (int64_t c = threadIdx.x * 8; c < i; c += blockDim.x * 8) {
-    float g[8], u[8];
-    Load8(in + c, g);
-    Load8(in + i + c, u);
+  const float sx = x_scale[w.r];
+  float amax = 0.f, s;
+  if (i <= V * kStep) {  // act in registers
+    float a[V][8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float gs = __fmul_rn(__fmul_rn(g[j], sx), sw[c + j]);
-      const float us = __fmul_rn(__fmul_rn(u[j], sx), sw[i + c + j]);
-      const float a = __fmul_rn(__fdiv_rn(gs, __fadd_rn(1.f, expf(-gs))), us);
-      act[c + j] = a;
-      amax = fmaxf(amax, fabsf(a));
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = j * kStep + w.lane * 8;
+      if (c < i) {
+        SwiGlu8(in, sw, sx, i, c, a[j]);
+        amax = Amax8(a[j], amax);
+      }
+    }
+    s = RowScale(WarpMax(amax));
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = j * kStep + w.lane * 8;
+      if (c < i) Store8(dst + c, a[j], s);
+    }
+  } else {  // computed twice, the second time from L1/L2
+    float a[8];
+    for (int64_t c = w.lane * 8; c < i; c += kStep) {
+      SwiGlu8(in, sw, sx, i, c, a);
+      amax = Amax8(a, amax);
+    }
+    s = RowScale(WarpMax(amax));
+    for (int64_t c = w.lane * 8; c < i; c += kStep) {
+      SwiGlu8(in, sw, sx, i, c, a);
+      Store8(dst + c, a, s);
     }
   }
-  const float s = RowScale(BlockMax(amax));  // its __syncthreads also publishes act
-  for (int64_t c = threadIdx.x * 8; c < i; c += blockDim.x * 8) Store8(dst + c, act + c, s);
-  if (threadIdx.x == 0) act_scale[r] = s;
+  if (w.lane == 0) act_scale[w.r] = s;
 }
 
 __global__ void moe_fp8_scale_rows_kernel(__nv_bfloat16* y, int64_t ld, const float* act_scale,
                                           const float* w_scale, const int32_t* offsets,
-                                          int64_t e_count, int64_t cap, int64_t h) {
-  const int64_t r = blockIdx.x;
-  const Owner own = OwnerOf(offsets, e_count, cap, r);
+                                          int64_t e_count, int64_t cap, int64_t rows,
+                                          int64_t h) {
+  const Row w = WarpRow();
+  if (w.r >= rows) return;
+  const Owner own = OwnerOf(offsets, e_count, cap, w.r);
   if (!own.data) return;
-  __nv_bfloat16* out = y + r * ld;
+  __nv_bfloat16* out = y + w.r * ld;
   const float* sw = w_scale + own.expert * h;
-  const float sa = act_scale[r];
-  for (int64_t c = threadIdx.x * 8; c < h; c += blockDim.x * 8) {
+  const float sa = act_scale[w.r];
+  for (int64_t c = w.lane * 8; c < h; c += kStep) {
     float v[8];
     Load8(out + c, v);
-    uint32_t w[4];
+    uint32_t packed[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const __nv_bfloat162 p = __floats2bfloat162_rn(
           __fmul_rn(__fmul_rn(v[2 * j], sa), sw[c + 2 * j]),
           __fmul_rn(__fmul_rn(v[2 * j + 1], sa), sw[c + 2 * j + 1]));
-      w[j] = *reinterpret_cast<const uint32_t*>(&p);
+      packed[j] = *reinterpret_cast<const uint32_t*>(&p);
     }
-    *reinterpret_cast<uint4*>(out + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    *reinterpret_cast<uint4*>(out + c) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
+}
+
+// Launches kernel<V> for V = VectorsFor(cols).
+template <class Launch>
+cudaError_t ByVectors(int64_t cols, Launch launch) {
+  switch (VectorsFor(cols)) {
+    case 1: launch.template operator()<1>(); break;
+    case 2: launch.template operator()<2>(); break;
+    case 4: launch.template operator()<4>(); break;
+    default: launch.template operator()<8>(); break;
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -184,8 +304,20 @@ cudaError_t LaunchMoeFp8QuantizeRows(const void* x, int64_t ldx, const int32_t* 
                                      int64_t rows, int64_t k, uint8_t* codes, float* scale,
                                      Stream s) {
   if (rows == 0) return cudaSuccess;
-  moe_fp8_quantize_rows_kernel<<<static_cast<unsigned>(rows), ThreadsFor(k), 0, s>>>(
-      static_cast<const __nv_bfloat16*>(x), ldx, gather, offsets, e, cap, k, codes, scale);
+  return ByVectors(k, [&]<int V>() {
+    moe_fp8_quantize_rows_kernel<V><<<BlocksFor(rows), kThreads, 0, s>>>(
+        static_cast<const __nv_bfloat16*>(x), ldx, gather, offsets, e, cap, rows, k, codes,
+        scale);
+  });
+}
+
+cudaError_t LaunchMoeFp8GatherRows(const uint8_t* src, const float* src_scale,
+                                   const int32_t* gather, const int32_t* offsets, int64_t e,
+                                   int64_t cap, int64_t rows, int64_t k, uint8_t* codes,
+                                   float* scale, Stream s) {
+  if (rows == 0) return cudaSuccess;
+  moe_fp8_gather_rows_kernel<<<BlocksFor(rows), kThreads, 0, s>>>(
+      src, src_scale, gather, offsets, e, cap, rows, k, codes, scale);
   return cudaGetLastError();
 }
 
@@ -194,25 +326,19 @@ cudaError_t LaunchMoeFp8SwiGluQuantize(const void* raw, int64_t ld, const float*
                                        int64_t cap, int64_t rows, int64_t i, uint8_t* codes,
                                        float* act_scale, Stream s) {
   if (rows == 0) return cudaSuccess;
-  const size_t smem = static_cast<size_t>(i) * sizeof(float);
-  if (smem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(
-        moe_fp8_swiglu_quantize_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
-  moe_fp8_swiglu_quantize_kernel<<<static_cast<unsigned>(rows), ThreadsFor(i), smem, s>>>(
-      static_cast<const __nv_bfloat16*>(raw), ld, x_scale, w_scale, offsets, e, cap, i, codes,
-      act_scale);
-  return cudaGetLastError();
+  return ByVectors(i, [&]<int V>() {
+    moe_fp8_swiglu_quantize_kernel<V><<<BlocksFor(rows), kThreads, 0, s>>>(
+        static_cast<const __nv_bfloat16*>(raw), ld, x_scale, w_scale, offsets, e, cap, rows, i,
+        codes, act_scale);
+  });
 }
 
 cudaError_t LaunchMoeFp8ScaleRows(void* y, int64_t ld, const float* act_scale,
                                   const float* w_scale, const int32_t* offsets, int64_t e,
                                   int64_t cap, int64_t rows, int64_t h, Stream s) {
   if (rows == 0) return cudaSuccess;
-  moe_fp8_scale_rows_kernel<<<static_cast<unsigned>(rows), ThreadsFor(h), 0, s>>>(
-      static_cast<__nv_bfloat16*>(y), ld, act_scale, w_scale, offsets, e, cap, h);
+  moe_fp8_scale_rows_kernel<<<BlocksFor(rows), kThreads, 0, s>>>(
+      static_cast<__nv_bfloat16*>(y), ld, act_scale, w_scale, offsets, e, cap, rows, h);
   return cudaGetLastError();
 }
 

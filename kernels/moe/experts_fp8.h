@@ -106,6 +106,11 @@ struct MoeFp8Rows {
 //  MoeFp8QuantizeRows: row r < rows.rows of codes/scale from x row (gather empty ? r :
 //    gather[r]) (x bf16 [*, K] unit column stride; gather i32 [>= rows]); padding rows get
 //    zero codes and scale 1. codes f8e4m3 [>= rows, K] dense, scale f32 [>= rows].
+//  MoeFp8GatherRows: row r < rows.rows of codes/scale is row gather[r] of src/src_scale
+//    (rows quantized once by MoeFp8QuantizeRows, e.g. the tokens: each token's codes then
+//    reach its k expert rows without quantizing it k times); padding rows get zero codes and
+//    scale 1. src f8e4m3 [T, K] dense, src_scale f32 [>= T], gather i32 [>= rows] in [0, T);
+//    codes f8e4m3 [>= rows, K] dense, scale f32 [>= rows]. CUDA: K a multiple of 16.
 //  MoeFp8SwiGluQuantize: for data rows r of expert e, g = raw[r, c] s_x[r] s_w[e, c],
 //    u = raw[r, I + c] s_x[r] s_w[e, I + c], act = silu(g) u (fp32: g / (1 + exp(-g)) * u),
 //    quantized per row into codes [>= rows, I] dense and act_scale [>= rows]; padding rows:
@@ -115,6 +120,9 @@ struct MoeFp8Rows {
 namespace cpu {
 Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
                           const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
+                        const TensorView& gather, const MoeFp8Rows& rows, const TensorView& codes,
+                        const TensorView& scale, Stream s);
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
                             const TensorView& w_scale, const MoeFp8Rows& rows,
                             const TensorView& codes, const TensorView& act_scale, Stream s);
@@ -124,6 +132,9 @@ Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
 namespace cuda {
 Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
                           const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
+                        const TensorView& gather, const MoeFp8Rows& rows, const TensorView& codes,
+                        const TensorView& scale, Stream s);
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
                             const TensorView& w_scale, const MoeFp8Rows& rows,
                             const TensorView& codes, const TensorView& act_scale, Stream s);
@@ -132,6 +143,9 @@ Status MoeFp8ScaleRows(const TensorView& y, const TensorView& act_scale,
 }  // namespace cuda
 Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
                           const TensorView& codes, const TensorView& scale, Stream s);
+Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
+                        const TensorView& gather, const MoeFp8Rows& rows, const TensorView& codes,
+                        const TensorView& scale, Stream s);
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
                             const TensorView& w_scale, const MoeFp8Rows& rows,
                             const TensorView& codes, const TensorView& act_scale, Stream s);
@@ -151,7 +165,11 @@ Status MoeFp8ExpertsForward(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                             bool rescale = true);
 // The padded layout: x bf16 [T, H] (the tokens), padded_token i32 [>= E cap] (MoePadLayout);
 // gate_up bf16 [>= E cap, 2I]; y bf16 [>= E cap, H] (not x); cap >= every count, E cap <=
-// ws.rows(). rescale: as for MoeFp8ExpertsForward.
+// ws.rows(). rescale: as for MoeFp8ExpertsForward. Where tokens feed two rows or more
+// (N >= 2T, as with top-k routing), each token is quantized once, into gate_up's bytes
+// (free until the first GEMM; they must hold T H bytes), and its codes gathered to its rows
+// (MoeFp8GatherRows); otherwise the quantization reads the rows through padded_token. The
+// codes are the same either way.
 Status MoeFp8ExpertsForwardPadded(GemmContext* gemm, const MoeFp8ExpertWeights& w,
                                   std::span<const int32_t> host_offsets,
                                   const TensorView& offsets, int64_t cap,
@@ -164,6 +182,10 @@ namespace internal {
 Status CheckMoeFp8QuantizeRows(const char* op, const TensorView& x, const TensorView& gather,
                                const MoeFp8Rows& rows, const TensorView& codes,
                                const TensorView& scale);
+Status CheckMoeFp8GatherRows(const char* op, const TensorView& src,
+                             const TensorView& src_scale, const TensorView& gather,
+                             const MoeFp8Rows& rows, const TensorView& codes,
+                             const TensorView& scale);
 Status CheckMoeFp8SwiGlu(const char* op, const TensorView& raw, const TensorView& x_scale,
                          const TensorView& w_scale, const MoeFp8Rows& rows,
                          const TensorView& codes, const TensorView& act_scale);

@@ -95,6 +95,26 @@ Status CheckMoeFp8QuantizeRows(const char* op, const TensorView& x, const Tensor
   return ExpectSameDevice(op, x, scale);
 }
 
+Status CheckMoeFp8GatherRows(const char* op, const TensorView& src,
+                             const TensorView& src_scale, const TensorView& gather,
+                             const MoeFp8Rows& rows, const TensorView& codes,
+                             const TensorView& scale) {
+  RETURN_IF_ERROR(CheckRows(op, rows, rows.cap > 0, -1));
+  const int64_t k = codes.ndim() == 2 ? codes.dim(1) : -1;
+  RETURN_IF_ERROR(CheckMatrix(op, "codes", codes, DType::kF8E4M3, rows.rows, k, true));
+  RETURN_IF_ERROR(CheckMatrix(op, "src", src, DType::kF8E4M3, 0, k, true));
+  RETURN_IF_ERROR(CheckVector(op, "src_scale", src_scale, src.dim(0)));
+  RETURN_IF_ERROR(CheckVector(op, "scale", scale, rows.rows));
+  RETURN_IF_ERROR(ExpectDType(op, "gather", gather, DType::kI32));
+  if (gather.numel() < rows.rows)
+    return InvalidArgumentError("{}: gather {} has fewer than {} rows", op, gather.ToString(),
+                                rows.rows);
+  for (const TensorView* v : {&src_scale, &gather, &codes, &scale})
+    RETURN_IF_ERROR(ExpectSameDevice(op, src, *v));
+  if (!rows.offsets.empty()) RETURN_IF_ERROR(ExpectSameDevice(op, src, rows.offsets));
+  return Status::Ok();
+}
+
 Status CheckMoeFp8SwiGlu(const char* op, const TensorView& raw, const TensorView& x_scale,
                          const TensorView& w_scale, const MoeFp8Rows& rows,
                          const TensorView& codes, const TensorView& act_scale) {
@@ -159,6 +179,33 @@ Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const M
   return Status::Ok();
 }
 
+Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
+                        const TensorView& gather, const MoeFp8Rows& rows, const TensorView& codes,
+                        const TensorView& scale, Stream) {
+  constexpr const char* kOp = "cpu::MoeFp8GatherRows";
+  RETURN_IF_ERROR(
+      internal::CheckMoeFp8GatherRows(kOp, src, src_scale, gather, rows, codes, scale));
+  const int64_t k = codes.dim(1);
+  const int32_t* o = rows.offsets.empty() ? nullptr : rows.offsets.data_as<const int32_t>();
+  const int64_t e_count = rows.offsets.numel() - 1;
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    uint8_t* dst = codes.data_as<uint8_t>() + r * k;
+    if (rows.cap > 0 && !OwnerOf(o, e_count, rows.cap, r).data) {
+      std::fill(dst, dst + k, uint8_t{0});
+      scale.data_as<float>()[r] = 1.f;
+      continue;
+    }
+    const int64_t from = gather.data_as<const int32_t>()[r];
+    if (from < 0 || from >= src.dim(0))
+      return InvalidArgumentError("{}: gather[{}] = {} is outside src's {} rows", kOp, r, from,
+                                  src.dim(0));
+    const uint8_t* row = src.data_as<const uint8_t>() + from * k;
+    std::copy(row, row + k, dst);
+    scale.data_as<float>()[r] = src_scale.data_as<const float>()[from];
+  }
+  return Status::Ok();
+}
+
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
                             const TensorView& w_scale, const MoeFp8Rows& rows,
                             const TensorView& codes, const TensorView& act_scale, Stream) {
@@ -218,6 +265,10 @@ Status NoCuda(const char* op) {
 Status MoeFp8QuantizeRows(const TensorView&, const TensorView&, const MoeFp8Rows&,
                           const TensorView&, const TensorView&, Stream) {
   return NoCuda("MoeFp8QuantizeRows");
+}
+Status MoeFp8GatherRows(const TensorView&, const TensorView&, const TensorView&,
+                        const MoeFp8Rows&, const TensorView&, const TensorView&, Stream) {
+  return NoCuda("MoeFp8GatherRows");
 }
 Status MoeFp8SwiGluQuantize(const TensorView&, const TensorView&, const TensorView&,
                             const MoeFp8Rows&, const TensorView&, const TensorView&, Stream) {

@@ -48,6 +48,26 @@ Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const M
   return Status::Ok();
 }
 
+Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
+                        const TensorView& gather, const MoeFp8Rows& rows, const TensorView& codes,
+                        const TensorView& scale, Stream s) {
+  constexpr const char* kOp = "cuda::MoeFp8GatherRows";
+  RETURN_IF_ERROR(
+      internal::CheckMoeFp8GatherRows(kOp, src, src_scale, gather, rows, codes, scale));
+  const int64_t k = codes.dim(1);
+  if (k % 16 != 0)
+    return InvalidArgumentError("{}: {} columns; the CUDA kernel copies 16 bytes at a time",
+                                kOp, k);
+  RETURN_IF_ERROR(CheckVectors(kOp, k, {&src, &codes}));
+  if (rows.rows == 0) return Status::Ok();
+  NvtxRange range(kOp);
+  CUDA_RETURN_IF_ERROR(LaunchMoeFp8GatherRows(
+      src.data_as<const uint8_t>(), src_scale.data_as<const float>(),
+      gather.data_as<const int32_t>(), OffsetsOf(rows), ExpertsOf(rows), rows.cap, rows.rows, k,
+      codes.data_as<uint8_t>(), scale.data_as<float>(), s));
+  return Status::Ok();
+}
+
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
                             const TensorView& w_scale, const MoeFp8Rows& rows,
                             const TensorView& codes, const TensorView& act_scale, Stream s) {
@@ -55,10 +75,7 @@ Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
   RETURN_IF_ERROR(
       internal::CheckMoeFp8SwiGlu(kOp, raw, x_scale, w_scale, rows, codes, act_scale));
   const int64_t i = codes.dim(1);
-  RETURN_IF_ERROR(CheckVectors(kOp, i, {&raw, &codes}));
-  if (i > 16384)
-    return InvalidArgumentError("{}: I = {} exceeds the 16384 a block keeps in shared memory",
-                                kOp, i);
+  RETURN_IF_ERROR(CheckVectors(kOp, i, {&raw, &codes, &w_scale}));
   if (rows.rows == 0) return Status::Ok();
   NvtxRange range(kOp);
   CUDA_RETURN_IF_ERROR(LaunchMoeFp8SwiGluQuantize(

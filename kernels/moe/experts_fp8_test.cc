@@ -2,9 +2,10 @@
 // one: both layouts against the float64 definition over the dequantized e4m3 weights and
 // activations on odd shapes (H and I not multiples of 16, an expert without rows, one expert
 // with every row, every expert with the same rows as top-k = E gives); the two layouts
-// against each other (bit for bit: the same sums in the same order); the bf16 path within
-// FP8's error; the row quantizer's gather, padding and scales; the unscaled GEMM; bad input
-// refused.
+// against each other (bit for bit: the same sums in the same order), and the padded one
+// with each token quantized once and its codes gathered against the fused gather (bit for
+// bit); the bf16 path within FP8's error; the row quantizer's gather, padding and scales; the
+// code gather; the unscaled GEMM; bad input refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,6 +69,52 @@ TEST(MoeFp8ExpertsTest, PaddedAndExactLayoutsAgreeBitForBit) {
                                                                    true);
     EXPECT_EQ(Bits(exact.y), Bits(padded.y)) << c.name;
   }
+}
+
+TEST(MoeFp8ExpertsTest, TokensQuantizedOnceAgreeWithTheFusedGather) {
+  for (const Case& c : Cases()) {
+    testing::MoeFp8Problem p = testing::RandomMoeFp8Problem(5, 200, 72, c.offsets, 34);
+    const int64_t tokens = p.offsets.back() / 3;  // N >= 2T: each token quantized once
+    testing::RepeatTokens(&p, tokens);
+    const testing::MoeFp8Result fused = testing::RunMoeFp8Experts(HostAllocator(), nullptr, p,
+                                                                  true);
+    const testing::MoeFp8Result once = testing::RunMoeFp8Experts(HostAllocator(), nullptr, p,
+                                                                 true, tokens);
+    EXPECT_EQ(Bits(fused.y), Bits(once.y)) << c.name;
+  }
+}
+
+TEST(MoeFp8ExpertsTest, GatherRowsCopiesCodesAndScalesAndPads) {
+  const int64_t k = 24, e = 2, cap = 3;
+  std::vector<uint8_t> src(4 * k);
+  for (size_t c = 0; c < src.size(); ++c) src[c] = static_cast<uint8_t>(c * 7 + 1);
+  std::vector<float> src_scale = {0.5f, 0.25f, 2.f, 3.f};
+  std::vector<int32_t> offsets = {0, 2, 3};  // counts 2, 1: padding rows 2, 4, 5
+  std::vector<int32_t> gather = {3, 1, 0, 1, 0, 0};
+  std::vector<uint8_t> codes(6 * k, 0xAA);
+  std::vector<float> scale(6, -1.f);
+  const MoeFp8Rows rows{TensorView(offsets.data(), DType::kI32, {e + 1}), cap, e * cap};
+  const TensorView sv(src.data(), DType::kF8E4M3, {4, k});
+  const TensorView ssv(src_scale.data(), DType::kF32, {4});
+  const TensorView gv(gather.data(), DType::kI32, {6});
+  const TensorView cv(codes.data(), DType::kF8E4M3, {6, k});
+  const TensorView scv(scale.data(), DType::kF32, {6});
+  ASSERT_TRUE(MoeFp8GatherRows(sv, ssv, gv, rows, cv, scv, nullptr).ok());
+  for (int64_t r = 0; r < 6; ++r) {
+    const bool pad = r == 2 || r == 4 || r == 5;
+    EXPECT_EQ(scale[r], pad ? 1.f : src_scale[gather[r]]) << r;
+    for (int64_t c = 0; c < k; ++c)
+      EXPECT_EQ(codes[r * k + c], pad ? 0 : src[gather[r] * k + c]) << r << " " << c;
+  }
+  gather[1] = 4;  // past src's rows
+  Status st = MoeFp8GatherRows(sv, ssv, gv, rows, cv, scv, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("gather[1]"), std::string::npos) << st.message();
+  gather[1] = 1;
+  st = MoeFp8GatherRows(sv, ssv, gv, rows, cv.Narrow(0, 0, 5), scv, nullptr);
+  EXPECT_NE(st.message().find("codes"), std::string::npos) << st.message();
+  st = MoeFp8GatherRows(sv, ssv.Narrow(0, 0, 3), gv, rows, cv, scv, nullptr);
+  EXPECT_NE(st.message().find("src_scale"), std::string::npos) << st.message();
 }
 
 TEST(MoeFp8ExpertsTest, WithinFp8ErrorOfTheBf16Path) {

@@ -44,12 +44,20 @@ struct MoeFp8Result {
   std::vector<float> gu_scale, dn_scale;
 };
 
+// p's rows made copies of its first `tokens` rows: row r = row r % tokens (as top-k routing
+// sends each token to k experts).
+inline void RepeatTokens(MoeFp8Problem* p, int64_t tokens) {
+  for (size_t k = static_cast<size_t>(tokens * p->h); k < p->x.size(); ++k)
+    p->x[k] = p->x[k % static_cast<size_t>(tokens * p->h)];
+}
+
 // The FP8 path on `alloc`'s device (gemm: its context, null on the CPU): quantizes the
 // experts there and runs the exact layout (padded false; y aliases x, as MoeLayer runs it) or
 // the padded one (cap = MoeExpertCapacity; padded_token takes x row o_e + j for expert e's
-// row j, so x plays the tokens).
+// row j, so x plays the tokens; with `tokens` > 0, x is p's first `tokens` rows and
+// padded_token takes row (o_e + j) % tokens: p must be RepeatTokens'd).
 inline MoeFp8Result RunMoeFp8Experts(Allocator& alloc, GemmContext* gemm,
-                                     const MoeFp8Problem& p, bool padded) {
+                                     const MoeFp8Problem& p, bool padded, int64_t tokens = 0) {
   const int64_t e = p.e, h = p.h, i = p.i, n = p.offsets.back();
   const int64_t cap = MoeExpertCapacity(p.offsets);
   const int64_t rows = padded ? e * cap : MoePaddedRows(n);
@@ -62,7 +70,7 @@ inline MoeFp8Result RunMoeFp8Experts(Allocator& alloc, GemmContext* gemm,
   std::vector<int32_t> from(static_cast<size_t>(e * cap), 0);
   for (int64_t x_e = 0; x_e < e; ++x_e)
     for (int32_t j = 0; j < p.offsets[x_e + 1] - p.offsets[x_e]; ++j)
-      from[x_e * cap + j] = p.offsets[x_e] + j;
+      from[x_e * cap + j] = tokens > 0 ? (p.offsets[x_e] + j) % tokens : p.offsets[x_e] + j;
   Tensor padded_token = MakeTensor<int32_t>(alloc, DType::kI32, {e * cap}, from);
   auto empty = [&](DType dtype, Shape shape) {
     Result<Tensor> t = Tensor::Empty(alloc, dtype, shape);
@@ -83,7 +91,8 @@ inline MoeFp8Result RunMoeFp8Experts(Allocator& alloc, GemmContext* gemm,
   MoeFp8Result r;
   if (padded) {
     TANDEM_CHECK_OK(MoeFp8ExpertsForwardPadded(gemm, w, p.offsets, off.view(), cap, work,
-                                               x.view().Narrow(0, 0, n), padded_token.view(),
+                                               x.view().Narrow(0, 0, tokens > 0 ? tokens : n),
+                                               padded_token.view(),
                                                gate_up.view(), y.view(), nullptr));
     const std::vector<bf16> all = ToHost<bf16>(y.view().Narrow(0, 0, e * cap));
     for (int64_t x_e = 0; x_e < e; ++x_e)

@@ -30,14 +30,19 @@ cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, con
                              const float* row_scale, const float* channel_scale,
                              const int32_t* ids, int64_t t, int64_t h, int64_t k, Stream s);
 
-// The row-wise FP8 expert kernels (experts_fp8.h) on raw pointers, one block per row r <
+// The row-wise FP8 expert kernels (experts_fp8.h) on raw pointers, one warp per row r <
 // rows; a row's expert from offsets i32 [e + 1] and cap (MoeFp8Rows; offsets may be null for
 // quantize rows with cap 0). x/raw/y bf16 with row strides ldx/ld; gather i32 [rows] or null;
-// codes dense [rows, k] / [rows, i]; w_scale f32 [e, 2i] / [e, h].
+// codes dense [rows, k] / [rows, i]; w_scale f32 [e, 2i] / [e, h]. Gather rows copies row
+// gather[r] of src (dense [*, k] codes, k a multiple of 16) and its src_scale.
 cudaError_t LaunchMoeFp8QuantizeRows(const void* x, int64_t ldx, const int32_t* gather,
                                      const int32_t* offsets, int64_t e, int64_t cap,
                                      int64_t rows, int64_t k, uint8_t* codes, float* scale,
                                      Stream s);
+cudaError_t LaunchMoeFp8GatherRows(const uint8_t* src, const float* src_scale,
+                                   const int32_t* gather, const int32_t* offsets, int64_t e,
+                                   int64_t cap, int64_t rows, int64_t k, uint8_t* codes,
+                                   float* scale, Stream s);
 cudaError_t LaunchMoeFp8SwiGluQuantize(const void* raw, int64_t ld, const float* x_scale,
                                        const float* w_scale, const int32_t* offsets, int64_t e,
                                        int64_t cap, int64_t rows, int64_t i, uint8_t* codes,
