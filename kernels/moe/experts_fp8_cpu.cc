@@ -153,14 +153,16 @@ Status CheckMoeFp8ScaleRows(const char* op, const TensorView& y, const TensorVie
 
 namespace cpu {
 
-Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
-                          const TensorView& codes, const TensorView& scale, Stream) {
-  constexpr const char* kOp = "cpu::MoeFp8QuantizeRows";
-  RETURN_IF_ERROR(internal::CheckMoeFp8QuantizeRows(kOp, x, gather, rows, codes, scale));
+namespace {
+
+// Runs fill(r, codes row r) for each of rows.rows rows that holds data, and writes a padding
+// row (past its expert's count on the padded layout) as zero codes with scale 1.
+template <typename Fill>
+Status ForEachRow(const MoeFp8Rows& rows, const TensorView& codes, const TensorView& scale,
+                  Fill&& fill) {
   const int64_t k = codes.dim(1);
   const int32_t* o = rows.offsets.empty() ? nullptr : rows.offsets.data_as<const int32_t>();
   const int64_t e_count = rows.offsets.numel() - 1;
-  std::vector<float> v(static_cast<size_t>(k));
   for (int64_t r = 0; r < rows.rows; ++r) {
     uint8_t* dst = codes.data_as<uint8_t>() + r * k;
     if (rows.cap > 0 && !OwnerOf(o, e_count, rows.cap, r).data) {
@@ -168,6 +170,20 @@ Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const M
       scale.data_as<float>()[r] = 1.f;
       continue;
     }
+    RETURN_IF_ERROR(fill(r, dst));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const MoeFp8Rows& rows,
+                          const TensorView& codes, const TensorView& scale, Stream) {
+  constexpr const char* kOp = "cpu::MoeFp8QuantizeRows";
+  RETURN_IF_ERROR(internal::CheckMoeFp8QuantizeRows(kOp, x, gather, rows, codes, scale));
+  const int64_t k = codes.dim(1);
+  std::vector<float> v(static_cast<size_t>(k));
+  return ForEachRow(rows, codes, scale, [&](int64_t r, uint8_t* dst) -> Status {
     const int64_t src = gather.empty() ? r : gather.data_as<const int32_t>()[r];
     if (src < 0 || src >= x.dim(0))
       return InvalidArgumentError("{}: gather[{}] = {} is outside x's {} rows", kOp, r, src,
@@ -175,8 +191,8 @@ Status MoeFp8QuantizeRows(const TensorView& x, const TensorView& gather, const M
     const bf16* row = x.data_as<const bf16>() + src * x.stride(0);
     for (int64_t c = 0; c < k; ++c) v[c] = row[c].f();
     scale.data_as<float>()[r] = QuantizeRow(v.data(), k, dst);
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
@@ -186,15 +202,7 @@ Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
   RETURN_IF_ERROR(
       internal::CheckMoeFp8GatherRows(kOp, src, src_scale, gather, rows, codes, scale));
   const int64_t k = codes.dim(1);
-  const int32_t* o = rows.offsets.empty() ? nullptr : rows.offsets.data_as<const int32_t>();
-  const int64_t e_count = rows.offsets.numel() - 1;
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    uint8_t* dst = codes.data_as<uint8_t>() + r * k;
-    if (rows.cap > 0 && !OwnerOf(o, e_count, rows.cap, r).data) {
-      std::fill(dst, dst + k, uint8_t{0});
-      scale.data_as<float>()[r] = 1.f;
-      continue;
-    }
+  return ForEachRow(rows, codes, scale, [&](int64_t r, uint8_t* dst) -> Status {
     const int64_t from = gather.data_as<const int32_t>()[r];
     if (from < 0 || from >= src.dim(0))
       return InvalidArgumentError("{}: gather[{}] = {} is outside src's {} rows", kOp, r, from,
@@ -202,8 +210,8 @@ Status MoeFp8GatherRows(const TensorView& src, const TensorView& src_scale,
     const uint8_t* row = src.data_as<const uint8_t>() + from * k;
     std::copy(row, row + k, dst);
     scale.data_as<float>()[r] = src_scale.data_as<const float>()[from];
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status MoeFp8SwiGluQuantize(const TensorView& raw, const TensorView& x_scale,
