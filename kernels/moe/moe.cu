@@ -2,20 +2,12 @@
 // Router: one warp per token; the warp holds the token's logits in shared memory, takes the
 // max and the fp32 softmax denominator by warp reductions, then k rounds of a warp argmax over
 // the experts not yet taken (ties: the lower index), as the CPU reference orders them.
-// Permutation, in chunks of kChunk assignments (kChunk >= E), one warp per chunk:
-//   count: each full chunk's per-expert counts (shared-memory atomics), parked in the chunk's
-//          own first E slots of assign_row (the only slots its placing warp overwrites);
-//   scan:  one block: per expert, the counts turned into exclusive prefixes over the chunks in
-//          place; the tail chunk (shorter than kChunk) counted; offsets by a block scan; the
-//          tail placed by warp 0;
-//   place: each full chunk's warp reads its prefixes, then walks its assignments 32 at a time
-//          in order, ranking equal experts by __match_any_sync, so the order within an
-//          expert is the assignment order (deterministic) and every assignment is read twice.
+// Permutation: counts by atomics into offsets[1..E], one thread scans them, then one block
+// per expert walks the assignments in order and places its own with a block-wide prefix of
+// ballots, so the order within an expert is the assignment order (deterministic).
 // Padded layout: one thread per padded row, then one per assignment.
-// Combine: one block per token, fp32 sums in the reference's order, one rounding; 8 columns
-// per thread with 16-byte loads where H % 8 == 0 and the rows are 16-byte aligned.
+// Combine: one block per token, fp32 sums in the reference's order, one rounding.
 #include <algorithm>
-#include <cstdint>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -85,161 +77,50 @@ __global__ void moe_router_kernel(int32_t* ids, float* weights, const T* logits,
   }
 }
 
-constexpr int kMaxExperts = 1024;  // kMoeMaxExperts (routing.h)
-constexpr int kChunk = 1024;       // assignments per warp; >= kMaxExperts (the parked counts)
-constexpr int kPermWarps = 8;
-constexpr int kPerLane = kChunk / kWarp;
+__global__ void moe_count_kernel(int32_t* offsets, const int32_t* ids, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    atomicAdd(offsets + ids[i] + 1, 1);
+}
 
-__device__ __forceinline__ uint32_t LanesBelow(int lane) { return (1u << lane) - 1u; }
+__global__ void moe_scan_kernel(int32_t* offsets, int e) {
+  offsets[0] = 0;
+  for (int i = 1; i <= e; ++i) offsets[i] += offsets[i - 1];
+}
 
-// Places ids[begin, end) (end - begin <= kChunk) in order, from the rows in run[0, e) (shared,
-// this warp's own), advancing them: one warp.
-__device__ void PlaceChunk(int32_t* perm_token, int32_t* assign_row, int32_t* run,
-                           const int32_t* ids, int64_t begin, int64_t end, int k, int lane) {
-  int next = begin + lane < end ? ids[begin + lane] : -1;  // one step ahead
-  for (int64_t i0 = begin; i0 < end; i0 += kWarp) {
-    const int64_t i = i0 + lane;
-    const bool valid = i < end;
-    const int x = next;
-    next = i + kWarp < end ? ids[i + kWarp] : -1;
-    const uint32_t peers = __match_any_sync(0xffffffffu, x);
-    const int32_t start = valid ? run[x] : 0;
-    __syncwarp();
-    if (valid) {
-      if (lane == 31 - __clz(peers)) run[x] = start + __popc(peers);  // the group's last lane
-      const int32_t r = start + __popc(peers & LanesBelow(lane));
-      assign_row[i] = r;
+constexpr int kPlaceThreads = 256;
+
+__global__ void moe_place_kernel(int32_t* perm_token, int32_t* assign_row, const int32_t* offsets,
+                                 const int32_t* ids, int64_t n, int k) {
+  __shared__ int warp_counts[kPlaceThreads / kWarp];
+  const int e = blockIdx.x, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int64_t next = offsets[e];
+  if (offsets[e + 1] == next) return;  // no tokens for this expert
+  for (int64_t start = 0; start < n; start += kPlaceThreads) {
+    const int64_t i = start + threadIdx.x;
+    const bool mine = i < n && ids[i] == e;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < kPlaceThreads / kWarp; ++w) {
+      before += w < warp ? warp_counts[w] : 0;
+      total += warp_counts[w];
+    }
+    if (mine) {
+      const int64_t r = next + before + __popc(ballot & ((1u << lane) - 1u));
+      assign_row[i] = static_cast<int32_t>(r);
       perm_token[r] = static_cast<int32_t>(i / k);
     }
-    __syncwarp();
-  }
-}
-
-// Full chunk c's counts per expert -> assign_row[c kChunk + x], x < e.
-__global__ void moe_chunk_count_kernel(int32_t* assign_row, const int32_t* ids, int64_t chunks,
-                                       int e) {
-  extern __shared__ int32_t hist_all[];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t c = blockIdx.x * int64_t{kPermWarps} + warp;
-  if (c >= chunks) return;
-  int32_t* hist = hist_all + warp * e;
-  for (int x = lane; x < e; x += kWarp) hist[x] = 0;
-  __syncwarp();
-  const int32_t* chunk = ids + c * kChunk;
-  int32_t mine[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) mine[j] = chunk[j * kWarp + lane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) atomicAdd(hist + mine[j], 1);
-  __syncwarp();
-  for (int x = lane; x < e; x += kWarp) assign_row[c * kChunk + x] = hist[x];
-}
-
-// One block of kScanThreads >= e threads: prefixes over the full chunks, the tail's counts,
-// offsets, and the tail placed.
-constexpr int kScanThreads = 1024;
-constexpr int kScanBatch = 16;
-
-__global__ void moe_chunk_scan_kernel(int32_t* offsets, int32_t* perm_token, int32_t* assign_row,
-                                      const int32_t* ids, int64_t n, int64_t chunks, int e,
-                                      int k) {
-  __shared__ int32_t sums[kScanThreads];
-  __shared__ int32_t tail[kScanThreads];
-  const int x = threadIdx.x;
-  int32_t running = 0;
-  if (x < e) {
-    for (int64_t c0 = 0; c0 < chunks; c0 += kScanBatch) {
-      int32_t v[kScanBatch];
-#pragma unroll
-      for (int j = 0; j < kScanBatch; ++j)
-        v[j] = c0 + j < chunks ? assign_row[(c0 + j) * kChunk + x] : 0;
-#pragma unroll
-      for (int j = 0; j < kScanBatch; ++j) {
-        if (c0 + j < chunks) assign_row[(c0 + j) * kChunk + x] = running;
-        running += v[j];
-      }
-    }
-  }
-  tail[x] = 0;
-  __syncthreads();
-  const int64_t tail_begin = chunks * kChunk;
-  for (int64_t i = tail_begin + x; i < n; i += kScanThreads) atomicAdd(tail + ids[i], 1);
-  __syncthreads();
-  const int32_t total = x < e ? running + tail[x] : 0;
-  sums[x] = total;
-  __syncthreads();
-  for (int o = 1; o < kScanThreads; o *= 2) {  // inclusive scan (Hillis-Steele)
-    const int32_t add = x >= o ? sums[x - o] : 0;
-    __syncthreads();
-    sums[x] += add;
+    next += total;
     __syncthreads();
   }
-  const int32_t start = sums[x] - total;  // exclusive
-  if (x < e) offsets[x] = start;
-  if (x == e) offsets[e] = start;  // sums[e] - 0 = n (x == e < kScanThreads when e < 1024)
-  if (x == 0 && e == kScanThreads) offsets[e] = sums[kScanThreads - 1];
-  __syncthreads();
-  tail[x] = x < e ? start + running : 0;  // the tail's first row per expert
-  __syncthreads();
-  if (x < kWarp) PlaceChunk(perm_token, assign_row, tail, ids, tail_begin, n, k, x);
-}
-
-// Full chunk c: rows from offsets and its parked prefixes, then its assignments placed.
-__global__ void moe_chunk_place_kernel(int32_t* perm_token, int32_t* assign_row,
-                                       const int32_t* offsets, const int32_t* ids,
-                                       int64_t chunks, int e, int k) {
-  extern __shared__ int32_t run_all[];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t c = blockIdx.x * int64_t{kPermWarps} + warp;
-  if (c >= chunks) return;
-  int32_t* run = run_all + warp * e;
-  for (int x = lane; x < e; x += kWarp) run[x] = offsets[x] + assign_row[c * kChunk + x];
-  __syncwarp();
-  PlaceChunk(perm_token, assign_row, run, ids, c * kChunk, (c + 1) * kChunk, k, lane);
 }
 
 constexpr int kCombineThreads = 256;
 
-// One block per token. With row_scale (then channel_scale and ids too): each term's y value
-// times row_scale[row] * channel_scale[expert, c] first (the FP8 experts' raw rows).
-// V columns per thread per step: 8 (16-byte loads; H % 8 == 0, rows 16-byte aligned) or 1.
-template <int V>
-struct Cols {
-  float v[V];
-};
-
-template <int V>
-__device__ __forceinline__ Cols<V> LoadBf16(const bf16_t* p) {
-  Cols<V> out;
-  if constexpr (V == 8) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float2 f = __bfloat1622float2(h2[q]);
-      out.v[2 * q] = f.x;
-      out.v[2 * q + 1] = f.y;
-    }
-  } else {
-    out.v[0] = __bfloat162float(*p);
-  }
-  return out;
-}
-
-template <int V>
-__device__ __forceinline__ Cols<V> LoadF32(const float* p) {
-  Cols<V> out;
-  if constexpr (V == 8) {
-    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-    out.v[0] = a.x, out.v[1] = a.y, out.v[2] = a.z, out.v[3] = a.w;
-    out.v[4] = b.x, out.v[5] = b.y, out.v[6] = b.z, out.v[7] = b.w;
-  } else {
-    out.v[0] = *p;
-  }
-  return out;
-}
-
-template <int V>
+// With row_scale (then channel_scale and ids too): each term's y value times
+// row_scale[row] * channel_scale[expert, c] first (the FP8 experts' raw rows).
 __global__ void moe_combine_kernel(bf16_t* out, const bf16_t* residual, const bf16_t* y,
                                    const int32_t* rows, const float* w, const bf16_t* shared,
                                    const float* shared_gate, const float* row_scale,
@@ -247,41 +128,19 @@ __global__ void moe_combine_kernel(bf16_t* out, const bf16_t* residual, const bf
                                    int k) {
   const int64_t t = blockIdx.x;
   const float g = shared != nullptr ? 1.f / (1.f + expf(-shared_gate[t])) : 0.f;
-  for (int64_t c = threadIdx.x * int64_t{V}; c < h; c += int64_t{blockDim.x} * V) {
-    float acc[V] = {};
+  for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
+    float acc = 0.f;
     for (int j = 0; j < k; ++j) {
       const int64_t r = rows[t * k + j];
-      const float wj = w[t * k + j];
-      Cols<V> v = LoadBf16<V>(y + r * h + c);
-      if (row_scale != nullptr) {
-        const float rs = row_scale[r];
-        const Cols<V> cs = LoadF32<V>(channel_scale + int64_t{ids[t * k + j]} * h + c);
-#pragma unroll
-        for (int q = 0; q < V; ++q) v.v[q] = __fmul_rn(__fmul_rn(v.v[q], rs), cs.v[q]);
-      }
-#pragma unroll
-      for (int q = 0; q < V; ++q) acc[q] += wj * v.v[q];
+      float v = __bfloat162float(y[r * h + c]);
+      if (row_scale != nullptr)
+        v = __fmul_rn(__fmul_rn(v, row_scale[r]), channel_scale[int64_t{ids[t * k + j]} * h + c]);
+      acc += w[t * k + j] * v;
     }
-    if (shared != nullptr) {
-      const Cols<V> sv = LoadBf16<V>(shared + t * h + c);
-#pragma unroll
-      for (int q = 0; q < V; ++q) acc[q] += g * sv.v[q];
-    }
-    const Cols<V> res = LoadBf16<V>(residual + t * h + c);
-    if constexpr (V == 8) {
-      uint4 packed;
-      __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&packed);
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        h2[q] = __floats2bfloat162_rn(res.v[2 * q] + acc[2 * q], res.v[2 * q + 1] + acc[2 * q + 1]);
-      *reinterpret_cast<uint4*>(out + t * h + c) = packed;
-    } else {
-      out[t * h + c] = __float2bfloat16_rn(res.v[0] + acc[0]);
-    }
+    if (shared != nullptr) acc += g * __bfloat162float(shared[t * h + c]);
+    out[t * h + c] = __float2bfloat16_rn(__bfloat162float(residual[t * h + c]) + acc);
   }
 }
-
-bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -312,21 +171,17 @@ cudaError_t LaunchMoeRouter(int32_t* ids, float* weights, const void* logits, bo
 
 cudaError_t LaunchMoePermute(int32_t* offsets, int32_t* perm_token, int32_t* assign_row,
                              const int32_t* ids, int64_t n, int64_t e, int64_t k, Stream s) {
-  static_assert(kChunk >= kMaxExperts && kScanThreads >= kMaxExperts);
   const auto stream = static_cast<cudaStream_t>(s);
-  const int64_t chunks = n / kChunk;  // full ones; the scan places the rest
-  const int64_t blocks = (chunks + kPermWarps - 1) / kPermWarps;
-  const size_t smem = sizeof(int32_t) * kPermWarps * static_cast<size_t>(e);
-  if (smem > 48 * 1024) return cudaErrorInvalidValue;  // e <= 1024: 32 KiB
-  if (chunks > 0)
-    moe_chunk_count_kernel<<<blocks, kPermWarps * kWarp, smem, stream>>>(assign_row, ids, chunks,
-                                                                         static_cast<int>(e));
-  moe_chunk_scan_kernel<<<1, kScanThreads, 0, stream>>>(offsets, perm_token, assign_row, ids, n,
-                                                        chunks, static_cast<int>(e),
-                                                        static_cast<int>(k));
-  if (chunks > 0)
-    moe_chunk_place_kernel<<<blocks, kPermWarps * kWarp, smem, stream>>>(
-        perm_token, assign_row, offsets, ids, chunks, static_cast<int>(e), static_cast<int>(k));
+  cudaError_t err = cudaMemsetAsync(offsets, 0, sizeof(int32_t) * (e + 1), stream);
+  if (err != cudaSuccess) return err;
+  if (n > 0) {
+    const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+    moe_count_kernel<<<blocks, 256, 0, stream>>>(offsets, ids, n);
+  }
+  moe_scan_kernel<<<1, 1, 0, stream>>>(offsets, static_cast<int>(e));
+  if (n > 0)
+    moe_place_kernel<<<e, kPlaceThreads, 0, stream>>>(perm_token, assign_row, offsets, ids, n,
+                                                     static_cast<int>(k));
   return cudaGetLastError();
 }
 
@@ -365,17 +220,10 @@ cudaError_t LaunchMoeCombine(void* out, const void* residual, const void* y, con
                              const float* row_scale, const float* channel_scale,
                              const int32_t* ids, int64_t t, int64_t h, int64_t k, Stream s) {
   if (t == 0) return cudaSuccess;
-  const auto stream = static_cast<cudaStream_t>(s);
-  const bool vec = h % 8 == 0 && Aligned16(out) && Aligned16(residual) && Aligned16(y) &&
-                   Aligned16(shared) && Aligned16(channel_scale);
-  const auto launch = [&](auto kernel) {
-    kernel<<<t, kCombineThreads, 0, stream>>>(
-        static_cast<bf16_t*>(out), static_cast<const bf16_t*>(residual),
-        static_cast<const bf16_t*>(y), rows, w, static_cast<const bf16_t*>(shared), shared_gate,
-        row_scale, channel_scale, ids, h, static_cast<int>(k));
-  };
-  if (vec) launch(moe_combine_kernel<8>);
-  else launch(moe_combine_kernel<1>);
+  moe_combine_kernel<<<t, kCombineThreads, 0, static_cast<cudaStream_t>(s)>>>(
+      static_cast<bf16_t*>(out), static_cast<const bf16_t*>(residual),
+      static_cast<const bf16_t*>(y), rows, w, static_cast<const bf16_t*>(shared), shared_gate,
+      row_scale, channel_scale, ids, h, static_cast<int>(k));
   return cudaGetLastError();
 }
 

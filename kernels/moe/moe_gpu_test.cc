@@ -91,17 +91,10 @@ TEST(MoeGpuTest, RouterAndPermutationMatchCpu) {
   CheckRouting(300, 1024, 32, false, 3); // the limits
   CheckRouting(50, 6, 6, true, 4);       // top-k == expert count
   CheckRouting(5, 300, 2, true, 5);      // most experts get no token
-  // The permutation's chunks of 1024 assignments: 128 full ones and no tail; one full chunk
-  // and a tail of 8 with 1024 experts; exactly one chunk.
-  CheckRouting(16384, 256, 8, true, 6);
-  CheckRouting(129, 1024, 8, false, 7);
-  CheckRouting(128, 64, 8, true, 8);
 }
 
-// h % 8 == 0 runs the 16-byte-load kernel, other widths the one-column one.
-void CheckCombine(int64_t h) {
-  SCOPED_TRACE(h);
-  const int64_t t = 100, k = 4, p = 500;
+TEST(MoeGpuTest, CombineMatchesCpu) {
+  const int64_t t = 100, k = 4, h = 2048 + 8, p = 500;
   std::vector<bf16> y = testing::RandomBf16(p * h, 6), res = testing::RandomBf16(t * h, 7),
                     shared = testing::RandomBf16(t * h, 8), want(t * h);
   std::vector<int32_t> rows(t * k);
@@ -142,11 +135,6 @@ void CheckCombine(int64_t h) {
   ASSERT_TRUE(MoeCombine({dres2, dres2, dy, drows, dw, ds, dg, drs, dcs, dids}, nullptr).ok());
   EXPECT_TRUE(testing::AllClose(testing::ToHost<bf16>(dres2), want2, 1e-6,
                                 testing::kOneBf16UlpRtol));
-}
-
-TEST(MoeGpuTest, CombineMatchesCpu) {
-  CheckCombine(2048 + 8);
-  CheckCombine(2048 + 3);
 }
 
 void CheckLayer(const MoeLayerShape& s, int64_t tokens, uint64_t seed, int64_t favourite = -1,
